@@ -1,0 +1,154 @@
+//! Server configuration: flags, environment variables, and the API-key file.
+
+use crate::domain::MerchantId;
+use crate::faults::Faults;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Everything the server needs to start. Every flag also reads an environment variable.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "payment-api",
+    version,
+    about = "Pagar's payment API: honours Idempotency-Key, charges each key at most once, replays the stored answer.",
+    after_help = "API keys: --api-key sk_test_loja1=loja1 (repeatable), PAGAR_API_KEYS=\"k1=m1,k2=m2\", or \
+                  --api-keys-file with one `key=merchant` per line (# starts a comment).\n\
+                  Admin routes (/admin/ledger, /admin/faults) exist only when --admin-token is set."
+)]
+pub struct Config {
+    /// Address to listen on (port 0 picks a free port and prints it).
+    #[arg(long, env = "PAGAR_API_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// SQLite database file (created and migrated on start).
+    #[arg(long, env = "PAGAR_API_DATABASE", default_value = "pagar-api.db")]
+    pub database: PathBuf,
+    /// An API key and the merchant it belongs to, as KEY=MERCHANT. Repeatable; comma-separated in the env var.
+    #[arg(long = "api-key", env = "PAGAR_API_KEYS", value_delimiter = ',', value_parser = parse_key_pair)]
+    pub api_keys: Vec<(String, MerchantId)>,
+    /// A file of API keys, one KEY=MERCHANT per line.
+    #[arg(long, env = "PAGAR_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+    /// Token for the QA admin routes; without it they do not exist.
+    #[arg(long, env = "PAGAR_ADMIN_TOKEN")]
+    pub admin_token: Option<String>,
+    /// How long completed idempotency keys are kept, in seconds (payments are kept forever).
+    #[arg(long, env = "PAGAR_KEY_RETENTION_SECS", default_value_t = 86_400)]
+    pub key_retention_secs: u64,
+    /// How often the reaper purges expired keys, in seconds.
+    #[arg(long, env = "PAGAR_REAPER_INTERVAL_SECS", default_value_t = 60)]
+    pub reaper_interval_secs: u64,
+    /// How long one execution holds its key before a retry may take it over, in milliseconds.
+    #[arg(long, env = "PAGAR_LEASE_MS", default_value_t = 10_000)]
+    pub lease_ms: u64,
+    /// How long the gateway simulator takes for `tok_lento`, in milliseconds.
+    #[arg(long, env = "PAGAR_SLOW_GATEWAY_MS", default_value_t = 3_000)]
+    pub slow_gateway_ms: u64,
+    /// Largest request body, in bytes (larger: 413).
+    #[arg(long, env = "PAGAR_MAX_BODY_BYTES", default_value_t = 16 * 1024)]
+    pub max_body_bytes: usize,
+    /// Largest total size of request headers, in bytes (larger: 431).
+    #[arg(long, env = "PAGAR_MAX_HEADER_BYTES", default_value_t = 8 * 1024)]
+    pub max_header_bytes: usize,
+    /// Shift the server's clock by this many milliseconds (tests of clock skew).
+    #[arg(
+        long,
+        env = "PAGAR_CLOCK_OFFSET_MS",
+        default_value_t = 0,
+        allow_hyphen_values = true
+    )]
+    pub clock_offset_ms: i64,
+    /// Log as JSON lines instead of text.
+    #[arg(long, env = "PAGAR_LOG_JSON")]
+    pub log_json: bool,
+    /// Fault injection at start (changeable at run time through PUT /admin/faults).
+    #[command(flatten)]
+    pub faults: Faults,
+}
+
+fn parse_key_pair(s: &str) -> Result<(String, MerchantId), String> {
+    let (key, merchant) = s
+        .trim()
+        .split_once('=')
+        .ok_or_else(|| format!("esperado CHAVE=MERCHANT, recebido {s:?}"))?;
+    let key = key.trim();
+    if key.len() < 8 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "chave de API {key:?}: use pelo menos 8 caracteres ASCII visíveis"
+        ));
+    }
+    Ok((key.to_string(), MerchantId::parse(merchant.trim())?))
+}
+
+impl Config {
+    /// A configuration for an in-process sandbox: one merchant, one key, an admin token.
+    pub fn sandbox(database: PathBuf, api_key: &str, merchant: &str, admin_token: &str) -> Self {
+        use clap::Parser;
+        let mut c = Self::parse_from(["payment-api"]);
+        c.listen = "127.0.0.1:0".parse().expect("a valid address");
+        c.database = database;
+        c.api_keys =
+            vec![parse_key_pair(&format!("{api_key}={merchant}")).expect("a valid sandbox key")];
+        c.admin_token = Some(admin_token.to_string());
+        c.faults = Faults::default();
+        c
+    }
+
+    /// Every API key with its merchant, from flags, env and the key file.
+    pub fn load_api_keys(&self) -> Result<HashMap<String, MerchantId>, String> {
+        let mut keys: HashMap<String, MerchantId> = self.api_keys.iter().cloned().collect();
+        if let Some(path) = &self.api_keys_file {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let (k, m) = parse_key_pair(line)
+                    .map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+                keys.insert(k, m);
+            }
+        }
+        if keys.is_empty() {
+            return Err("nenhuma chave de API configurada: use --api-key CHAVE=MERCHANT, PAGAR_API_KEYS ou --api-keys-file".into());
+        }
+        Ok(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_pair_needs_an_equals_sign_and_a_valid_merchant() {
+        assert!(parse_key_pair("sk_test_123456=loja1").is_ok());
+        assert!(parse_key_pair("sk_test_123456").is_err());
+        assert!(parse_key_pair("sk_test_123456=loja 1").is_err());
+        assert!(parse_key_pair("short=loja").is_err());
+    }
+
+    #[test]
+    fn the_key_file_accepts_comments_and_reports_the_bad_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys");
+        std::fs::write(
+            &path,
+            "# lojas\nsk_test_aaaaaaaa=loja_a\n\nsk_test_bbbbbbbb = loja_b\nruim\n",
+        )
+        .unwrap();
+        let mut c = Config::sandbox("x.db".into(), "sk_test_cccccccc", "loja_c", "admin");
+        c.api_keys_file = Some(path.clone());
+        let err = c.load_api_keys().unwrap_err();
+        assert!(err.contains(":5:"), "{err}");
+        std::fs::write(
+            &path,
+            "# lojas\nsk_test_aaaaaaaa=loja_a\nsk_test_bbbbbbbb = loja_b\n",
+        )
+        .unwrap();
+        let keys = c.load_api_keys().unwrap();
+        assert_eq!(keys.len(), 3);
+        assert_eq!(keys["sk_test_bbbbbbbb"].as_ref(), "loja_b");
+    }
+}

@@ -1,0 +1,240 @@
+//! The crate's one error type. Every error leaves the server through [`ApiError::into_response`]
+//! as `application/problem+json` (RFC 9457) with a stable `type`, a `title` and `retryable`.
+
+use crate::domain::{FieldError, KeyError};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// Result alias for the crate.
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+/// Errors of the store (SQLite or another backend).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite said no.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// Schema migration failed.
+    #[error("migration: {0}")]
+    Migration(#[from] rusqlite_migration::Error),
+    /// The group commit failed; none of its writes are durable.
+    #[error("commit failed: {0}")]
+    Commit(String),
+    /// The writer thread is gone (shutdown or panic).
+    #[error("the store's writer is not running")]
+    WriterGone,
+    /// A stored row did not have the expected shape.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+/// Every way a request can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No or unknown API key.
+    #[error("credenciais ausentes ou inválidas")]
+    Unauthorized,
+    /// Admin route with a wrong token.
+    #[error("token de administrador ausente ou inválido")]
+    AdminUnauthorized,
+    /// The Idempotency-Key header is missing or malformed.
+    #[error(transparent)]
+    InvalidKey(#[from] KeyError),
+    /// Body is not JSON.
+    #[error("o corpo não é JSON válido: {0}")]
+    MalformedJson(String),
+    /// Content-Type is not JSON.
+    #[error("Content-Type deve ser application/json")]
+    UnsupportedMediaType,
+    /// Body over the limit.
+    #[error("o corpo passa de {0} bytes")]
+    PayloadTooLarge(usize),
+    /// Headers over the limit.
+    #[error("os cabeçalhos passam de {0} bytes")]
+    HeadersTooLarge(usize),
+    /// Body is JSON but some field is invalid.
+    #[error("a requisição tem campos inválidos")]
+    Validation(Vec<FieldError>),
+    /// Query parameters are wrong.
+    #[error("{0}")]
+    BadQuery(String),
+    /// Same key, different request.
+    #[error("esta Idempotency-Key já foi usada com outra requisição")]
+    FingerprintMismatch,
+    /// A concurrent request holds the key.
+    #[error("outra requisição com esta Idempotency-Key está em andamento")]
+    KeyInProgress {
+        /// Seconds until the holder's lease ends.
+        retry_after_secs: u64,
+    },
+    /// This worker's lease was taken over while it executed.
+    #[error("a execução desta chave foi assumida por outra requisição; tente de novo")]
+    LeaseLost,
+    /// Fault injection: 5xx before execution.
+    #[error("falha injetada antes da execução")]
+    InjectedFault,
+    /// No such payment for this merchant.
+    #[error("pagamento não encontrado")]
+    NotFound,
+    /// The store failed.
+    #[error("armazenamento indisponível")]
+    Store(#[from] StoreError),
+    /// The server could not start (bad configuration, port taken, database unreadable).
+    #[error("{0}")]
+    Startup(String),
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    title: &'a str,
+    status: u16,
+    detail: String,
+    retryable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    errors: Option<&'a [FieldError]>,
+}
+
+impl ApiError {
+    /// Status code, stable problem type slug, title, and whether a retry with the same key may succeed.
+    pub fn describe(&self) -> (StatusCode, &'static str, &'static str, bool) {
+        use ApiError::*;
+        match self {
+            Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "Não autorizado",
+                false,
+            ),
+            AdminUnauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "admin-unauthorized",
+                "Não autorizado",
+                false,
+            ),
+            InvalidKey(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid-idempotency-key",
+                "Idempotency-Key inválida",
+                false,
+            ),
+            MalformedJson(_) => (
+                StatusCode::BAD_REQUEST,
+                "malformed-json",
+                "JSON malformado",
+                false,
+            ),
+            UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-media-type",
+                "Tipo de conteúdo não suportado",
+                false,
+            ),
+            PayloadTooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload-too-large",
+                "Corpo grande demais",
+                false,
+            ),
+            HeadersTooLarge(_) => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers-too-large",
+                "Cabeçalhos grandes demais",
+                false,
+            ),
+            Validation(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation",
+                "Requisição inválida",
+                false,
+            ),
+            BadQuery(_) => (
+                StatusCode::BAD_REQUEST,
+                "bad-query",
+                "Consulta inválida",
+                false,
+            ),
+            FingerprintMismatch => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-reused",
+                "Idempotency-Key reutilizada com outra requisição",
+                false,
+            ),
+            KeyInProgress { .. } => (
+                StatusCode::CONFLICT,
+                "key-in-progress",
+                "Requisição em andamento",
+                true,
+            ),
+            LeaseLost => (
+                StatusCode::CONFLICT,
+                "lease-lost",
+                "Execução assumida por outra requisição",
+                true,
+            ),
+            InjectedFault => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "injected-fault",
+                "Falha injetada",
+                true,
+            ),
+            NotFound => (StatusCode::NOT_FOUND, "not-found", "Não encontrado", false),
+            Store(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                "Armazenamento indisponível",
+                true,
+            ),
+            Startup(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Erro interno",
+                true,
+            ),
+        }
+    }
+
+    /// The full problem type URI for a slug.
+    pub fn type_uri(slug: &str) -> String {
+        format!("urn:pagar:problem:{slug}")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, slug, title, retryable) = self.describe();
+        if let ApiError::Store(e) = &self {
+            tracing::error!(error = %e, "store failure");
+        }
+        let kind = Self::type_uri(slug);
+        let problem = Problem {
+            kind: &kind,
+            title,
+            status: status.as_u16(),
+            detail: self.to_string(),
+            retryable,
+            errors: match &self {
+                ApiError::Validation(errs) => Some(errs),
+                _ => None,
+            },
+        };
+        let body = serde_json::to_vec(&problem).expect("a problem always serialises");
+        let mut res = (status, body).into_response();
+        let h = res.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        let retry_after = match &self {
+            ApiError::KeyInProgress { retry_after_secs } => Some(*retry_after_secs),
+            ApiError::LeaseLost | ApiError::InjectedFault | ApiError::Store(_) => Some(1),
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        res
+    }
+}

@@ -1,0 +1,104 @@
+//! Fault injection for tests and manual QA (SPEC §2.4). Off by default.
+
+use serde::{Deserialize, Serialize};
+
+/// The fault profile. Each fault fires independently with its probability (0.0–1.0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Faults {
+    /// Delay before executing each request, in milliseconds.
+    #[arg(
+        long = "fault-latency-ms",
+        env = "PAGAR_FAULT_LATENCY_MS",
+        default_value_t = 0
+    )]
+    pub latency_ms: u64,
+    /// Probability that a request gets the delay.
+    #[arg(
+        long = "fault-latency-probability",
+        env = "PAGAR_FAULT_LATENCY_PROBABILITY",
+        default_value_t = 1.0
+    )]
+    pub latency_probability: f64,
+    /// Probability of dropping the response after the payment is committed: the server charged,
+    /// the client never hears.
+    #[arg(
+        long = "fault-drop-response",
+        env = "PAGAR_FAULT_DROP_RESPONSE",
+        default_value_t = 0.0
+    )]
+    pub drop_response_probability: f64,
+    /// Probability of answering 503 before executing (nothing stored, key stays free).
+    #[arg(long = "fault-5xx", env = "PAGAR_FAULT_5XX", default_value_t = 0.0)]
+    pub error_5xx_probability: f64,
+    /// Probability of resetting the connection before reading the request body.
+    #[arg(
+        long = "fault-reset-before-body",
+        env = "PAGAR_FAULT_RESET_BEFORE_BODY",
+        default_value_t = 0.0
+    )]
+    pub reset_before_body_probability: f64,
+    /// Probability of aborting the whole server process after the gateway charged and before
+    /// the payment is stored (crash tests). Never offered by the desktop app's embedded server.
+    #[arg(
+        long = "fault-crash-after-charge",
+        env = "PAGAR_FAULT_CRASH_AFTER_CHARGE",
+        default_value_t = 0.0
+    )]
+    pub crash_after_charge_probability: f64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            latency_ms: 0,
+            latency_probability: 1.0,
+            drop_response_probability: 0.0,
+            error_5xx_probability: 0.0,
+            reset_before_body_probability: 0.0,
+            crash_after_charge_probability: 0.0,
+        }
+    }
+}
+
+impl Faults {
+    /// Checks every probability is within 0.0–1.0 and the latency is at most 10 minutes.
+    pub fn validate(&self) -> Result<(), String> {
+        let probabilities = [
+            ("latency_probability", self.latency_probability),
+            ("drop_response_probability", self.drop_response_probability),
+            ("error_5xx_probability", self.error_5xx_probability),
+            (
+                "reset_before_body_probability",
+                self.reset_before_body_probability,
+            ),
+            (
+                "crash_after_charge_probability",
+                self.crash_after_charge_probability,
+            ),
+        ];
+        for (name, p) in probabilities {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("{name} deve estar entre 0 e 1, não {p}"));
+            }
+        }
+        if self.latency_ms > 600_000 {
+            return Err("latency_ms deve ser no máximo 600000".into());
+        }
+        Ok(())
+    }
+
+    /// True when no fault can fire.
+    pub fn is_off(&self) -> bool {
+        self.latency_ms == 0
+            && self.drop_response_probability == 0.0
+            && self.error_5xx_probability == 0.0
+            && self.reset_before_body_probability == 0.0
+            && self.crash_after_charge_probability == 0.0
+    }
+}
+
+/// Draws whether a fault with probability `p` fires now.
+pub fn fires(p: f64) -> bool {
+    p > 0.0 && (p >= 1.0 || rand::random::<f64>() < p)
+}

@@ -1,0 +1,92 @@
+//! The card gateway the server charges through, and the bundled simulator with its ledger.
+
+use crate::domain::{CardToken, Centavos, DownstreamKey, MerchantId};
+use crate::error::StoreError;
+use crate::store::{LedgerCharge, LedgerRow, Store};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the gateway decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayResult {
+    /// The gateway's charge id.
+    pub cobranca_id: String,
+    /// Approved, or declined with a reason code.
+    pub outcome: Outcome,
+}
+
+/// Approval or decline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Approved.
+    Aprovado,
+    /// Declined with a reason code.
+    Recusado(String),
+}
+
+/// A card gateway. Calls carrying the same downstream key charge at most once.
+#[async_trait::async_trait]
+pub trait Gateway: Send + Sync + std::fmt::Debug + 'static {
+    /// Charges (or returns the earlier result for) `downstream_key`.
+    async fn charge(
+        &self,
+        downstream_key: DownstreamKey,
+        merchant: &MerchantId,
+        valor: Centavos,
+        cartao: CardToken,
+    ) -> Result<GatewayResult, StoreError>;
+}
+
+/// The bundled simulator: decides from the test card token and records one ledger row per
+/// downstream key in the store's database.
+#[derive(Debug)]
+pub struct SimulatedGateway {
+    store: Arc<dyn Store>,
+    slow: Duration,
+}
+
+impl SimulatedGateway {
+    /// A simulator writing its ledger to `store`; `tok_lento` takes `slow` before it answers.
+    pub fn new(store: Arc<dyn Store>, slow: Duration) -> Self {
+        Self { store, slow }
+    }
+}
+
+#[async_trait::async_trait]
+impl Gateway for SimulatedGateway {
+    async fn charge(
+        &self,
+        downstream_key: DownstreamKey,
+        merchant: &MerchantId,
+        valor: Centavos,
+        cartao: CardToken,
+    ) -> Result<GatewayResult, StoreError> {
+        let (status, motivo) = match cartao {
+            CardToken::Aprovado => ("aprovado", None),
+            CardToken::Lento => {
+                tokio::time::sleep(self.slow).await;
+                ("aprovado", None)
+            }
+            CardToken::Recusado => ("recusado", Some("cartao_recusado")),
+            CardToken::SaldoInsuficiente => ("recusado", Some("saldo_insuficiente")),
+        };
+        let row: LedgerRow = self
+            .store
+            .ledger_charge(LedgerCharge {
+                downstream_key,
+                merchant: merchant.clone(),
+                valor: valor.get(),
+                status,
+                motivo,
+            })
+            .await?;
+        let outcome = match row.motivo {
+            None => Outcome::Aprovado,
+            Some(m) => Outcome::Recusado(m),
+        };
+        Ok(GatewayResult {
+            cobranca_id: row.cobranca_id,
+            outcome,
+        })
+    }
+}

@@ -1,0 +1,41 @@
+//! `payment-api`: starts the server from flags and environment variables (`--help` lists them).
+
+use clap::Parser;
+use payment_api::Config;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let config = Config::parse();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    if config.log_json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+    let server = match payment_api::start(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("payment-api: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    // Tests and scripts read this line to learn the port when started with port 0.
+    println!("listening on {}", server.url());
+    shutdown_signal().await;
+    server.shutdown().await;
+    std::process::ExitCode::SUCCESS
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,136 @@
+//! Prometheus metrics served at `/metrics`.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::time::Instant;
+
+/// How a `POST /pagamentos` ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    /// Executed for the first time (or taken over after a lease expired).
+    first,
+    /// Stored response replayed.
+    replay,
+    /// A concurrent request held the key (409).
+    in_progress,
+    /// Key reused with a different request (422).
+    mismatch,
+    /// Rejected before execution (400, 401, 413, 415, 422 validation, injected 503).
+    rejected,
+    /// Failed during execution (store error, lost lease).
+    failed,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabel {
+    op: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: &'static str,
+}
+
+/// The server's metrics, one registry per server instance.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<OutcomeLabel, Counter>,
+    charges: Family<StatusLabel, Counter>,
+    store_latency: Family<OpLabel, Histogram>,
+    purged: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("pagar");
+        let requests = Family::<OutcomeLabel, Counter>::default();
+        let charges = Family::<StatusLabel, Counter>::default();
+        let store_latency = Family::<OpLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
+        });
+        let purged = Counter::default();
+        registry.register(
+            "payment_requests",
+            "POST /pagamentos by outcome",
+            requests.clone(),
+        );
+        registry.register(
+            "gateway_charges",
+            "Gateway executions (ledger rows written or found) by status",
+            charges.clone(),
+        );
+        registry.register(
+            "store_seconds",
+            "Store operation latency",
+            store_latency.clone(),
+        );
+        registry.register(
+            "purged_keys",
+            "Idempotency keys purged by the reaper",
+            purged.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            charges,
+            store_latency,
+            purged,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts one payment request.
+    pub fn request(&self, outcome: Outcome) {
+        self.requests.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+
+    /// Counts one gateway execution.
+    pub fn charge(&self, approved: bool) {
+        let status = if approved { "aprovado" } else { "recusado" };
+        self.charges.get_or_create(&StatusLabel { status }).inc();
+    }
+
+    /// Records how long a store operation took.
+    pub fn store_op(&self, op: &'static str, started: Instant) {
+        self.store_latency
+            .get_or_create(&OpLabel { op })
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Counts purged keys.
+    pub fn purged(&self, n: u64) {
+        self.purged.inc_by(n);
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+impl Outcome {
+    /// The outcome an error stands for.
+    pub fn rejected_or_failed(e: &crate::error::ApiError) -> Self {
+        use crate::error::ApiError::*;
+        match e {
+            KeyInProgress { .. } => Outcome::in_progress,
+            FingerprintMismatch => Outcome::mismatch,
+            LeaseLost | Store(_) => Outcome::failed,
+            _ => Outcome::rejected,
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Starting and stopping a server: bind, serve, reap expired keys, shut down gracefully.
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::conn::{ConnHandle, CuttableListener};
+use crate::error::{ApiError, Result};
+use crate::gateway::SimulatedGateway;
+use crate::state::AppState;
+use crate::store::{SqliteStore, Store};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A server running on this process's tokio runtime. Dropping it stops it.
+#[derive(Debug)]
+pub struct RunningServer {
+    addr: SocketAddr,
+    state: AppState,
+    stop: Option<oneshot::Sender<()>>,
+    serve: Option<JoinHandle<std::io::Result<()>>>,
+    reaper: JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// The address it listens on (the real port when configured with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Its state (store, faults, metrics).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Stops accepting, lets requests in flight finish, and waits for it.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(serve) = self.serve.take() {
+            let _ = serve.await;
+        }
+    }
+
+    /// Waits until the server stops by itself (it only does on an I/O error).
+    pub async fn wait(mut self) -> Result<()> {
+        match self.serve.take() {
+            Some(serve) => serve
+                .await
+                .map_err(|e| ApiError::Startup(e.to_string()))?
+                .map_err(|e| ApiError::Startup(e.to_string())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.reaper.abort();
+    }
+}
+
+/// Opens the configured SQLite database and starts serving.
+pub async fn start(config: Config) -> Result<RunningServer> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::with_offset(config.clock_offset_ms));
+    let store = SqliteStore::open(&config.database, clock)
+        .map_err(|e| ApiError::Startup(format!("banco {}: {e}", config.database.display())))?;
+    start_with_store(config, Arc::new(store)).await
+}
+
+/// Starts serving on a given store (tests pass a store with a manual clock).
+pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> Result<RunningServer> {
+    config.faults.validate().map_err(ApiError::Startup)?;
+    let api_keys = config.load_api_keys().map_err(ApiError::Startup)?;
+    let gateway = Arc::new(SimulatedGateway::new(
+        store.clone(),
+        Duration::from_millis(config.slow_gateway_ms),
+    ));
+    let state = AppState::new(&config, api_keys, store, gateway);
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| {
+            ApiError::Startup(format!(
+                "não foi possível escutar em {}: {e}",
+                config.listen
+            ))
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| ApiError::Startup(e.to_string()))?;
+    let app = crate::http::app(state.clone()).into_make_service_with_connect_info::<ConnHandle>();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let serve = tokio::spawn(async move {
+        axum::serve(CuttableListener::new(listener), app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let reaper = tokio::spawn(reap(
+        state.clone(),
+        Duration::from_secs(config.reaper_interval_secs.max(1)),
+        i64::try_from(config.key_retention_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+    ));
+    tracing::info!(%addr, admin = state.admin_token().is_some(), "payment API listening");
+    Ok(RunningServer {
+        addr,
+        state,
+        stop: Some(stop),
+        serve: Some(serve),
+        reaper,
+    })
+}
+
+async fn reap(state: AppState, every: Duration, retention_ms: i64) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match state.store().purge_keys(retention_ms).await {
+            Ok(0) => {}
+            Ok(n) => {
+                state.metrics().purged(n);
+                tracing::info!(purged = n, "reaper purged expired idempotency keys");
+            }
+            Err(e) => tracing::warn!(error = %e, "reaper failed; will try again"),
+        }
+    }
+}

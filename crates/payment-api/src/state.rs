@@ -1,0 +1,99 @@
+//! State shared by every request of one server.
+
+use crate::config::Config;
+use crate::domain::MerchantId;
+use crate::faults::Faults;
+use crate::gateway::Gateway;
+use crate::metrics::Metrics;
+use crate::store::Store;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Cheap to clone; every clone sees the same store, faults and metrics.
+#[derive(Debug, Clone)]
+pub struct AppState(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    store: Arc<dyn Store>,
+    gateway: Arc<dyn Gateway>,
+    api_keys: HashMap<String, MerchantId>,
+    admin_token: Option<String>,
+    faults: RwLock<Faults>,
+    metrics: Metrics,
+    lease_ms: i64,
+    max_body_bytes: usize,
+    max_header_bytes: usize,
+}
+
+impl AppState {
+    /// Builds the state from a configuration and its parts.
+    pub fn new(
+        config: &Config,
+        api_keys: HashMap<String, MerchantId>,
+        store: Arc<dyn Store>,
+        gateway: Arc<dyn Gateway>,
+    ) -> Self {
+        Self(Arc::new(Shared {
+            store,
+            gateway,
+            api_keys,
+            admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
+            faults: RwLock::new(config.faults.clone()),
+            metrics: Metrics::default(),
+            lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
+            max_body_bytes: config.max_body_bytes,
+            max_header_bytes: config.max_header_bytes,
+        }))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.0.store
+    }
+
+    /// The gateway.
+    pub fn gateway(&self) -> &Arc<dyn Gateway> {
+        &self.0.gateway
+    }
+
+    /// The merchant an API key belongs to.
+    pub fn merchant_for(&self, api_key: &str) -> Option<MerchantId> {
+        self.0.api_keys.get(api_key).cloned()
+    }
+
+    /// The admin token, when admin routes are on.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.0.admin_token.as_deref()
+    }
+
+    /// A snapshot of the fault profile.
+    pub fn faults(&self) -> Faults {
+        self.0.faults.read().expect("faults lock").clone()
+    }
+
+    /// Replaces the fault profile.
+    pub fn set_faults(&self, faults: Faults) {
+        *self.0.faults.write().expect("faults lock") = faults;
+    }
+
+    /// Metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+
+    /// Lease length in milliseconds.
+    pub fn lease_ms(&self) -> i64 {
+        self.0.lease_ms
+    }
+
+    /// Body limit.
+    pub fn max_body_bytes(&self) -> usize {
+        self.0.max_body_bytes
+    }
+
+    /// Header limit.
+    pub fn max_header_bytes(&self) -> usize {
+        self.0.max_header_bytes
+    }
+}

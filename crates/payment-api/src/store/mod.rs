@@ -1,0 +1,202 @@
+//! Storage interface: idempotency keys, payments and the gateway simulator's ledger.
+//!
+//! A store owns its clock: lease and retention times are read where the data lives, so that
+//! every process sharing one database agrees on them.
+
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use crate::clock::Millis;
+use crate::domain::{DownstreamKey, Fingerprint, IdempotencyKey, MerchantId};
+use crate::error::StoreError;
+use serde::Serialize;
+
+/// Result of store operations.
+pub type StoreResult<T> = std::result::Result<T, StoreError>;
+
+/// A response as it was first sent; replays send these exact bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// Body bytes.
+    pub body: Vec<u8>,
+}
+
+/// What the server holds for one (merchant, key).
+#[derive(Debug, Clone)]
+pub struct KeyRecord {
+    /// Fingerprint of the request that first claimed the key.
+    pub fingerprint: Fingerprint,
+    /// Completed response, if any.
+    pub response: Option<StoredResponse>,
+}
+
+/// Everything the claim of a key needs.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// Owner of the key.
+    pub merchant: MerchantId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// Request fingerprint.
+    pub fingerprint: Fingerprint,
+    /// How long this worker holds the key before another request may take over.
+    pub lease_ms: Millis,
+}
+
+/// What the caller of [`Store::claim`] must do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextAction {
+    /// The key is ours (new, or taken over after the previous lease expired): execute, then finish
+    /// with this fencing token.
+    StartProcessing {
+        /// Fencing token; only a finish carrying the current token is written.
+        fence: i64,
+        /// True when a previous worker held the key and its lease ran out.
+        takeover: bool,
+    },
+    /// The key completed earlier: send this response again.
+    ReturnSavedResponse(StoredResponse),
+    /// Another worker holds a live lease.
+    InProgress {
+        /// Milliseconds until that lease ends.
+        retry_after_ms: Millis,
+    },
+    /// The key was used with a different request.
+    FingerprintMismatch,
+}
+
+/// A payment as it is stored and returned by lookups.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Payment {
+    /// `pay_…`
+    pub id: String,
+    /// `aprovado` or `recusado`.
+    pub status: String,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// Always `BRL`.
+    pub moeda: String,
+    /// Decline reason code (`cartao_recusado`, `saldo_insuficiente`), for declines only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub motivo: Option<String>,
+    /// Free text from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descricao: Option<String>,
+    /// Client reference from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub referencia: Option<String>,
+    /// The idempotency key that created it.
+    pub idempotency_key: String,
+    /// The gateway's charge id.
+    pub cobranca_id: String,
+    /// Creation time, RFC 3339.
+    pub criado_em: String,
+    #[serde(skip)]
+    #[schema(ignore)]
+    /// Owner (not serialised: it is the caller).
+    pub merchant: String,
+}
+
+/// The write that completes a key: the payment row and the response, in one transaction.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// Owner of the key.
+    pub merchant: MerchantId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The token [`NextAction::StartProcessing`] gave this worker.
+    pub fence: i64,
+    /// The payment to insert.
+    pub payment: Payment,
+    /// The response to store for replays.
+    pub response: StoredResponse,
+}
+
+/// Whether a completion was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishOutcome {
+    /// Payment and response are durable.
+    Stored,
+    /// Another worker took the key over; nothing was written.
+    LeaseLost,
+}
+
+/// One charge the gateway simulator executed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct LedgerRow {
+    /// The gateway's charge id.
+    pub cobranca_id: String,
+    /// Key derived from (merchant, idempotency key); unique.
+    pub downstream_key: String,
+    /// Merchant charged for.
+    pub merchant: String,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// `aprovado` or `recusado`.
+    pub status: String,
+    /// Decline reason, if declined.
+    pub motivo: Option<String>,
+    /// Execution time, epoch ms.
+    pub criado_em_ms: Millis,
+}
+
+/// A charge to record in the ledger (at most once per downstream key).
+#[derive(Debug, Clone)]
+pub struct LedgerCharge {
+    /// Key derived from (merchant, idempotency key).
+    pub downstream_key: DownstreamKey,
+    /// Merchant.
+    pub merchant: MerchantId,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// `aprovado` or `recusado`.
+    pub status: &'static str,
+    /// Decline reason.
+    pub motivo: Option<&'static str>,
+}
+
+/// The storage interface the server runs on.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// Reads a key without claiming it (the replay fast path).
+    async fn lookup_key(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<KeyRecord>>;
+    /// Claims a key with an INSERT under `UNIQUE (merchant, key)`; on conflict decides what to do
+    /// from the existing row, atomically with the attempt to insert.
+    async fn claim(&self, claim: Claim) -> StoreResult<NextAction>;
+    /// Stores the payment and the response if `fence` still holds the key.
+    async fn finish(&self, completion: Completion) -> StoreResult<FinishOutcome>;
+    /// Ends a lease early (execution failed before anything was charged) so a retry need not wait.
+    async fn release(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<()>;
+    /// A payment by id, for its merchant.
+    async fn payment(&self, merchant: &MerchantId, id: &str) -> StoreResult<Option<Payment>>;
+    /// Payments by client reference, for its merchant, oldest first.
+    async fn payments_by_referencia(
+        &self,
+        merchant: &MerchantId,
+        referencia: &str,
+    ) -> StoreResult<Vec<Payment>>;
+    /// Payments created by an idempotency key, for its merchant.
+    async fn payments_by_key(&self, merchant: &MerchantId, key: &str) -> StoreResult<Vec<Payment>>;
+    /// Deletes completed keys older than `retention_ms`; never keys in progress, never payments.
+    async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64>;
+    /// Records a charge once per downstream key; returns the row that holds it (new or earlier).
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<LedgerRow>;
+    /// Every ledger row, oldest first.
+    async fn ledger(&self) -> StoreResult<Vec<LedgerRow>>;
+    /// Answers when the store can serve.
+    async fn health(&self) -> StoreResult<()>;
+    /// The store's current time.
+    fn now_ms(&self) -> Millis;
+}

@@ -1,0 +1,565 @@
+//! SQLite store: WAL, `synchronous=FULL`, `BEGIN IMMEDIATE`, and group commit.
+//!
+//! All writes go through one writer thread. It takes every write waiting in its queue, runs each
+//! in its own SAVEPOINT inside one `BEGIN IMMEDIATE` transaction, commits once, and only then
+//! answers each caller. Concurrent requests therefore share one fsync instead of paying one each,
+//! and no caller hears "done" before its write is durable. Reads use a small pool of connections.
+
+use super::*;
+use crate::clock::Clock;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite_migration::{Migrations, M};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Most writes folded into one transaction.
+const MAX_BATCH: usize = 512;
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(
+        r#"
+        CREATE TABLE idempotency_keys (
+            merchant        TEXT    NOT NULL,
+            key             TEXT    NOT NULL,
+            fingerprint     TEXT    NOT NULL,
+            created_at      INTEGER NOT NULL,
+            locked_until    INTEGER NOT NULL,
+            fence           INTEGER NOT NULL,
+            recovery_point  TEXT    NOT NULL CHECK (recovery_point IN ('started', 'finished')),
+            response_status INTEGER,
+            response_body   BLOB,
+            payment_id      TEXT,
+            completed_at    INTEGER,
+            UNIQUE (merchant, key)
+        );
+        CREATE INDEX idempotency_keys_completed_at ON idempotency_keys (completed_at)
+            WHERE completed_at IS NOT NULL;
+        CREATE TABLE payments (
+            id              TEXT    PRIMARY KEY,
+            merchant        TEXT    NOT NULL,
+            idempotency_key TEXT    NOT NULL,
+            valor           INTEGER NOT NULL CHECK (valor > 0),
+            status          TEXT    NOT NULL CHECK (status IN ('aprovado', 'recusado')),
+            motivo          TEXT,
+            descricao       TEXT,
+            referencia      TEXT,
+            cobranca_id     TEXT    NOT NULL,
+            created_at      INTEGER NOT NULL
+        );
+        CREATE INDEX payments_referencia ON payments (merchant, referencia);
+        CREATE INDEX payments_key ON payments (merchant, idempotency_key);
+        CREATE TABLE gateway_ledger (
+            seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+            cobranca_id     TEXT    NOT NULL UNIQUE,
+            downstream_key  TEXT    NOT NULL UNIQUE,
+            merchant        TEXT    NOT NULL,
+            valor           INTEGER NOT NULL,
+            status          TEXT    NOT NULL,
+            motivo          TEXT,
+            created_at      INTEGER NOT NULL
+        );
+        "#,
+    )])
+}
+
+type Completer = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Job = Box<dyn FnOnce(&Connection) -> Completer + Send>;
+
+/// The SQLite store. Cheap to clone; clones share the writer and the read pool.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: Mutex<Option<mpsc::Sender<Job>>>,
+    readers: Mutex<Vec<Connection>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+fn open(path: &Path) -> StoreResult<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+impl SqliteStore {
+    /// Opens (creating and migrating if needed) the database at `path` and starts its writer.
+    pub fn open(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> StoreResult<Self> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = open(&path)?;
+        migrations().to_latest(&mut conn)?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| StoreError::Corrupt(format!("cannot start writer thread: {e}")))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path,
+                writer: Mutex::new(Some(tx)),
+                readers: Mutex::new(Vec::new()),
+                clock,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` inside the next group-committed transaction; resolves after the commit.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let result = in_savepoint(conn, f);
+            Box::new(move |committed: Result<(), String>| {
+                let _ = tx.send(committed.map_err(StoreError::Commit).and(result));
+            })
+        });
+        let sender = self.inner.writer.lock().expect("writer lock").clone();
+        sender
+            .ok_or(StoreError::WriterGone)?
+            .send(job)
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Runs `f` on a pooled read connection.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = inner.readers.lock().expect("reader lock").pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => open(&inner.path)?,
+            };
+            let result = f(&conn);
+            inner.readers.lock().expect("reader lock").push(conn);
+            result
+        })
+        .await
+        .map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Stops the writer after the writes already queued; later writes fail with `WriterGone`.
+    pub fn close(&self) {
+        self.inner.writer.lock().expect("writer lock").take();
+    }
+}
+
+fn in_savepoint<T>(
+    conn: &Connection,
+    f: impl FnOnce(&Connection) -> StoreResult<T>,
+) -> StoreResult<T> {
+    conn.execute_batch("SAVEPOINT op")?;
+    let result = f(conn);
+    let end = if result.is_ok() {
+        "RELEASE op"
+    } else {
+        "ROLLBACK TO op; RELEASE op"
+    };
+    conn.execute_batch(end)?;
+    result
+}
+
+fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            tracing::error!(error = %e, "sqlite: cannot begin a write transaction");
+            // Dropping the jobs drops their reply channels: each caller gets WriterGone.
+            continue;
+        }
+        let completers: Vec<Completer> = batch.into_iter().map(|job| job(&conn)).collect();
+        let committed = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
+        if committed.is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for done in completers {
+            done(committed.clone());
+        }
+    }
+}
+
+fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<Payment> {
+    Ok(Payment {
+        id: r.get("id")?,
+        merchant: r.get("merchant")?,
+        idempotency_key: r.get("idempotency_key")?,
+        valor: r.get("valor")?,
+        moeda: "BRL".into(),
+        status: r.get("status")?,
+        motivo: r.get("motivo")?,
+        descricao: r.get("descricao")?,
+        referencia: r.get("referencia")?,
+        cobranca_id: r.get("cobranca_id")?,
+        criado_em: crate::clock::rfc3339(r.get("created_at")?),
+    })
+}
+
+fn ledger_from_row(r: &Row<'_>) -> rusqlite::Result<LedgerRow> {
+    Ok(LedgerRow {
+        cobranca_id: r.get("cobranca_id")?,
+        downstream_key: r.get("downstream_key")?,
+        merchant: r.get("merchant")?,
+        valor: r.get("valor")?,
+        status: r.get("status")?,
+        motivo: r.get("motivo")?,
+        criado_em_ms: r.get("created_at")?,
+    })
+}
+
+fn stored_response(
+    status: Option<i64>,
+    body: Option<Vec<u8>>,
+) -> StoreResult<Option<StoredResponse>> {
+    match (status, body) {
+        (Some(s), Some(body)) => Ok(Some(StoredResponse {
+            status: u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status {s}")))?,
+            body,
+        })),
+        (None, None) => Ok(None),
+        _ => Err(StoreError::Corrupt("response status without body".into())),
+    }
+}
+
+const PAYMENT_COLUMNS: &str =
+    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at";
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn lookup_key(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<KeyRecord>> {
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.read(move |c| {
+            let row = c
+                .query_row(
+                    "SELECT fingerprint, response_status, response_body FROM idempotency_keys
+                     WHERE merchant = ?1 AND key = ?2",
+                    params![m, k],
+                    |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
+            row.map(|(fp, status, body)| {
+                Ok(KeyRecord {
+                    fingerprint: Fingerprint::from_stored(fp),
+                    response: stored_response(status, body)?,
+                })
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
+        let now = self.now_ms();
+        self.write(move |c| {
+            let (m, k) = (claim.merchant.as_ref(), claim.key.as_ref());
+            let inserted = c.execute(
+                "INSERT INTO idempotency_keys
+                     (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 1, 'started')
+                 ON CONFLICT (merchant, key) DO NOTHING",
+                params![m, k, claim.fingerprint.as_ref(), now, now + claim.lease_ms],
+            )?;
+            if inserted == 1 {
+                return Ok(NextAction::StartProcessing {
+                    fence: 1,
+                    takeover: false,
+                });
+            }
+            let (fp, locked_until, fence, status, body): (
+                String,
+                i64,
+                i64,
+                Option<i64>,
+                Option<Vec<u8>>,
+            ) = c.query_row(
+                "SELECT fingerprint, locked_until, fence, response_status, response_body
+                     FROM idempotency_keys WHERE merchant = ?1 AND key = ?2",
+                params![m, k],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )?;
+            if fp != claim.fingerprint.as_ref() {
+                return Ok(NextAction::FingerprintMismatch);
+            }
+            if let Some(saved) = stored_response(status, body)? {
+                return Ok(NextAction::ReturnSavedResponse(saved));
+            }
+            if locked_until > now {
+                return Ok(NextAction::InProgress {
+                    retry_after_ms: locked_until - now,
+                });
+            }
+            // The holder's lease ran out (it crashed or stalled): take over with a new fence so
+            // the stale worker can no longer write.
+            c.execute(
+                "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
+                 WHERE merchant = ?1 AND key = ?2",
+                params![m, k, fence + 1, now + claim.lease_ms],
+            )?;
+            Ok(NextAction::StartProcessing {
+                fence: fence + 1,
+                takeover: true,
+            })
+        })
+        .await
+    }
+
+    async fn finish(&self, done: Completion) -> StoreResult<FinishOutcome> {
+        let now = self.now_ms();
+        self.write(move |c| {
+            let updated = c.execute(
+                "UPDATE idempotency_keys
+                 SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
+                     payment_id = ?6, completed_at = ?7, locked_until = 0
+                 WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                params![
+                    done.merchant.as_ref(),
+                    done.key.as_ref(),
+                    done.fence,
+                    done.response.status,
+                    done.response.body,
+                    done.payment.id,
+                    now
+                ],
+            )?;
+            if updated == 0 {
+                return Ok(FinishOutcome::LeaseLost);
+            }
+            let p = &done.payment;
+            c.execute(
+                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                params![
+                    p.id,
+                    done.merchant.as_ref(),
+                    done.key.as_ref(),
+                    p.valor,
+                    p.status,
+                    p.motivo,
+                    p.descricao,
+                    p.referencia,
+                    p.cobranca_id,
+                    now
+                ],
+            )?;
+            Ok(FinishOutcome::Stored)
+        })
+        .await
+    }
+
+    async fn release(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<()> {
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.write(move |c| {
+            c.execute(
+                "UPDATE idempotency_keys SET locked_until = 0
+                 WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                params![m, k, fence],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn payment(&self, merchant: &MerchantId, id: &str) -> StoreResult<Option<Payment>> {
+        let (m, id) = (merchant.to_string(), id.to_string());
+        self.read(move |c| {
+            Ok(c.query_row(
+                &format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND id = ?2"),
+                params![m, id],
+                payment_from_row,
+            )
+            .optional()?)
+        })
+        .await
+    }
+
+    async fn payments_by_referencia(
+        &self,
+        merchant: &MerchantId,
+        referencia: &str,
+    ) -> StoreResult<Vec<Payment>> {
+        self.payments_where("referencia", merchant, referencia)
+            .await
+    }
+
+    async fn payments_by_key(&self, merchant: &MerchantId, key: &str) -> StoreResult<Vec<Payment>> {
+        self.payments_where("idempotency_key", merchant, key).await
+    }
+
+    async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
+        let cutoff = self.now_ms() - retention_ms;
+        self.write(move |c| {
+            Ok(c.execute(
+                "DELETE FROM idempotency_keys WHERE completed_at IS NOT NULL AND completed_at < ?1",
+                params![cutoff],
+            )? as u64)
+        })
+        .await
+    }
+
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<LedgerRow> {
+        let now = self.now_ms();
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (downstream_key) DO NOTHING",
+                params![
+                    format!("ch_{}", uuid::Uuid::now_v7().simple()),
+                    charge.downstream_key.as_ref(),
+                    charge.merchant.as_ref(),
+                    charge.valor,
+                    charge.status,
+                    charge.motivo,
+                    now
+                ],
+            )?;
+            Ok(c.query_row(
+                "SELECT * FROM gateway_ledger WHERE downstream_key = ?1",
+                params![charge.downstream_key.as_ref()],
+                ledger_from_row,
+            )?)
+        })
+        .await
+    }
+
+    async fn ledger(&self) -> StoreResult<Vec<LedgerRow>> {
+        self.read(|c| {
+            let mut st = c.prepare("SELECT * FROM gateway_ledger ORDER BY seq")?;
+            let rows = st
+                .query_map([], ledger_from_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn health(&self) -> StoreResult<()> {
+        self.read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+            .await
+    }
+
+    fn now_ms(&self) -> Millis {
+        self.inner.clock.now_ms()
+    }
+}
+
+impl SqliteStore {
+    async fn payments_where(
+        &self,
+        column: &'static str,
+        merchant: &MerchantId,
+        value: &str,
+    ) -> StoreResult<Vec<Payment>> {
+        let (m, v) = (merchant.to_string(), value.to_string());
+        self.read(move |c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
+            ))?;
+            let rows = st.query_map(params![m, v], payment_from_row)?.collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn claim(key: &str, fp: &str) -> Claim {
+        Claim {
+            merchant: MerchantId::parse("loja").unwrap(),
+            key: IdempotencyKey::parse(key.as_bytes()).unwrap(),
+            fingerprint: Fingerprint::from_stored(fp.into()),
+            lease_ms: 1_000,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_second_claim_of_a_live_key_is_in_progress_and_after_the_lease_is_a_takeover() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let store = SqliteStore::open(dir.path().join("t.db"), clock.clone()).unwrap();
+        assert_eq!(
+            store.claim(claim("k", "f")).await.unwrap(),
+            NextAction::StartProcessing {
+                fence: 1,
+                takeover: false
+            }
+        );
+        assert!(matches!(
+            store.claim(claim("k", "f")).await.unwrap(),
+            NextAction::InProgress { .. }
+        ));
+        assert_eq!(
+            store.claim(claim("k", "other")).await.unwrap(),
+            NextAction::FingerprintMismatch
+        );
+        clock.advance(Duration::from_millis(1_001));
+        assert_eq!(
+            store.claim(claim("k", "f")).await.unwrap(),
+            NextAction::StartProcessing {
+                fence: 2,
+                takeover: true
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn reopening_a_database_keeps_its_rows_and_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = SqliteStore::open(&path, ManualClock::new()).unwrap();
+        store.claim(claim("k", "f")).await.unwrap();
+        store.close();
+        let again = SqliteStore::open(&path, ManualClock::new()).unwrap();
+        assert!(again
+            .lookup_key(
+                &MerchantId::parse("loja").unwrap(),
+                &IdempotencyKey::parse(b"k").unwrap()
+            )
+            .await
+            .unwrap()
+            .is_some());
+    }
+}
