@@ -44,6 +44,9 @@ pub struct Config {
     /// How long the gateway simulator takes for `tok_lento`, in milliseconds.
     #[arg(long, env = "PAGAR_SLOW_GATEWAY_MS", default_value_t = 3_000)]
     pub slow_gateway_ms: u64,
+    /// How many completed keys are kept in memory so replays skip the database.
+    #[arg(long, env = "PAGAR_REPLAY_CACHE_ENTRIES", default_value_t = 100_000)]
+    pub replay_cache_entries: usize,
     /// Largest request body, in bytes (larger: 413).
     #[arg(long, env = "PAGAR_MAX_BODY_BYTES", default_value_t = 16 * 1024)]
     pub max_body_bytes: usize,

@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod http;
 pub mod metrics;
 pub mod payments;
+pub mod replay_cache;
 pub mod server;
 pub mod state;
 pub mod store;

@@ -14,7 +14,10 @@ async fn main() -> std::process::ExitCode {
             .with_env_filter(filter)
             .init();
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(filter)
+            .init();
     }
     let server = match payment_api::start(config).await {
         Ok(s) => s,

@@ -17,6 +17,7 @@ use crate::faults::{fires, Faults};
 use crate::gateway::Outcome as GatewayOutcome;
 use crate::http::json_response;
 use crate::metrics::Outcome;
+use crate::replay_cache::Completed;
 use crate::state::AppState;
 use crate::store::{Claim, Completion, FinishOutcome, NextAction, Payment, StoredResponse};
 use axum::response::Response;
@@ -63,7 +64,15 @@ pub async fn create(
             return Err(ApiError::InjectedFault);
         }
 
-        // Fast path: a completed key is replayed from a read connection, without queueing a write.
+        // Fast path: a completed key is replayed from memory or a read connection, without
+        // queueing a write. The claim below still decides every key that is not completed.
+        let now = state.store().now_ms();
+        if let Some(done) = state.replays().get(&p.merchant, &p.key, now) {
+            if done.fingerprint != p.fingerprint {
+                return Err(ApiError::FingerprintMismatch);
+            }
+            return Ok(replay(state, done.response.clone()));
+        }
         let started = Instant::now();
         let existing = state.store().lookup_key(&p.merchant, &p.key).await?;
         state.metrics().store_op("lookup_key", started);
@@ -71,7 +80,8 @@ pub async fn create(
             if record.fingerprint != p.fingerprint {
                 return Err(ApiError::FingerprintMismatch);
             }
-            if let Some(saved) = record.response {
+            if let (Some(saved), Some(completed_at)) = (record.response, record.completed_at) {
+                remember(state, &p, saved.clone(), completed_at);
                 return Ok(replay(state, saved));
             }
         }
@@ -105,6 +115,23 @@ pub async fn create(
     }
     .instrument(span)
     .await
+}
+
+fn remember(
+    state: &AppState,
+    p: &Prepared,
+    response: StoredResponse,
+    completed_at: crate::clock::Millis,
+) {
+    state.replays().put(
+        &p.merchant,
+        &p.key,
+        Completed {
+            fingerprint: p.fingerprint.clone(),
+            response,
+            completed_at,
+        },
+    );
 }
 
 fn replay(state: &AppState, saved: StoredResponse) -> Response {
@@ -182,6 +209,7 @@ async fn execute(
     state.metrics().store_op("finish", started);
     match finished {
         FinishOutcome::Stored => {
+            remember(state, p, response.clone(), state.store().now_ms());
             state.metrics().request(Outcome::first);
             tracing::info!(status = status_code, payment = %payment.id, replay = false, "payment executed");
             if fires(faults.drop_response_probability) {

@@ -5,6 +5,7 @@ use crate::domain::MerchantId;
 use crate::faults::Faults;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
+use crate::replay_cache::ReplayCache;
 use crate::store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -21,6 +22,7 @@ struct Shared {
     admin_token: Option<String>,
     faults: RwLock<Faults>,
     metrics: Metrics,
+    replays: ReplayCache,
     lease_ms: i64,
     max_body_bytes: usize,
     max_header_bytes: usize,
@@ -41,6 +43,10 @@ impl AppState {
             admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
             faults: RwLock::new(config.faults.clone()),
             metrics: Metrics::default(),
+            replays: ReplayCache::new(
+                config.replay_cache_entries,
+                i64::try_from(config.key_retention_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+            ),
             lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
             max_body_bytes: config.max_body_bytes,
             max_header_bytes: config.max_header_bytes,
@@ -80,6 +86,11 @@ impl AppState {
     /// Metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.0.metrics
+    }
+
+    /// Completed responses kept in memory for fast replays.
+    pub fn replays(&self) -> &ReplayCache {
+        &self.0.replays
     }
 
     /// Lease length in milliseconds.

@@ -31,6 +31,8 @@ pub struct KeyRecord {
     pub fingerprint: Fingerprint,
     /// Completed response, if any.
     pub response: Option<StoredResponse>,
+    /// When it completed (store clock), if it did.
+    pub completed_at: Option<Millis>,
 }
 
 /// Everything the claim of a key needs.

@@ -210,6 +210,11 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
     }
 }
 
+/// Executes one statement through the connection's statement cache.
+fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(p)
+}
+
 fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<Payment> {
     Ok(Payment {
         id: r.get("id")?,
@@ -265,17 +270,20 @@ impl Store for SqliteStore {
         let (m, k) = (merchant.to_string(), key.as_ref().to_string());
         self.read(move |c| {
             let row = c
-                .query_row(
-                    "SELECT fingerprint, response_status, response_body FROM idempotency_keys
+                .prepare_cached(
+                    "SELECT fingerprint, response_status, response_body, completed_at FROM idempotency_keys
                      WHERE merchant = ?1 AND key = ?2",
+                )?
+                .query_row(
                     params![m, k],
-                    |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )
                 .optional()?;
-            row.map(|(fp, status, body)| {
+            row.map(|(fp, status, body, completed_at)| {
                 Ok(KeyRecord {
                     fingerprint: Fingerprint::from_stored(fp),
                     response: stored_response(status, body)?,
+                    completed_at,
                 })
             })
             .transpose()
@@ -287,7 +295,8 @@ impl Store for SqliteStore {
         let now = self.now_ms();
         self.write(move |c| {
             let (m, k) = (claim.merchant.as_ref(), claim.key.as_ref());
-            let inserted = c.execute(
+            let inserted = exec(
+                c,
                 "INSERT INTO idempotency_keys
                      (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
                  VALUES (?1, ?2, ?3, ?4, ?5, 1, 'started')
@@ -325,7 +334,8 @@ impl Store for SqliteStore {
             }
             // The holder's lease ran out (it crashed or stalled): take over with a new fence so
             // the stale worker can no longer write.
-            c.execute(
+            exec(
+                c,
                 "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
                  WHERE merchant = ?1 AND key = ?2",
                 params![m, k, fence + 1, now + claim.lease_ms],
@@ -341,7 +351,8 @@ impl Store for SqliteStore {
     async fn finish(&self, done: Completion) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
         self.write(move |c| {
-            let updated = c.execute(
+            let updated = exec(
+                c,
                 "UPDATE idempotency_keys
                  SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
                      payment_id = ?6, completed_at = ?7, locked_until = 0
@@ -388,7 +399,8 @@ impl Store for SqliteStore {
     ) -> StoreResult<()> {
         let (m, k) = (merchant.to_string(), key.as_ref().to_string());
         self.write(move |c| {
-            c.execute(
+            exec(
+                c,
                 "UPDATE idempotency_keys SET locked_until = 0
                  WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
                 params![m, k, fence],
@@ -427,7 +439,8 @@ impl Store for SqliteStore {
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
         let cutoff = self.now_ms() - retention_ms;
         self.write(move |c| {
-            Ok(c.execute(
+            Ok(exec(
+                c,
                 "DELETE FROM idempotency_keys WHERE completed_at IS NOT NULL AND completed_at < ?1",
                 params![cutoff],
             )? as u64)
@@ -438,7 +451,8 @@ impl Store for SqliteStore {
     async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<LedgerRow> {
         let now = self.now_ms();
         self.write(move |c| {
-            c.execute(
+            exec(
+                c,
                 "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (downstream_key) DO NOTHING",

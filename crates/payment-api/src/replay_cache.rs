@@ -1,0 +1,63 @@
+//! An in-memory cache of completed responses, so that replays skip the database.
+//!
+//! Safe because a completed response never changes: the store writes it once, under the
+//! fencing token, and only the reaper removes it. An entry is used only while the key is within
+//! its retention, so the cache never keeps a key alive longer than the store would.
+
+use crate::clock::Millis;
+use crate::domain::{Fingerprint, IdempotencyKey, MerchantId};
+use crate::store::StoredResponse;
+use std::sync::Arc;
+
+/// A completed key as the cache holds it.
+#[derive(Debug, Clone)]
+pub struct Completed {
+    /// Fingerprint of the request that created it.
+    pub fingerprint: Fingerprint,
+    /// The stored response.
+    pub response: StoredResponse,
+    /// When it completed (store clock).
+    pub completed_at: Millis,
+}
+
+/// Bounded cache of completed keys.
+#[derive(Debug)]
+pub struct ReplayCache {
+    entries: quick_cache::sync::Cache<(String, String), Arc<Completed>>,
+    retention_ms: Millis,
+}
+
+impl ReplayCache {
+    /// A cache of at most `capacity` keys, each valid for `retention_ms` after completion.
+    pub fn new(capacity: usize, retention_ms: Millis) -> Self {
+        Self {
+            entries: quick_cache::sync::Cache::new(capacity.max(1)),
+            retention_ms,
+        }
+    }
+
+    /// The completed key, if cached and still within retention at `now`.
+    pub fn get(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        now: Millis,
+    ) -> Option<Arc<Completed>> {
+        let id = (merchant.to_string(), key.as_ref().to_string());
+        let hit = self.entries.get(&id)?;
+        if hit.completed_at + self.retention_ms > now {
+            Some(hit)
+        } else {
+            self.entries.remove(&id);
+            None
+        }
+    }
+
+    /// Remembers a completed key.
+    pub fn put(&self, merchant: &MerchantId, key: &IdempotencyKey, completed: Completed) {
+        self.entries.insert(
+            (merchant.to_string(), key.as_ref().to_string()),
+            Arc::new(completed),
+        );
+    }
+}

@@ -1,0 +1,159 @@
+use crate::helpers::*;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// In-process: a worker stalls past its lease, a retry takes the key over and completes it, and
+/// the stale worker's late result is not written (fencing).
+#[tokio::test]
+async fn a_retry_after_the_lease_takes_over_and_the_stale_worker_cannot_write() {
+    // Arrange: slow gateway 300 ms, lease 1 s of the manual clock.
+    let app = TestApp::spawn_with_clock(|c| c.lease_ms = 1_000).await;
+    let clock = app.clock.clone().unwrap();
+    let key = new_key();
+    let body = json!({"valor": 4200, "cartao": "tok_lento"});
+    let stale = {
+        let (client, url, key, body) = (
+            app.client.clone(),
+            app.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move {
+            client
+                .post(format!("{url}/pagamentos"))
+                .bearer_auth(API_KEY)
+                .header("Idempotency-Key", key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || app.stored_keys() == 1).await);
+    // Act: while the first worker is still at the gateway, the lease runs out and a retry arrives.
+    let in_progress = app.pay(&key, &body).await;
+    assert_eq!(in_progress.status(), StatusCode::CONFLICT);
+    clock.advance(Duration::from_millis(1_001));
+    let takeover = app.pay(&key, &body).await;
+    let stale = stale.await.unwrap();
+    // Assert
+    assert_eq!(takeover.status(), StatusCode::CREATED);
+    let takeover: Value = takeover.json().await.unwrap();
+    // The stale worker lost its lease: it either answers with what the takeover stored, or, when
+    // it finishes first, tells the client to retry. Either way it wrote nothing.
+    if stale.status() == StatusCode::CREATED {
+        assert_eq!(stale.headers()["idempotent-replayed"], "true");
+        assert_eq!(stale.json::<Value>().await.unwrap()["id"], takeover["id"]);
+    } else {
+        assert_problem(stale, StatusCode::CONFLICT, "lease-lost").await;
+    }
+    let stored: Value = app.pay(&key, &body).await.json().await.unwrap();
+    assert_eq!(stored["id"], takeover["id"]);
+    assert_eq!(app.ledger().await.len(), 1);
+    assert_eq!(count_rows(&app.db, "payments"), 1);
+}
+
+/// Real process: the server is aborted after the gateway charged and before it stored the
+/// payment. A new process on the same database completes the key without charging again.
+#[tokio::test]
+async fn a_server_that_dies_after_charging_is_completed_by_the_next_one_without_a_second_charge() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("api.db");
+    let client = reqwest::Client::new();
+    let key = new_key();
+    let pay = |url: String| {
+        let (client, key) = (client.clone(), key.clone());
+        async move {
+            client
+                .post(format!("{url}/pagamentos"))
+                .bearer_auth(API_KEY)
+                .header("Idempotency-Key", key)
+                .json(&approved(9900))
+                .send()
+                .await
+        }
+    };
+    let mut doomed = ServerProcess::start(
+        &db,
+        &["--fault-crash-after-charge", "1", "--lease-ms", "500"],
+    );
+    assert!(
+        pay(doomed.url.clone()).await.is_err(),
+        "the server died before answering"
+    );
+    assert!(
+        doomed.child.wait().unwrap().code().is_none(),
+        "killed by a signal (abort)"
+    );
+    assert_eq!(
+        count_rows(&db, "gateway_ledger"),
+        1,
+        "the gateway charged before the crash"
+    );
+    assert_eq!(count_rows(&db, "payments"), 0);
+
+    let next = ServerProcess::start(&db, &["--lease-ms", "500"]);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let res = pay(next.url.clone()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let payment: Value = res.json().await.unwrap();
+    assert_eq!(
+        count_rows(&db, "gateway_ledger"),
+        1,
+        "the takeover found the earlier charge"
+    );
+    assert_eq!(count_rows(&db, "payments"), 1);
+    let replay = pay(next.url.clone()).await.unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(replay.json::<Value>().await.unwrap()["id"], payment["id"]);
+}
+
+/// Real process: `kill -9` while the request waits at a slow gateway; the retry on a new process
+/// (after the lease) completes it with one charge.
+#[tokio::test]
+async fn a_server_killed_mid_execution_is_completed_after_the_lease_with_one_charge() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("api.db");
+    let client = reqwest::Client::new();
+    let key = new_key();
+    let body = json!({"valor": 150, "cartao": "tok_lento"});
+    let mut first = ServerProcess::start(&db, &["--slow-gateway-ms", "5000", "--lease-ms", "400"]);
+    let in_flight = {
+        let (client, url, key, body) =
+            (client.clone(), first.url.clone(), key.clone(), body.clone());
+        tokio::spawn(async move {
+            client
+                .post(format!("{url}/pagamentos"))
+                .bearer_auth(API_KEY)
+                .header("Idempotency-Key", key)
+                .json(&body)
+                .send()
+                .await
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || count_rows(
+            &db,
+            "idempotency_keys"
+        ) == 1)
+        .await
+    );
+    first.kill9();
+    assert!(in_flight.await.unwrap().is_err());
+    assert_eq!(count_rows(&db, "gateway_ledger"), 0);
+
+    let second = ServerProcess::start(&db, &["--slow-gateway-ms", "50", "--lease-ms", "400"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let res = client
+        .post(format!("{}/pagamentos", second.url))
+        .bearer_auth(API_KEY)
+        .header("Idempotency-Key", &key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(count_rows(&db, "gateway_ledger"), 1);
+    assert_eq!(count_rows(&db, "payments"), 1);
+}

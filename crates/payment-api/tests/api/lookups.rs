@@ -1,0 +1,120 @@
+use crate::helpers::*;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn payments_are_found_by_id_referencia_and_key_only_by_their_merchant() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let paid: Value = app
+        .pay(&key, &json!({"valor": 990, "cartao": "tok_aprovado", "referencia": "att-1", "descricao": "café"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = paid["id"].as_str().unwrap();
+
+    let by_id: Value = app
+        .get(&format!("/pagamentos/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(by_id, paid);
+    let by_ref: Value = app
+        .get("/pagamentos?referencia=att-1")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(by_ref["pagamentos"], json!([paid]));
+    let by_key: Value = app
+        .get(&format!("/pagamentos?idempotency_key={key}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(by_key["pagamentos"], json!([paid]));
+    let none: Value = app
+        .get("/pagamentos?referencia=nada")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(none["pagamentos"], json!([]));
+
+    let other = |path: String| {
+        let app = &app;
+        async move {
+            app.client
+                .get(format!("{}{path}", app.url))
+                .bearer_auth(OTHER_API_KEY)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    assert_problem(
+        other(format!("/pagamentos/{id}")).await,
+        StatusCode::NOT_FOUND,
+        "not-found",
+    )
+    .await;
+    let theirs: Value = other("/pagamentos?referencia=att-1".into())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(theirs["pagamentos"], json!([]));
+}
+
+#[tokio::test]
+async fn a_lookup_needs_exactly_one_parameter_and_credentials() {
+    let app = TestApp::spawn().await;
+    assert_problem(
+        app.get("/pagamentos").await,
+        StatusCode::BAD_REQUEST,
+        "bad-query",
+    )
+    .await;
+    assert_problem(
+        app.get("/pagamentos?referencia=a&idempotency_key=b").await,
+        StatusCode::BAD_REQUEST,
+        "bad-query",
+    )
+    .await;
+    let anon = app
+        .client
+        .get(format!("{}/pagamentos/pay_x", app.url))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(anon, StatusCode::UNAUTHORIZED, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn health_openapi_and_metrics_describe_the_running_server() {
+    let app = TestApp::spawn().await;
+    assert_eq!(app.get("/health").await.status(), StatusCode::OK);
+    let key = new_key();
+    app.pay(&key, &approved(100)).await;
+    app.pay(&key, &approved(100)).await;
+    app.pay(&key, &approved(101)).await;
+
+    let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let post = &doc["paths"]["/pagamentos"]["post"];
+    assert!(post["responses"]["201"].is_object() && post["responses"]["409"].is_object());
+    assert!(doc["components"]["schemas"]["Payment"]["properties"]["valor"].is_object());
+
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    for line in [
+        "pagar_payment_requests_total{outcome=\"first\"} 1",
+        "pagar_payment_requests_total{outcome=\"replay\"} 1",
+        "pagar_payment_requests_total{outcome=\"mismatch\"} 1",
+        "pagar_gateway_charges_total{status=\"aprovado\"} 1",
+    ] {
+        assert!(metrics.contains(line), "missing {line} in\n{metrics}");
+    }
+    assert!(metrics.contains("pagar_store_seconds_count{op=\"claim\"}"));
+}

@@ -1,0 +1,91 @@
+use crate::helpers::*;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+#[tokio::test]
+async fn the_reaper_purges_expired_keys_but_never_payments_or_keys_in_progress() {
+    // Arrange: retention 1 h, reaper every second, a long lease so the slow key stays in progress.
+    let app = TestApp::spawn_with_clock(|c| {
+        c.key_retention_secs = 3_600;
+        c.reaper_interval_secs = 1;
+        c.lease_ms = 48 * 3_600 * 1_000;
+        c.slow_gateway_ms = 3_000;
+    })
+    .await;
+    let clock = app.clock.clone().unwrap();
+    let done_key = new_key();
+    let body = json!({"valor": 800, "cartao": "tok_aprovado", "referencia": "venda-77"});
+    let paid: Value = app.pay(&done_key, &body).await.json().await.unwrap();
+    let slow_key = new_key();
+    let slow = {
+        let (client, url, key) = (app.client.clone(), app.url.clone(), slow_key.clone());
+        tokio::spawn(async move {
+            client
+                .post(format!("{url}/pagamentos"))
+                .bearer_auth(API_KEY)
+                .header("Idempotency-Key", key)
+                .json(&json!({"valor": 5, "cartao": "tok_lento"}))
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || app.stored_keys() == 2).await);
+
+    // Act: two hours pass; the reaper runs.
+    clock.advance(Duration::from_secs(2 * 3_600));
+    let purged = eventually(Duration::from_secs(5), || app.stored_keys() == 1).await;
+
+    // Assert
+    assert!(purged, "the completed key is purged after retention");
+    assert_eq!(
+        count_rows(&app.db, "payments"),
+        1,
+        "payments are kept forever"
+    );
+    let found: Value = app
+        .get("/pagamentos?referencia=venda-77")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(found["pagamentos"][0]["id"], paid["id"]);
+    let in_progress = app
+        .pay(&slow_key, &json!({"valor": 5, "cartao": "tok_lento"}))
+        .await;
+    assert_eq!(
+        in_progress.status(),
+        StatusCode::CONFLICT,
+        "the key in progress survived the reaper"
+    );
+    assert_eq!(slow.await.unwrap().status(), StatusCode::CREATED);
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(metrics.contains("pagar_purged_keys_total 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_key_reused_after_retention_never_charges_the_gateway_twice() {
+    let app = TestApp::spawn_with_clock(|c| {
+        c.key_retention_secs = 60;
+        c.reaper_interval_secs = 1;
+    })
+    .await;
+    let key = new_key();
+    app.pay(&key, &approved(300)).await;
+    app.clock
+        .as_ref()
+        .unwrap()
+        .advance(Duration::from_secs(120));
+    assert!(eventually(Duration::from_secs(5), || app.stored_keys() == 0).await);
+    let again = app.pay(&key, &approved(300)).await;
+    assert!(
+        again.headers().get("idempotent-replayed").is_none(),
+        "the key is new again"
+    );
+    assert_eq!(
+        app.ledger().await.len(),
+        1,
+        "the downstream key still guards the gateway"
+    );
+}
