@@ -170,6 +170,13 @@ async fn create_payment(State(state): State<AppState>, req: Request) -> Response
     }
     .await;
     result.unwrap_or_else(|e| {
+        let (status, slug, _, _) = e.describe();
+        tracing::info!(
+            status = status.as_u16(),
+            problem = slug,
+            replay = false,
+            "payment request not executed"
+        );
         state.metrics().request(Outcome::rejected_or_failed(&e));
         e.into_response()
     })
