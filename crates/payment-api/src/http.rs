@@ -35,7 +35,27 @@ pub fn app(state: AppState) -> Router {
     router
         .fallback(|| async { ApiError::NotFound })
         .layer(middleware::from_fn_with_state(state.clone(), limit_headers))
+        .layer(cors())
         .with_state(state)
+}
+
+/// Browsers may call the API from any origin: it authenticates with bearer tokens only (never
+/// cookies), so a cross-origin page learns nothing it could not get with the key itself.
+fn cors() -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, Method};
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([Method::GET, Method::POST, Method::PUT])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static("idempotency-key"),
+        ])
+        .expose_headers([
+            HeaderName::from_static("idempotent-replayed"),
+            header::RETRY_AFTER,
+        ])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) -> Response {

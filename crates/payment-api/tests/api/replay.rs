@@ -167,3 +167,47 @@ async fn the_articles_request_shape_works_with_only_an_authorization_header_adde
     assert_eq!(again.headers()["idempotent-replayed"], "true");
     assert_eq!(app.ledger().await.len(), 1);
 }
+
+/// The same `fetch` from a page on another origin: the browser's preflight must allow it and the
+/// replay header must be readable by the page.
+#[tokio::test]
+async fn a_browser_on_another_origin_may_send_the_articles_request() {
+    let app = TestApp::spawn().await;
+    let preflight = app
+        .client
+        .request(reqwest::Method::OPTIONS, format!("{}/pagamentos", app.url))
+        .header("Origin", "http://caixa.local")
+        .header("Access-Control-Request-Method", "POST")
+        .header(
+            "Access-Control-Request-Headers",
+            "authorization,content-type,idempotency-key",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success());
+    let allowed = preflight.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(
+        allowed.contains("idempotency-key") && allowed.contains("authorization"),
+        "{allowed}"
+    );
+    let res = app
+        .client
+        .post(format!("{}/pagamentos", app.url))
+        .header("Origin", "http://caixa.local")
+        .bearer_auth(API_KEY)
+        .header("Idempotency-Key", new_key())
+        .json(&approved(100))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let exposed = res.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(exposed.contains("idempotent-replayed"), "{exposed}");
+}
