@@ -18,12 +18,9 @@ pub enum StoreError {
     /// Schema migration failed.
     #[error("migration: {0}")]
     Migration(#[from] rusqlite_migration::Error),
-    /// The group commit failed; none of its writes are durable.
-    #[error("commit failed: {0}")]
-    Commit(String),
-    /// The writer thread is gone (shutdown or panic).
-    #[error("the store's writer is not running")]
-    WriterGone,
+    /// The database could not run or commit the write.
+    #[error(transparent)]
+    Db(#[from] durable_sqlite::Error),
     /// A stored row did not have the expected shape.
     #[error("corrupt row: {0}")]
     Corrupt(String),

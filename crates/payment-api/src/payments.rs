@@ -177,6 +177,7 @@ async fn execute(
         GatewayOutcome::Aprovado => (201, "aprovado", None),
         GatewayOutcome::Recusado(m) => (402, "recusado", Some(m)),
     };
+    let created_at = state.store().now_ms();
     let payment = Payment {
         id: format!("pay_{}", uuid::Uuid::now_v7().simple()),
         status: status.into(),
@@ -187,7 +188,7 @@ async fn execute(
         referencia: p.request.referencia.clone(),
         idempotency_key: p.key.as_ref().to_string(),
         cobranca_id: charged.cobranca_id,
-        criado_em: crate::clock::rfc3339(state.store().now_ms()),
+        criado_em: crate::clock::rfc3339(created_at),
         merchant: p.merchant.to_string(),
     };
     let body = serde_json::to_vec(&payment).expect("a payment always serialises");
@@ -203,6 +204,7 @@ async fn execute(
             key: p.key.clone(),
             fence,
             payment: payment.clone(),
+            created_at,
             response: response.clone(),
         })
         .await?;

@@ -113,6 +113,8 @@ pub struct Completion {
     pub fence: i64,
     /// The payment to insert.
     pub payment: Payment,
+    /// Its creation time, the same instant as `payment.criado_em`.
+    pub created_at: Millis,
     /// The response to store for replays.
     pub response: StoredResponse,
 }

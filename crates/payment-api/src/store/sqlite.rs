@@ -1,22 +1,14 @@
-//! SQLite store: WAL, `synchronous=FULL`, `BEGIN IMMEDIATE`, and group commit.
-//!
-//! All writes go through one writer thread. It takes every write waiting in its queue, runs each
-//! in its own SAVEPOINT inside one `BEGIN IMMEDIATE` transaction, commits once, and only then
-//! answers each caller. Concurrent requests therefore share one fsync instead of paying one each,
-//! and no caller hears "done" before its write is durable. Reads use a small pool of connections.
+//! SQLite store: WAL, `synchronous=FULL`, `BEGIN IMMEDIATE`, and group commit through
+//! [`durable_sqlite::Db`]: concurrent requests share one fsync, and no caller hears "done" before
+//! its write is durable.
 
 use super::*;
 use crate::clock::Clock;
+use durable_sqlite::{exec, Db, Options};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use rusqlite_migration::{Migrations, M};
-use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
-use tokio::sync::oneshot;
-
-/// Most writes folded into one transaction.
-const MAX_BATCH: usize = 512;
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+use std::path::Path;
+use std::sync::Arc;
 
 fn migrations() -> Migrations<'static> {
     Migrations::new(vec![M::up(
@@ -65,154 +57,45 @@ fn migrations() -> Migrations<'static> {
     )])
 }
 
-type Completer = Box<dyn FnOnce(Result<(), String>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> Completer + Send>;
-
 /// The SQLite store. Cheap to clone; clones share the writer and the read pool.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct SqliteStore {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    path: PathBuf,
-    writer: Mutex<Option<mpsc::Sender<Job>>>,
-    readers: Mutex<Vec<Connection>>,
+    db: Db,
     clock: Arc<dyn Clock>,
-}
-
-impl std::fmt::Debug for SqliteStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore")
-            .field("path", &self.inner.path)
-            .finish()
-    }
-}
-
-fn open(path: &Path) -> StoreResult<Connection> {
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    Ok(conn)
 }
 
 impl SqliteStore {
     /// Opens (creating and migrating if needed) the database at `path` and starts its writer.
     pub fn open(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> StoreResult<Self> {
-        let path = path.as_ref().to_path_buf();
-        let mut conn = open(&path)?;
-        migrations().to_latest(&mut conn)?;
-        let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx))
-            .map_err(|e| StoreError::Corrupt(format!("cannot start writer thread: {e}")))?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                path,
-                writer: Mutex::new(Some(tx)),
-                readers: Mutex::new(Vec::new()),
-                clock,
-            }),
-        })
+        let db = Db::open(path, Options::default(), |c| {
+            migrations().to_latest(c).map_err(StoreError::from)
+        })?;
+        Ok(Self { db, clock })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.inner.path
+        self.db.path()
     }
 
-    /// Runs `f` inside the next group-committed transaction; resolves after the commit.
+    /// Stops the writer after the writes already queued.
+    pub fn close(&self) {
+        self.db.close();
+    }
+
     async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
-            let result = in_savepoint(conn, f);
-            Box::new(move |committed: Result<(), String>| {
-                let _ = tx.send(committed.map_err(StoreError::Commit).and(result));
-            })
-        });
-        let sender = self.inner.writer.lock().expect("writer lock").clone();
-        sender
-            .ok_or(StoreError::WriterGone)?
-            .send(job)
-            .map_err(|_| StoreError::WriterGone)?;
-        rx.await.map_err(|_| StoreError::WriterGone)?
+        self.db.write(f).await
     }
 
-    /// Runs `f` on a pooled read connection.
     async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let pooled = inner.readers.lock().expect("reader lock").pop();
-            let conn = match pooled {
-                Some(c) => c,
-                None => open(&inner.path)?,
-            };
-            let result = f(&conn);
-            inner.readers.lock().expect("reader lock").push(conn);
-            result
-        })
-        .await
-        .map_err(|_| StoreError::WriterGone)?
+        self.db.read(f).await
     }
-
-    /// Stops the writer after the writes already queued; later writes fail with `WriterGone`.
-    pub fn close(&self) {
-        self.inner.writer.lock().expect("writer lock").take();
-    }
-}
-
-fn in_savepoint<T>(
-    conn: &Connection,
-    f: impl FnOnce(&Connection) -> StoreResult<T>,
-) -> StoreResult<T> {
-    conn.execute_batch("SAVEPOINT op")?;
-    let result = f(conn);
-    let end = if result.is_ok() {
-        "RELEASE op"
-    } else {
-        "ROLLBACK TO op; RELEASE op"
-    };
-    conn.execute_batch(end)?;
-    result
-}
-
-fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-            tracing::error!(error = %e, "sqlite: cannot begin a write transaction");
-            // Dropping the jobs drops their reply channels: each caller gets WriterGone.
-            continue;
-        }
-        let completers: Vec<Completer> = batch.into_iter().map(|job| job(&conn)).collect();
-        let committed = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
-        if committed.is_err() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        for done in completers {
-            done(committed.clone());
-        }
-    }
-}
-
-/// Executes one statement through the connection's statement cache.
-fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
-    c.prepare_cached(sql)?.execute(p)
 }
 
 fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<Payment> {
@@ -383,7 +266,7 @@ impl Store for SqliteStore {
                     p.descricao,
                     p.referencia,
                     p.cobranca_id,
-                    now
+                    done.created_at
                 ],
             )?;
             Ok(FinishOutcome::Stored)
@@ -492,7 +375,7 @@ impl Store for SqliteStore {
     }
 
     fn now_ms(&self) -> Millis {
-        self.inner.clock.now_ms()
+        self.clock.now_ms()
     }
 }
 
@@ -519,6 +402,7 @@ impl SqliteStore {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use std::time::Duration;
 
     fn claim(key: &str, fp: &str) -> Claim {
         Claim {

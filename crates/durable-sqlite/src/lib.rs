@@ -1,0 +1,373 @@
+//! SQLite with durable group commit.
+//!
+//! All writes go through one writer thread. It takes every write waiting in its queue, runs each
+//! in its own SAVEPOINT inside one `BEGIN IMMEDIATE` transaction, commits once, and only then
+//! answers each caller. Concurrent callers therefore share one fsync instead of paying one each,
+//! and no caller hears "done" before its write is durable (WAL, `synchronous=FULL`). A write that
+//! fails rolls back to its savepoint and does not disturb the others in its batch; a batch whose
+//! `BEGIN` or `COMMIT` fails fails every write in it. Reads run on a small pool of connections.
+//!
+//! Used by the payment API's store and by the checkout outbox.
+
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Why a write or read did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// SQLite refused a statement of this write.
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// The batch this write was in could not begin or commit; nothing of it is durable.
+    #[error("{message}")]
+    Batch {
+        /// SQLite's primary error code, when it gave one (busy, full, I/O…).
+        code: Option<rusqlite::ErrorCode>,
+        /// SQLite's message.
+        message: String,
+    },
+    /// The writer thread is gone (closed, or the database could not be opened).
+    #[error("the database writer is not running")]
+    WriterGone,
+}
+
+impl Error {
+    /// SQLite's primary error code, whichever way the error arrived.
+    pub fn code(&self) -> Option<rusqlite::ErrorCode> {
+        match self {
+            Error::Sqlite(e) => e.sqlite_error_code(),
+            Error::Batch { code, .. } => *code,
+            Error::WriterGone => None,
+        }
+    }
+
+    fn batch(e: &rusqlite::Error) -> Self {
+        Error::Batch {
+            code: e.sqlite_error_code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// How to open the database.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long a statement waits for another process's lock before failing with "busy".
+    pub busy_timeout: Duration,
+    /// Most writes folded into one transaction.
+    pub max_batch: usize,
+    /// Upper bound on the file's size in pages (`PRAGMA max_page_count`); `None` for SQLite's default.
+    pub max_page_count: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(5),
+            max_batch: 512,
+            max_page_count: None,
+        }
+    }
+}
+
+type Completer = Box<dyn FnOnce(Result<(), &rusqlite::Error>) + Send>;
+type Job = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> Completer + Send>;
+
+/// A database file with a group-commit writer and a read pool. Cheap to clone.
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    options: Options,
+    writer: Mutex<Option<mpsc::Sender<Job>>>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+/// Opens one connection with the durability pragmas.
+pub fn connect(path: &Path, options: &Options) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(options.busy_timeout)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    if let Some(pages) = options.max_page_count {
+        conn.pragma_update(None, "max_page_count", pages)?;
+    }
+    Ok(conn)
+}
+
+impl Db {
+    /// Opens `path`, runs `migrate` on the writer's connection, and starts the writer thread.
+    pub fn open<E>(
+        path: impl AsRef<Path>,
+        options: Options,
+        migrate: impl FnOnce(&mut Connection) -> Result<(), E>,
+    ) -> Result<Self, E>
+    where
+        E: From<Error>,
+    {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = connect(&path, &options).map_err(|e| E::from(e.into()))?;
+        migrate(&mut conn)?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let max_batch = options.max_batch.max(1);
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || writer_loop(conn, rx, max_batch))
+            .map_err(|_| E::from(Error::WriterGone))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path,
+                options,
+                writer: Mutex::new(Some(tx)),
+                readers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` inside the next group-committed transaction; resolves once it is durable.
+    pub async fn write<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T, E>>();
+        let job: Job = Box::new(move |conn| {
+            let result = match conn {
+                Ok(conn) => in_savepoint(conn, f),
+                Err(begin) => Err(E::from(Error::batch(begin))),
+            };
+            Box::new(move |committed: Result<(), &rusqlite::Error>| {
+                let outcome = match (committed, result) {
+                    (Ok(()), r) => r,
+                    (Err(_), Err(e)) => Err(e),
+                    (Err(c), Ok(_)) => Err(E::from(Error::batch(c))),
+                };
+                let _ = tx.send(outcome);
+            })
+        });
+        let sender = self.inner.writer.lock().expect("writer lock").clone();
+        sender
+            .ok_or(Error::WriterGone)
+            .and_then(|s| s.send(job).map_err(|_| Error::WriterGone))?;
+        rx.await.map_err(|_| E::from(Error::WriterGone))?
+    }
+
+    /// Runs `f` on a pooled read connection (on tokio's blocking pool).
+    pub async fn read<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = inner.readers.lock().expect("reader lock").pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => connect(&inner.path, &inner.options).map_err(|e| E::from(e.into()))?,
+            };
+            let result = f(&conn);
+            inner.readers.lock().expect("reader lock").push(conn);
+            result
+        })
+        .await
+        .map_err(|_| E::from(Error::WriterGone))?
+    }
+
+    /// Stops the writer after the writes already queued; later writes fail with `WriterGone`.
+    pub fn close(&self) {
+        self.inner.writer.lock().expect("writer lock").take();
+    }
+}
+
+fn in_savepoint<T, E: From<Error>>(
+    conn: &Connection,
+    f: impl FnOnce(&Connection) -> Result<T, E>,
+) -> Result<T, E> {
+    conn.execute_batch("SAVEPOINT op")
+        .map_err(|e| E::from(e.into()))?;
+    match f(conn) {
+        Ok(v) => {
+            conn.execute_batch("RELEASE op")
+                .map_err(|e| E::from(e.into()))?;
+            Ok(v)
+        }
+        Err(e) => {
+            // After some errors (SQLITE_FULL, SQLITE_IOERR…) SQLite has already rolled the whole
+            // transaction back and the savepoint is gone; the writer loop notices that.
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>, max_batch: usize) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            tracing::warn!(error = %e, "sqlite: cannot begin a write transaction");
+            for job in batch {
+                job(Err(&e))(Err(&e));
+            }
+            continue;
+        }
+        let mut completers: Vec<Completer> = Vec::with_capacity(batch.len());
+        let mut jobs = batch.into_iter();
+        for job in jobs.by_ref() {
+            completers.push(job(Ok(&conn)));
+            if conn.is_autocommit() {
+                break;
+            }
+        }
+        if conn.is_autocommit() {
+            // SQLite rolled the transaction back on its own: nothing of this batch is durable.
+            let lost = rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                Some(
+                    "the transaction was rolled back by SQLite after an error in its batch".into(),
+                ),
+            );
+            tracing::error!("sqlite: transaction rolled back by SQLite; failing its batch");
+            completers.extend(jobs.map(|job| job(Err(&lost))));
+            completers.into_iter().for_each(|done| done(Err(&lost)));
+            continue;
+        }
+        match conn.execute_batch("COMMIT") {
+            Ok(()) => completers.into_iter().for_each(|done| done(Ok(()))),
+            Err(e) => {
+                tracing::error!(error = %e, "sqlite: commit failed; the batch is rolled back");
+                let _ = conn.execute_batch("ROLLBACK");
+                completers.into_iter().for_each(|done| done(Err(&e)));
+            }
+        }
+    }
+}
+
+/// Executes one statement through the connection's statement cache.
+pub fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(path: &Path, options: Options) -> Db {
+        Db::open(path, options, |c| {
+            c.execute_batch("CREATE TABLE IF NOT EXISTS t (v INTEGER UNIQUE)")
+                .map_err(Error::from)
+        })
+        .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn concurrent_writes_all_commit_and_a_failing_one_does_not_spoil_its_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir.path().join("t.db"), Options::default());
+        let mut tasks = Vec::new();
+        for v in 0..200 {
+            let db = db.clone();
+            tasks.push(tokio::spawn(async move {
+                db.write(move |c| {
+                    exec(c, "INSERT INTO t VALUES (?1)", [v % 100]).map_err(Error::from)
+                })
+                .await
+            }));
+        }
+        let mut ok = 0;
+        for t in tasks {
+            if t.await.unwrap().is_ok() {
+                ok += 1;
+            }
+        }
+        assert_eq!(ok, 100, "each value once; the duplicates fail alone");
+        let n: i64 = db
+            .read(|c| {
+                c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                    .map_err(Error::from)
+            })
+            .await
+            .unwrap();
+        assert_eq!(n, 100);
+    }
+
+    #[tokio::test]
+    async fn a_write_blocked_by_another_process_lock_fails_as_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let db = open(
+            &path,
+            Options {
+                busy_timeout: Duration::from_millis(100),
+                ..Options::default()
+            },
+        );
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let err = db
+            .write(|c| exec(c, "INSERT INTO t VALUES (1)", []).map_err(Error::from))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some(rusqlite::ErrorCode::DatabaseBusy), "{err}");
+        other.execute_batch("ROLLBACK").unwrap();
+        db.write(|c| exec(c, "INSERT INTO t VALUES (1)", []).map_err(Error::from))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_full_database_fails_the_write_with_disk_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(
+            &dir.path().join("t.db"),
+            Options {
+                max_page_count: Some(4),
+                ..Options::default()
+            },
+        );
+        let mut last = Ok(0);
+        for v in 0..2_000 {
+            last = db
+                .write(move |c| exec(c, "INSERT INTO t VALUES (?1)", [v]).map_err(Error::from))
+                .await;
+            if last.is_err() {
+                break;
+            }
+        }
+        let err = last.unwrap_err();
+        assert_eq!(err.code(), Some(rusqlite::ErrorCode::DiskFull), "{err:?}");
+    }
+}
