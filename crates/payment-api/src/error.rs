@@ -77,6 +77,9 @@ pub enum ApiError {
     /// The store failed.
     #[error("armazenamento indisponível")]
     Store(#[from] StoreError),
+    /// A bug or a lost task: the request may be retried with the same key.
+    #[error("erro interno: {0}")]
+    Internal(String),
     /// The server could not start (bad configuration, port taken, database unreadable).
     #[error("{0}")]
     Startup(String),
@@ -184,7 +187,7 @@ impl ApiError {
                 "Armazenamento indisponível",
                 true,
             ),
-            Startup(_) => (
+            Startup(_) | Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
                 "Erro interno",

@@ -129,7 +129,7 @@ impl Outcome {
         match e {
             KeyInProgress { .. } => Outcome::in_progress,
             FingerprintMismatch => Outcome::mismatch,
-            LeaseLost | Store(_) => Outcome::failed,
+            LeaseLost | Store(_) | Internal(_) => Outcome::failed,
             _ => Outcome::rejected,
         }
     }

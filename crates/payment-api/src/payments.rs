@@ -86,6 +86,28 @@ pub async fn create(
             }
         }
 
+        // From the claim on, the work runs in its own task: a client that hangs up (a timeout,
+        // a dropped Wi-Fi) must not cancel an execution halfway, or every retry would find the
+        // key held by a worker that no longer exists.
+        let task = tokio::spawn(
+            claim_and_execute(state.clone(), p, faults.clone(), conn.cloned())
+                .instrument(tracing::Span::current()),
+        );
+        task.await
+            .map_err(|e| ApiError::Internal(format!("execution task failed: {e}")))?
+    }
+    .instrument(span)
+    .await
+}
+
+async fn claim_and_execute(
+    state: AppState,
+    p: Prepared,
+    faults: Faults,
+    conn: Option<ConnHandle>,
+) -> Result<Response> {
+    let state = &state;
+    {
         let started = Instant::now();
         let next = state
             .store()
@@ -109,12 +131,10 @@ pub async fn create(
                 if takeover {
                     tracing::warn!(fence, "lease expired: taking over the key");
                 }
-                execute(state, &p, fence, faults, conn).await
+                execute(state, &p, fence, &faults, conn.as_ref()).await
             }
         }
     }
-    .instrument(span)
-    .await
 }
 
 fn remember(

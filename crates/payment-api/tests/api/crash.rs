@@ -157,3 +157,33 @@ async fn a_server_killed_mid_execution_is_completed_after_the_lease_with_one_cha
     assert_eq!(count_rows(&db, "gateway_ledger"), 1);
     assert_eq!(count_rows(&db, "payments"), 1);
 }
+
+/// A client that gives up mid-execution (its timeout, a dropped Wi-Fi) does not cancel the
+/// execution: the payment completes, and the client's retry gets it replayed.
+#[tokio::test]
+async fn a_client_hanging_up_mid_execution_does_not_cancel_it() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let body = json!({"valor": 321, "cartao": "tok_lento"});
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(format!("{}/pagamentos", app.url))
+        .bearer_auth(API_KEY)
+        .header("Idempotency-Key", &key)
+        .json(&body)
+        .send()
+        .await;
+    assert!(gave_up.is_err());
+    assert!(
+        eventually(Duration::from_secs(5), || count_rows(&app.db, "payments")
+            == 1)
+        .await
+    );
+    let retry = app.pay(&key, &body).await;
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(app.ledger().await.len(), 1);
+}

@@ -1,0 +1,268 @@
+//! Domain newtypes of the checkout: parse, don't validate.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An amount in centavos (BRL). Positive, at most R$ 1.000.000,00.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "i64", into = "i64")]
+pub struct Centavos(i64);
+
+impl Centavos {
+    /// Largest amount a payment may carry.
+    pub const MAX: i64 = 100_000_000;
+
+    /// An amount of `v` centavos, `1..=MAX`.
+    pub fn new(v: i64) -> Result<Self, String> {
+        if v <= 0 {
+            Err("o valor deve ser maior que zero".into())
+        } else if v > Self::MAX {
+            Err("o valor deve ser no máximo R$ 1.000.000,00".into())
+        } else {
+            Ok(Self(v))
+        }
+    }
+
+    /// Parses what a cashier types: `1234,56`, `1.234,56`, `R$ 10`, `10,5`. At most two decimals.
+    pub fn parse_brl(input: &str) -> Result<Self, String> {
+        let s = input.trim().trim_start_matches("R$").trim();
+        if s.is_empty() {
+            return Err("informe o valor".into());
+        }
+        let invalid = || format!("valor inválido: {input:?} (use o formato 1.234,56)");
+        let (int, frac) = match s.split_once(',') {
+            Some((i, f)) => (i, Some(f)),
+            None => (s, None),
+        };
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        // Dots only group thousands: "1.234" is a thousand and more, "10.00" is refused.
+        let mut groups = int.split('.');
+        let head = groups.next().unwrap_or("");
+        let grouped_ok = digits(head) && groups.all(|g| g.len() == 3 && digits(g));
+        let frac = frac.unwrap_or("00");
+        if !grouped_ok || !digits(frac) || frac.len() > 2 || (int.contains('.') && head.len() > 3) {
+            return Err(invalid());
+        }
+        let int: String = int.chars().filter(|c| *c != '.').collect();
+        let reais: i64 = int.parse().map_err(|_| "valor grande demais".to_string())?;
+        let cents: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
+        let total = reais
+            .checked_mul(100)
+            .and_then(|v| v.checked_add(cents))
+            .ok_or_else(|| "valor grande demais".to_string())?;
+        Self::new(total)
+    }
+
+    /// The amount in centavos.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl TryFrom<i64> for Centavos {
+    type Error = String;
+    fn try_from(v: i64) -> Result<Self, String> {
+        Self::new(v)
+    }
+}
+
+impl From<Centavos> for i64 {
+    fn from(c: Centavos) -> i64 {
+        c.0
+    }
+}
+
+/// Formats centavos the Brazilian way: `R$ 1.234,56`.
+pub fn format_brl(centavos: i64) -> String {
+    let sign = if centavos < 0 { "-" } else { "" };
+    let c = centavos.unsigned_abs();
+    let reais = (c / 100).to_string();
+    let mut grouped = String::new();
+    for (i, ch) in reais.chars().enumerate() {
+        if i > 0 && (reais.len() - i).is_multiple_of(3) {
+            grouped.push('.');
+        }
+        grouped.push(ch);
+    }
+    format!("{sign}R$ {grouped},{:02}", c % 100)
+}
+
+impl fmt::Display for Centavos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_brl(self.0))
+    }
+}
+
+/// The sale a payment is for, as the point of sale names it: 1–64 visible ASCII characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SaleId(String);
+
+impl SaleId {
+    /// Parses a sale id.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic()) {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(format!("identificador de venda inválido: {s:?}"))
+        }
+    }
+
+    /// A fresh random sale id (`venda-…`), for screens that start a new sale.
+    pub fn generate() -> Self {
+        Self(format!("venda-{}", uuid::Uuid::now_v7().simple()))
+    }
+}
+
+impl TryFrom<String> for SaleId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s)
+    }
+}
+
+impl From<SaleId> for String {
+    fn from(s: SaleId) -> String {
+        s.0
+    }
+}
+
+impl AsRef<str> for SaleId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A card token as the payment API knows it (`tok_…`): 1–64 of `[A-Za-z0-9_]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CardToken(String);
+
+impl CardToken {
+    /// Parses a card token.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if !s.is_empty()
+            && s.len() <= 64
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(format!("token de cartão inválido: {s:?}"))
+        }
+    }
+}
+
+impl TryFrom<String> for CardToken {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::parse(&s)
+    }
+}
+
+impl From<CardToken> for String {
+    fn from(s: CardToken) -> String {
+        s.0
+    }
+}
+
+impl AsRef<str> for CardToken {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Where an attempt stands. Labels are pt-BR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttemptState {
+    /// Stored, not yet confirmed: sending, waiting to retry, or offline. Never charge again.
+    Pendente,
+    /// Approved by the server (final).
+    Aprovado,
+    /// Declined by the server (final); the sale may be paid with a new attempt.
+    Recusado,
+    /// Needs a person: the server refused the request, or the outcome cannot be resolved safely.
+    Revisao,
+}
+
+impl AttemptState {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptState::Pendente => "pendente",
+            AttemptState::Aprovado => "aprovado",
+            AttemptState::Recusado => "recusado",
+            AttemptState::Revisao => "revisao",
+        }
+    }
+
+    /// Parses the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Pendente,
+            Self::Aprovado,
+            Self::Recusado,
+            Self::Revisao,
+        ]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+    }
+
+    /// True for states the engine will not change by itself.
+    pub fn is_final(self) -> bool {
+        !matches!(self, AttemptState::Pendente)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brl_amounts_are_parsed_the_way_a_cashier_types_them() {
+        assert_eq!(Centavos::parse_brl("1.234,56").unwrap().get(), 123_456);
+        assert_eq!(Centavos::parse_brl("R$ 10").unwrap().get(), 1_000);
+        assert_eq!(Centavos::parse_brl("10,5").unwrap().get(), 1_050);
+        assert_eq!(Centavos::parse_brl("0,01").unwrap().get(), 1);
+        assert_eq!(Centavos::parse_brl("1.000").unwrap().get(), 100_000);
+        for bad in [
+            "",
+            "abc",
+            "10,555",
+            "0",
+            "0,00",
+            "-5",
+            "1,2,3",
+            "10.00,",
+            "10.00",
+            "10,",
+            "1.000.000,01",
+            "1234.567",
+        ] {
+            assert!(
+                Centavos::parse_brl(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn amounts_are_formatted_as_reais() {
+        assert_eq!(format_brl(123_456), "R$ 1.234,56");
+        assert_eq!(format_brl(5), "R$ 0,05");
+        assert_eq!(format_brl(100_000_000), "R$ 1.000.000,00");
+    }
+
+    #[test]
+    fn a_state_round_trips_through_its_stored_form() {
+        for s in [
+            AttemptState::Pendente,
+            AttemptState::Aprovado,
+            AttemptState::Recusado,
+            AttemptState::Revisao,
+        ] {
+            assert_eq!(AttemptState::parse(s.as_str()), Some(s));
+        }
+        assert!(!AttemptState::Pendente.is_final());
+    }
+}

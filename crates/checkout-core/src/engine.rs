@@ -1,0 +1,472 @@
+//! The checkout engine: `pay` writes ahead, the dispatcher sends and retries, the prober watches
+//! connectivity, and every change is announced as an [`Event`].
+
+use crate::client::{Answer, PaymentClient};
+use crate::config::Config;
+use crate::domain::{AttemptState, CardToken, Centavos, SaleId};
+use crate::error::{CoreError, Result};
+use crate::outbox::{Attempt, Millis, Outbox, PayOutcome, QueueSummary, SendJob, TryResult};
+use rand::Rng;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{broadcast, watch, Notify};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+/// Whether the payment API can be reached, as the engine last saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Connectivity {
+    /// Nothing tried yet.
+    Unknown,
+    /// The last request reached the server.
+    Online,
+    /// The server could not be reached; attempts wait and `/health` is probed.
+    Offline,
+}
+
+impl Connectivity {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Connectivity::Online,
+            2 => Connectivity::Offline,
+            _ => Connectivity::Unknown,
+        }
+    }
+
+    fn as_u8(self) -> u8 {
+        match self {
+            Connectivity::Unknown => 0,
+            Connectivity::Online => 1,
+            Connectivity::Offline => 2,
+        }
+    }
+}
+
+/// Everything the app is told, in order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// An attempt was created or changed.
+    AttemptChanged {
+        /// It, as it is now.
+        attempt: Box<Attempt>,
+    },
+    /// The queue of pending attempts changed.
+    QueueChanged {
+        /// Count and total.
+        queue: QueueSummary,
+    },
+    /// Connectivity changed.
+    ConnectivityChanged {
+        /// The new state.
+        connectivity: Connectivity,
+    },
+}
+
+/// The engine. Cheap to clone; call [`Checkout::shutdown`] to stop it and release the outbox.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    outbox: Outbox,
+    client: PaymentClient,
+    config: Config,
+    events: broadcast::Sender<Event>,
+    in_flight: Mutex<HashSet<String>>,
+    wake: Notify,
+    connectivity: AtomicU8,
+    went_offline: Notify,
+    stop: watch::Sender<bool>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+/// Full-jitter exponential backoff: a uniform delay below `base · 2^(tries-1)`, capped; never
+/// shorter than what the server asked for with `Retry-After` (itself capped at an hour).
+pub fn retry_delay(
+    tries: u32,
+    base: Duration,
+    cap: Duration,
+    retry_after: Option<Duration>,
+) -> Duration {
+    let exp = tries.saturating_sub(1).min(30);
+    let ceiling = base.saturating_mul(1u32 << exp).min(cap);
+    let jitter = rand::thread_rng().gen_range(0..=ceiling.as_millis() as u64);
+    let asked = retry_after
+        .unwrap_or_default()
+        .min(Duration::from_secs(3600));
+    Duration::from_millis(jitter).max(asked)
+}
+
+impl Checkout {
+    /// Opens the outbox at `db` (only one process may) and starts the engine. Every attempt still
+    /// `pendente` is replayed at once with its stored key.
+    pub async fn open(db: impl AsRef<Path>, config: Config) -> Result<Self> {
+        let outbox = Outbox::open(db.as_ref(), config.busy_timeout, config.max_outbox_bytes)?;
+        outbox.make_all_due(now_ms()).await?;
+        let (events, _) = broadcast::channel(4096);
+        let (stop, _) = watch::channel(false);
+        let inner = Arc::new(Inner {
+            outbox,
+            client: PaymentClient::new(&config),
+            config,
+            events,
+            in_flight: Mutex::new(HashSet::new()),
+            wake: Notify::new(),
+            connectivity: AtomicU8::new(Connectivity::Unknown.as_u8()),
+            went_offline: Notify::new(),
+            stop,
+            tasks: Mutex::new(Vec::new()),
+        });
+        let tasks = vec![
+            tokio::spawn(dispatch(inner.clone())),
+            tokio::spawn(probe(inner.clone())),
+        ];
+        inner.tasks.lock().expect("tasks lock").extend(tasks);
+        Ok(Self { inner })
+    }
+
+    /// Pays `valor` for `sale`: returns the sale's live (or approved) attempt if it has one, or
+    /// creates one with a fresh key, durable before anything is sent. While offline, payments
+    /// above the configured caps are refused rather than queued.
+    pub async fn pay(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        cartao: CardToken,
+    ) -> Result<PayOutcome> {
+        let caps = (self.connectivity() == Connectivity::Offline).then_some((
+            self.inner.config.offline_max_per_payment,
+            self.inner.config.offline_max_total,
+        ));
+        let (outcome, queue) = self
+            .inner
+            .outbox
+            .pay(sale, valor, cartao, caps, now_ms())
+            .await?;
+        if let PayOutcome::Created(a) = &outcome {
+            tracing::info!(attempt = %a.id, key = %a.idempotency_key, valor = a.valor, "attempt stored");
+            self.inner.emit(Event::AttemptChanged {
+                attempt: Box::new(a.clone()),
+            });
+            self.inner.emit(Event::QueueChanged { queue });
+            self.inner.wake.notify_one();
+        }
+        Ok(outcome)
+    }
+
+    /// Puts an attempt in `revisao` back in the queue, with its same key and bytes (after a person
+    /// fixed what the server refused, for example the API key).
+    pub async fn retry_review(&self, attempt_id: &str) -> Result<Attempt> {
+        let (a, queue) = self.inner.outbox.retry_review(attempt_id, now_ms()).await?;
+        self.inner.emit(Event::AttemptChanged {
+            attempt: Box::new(a.clone()),
+        });
+        self.inner.emit(Event::QueueChanged { queue });
+        self.inner.wake.notify_one();
+        Ok(a)
+    }
+
+    /// Subscribes to events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+
+    /// Connectivity as last seen.
+    pub fn connectivity(&self) -> Connectivity {
+        Connectivity::from_u8(self.inner.connectivity.load(Ordering::SeqCst))
+    }
+
+    /// One attempt.
+    pub async fn attempt(&self, id: &str) -> Result<Attempt> {
+        self.inner
+            .outbox
+            .get(id)
+            .await?
+            .ok_or_else(|| CoreError::NotFound(id.into()))
+    }
+
+    /// Every attempt, oldest first.
+    pub async fn attempts(&self) -> Result<Vec<Attempt>> {
+        self.inner.outbox.list().await
+    }
+
+    /// The queue now.
+    pub async fn queue(&self) -> Result<QueueSummary> {
+        self.inner.outbox.queue().await
+    }
+
+    /// The outbox (exports, request bytes).
+    pub fn outbox(&self) -> &Outbox {
+        &self.inner.outbox
+    }
+
+    /// Waits until the attempt leaves `pendente`, for at most `limit`.
+    pub async fn wait_final(&self, id: &str, limit: Duration) -> Result<Attempt> {
+        let mut events = self.subscribe();
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let a = self.attempt(id).await?;
+            if a.state.is_final() {
+                return Ok(a);
+            }
+            loop {
+                match tokio::time::timeout_at(deadline, events.recv()).await {
+                    Err(_) => return Err(CoreError::StillPending),
+                    Ok(Ok(Event::AttemptChanged { attempt })) if attempt.id == id => break,
+                    Ok(Ok(_)) => continue,
+                    Ok(Err(broadcast::error::RecvError::Lagged(_))) => break,
+                    Ok(Err(broadcast::error::RecvError::Closed)) => return Err(CoreError::Closed),
+                }
+            }
+        }
+    }
+
+    /// Stops sending, waits for the engine's tasks, and releases the outbox.
+    pub async fn shutdown(self) {
+        let _ = self.inner.stop.send(true);
+        self.inner.wake.notify_one();
+        let tasks: Vec<_> = std::mem::take(&mut *self.inner.tasks.lock().expect("tasks lock"));
+        for t in tasks {
+            let _ = t.await;
+        }
+        self.inner.outbox.close();
+    }
+}
+
+impl Inner {
+    fn emit(&self, e: Event) {
+        // No subscriber is fine: the outbox, not the event stream, is the record.
+        let _ = self.events.send(e);
+    }
+
+    fn stopped(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    fn connectivity(&self) -> Connectivity {
+        Connectivity::from_u8(self.connectivity.load(Ordering::SeqCst))
+    }
+
+    /// Records a connectivity observation; on a change, tells the app, and going offline starts
+    /// the prober while coming back makes the whole queue due.
+    async fn observe(&self, now: Connectivity) {
+        let before = Connectivity::from_u8(self.connectivity.swap(now.as_u8(), Ordering::SeqCst));
+        if before == now {
+            return;
+        }
+        tracing::info!(?before, ?now, "connectivity changed");
+        self.emit(Event::ConnectivityChanged { connectivity: now });
+        match now {
+            Connectivity::Offline => self.went_offline.notify_one(),
+            Connectivity::Online if before == Connectivity::Offline => {
+                if let Err(e) = self.outbox.make_all_due(now_ms()).await {
+                    tracing::warn!(error = %e, "could not reschedule the queue");
+                }
+                self.wake.notify_one();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Waits for the engine to go offline, then probes `/health` until the server answers.
+async fn probe(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    loop {
+        tokio::select! {
+            _ = inner.went_offline.notified() => {}
+            _ = stop.changed() => return,
+        }
+        while inner.connectivity() == Connectivity::Offline {
+            tokio::select! {
+                _ = tokio::time::sleep(inner.config.probe_interval) => {}
+                _ = stop.changed() => return,
+            }
+            if inner.client.health().await {
+                inner.observe(Connectivity::Online).await;
+            }
+        }
+    }
+}
+
+/// Sends due attempts, oldest first, at most `max_in_flight` at once and one per key, and sleeps
+/// until the next is due or something changes.
+async fn dispatch(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    let max = inner.config.max_in_flight.max(1);
+    loop {
+        if inner.stopped() {
+            break;
+        }
+        let busy = inner.in_flight.lock().expect("in-flight lock").len();
+        if inner.connectivity() != Connectivity::Offline && busy < max {
+            match inner.outbox.due(now_ms(), max + busy).await {
+                Ok(jobs) => {
+                    let mut in_flight = inner.in_flight.lock().expect("in-flight lock");
+                    for job in jobs {
+                        if in_flight.len() >= max {
+                            break;
+                        }
+                        if in_flight.insert(job.id.clone()) {
+                            let span = tracing::info_span!("attempt", attempt = %job.id, key = %job.key, tries = job.tries);
+                            tokio::spawn(run_try(inner.clone(), job).instrument(span));
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not read the outbox"),
+            }
+        }
+        let sleep = next_wake(&inner).await;
+        tokio::select! {
+            _ = inner.wake.notified() => {}
+            _ = tokio::time::sleep(sleep) => {}
+            _ = stop.changed() => break,
+        }
+    }
+}
+
+async fn next_wake(inner: &Inner) -> Duration {
+    const IDLE: Duration = Duration::from_secs(60);
+    if inner.connectivity() == Connectivity::Offline {
+        return IDLE; // the prober wakes the dispatcher when the server is back
+    }
+    let busy = inner.in_flight.lock().expect("in-flight lock").len();
+    let Ok(upcoming) = inner.outbox.upcoming(busy + 1).await else {
+        return Duration::from_secs(1);
+    };
+    let in_flight = inner.in_flight.lock().expect("in-flight lock");
+    upcoming
+        .into_iter()
+        .find(|(id, _)| !in_flight.contains(id))
+        .map(|(_, at)| Duration::from_millis((at - now_ms()).max(0) as u64).min(IDLE))
+        .unwrap_or(IDLE)
+}
+
+async fn run_try(inner: Arc<Inner>, job: SendJob) {
+    let lookup_first =
+        now_ms() - job.created_at > inner.config.lookup_after().as_millis() as Millis;
+    let answer = if lookup_first {
+        match inner.client.find_by_referencia(&job.id).await {
+            Ok(Some(found)) => {
+                tracing::info!(
+                    "older than the server's key retention: found by referencia, not sent again"
+                );
+                found
+            }
+            Ok(None) => {
+                tracing::info!("older than the server's key retention and unknown to it: sending");
+                inner.client.send(&job).await
+            }
+            Err(retry) => retry,
+        }
+    } else {
+        inner.client.send(&job).await
+    };
+    let reached = !matches!(answer, Answer::Retry { offline: true, .. });
+    inner
+        .observe(if reached {
+            Connectivity::Online
+        } else {
+            Connectivity::Offline
+        })
+        .await;
+    let tries = job.tries + 1;
+    let result = match answer {
+        Answer::Final {
+            state,
+            status,
+            body,
+            payment_id,
+            motivo,
+        } => TryResult::Final {
+            state,
+            status,
+            body,
+            payment_id,
+            motivo,
+        },
+        Answer::Retry {
+            retry_after, error, ..
+        } => {
+            let delay = retry_delay(
+                tries,
+                inner.config.backoff_base,
+                inner.config.backoff_cap,
+                retry_after,
+            );
+            tracing::info!(%error, delay_ms = delay.as_millis() as u64, "try failed; will retry with the same key");
+            TryResult::Retry {
+                next_try_at: now_ms() + delay.as_millis() as Millis,
+                error,
+            }
+        }
+        Answer::Review {
+            reason,
+            status,
+            body,
+        } => {
+            tracing::warn!(%reason, "server refused the attempt; needs review");
+            TryResult::Review {
+                reason,
+                status: Some(status),
+                body: Some(body),
+            }
+        }
+    };
+    match inner.outbox.record(&job.id, result, now_ms()).await {
+        Ok((attempt, queue)) => {
+            if attempt.state != AttemptState::Pendente {
+                tracing::info!(state = attempt.state.as_str(), payment = ?attempt.payment_id, "attempt final");
+            }
+            inner.emit(Event::AttemptChanged {
+                attempt: Box::new(attempt),
+            });
+            inner.emit(Event::QueueChanged { queue });
+        }
+        Err(e) => {
+            // The try's outcome is not stored; the attempt stays due and is tried again with the
+            // same key, which the server answers idempotently. Pause so a failing disk is not hammered.
+            tracing::error!(error = %e, "could not record the try");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    inner
+        .in_flight
+        .lock()
+        .expect("in-flight lock")
+        .remove(&job.id);
+    inner.wake.notify_one();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_stays_under_its_ceiling_and_honours_retry_after() {
+        let base = Duration::from_millis(100);
+        let cap = Duration::from_secs(2);
+        for tries in 1..20 {
+            let d = retry_delay(tries, base, cap, None);
+            let ceiling = (base * 2u32.pow(tries.min(20) - 1)).min(cap);
+            assert!(d <= ceiling, "try {tries}: {d:?} > {ceiling:?}");
+        }
+        let asked = Duration::from_secs(5);
+        assert!(retry_delay(1, base, cap, Some(asked)) >= asked);
+    }
+}

@@ -1,0 +1,125 @@
+//! The crate's one error type.
+
+use crate::domain::format_brl;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Result alias for the crate.
+pub type Result<T, E = CoreError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the checkout core. Messages are pt-BR, for the cashier.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    /// Input did not parse (amount, sale id, card token).
+    #[error("{0}")]
+    Invalid(String),
+    /// Another process owns the outbox file.
+    #[error("outra instância do Pagar já está usando {0}; feche-a antes de abrir esta")]
+    AlreadyOpen(PathBuf),
+    /// The outbox could not store the attempt because the database is locked by someone else.
+    #[error("o banco de pagamentos está ocupado; nada foi enviado, tente de novo")]
+    StorageBusy,
+    /// The disk (or the outbox's size cap) is full.
+    #[error("sem espaço para registrar o pagamento; nada foi enviado")]
+    StorageFull,
+    /// Any other storage failure.
+    #[error("falha ao gravar o pagamento; nada foi enviado: {0}")]
+    Storage(String),
+    /// Offline and this payment is above the per-payment cap.
+    #[error("sem conexão: pagamentos acima de {} não podem esperar na fila", format_brl(*.cap))]
+    OfflinePaymentTooLarge {
+        /// The cap in centavos.
+        cap: i64,
+    },
+    /// Offline and the queue would pass the total cap.
+    #[error("sem conexão: a fila chegaria a {}, acima do limite de {}", format_brl(*.would_be), format_brl(*.cap))]
+    OfflineQueueFull {
+        /// Total waiting if this payment were queued.
+        would_be: i64,
+        /// The cap in centavos.
+        cap: i64,
+    },
+    /// No such attempt.
+    #[error("tentativa não encontrada: {0}")]
+    NotFound(String),
+    /// Waiting for an attempt to end took longer than asked.
+    #[error("o pagamento ainda está pendente")]
+    StillPending,
+    /// The engine has shut down.
+    #[error("o motor de pagamentos foi encerrado")]
+    Closed,
+}
+
+impl From<durable_sqlite::Error> for CoreError {
+    fn from(e: durable_sqlite::Error) -> Self {
+        match e.code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                CoreError::StorageBusy
+            }
+            Some(rusqlite::ErrorCode::DiskFull) => CoreError::StorageFull,
+            _ => CoreError::Storage(e.to_string()),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for CoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        durable_sqlite::Error::from(e).into()
+    }
+}
+
+impl From<rusqlite_migration::Error> for CoreError {
+    fn from(e: rusqlite_migration::Error) -> Self {
+        CoreError::Storage(format!("migração do banco: {e}"))
+    }
+}
+
+/// Errors cross to the UI as `{kind, message}`.
+impl Serialize for CoreError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let kind = match self {
+            CoreError::Invalid(_) => "invalid",
+            CoreError::AlreadyOpen(_) => "already_open",
+            CoreError::StorageBusy => "storage_busy",
+            CoreError::StorageFull => "storage_full",
+            CoreError::Storage(_) => "storage",
+            CoreError::OfflinePaymentTooLarge { .. } => "offline_payment_too_large",
+            CoreError::OfflineQueueFull { .. } => "offline_queue_full",
+            CoreError::NotFound(_) => "not_found",
+            CoreError::StillPending => "still_pending",
+            CoreError::Closed => "closed",
+        };
+        let mut st = s.serialize_struct("CoreError", 2)?;
+        st.serialize_field("kind", kind)?;
+        st.serialize_field("message", &self.to_string())?;
+        st.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_busy_and_full_become_the_cashiers_messages() {
+        let fail = |code| {
+            CoreError::from(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(code),
+                None,
+            ))
+        };
+        assert!(matches!(
+            fail(rusqlite::ffi::SQLITE_BUSY),
+            CoreError::StorageBusy
+        ));
+        assert!(matches!(
+            fail(rusqlite::ffi::SQLITE_FULL),
+            CoreError::StorageFull
+        ));
+        assert!(matches!(
+            fail(rusqlite::ffi::SQLITE_IOERR),
+            CoreError::Storage(_)
+        ));
+    }
+}

@@ -1,0 +1,87 @@
+//! End-of-day reconciliation: every attempt as CSV or JSON.
+
+use crate::domain::format_brl;
+use crate::error::{CoreError, Result};
+use crate::outbox::{Attempt, Millis};
+use serde::Serialize;
+
+fn rfc3339(ms: Millis) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// One exported row; times in RFC 3339 (UTC), amounts in centavos and formatted.
+#[derive(Debug, Serialize)]
+struct Row<'a> {
+    attempt_id: &'a str,
+    sale_id: &'a str,
+    idempotency_key: &'a str,
+    state: &'static str,
+    valor_centavos: i64,
+    valor: String,
+    cartao: &'a str,
+    tries: u32,
+    payment_id: &'a str,
+    motivo: &'a str,
+    last_error: &'a str,
+    created_at: String,
+    updated_at: String,
+}
+
+fn row(a: &Attempt) -> Row<'_> {
+    Row {
+        attempt_id: &a.id,
+        sale_id: &a.sale_id,
+        idempotency_key: &a.idempotency_key,
+        state: a.state.as_str(),
+        valor_centavos: a.valor,
+        valor: format_brl(a.valor),
+        cartao: &a.cartao,
+        tries: a.tries,
+        payment_id: a.payment_id.as_deref().unwrap_or(""),
+        motivo: a.motivo.as_deref().unwrap_or(""),
+        last_error: a.last_error.as_deref().unwrap_or(""),
+        created_at: rfc3339(a.created_at),
+        updated_at: rfc3339(a.updated_at),
+    }
+}
+
+/// Attempts as CSV with a header row.
+pub fn to_csv(attempts: &[Attempt]) -> Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for a in attempts {
+        w.serialize(row(a))
+            .map_err(|e| CoreError::Storage(format!("CSV: {e}")))?;
+    }
+    if attempts.is_empty() {
+        w.write_record([
+            "attempt_id",
+            "sale_id",
+            "idempotency_key",
+            "state",
+            "valor_centavos",
+            "valor",
+            "cartao",
+            "tries",
+            "payment_id",
+            "motivo",
+            "last_error",
+            "created_at",
+            "updated_at",
+        ])
+        .map_err(|e| CoreError::Storage(format!("CSV: {e}")))?;
+    }
+    w.into_inner()
+        .map_err(|e| CoreError::Storage(format!("CSV: {e}")))
+}
+
+/// Attempts as a JSON array.
+pub fn to_json(attempts: &[Attempt]) -> Result<Vec<u8>> {
+    let rows: Vec<Row<'_>> = attempts.iter().map(row).collect();
+    serde_json::to_vec_pretty(&rows).map_err(|e| CoreError::Storage(format!("JSON: {e}")))
+}

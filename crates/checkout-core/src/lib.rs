@@ -1,0 +1,19 @@
+//! Pagar's client engine: a write-ahead outbox in SQLite, the payment client and the replayer.
+//!
+//! `Checkout::pay` commits the attempt — its fresh `Idempotency-Key` and its exact request
+//! bytes — before the first byte goes out; every retry, after a timeout, a lost response or a
+//! crash of this process, carries the same key and bytes. Knows nothing of Tauri.
+
+pub mod client;
+pub mod config;
+pub mod domain;
+pub mod engine;
+pub mod error;
+pub mod export;
+pub mod outbox;
+
+pub use config::Config;
+pub use domain::{format_brl, AttemptState, CardToken, Centavos, SaleId};
+pub use engine::{Checkout, Connectivity, Event};
+pub use error::{CoreError, Result};
+pub use outbox::{Attempt, PayOutcome, QueueSummary};

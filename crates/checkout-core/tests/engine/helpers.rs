@@ -1,0 +1,190 @@
+use checkout_core::{Attempt, CardToken, Centavos, Checkout, Config, Event, PayOutcome, SaleId};
+use payment_api::clock::SystemClock;
+use payment_api::store::SqliteStore;
+use payment_api::RunningServer;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+pub const API_KEY: &str = "sk_test_checkout_core";
+pub const ADMIN: &str = "admin-checkout-core";
+
+/// The real payment API, in this process, on a port that survives restarts.
+pub struct Api {
+    pub addr: SocketAddr,
+    pub db: PathBuf,
+    pub server: Option<RunningServer>,
+    tweak: fn(&mut payment_api::Config),
+    _dir: tempfile::TempDir,
+}
+
+impl Api {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: fn(&mut payment_api::Config)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("api.db");
+        let mut api = Self {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            db,
+            server: None,
+            tweak,
+            _dir: dir,
+        };
+        api.up().await;
+        api
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Starts (again) on the same address and database.
+    pub async fn up(&mut self) {
+        let mut config = payment_api::Config::sandbox(self.db.clone(), API_KEY, "loja", ADMIN);
+        config.listen = self.addr;
+        config.slow_gateway_ms = 1_500;
+        (self.tweak)(&mut config);
+        let store = SqliteStore::open(&self.db, Arc::new(SystemClock::default())).unwrap();
+        let server = payment_api::start_with_store(config, Arc::new(store))
+            .await
+            .unwrap();
+        self.addr = server.addr();
+        self.server = Some(server);
+    }
+
+    pub async fn down(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.state().store().health().await.unwrap();
+            s.shutdown().await;
+        }
+    }
+
+    pub async fn ledger(&self) -> Vec<payment_api::store::LedgerRow> {
+        self.server
+            .as_ref()
+            .expect("server up")
+            .state()
+            .store()
+            .ledger()
+            .await
+            .unwrap()
+    }
+
+    pub async fn set_faults(&self, faults: Value) {
+        let res = reqwest::Client::new()
+            .put(format!("{}/admin/faults", self.url()))
+            .bearer_auth(ADMIN)
+            .json(&faults)
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success());
+    }
+
+    /// `POST /pagamentos` requests the server has seen, by outcome label, from its metrics.
+    pub async fn requests(&self, outcome: &str) -> u64 {
+        let text = reqwest::get(format!("{}/metrics", self.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let needle = format!("pagar_payment_requests_total{{outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&needle))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or(0)
+    }
+
+    pub async fn all_requests(&self) -> u64 {
+        let mut n = 0;
+        for o in [
+            "first",
+            "replay",
+            "in_progress",
+            "mismatch",
+            "rejected",
+            "failed",
+        ] {
+            n += self.requests(o).await;
+        }
+        n
+    }
+}
+
+/// Engine settings for tests: short backoff and probes so the tests are quick.
+pub fn fast_config(api_url: &str) -> Config {
+    let mut c = Config::new(api_url, API_KEY);
+    c.backoff_base = Duration::from_millis(50);
+    c.backoff_cap = Duration::from_millis(400);
+    c.probe_interval = Duration::from_millis(100);
+    c.connect_timeout = Duration::from_millis(500);
+    c.request_timeout = Duration::from_secs(5);
+    c
+}
+
+pub struct Engine {
+    pub checkout: Checkout,
+    pub db: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Engine {
+    pub async fn open(config: Config) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("outbox.db");
+        let checkout = Checkout::open(&db, config).await.unwrap();
+        Self {
+            checkout,
+            db,
+            _dir: dir,
+        }
+    }
+
+    pub async fn pay(&self, sale: &str, valor: i64, cartao: &str) -> Attempt {
+        match self.pay_outcome(sale, valor, cartao).await {
+            PayOutcome::Created(a) | PayOutcome::Existing(a) => a,
+        }
+    }
+
+    pub async fn pay_outcome(&self, sale: &str, valor: i64, cartao: &str) -> PayOutcome {
+        self.checkout
+            .pay(
+                SaleId::parse(sale).unwrap(),
+                Centavos::new(valor).unwrap(),
+                CardToken::parse(cartao).unwrap(),
+            )
+            .await
+            .unwrap()
+    }
+
+    pub async fn final_state(&self, attempt: &Attempt) -> Attempt {
+        self.checkout
+            .wait_final(&attempt.id, Duration::from_secs(20))
+            .await
+            .unwrap()
+    }
+}
+
+/// Receives events until `pred` matches one, for at most 20 s.
+pub async fn wait_event(
+    rx: &mut broadcast::Receiver<Event>,
+    pred: impl Fn(&Event) -> bool,
+) -> Event {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let e = rx.recv().await.unwrap();
+            if pred(&e) {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("the event arrived")
+}

@@ -1,0 +1,8 @@
+//! checkout-core against the real payment API on a real port, with real SQLite files on both
+//! sides. Charges are counted in the gateway ledger.
+
+mod delivery;
+mod helpers;
+mod offline;
+mod refusals;
+mod storage;
