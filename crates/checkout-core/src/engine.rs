@@ -132,9 +132,10 @@ impl Checkout {
             stop,
             tasks: Mutex::new(Vec::new()),
         });
+        // Subscribe before spawning: a shutdown that comes before a task first runs must still reach it.
         let tasks = vec![
-            tokio::spawn(dispatch(inner.clone())),
-            tokio::spawn(probe(inner.clone())),
+            tokio::spawn(dispatch(inner.clone(), inner.stop.subscribe())),
+            tokio::spawn(probe(inner.clone(), inner.stop.subscribe())),
         ];
         inner.tasks.lock().expect("tasks lock").extend(tasks);
         Ok(Self { inner })
@@ -285,9 +286,8 @@ impl Inner {
 }
 
 /// Waits for the engine to go offline, then probes `/health` until the server answers.
-async fn probe(inner: Arc<Inner>) {
-    let mut stop = inner.stop.subscribe();
-    loop {
+async fn probe(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
+    while !inner.stopped() {
         tokio::select! {
             _ = inner.went_offline.notified() => {}
             _ = stop.changed() => return,
@@ -306,8 +306,7 @@ async fn probe(inner: Arc<Inner>) {
 
 /// Sends due attempts, oldest first, at most `max_in_flight` at once and one per key, and sleeps
 /// until the next is due or something changes.
-async fn dispatch(inner: Arc<Inner>) {
-    let mut stop = inner.stop.subscribe();
+async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     let max = inner.config.max_in_flight.max(1);
     loop {
         if inner.stopped() {

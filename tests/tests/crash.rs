@@ -1,0 +1,188 @@
+//! Crash tests with real processes: the program that owns the outbox is `kill -9`'d right after
+//! the write-ahead commit, while a request is in flight, and at random points. On restart every
+//! attempt completes with its stored key, and the gateway ledger has exactly one charge for each.
+
+use payment_api::clock::SystemClock;
+use payment_api::domain::MerchantId;
+use payment_api::store::SqliteStore;
+use payment_api::RunningServer;
+use rand::Rng;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const API_KEY: &str = "sk_test_crash_tests";
+const ADMIN: &str = "admin-crash-tests";
+
+async fn start_api(dir: &Path) -> RunningServer {
+    let db = dir.join("api.db");
+    let mut config = payment_api::Config::sandbox(db.clone(), API_KEY, "loja", ADMIN);
+    config.slow_gateway_ms = 400;
+    let store = SqliteStore::open(&db, Arc::new(SystemClock::default())).unwrap();
+    payment_api::start_with_store(config, Arc::new(store))
+        .await
+        .unwrap()
+}
+
+fn driver(
+    outbox: &Path,
+    api: &RunningServer,
+    sales: u32,
+    prefix: &str,
+) -> (Child, BufReader<ChildStdout>) {
+    driver_paying(outbox, api, sales, prefix, "tok_aprovado")
+}
+
+fn driver_paying(
+    outbox: &Path,
+    api: &RunningServer,
+    sales: u32,
+    prefix: &str,
+    card: &str,
+) -> (Child, BufReader<ChildStdout>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_checkout-driver"))
+        .arg(outbox)
+        .arg(api.url())
+        .arg(API_KEY)
+        .arg(sales.to_string())
+        .arg(prefix)
+        .arg(card)
+        .env("RUST_LOG", "off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    (child, out)
+}
+
+fn kill9(child: &mut Child) {
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+/// Restarts the driver on the same outbox with nothing new to pay and waits (at most 60 s) for
+/// it to drain and exit.
+fn recover(outbox: &Path, api: &RunningServer) {
+    let (mut child, out) = driver(outbox, api, 0, "none");
+    let reader =
+        std::thread::spawn(move || out.lines().map(|l| l.unwrap()).collect::<Vec<String>>());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            kill9(&mut child);
+            panic!("the restarted driver did not finish in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let lines = reader.join().unwrap();
+    assert!(status.success(), "the restarted driver drained: {lines:?}");
+    assert_eq!(lines.last().map(String::as_str), Some("drained"));
+}
+
+/// Every attempt in the outbox, read from the file: (id, key, state).
+fn attempts(outbox: &Path) -> Vec<(String, String, String)> {
+    let c = rusqlite::Connection::open(outbox).unwrap();
+    let mut st = c
+        .prepare("SELECT id, idempotency_key, state FROM attempts ORDER BY seq")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// Each attempt is approved and has exactly one payment and one ledger charge under its own key.
+async fn assert_one_charge_each(outbox: &Path, api: &RunningServer) -> usize {
+    let merchant = MerchantId::parse("loja").unwrap();
+    let store = api.state().store();
+    let ledger = store.ledger().await.unwrap();
+    let all = attempts(outbox);
+    for (id, key, state) in &all {
+        assert_eq!(state, "aprovado", "attempt {id}");
+        let by_ref = store.payments_by_referencia(&merchant, id).await.unwrap();
+        assert_eq!(by_ref.len(), 1, "one payment for attempt {id}");
+        assert_eq!(&by_ref[0].idempotency_key, key, "paid under its stored key");
+        let charges = ledger
+            .iter()
+            .filter(|r| r.cobranca_id == by_ref[0].cobranca_id)
+            .count();
+        assert_eq!(charges, 1, "one ledger charge for attempt {id}");
+    }
+    all.len()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_right_after_the_write_ahead_commit_the_attempt_completes_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = start_api(dir.path()).await;
+    let outbox = dir.path().join("outbox.db");
+    let (mut child, mut out) = driver(&outbox, &api, 1, "commit");
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    kill9(&mut child);
+    assert!(line.starts_with("stored att_"), "{line}");
+    recover(&outbox, &api);
+    assert_eq!(assert_one_charge_each(&outbox, &api).await, 1);
+    assert_eq!(api.state().store().ledger().await.unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_while_requests_are_in_flight_every_attempt_completes_once() {
+    // The server's latency fault holds requests before execution; the slow card holds them at
+    // the gateway after the claim. Either way the client dies with requests in flight.
+    let dir = tempfile::tempdir().unwrap();
+    let api = start_api(dir.path()).await;
+    let mut total = 0;
+    for (round, card) in ["tok_aprovado", "tok_lento"].into_iter().enumerate() {
+        let mut faults = api.state().faults();
+        faults.latency_ms = if card == "tok_aprovado" { 400 } else { 0 };
+        api.state().set_faults(faults);
+        let outbox = dir.path().join(format!("outbox-{round}.db"));
+        let (mut child, mut out) = driver_paying(&outbox, &api, 3, &format!("voo{round}"), card);
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        std::thread::sleep(Duration::from_millis(150)); // the request is at the server, waiting
+        kill9(&mut child);
+        api.state().set_faults(Default::default());
+        recover(&outbox, &api);
+        total += assert_one_charge_each(&outbox, &api).await;
+        assert_eq!(
+            api.state().store().ledger().await.unwrap().len(),
+            total,
+            "round with {card}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_four_random_kill_points_never_double_charge_or_lose_an_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = start_api(dir.path()).await;
+    let mut rng = rand::thread_rng();
+    let mut total = 0;
+    for round in 0..24 {
+        // Half the rounds with a slow server, so more kills land mid-request.
+        let mut faults = api.state().faults();
+        faults.latency_ms = if round % 2 == 0 { 0 } else { 150 };
+        api.state().set_faults(faults);
+        let outbox = dir.path().join(format!("outbox-{round}.db"));
+        let (mut child, _out) = driver(&outbox, &api, 4, &format!("r{round}"));
+        let delay = rng.gen_range(0..500);
+        std::thread::sleep(Duration::from_millis(delay));
+        kill9(&mut child);
+        api.state().set_faults(Default::default());
+        recover(&outbox, &api);
+        total += assert_one_charge_each(&outbox, &api).await;
+        assert_eq!(
+            api.state().store().ledger().await.unwrap().len(),
+            total,
+            "round {round}, killed after {delay} ms"
+        );
+    }
+}
