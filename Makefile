@@ -36,6 +36,7 @@ unit:
 ## bench: throughput and latency against SQLite's raw durable commit rate (needs wrk).
 bench: deps-bench
 	$(CARGO) bench -p payment-api --bench api
+	$(CARGO) bench -p checkout-core --bench outbox
 
 deps-bench:
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update && $(SUDO) apt-get install -y wrk; }

@@ -19,7 +19,7 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![M::up(
         r#"
         CREATE TABLE attempts (
-            seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+            seq             INTEGER PRIMARY KEY, -- rowid: attempts are never deleted, so it only grows
             id              TEXT    NOT NULL UNIQUE,
             sale_id         TEXT    NOT NULL,
             idempotency_key TEXT    NOT NULL UNIQUE,
@@ -40,7 +40,6 @@ fn migrations() -> Migrations<'static> {
         );
         -- One live attempt per sale: a second key for a sale can only follow a decline.
         CREATE UNIQUE INDEX attempts_one_live_per_sale ON attempts (sale_id) WHERE state != 'recusado';
-        CREATE INDEX attempts_sale ON attempts (sale_id, seq);
         CREATE INDEX attempts_pending_fifo ON attempts (seq) WHERE state = 'pendente';
         CREATE INDEX attempts_pending_next ON attempts (next_try_at) WHERE state = 'pendente';
 

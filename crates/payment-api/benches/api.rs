@@ -56,24 +56,15 @@ fn insert(c: &Connection, valor: i64) {
 }
 
 fn raw_commits(dir: &std::path::Path) -> Row {
-    let c = open_raw(&dir.join("raw.db"));
-    let mut latencies = Vec::with_capacity(RAW_COMMITS);
+    use durable_sqlite::reference::{percentile_ms, raw_commit_latencies};
     let start = Instant::now();
-    for i in 0..RAW_COMMITS {
-        let t = Instant::now();
-        insert(&c, i as i64 + 1); // autocommit: one durable transaction per row
-        latencies.push(t.elapsed());
-    }
-    latencies.sort();
-    let at = |p: f64| {
-        latencies[((RAW_COMMITS as f64 * p) as usize).min(RAW_COMMITS - 1)].as_secs_f64() * 1_000.0
-    };
+    let latencies = raw_commit_latencies(&dir.join("raw.db"), RAW_COMMITS).unwrap();
     Row {
         name: "raw SQLite durable commit (1 row/commit)",
         count: RAW_COMMITS,
         elapsed: start.elapsed(),
-        p50_ms: at(0.50),
-        p99_ms: at(0.99),
+        p50_ms: percentile_ms(&latencies, 0.50),
+        p99_ms: percentile_ms(&latencies, 0.99),
     }
 }
 
