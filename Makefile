@@ -1,5 +1,8 @@
 # Pagar — every target installs what it needs when it is missing (Debian 12, as root or with sudo).
 
+# tauri-driver lands in ~/.cargo/bin; the GUI tests find it on PATH.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
 SHELL := /bin/bash
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -8,11 +11,21 @@ API_LISTEN ?= 127.0.0.1:8080
 API_KEY ?= sk_test_sandbox_local
 ADMIN_TOKEN ?= qa-admin-local
 
-.PHONY: run api test lint unit bench deps-bench fmt clean-sandbox
+GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libsoup-3.0-dev \
+	libxdo-dev libssl-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick
 
-## run: start Pagar on its embedded default. Until the desktop app lands (issue 4) this is the
-## sandbox payment API, the part that exists today.
-run: api
+.PHONY: run api test lint unit bench deps-bench deps-gui fmt clean-sandbox
+
+## run: open the cashier app on its embedded default (in-process payment API, sandbox database).
+run: deps-gui
+	@[ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || echo "make run: no display found; on a headless machine use: xvfb-run make run"
+	$(CARGO) run -p pagar
+
+## deps-gui: the system packages Tauri and the GUI tests need, and tauri-driver.
+deps-gui:
+	@missing=""; for p in $(GUI_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; fi
+	@command -v tauri-driver >/dev/null || $(CARGO) install tauri-driver --locked --version '^2'
 
 ## api: the payment API on $(API_LISTEN) with a sandbox database, key and admin token.
 api:
@@ -23,8 +36,8 @@ api:
 		--api-key $(API_KEY)=loja_sandbox \
 		--admin-token $(ADMIN_TOKEN)
 
-## test: formatting, clippy, and every test of the workspace.
-test: lint unit
+## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window).
+test: deps-gui lint unit
 
 lint:
 	$(CARGO) fmt --all --check

@@ -1,0 +1,24 @@
+fn main() {
+    // Every command the UI may call is listed here; tauri-build turns each into an `allow-…`
+    // permission, and capabilities/default.json grants exactly these and nothing else.
+    tauri_build::try_build(tauri_build::Attributes::new().app_manifest(
+        tauri_build::AppManifest::new().commands(pagar_commands()),
+    ))
+    .expect("tauri build script");
+}
+
+fn pagar_commands() -> &'static [&'static str] {
+    &[
+        "app_info",
+        "new_sale",
+        "pay",
+        "attempts",
+        "subscribe",
+        "export_attempts",
+        "retry_review",
+        "qa_set_offline",
+        "qa_get_faults",
+        "qa_set_faults",
+        "qa_export_log",
+    ]
+}

@@ -1,0 +1,133 @@
+//! The commands the window may call. Thin: parse input into domain types, call the core, map
+//! the result.
+
+use crate::error::{AppError, Result};
+use crate::session::{AppInfo, Session};
+use checkout_core::{export, Attempt, CardToken, Centavos, Connectivity, Event, PayOutcome, QueueSummary, SaleId};
+use serde::Serialize;
+use tauri::ipc::Channel;
+use tauri::State;
+
+/// Session facts.
+#[tauri::command]
+pub async fn app_info(session: State<'_, Session>) -> Result<AppInfo> {
+    Ok(session.get()?.info())
+}
+
+/// A fresh sale id for the next sale.
+#[tauri::command]
+pub fn new_sale() -> String {
+    SaleId::generate().as_ref().to_string()
+}
+
+/// What `pay` answers.
+#[derive(Debug, Serialize)]
+pub struct PayReply {
+    /// The sale's attempt.
+    pub attempt: Attempt,
+    /// True when the sale already had a live or approved attempt and no new key was made.
+    pub existing: bool,
+}
+
+/// Pays a sale: `valor` as the cashier typed it (`1.234,56`).
+#[tauri::command]
+pub async fn pay(session: State<'_, Session>, sale_id: String, valor: String, cartao: String) -> Result<PayReply> {
+    let sale = SaleId::parse(&sale_id).map_err(AppError::Invalid)?;
+    let valor = Centavos::parse_brl(&valor).map_err(AppError::Invalid)?;
+    let cartao = CardToken::parse(&cartao).map_err(AppError::Invalid)?;
+    let reply = match session.get()?.checkout().pay(sale, valor, cartao).await? {
+        PayOutcome::Created(attempt) => PayReply { attempt, existing: false },
+        PayOutcome::Existing(attempt) => PayReply { attempt, existing: true },
+    };
+    Ok(reply)
+}
+
+/// Everything the screen shows at once.
+#[derive(Debug, Serialize)]
+pub struct Snapshot {
+    /// Every attempt, oldest first.
+    pub attempts: Vec<Attempt>,
+    /// The queue.
+    pub queue: QueueSummary,
+    /// Connectivity.
+    pub connectivity: Connectivity,
+    /// Whether QA has cut the network path.
+    pub offline_simulated: bool,
+}
+
+/// A full snapshot (on start, and after the event stream lagged).
+#[tauri::command]
+pub async fn attempts(session: State<'_, Session>) -> Result<Snapshot> {
+    let p = session.get()?;
+    Ok(Snapshot {
+        attempts: p.checkout().attempts().await?,
+        queue: p.checkout().queue().await?,
+        connectivity: p.checkout().connectivity(),
+        offline_simulated: p.offline_simulated(),
+    })
+}
+
+/// Streams engine events to the window through `on_event` until the window goes away.
+#[tauri::command]
+pub async fn subscribe(session: State<'_, Session>, on_event: Channel<Event>) -> Result<()> {
+    let mut events = session.get()?.checkout().subscribe();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(e) => {
+                    if on_event.send(e).is_err() {
+                        break; // the window is gone
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Exports every attempt as `csv` or `json` into the export folder; returns the file's path.
+#[tauri::command]
+pub async fn export_attempts(session: State<'_, Session>, format: String) -> Result<String> {
+    let p = session.get()?;
+    let all = p.checkout().attempts().await?;
+    let bytes = match format.as_str() {
+        "csv" => export::to_csv(&all)?,
+        "json" => export::to_json(&all)?,
+        other => return Err(AppError::Invalid(format!("formato desconhecido: {other} (use csv ou json)"))),
+    };
+    Ok(p.write_export("pagamentos", &format, &bytes)?.display().to_string())
+}
+
+/// Sends an attempt in review again with its same key.
+#[tauri::command]
+pub async fn retry_review(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
+    Ok(session.get()?.checkout().retry_review(&attempt_id).await?)
+}
+
+/// QA: cuts (or restores) the app's network path to the API.
+#[tauri::command]
+pub async fn qa_set_offline(session: State<'_, Session>, offline: bool) -> Result<()> {
+    session.get()?.set_offline(offline).await
+}
+
+/// QA: the server's fault profile.
+#[tauri::command]
+pub async fn qa_get_faults(session: State<'_, Session>) -> Result<serde_json::Value> {
+    session.get()?.faults().await
+}
+
+/// QA: replaces the server's fault profile.
+#[tauri::command]
+pub async fn qa_set_faults(session: State<'_, Session>, faults: serde_json::Value) -> Result<serde_json::Value> {
+    session.get()?.set_faults(faults).await
+}
+
+/// QA: writes the session log to the export folder; returns the file's path.
+#[tauri::command]
+pub async fn qa_export_log(session: State<'_, Session>) -> Result<String> {
+    let p = session.get()?;
+    let text = p.log().join("\n") + "\n";
+    Ok(p.write_export("sessao-qa", "log", text.as_bytes())?.display().to_string())
+}

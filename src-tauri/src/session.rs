@@ -1,0 +1,280 @@
+//! What the running app holds: the checkout engine, the (embedded or external) payment API it
+//! talks to through a cuttable link, and the QA session log.
+
+use crate::error::{AppError, Result};
+use crate::link::Link;
+use crate::settings::{ApiTarget, Settings};
+use checkout_core::{Checkout, Event};
+use serde::Serialize;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SANDBOX_KEY: &str = "sk_sandbox_caixa_local";
+const SANDBOX_MERCHANT: &str = "loja_sandbox";
+
+/// The app's state: a started session, or why it could not start.
+pub struct Session(std::result::Result<Pagar, String>);
+
+impl Session {
+    /// Starts everything; a failure is kept so the window can say what went wrong.
+    pub async fn start(settings: std::result::Result<Settings, String>) -> Self {
+        let started = match settings {
+            Ok(s) => Pagar::start(s).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &started {
+            tracing::error!(error = %e, "Pagar could not start");
+        }
+        Self(started)
+    }
+
+    /// The running session, or the startup error.
+    pub fn get(&self) -> Result<&Pagar> {
+        self.0.as_ref().map_err(|e| AppError::Startup(e.clone()))
+    }
+}
+
+/// Facts the UI shows about the session.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppInfo {
+    /// `embutido` or `externo`.
+    pub modo: &'static str,
+    /// The API as configured (not the link).
+    pub api_url: String,
+    /// The app's data folder.
+    pub data_dir: PathBuf,
+    /// Where exports go.
+    pub export_dir: PathBuf,
+    /// Test card tokens to offer (the sandbox's; an external API may know others).
+    pub cartoes: Vec<&'static str>,
+    /// Whether the QA panel can change the server's fault profile.
+    pub faults_available: bool,
+}
+
+/// A started session.
+pub struct Pagar {
+    checkout: Checkout,
+    link: Link,
+    settings: Settings,
+    api_url: String,
+    admin_token: Option<String>,
+    _server: Option<payment_api::RunningServer>,
+    http: reqwest::Client,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+fn upstream_addr(url: &str) -> Result<SocketAddr> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| AppError::Startup(format!("PAGAR_API_URL inválida: {e}")))?;
+    if parsed.scheme() != "http" {
+        return Err(AppError::Startup(
+            "PAGAR_API_URL deve ser http:// (o caixa fala com a API pela rede local)".into(),
+        ));
+    }
+    let host = parsed.host_str().unwrap_or("127.0.0.1");
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| AppError::Startup(format!("{host}:{port}: {e}")))?
+        .next()
+        .ok_or_else(|| AppError::Startup(format!("{host}:{port} não resolve")))
+}
+
+impl Pagar {
+    async fn start(settings: Settings) -> Result<Self> {
+        std::fs::create_dir_all(&settings.data_dir)
+            .map_err(|e| AppError::Startup(format!("{}: {e}", settings.data_dir.display())))?;
+        let (api_url, api_key, admin_token, server) = match &settings.api {
+            ApiTarget::Embedded => {
+                let admin = admin_token();
+                std::fs::create_dir_all(settings.data_dir.join("sandbox"))
+                    .map_err(|e| AppError::Startup(e.to_string()))?;
+                let config = payment_api::Config::sandbox(settings.sandbox_db(), SANDBOX_KEY, SANDBOX_MERCHANT, &admin);
+                let server = payment_api::start(config)
+                    .await
+                    .map_err(|e| AppError::Startup(format!("API embutida: {e}")))?;
+                (server.url(), SANDBOX_KEY.to_string(), Some(admin), Some(server))
+            }
+            ApiTarget::External { url, key, admin_token } => {
+                (url.trim_end_matches('/').to_string(), key.clone(), admin_token.clone(), None)
+            }
+        };
+        let link = Link::open(upstream_addr(&api_url)?)
+            .await
+            .map_err(|e| AppError::Startup(format!("rede local: {e}")))?;
+        let mut config = checkout_core::Config::new(format!("http://{}", link.local_addr()), api_key);
+        config.probe_interval = Duration::from_secs(1);
+        config.connect_timeout = Duration::from_secs(2);
+        config.backoff_cap = Duration::from_secs(10);
+        let checkout = Checkout::open(settings.outbox_path(), config).await?;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        spawn_logger(&checkout, log.clone());
+        tracing::info!(api = %api_url, data = %settings.data_dir.display(), "Pagar started");
+        Ok(Self {
+            checkout,
+            link,
+            settings,
+            api_url,
+            admin_token,
+            _server: server,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .expect("a plain client builds"),
+            log,
+        })
+    }
+
+    /// The checkout engine.
+    pub fn checkout(&self) -> &Checkout {
+        &self.checkout
+    }
+
+    /// Facts for the UI.
+    pub fn info(&self) -> AppInfo {
+        AppInfo {
+            modo: match self.settings.api {
+                ApiTarget::Embedded => "embutido",
+                ApiTarget::External { .. } => "externo",
+            },
+            api_url: self.api_url.clone(),
+            data_dir: self.settings.data_dir.clone(),
+            export_dir: self.settings.export_dir(),
+            cartoes: payment_api::payments::sandbox_tokens().collect(),
+            faults_available: self.admin_token.is_some(),
+        }
+    }
+
+    /// Whether QA has cut the network path.
+    pub fn offline_simulated(&self) -> bool {
+        self.link.is_cut()
+    }
+
+    /// Cuts or restores the app's network path to the API.
+    pub async fn set_offline(&self, offline: bool) -> Result<()> {
+        self.note(if offline {
+            "QA: rede cortada (offline simulado)"
+        } else {
+            "QA: rede restaurada"
+        });
+        self.link.set_cut(offline).await.map_err(|e| AppError::Qa(format!("rede local: {e}")))
+    }
+
+    fn admin(&self) -> Result<&str> {
+        self.admin_token
+            .as_deref()
+            .ok_or_else(|| AppError::Qa("perfil de falhas indisponível: configure PAGAR_ADMIN_TOKEN".into()))
+    }
+
+    /// The server's fault profile.
+    pub async fn faults(&self) -> Result<serde_json::Value> {
+        let res = self
+            .http
+            .get(format!("{}/admin/faults", self.api_url))
+            .bearer_auth(self.admin()?)
+            .send()
+            .await
+            .map_err(|e| AppError::Qa(format!("servidor inacessível: {e}")))?;
+        res.json().await.map_err(|e| AppError::Qa(e.to_string()))
+    }
+
+    /// Replaces the server's fault profile.
+    pub async fn set_faults(&self, faults: serde_json::Value) -> Result<serde_json::Value> {
+        self.note(&format!("QA: perfil de falhas {faults}"));
+        let res = self
+            .http
+            .put(format!("{}/admin/faults", self.api_url))
+            .bearer_auth(self.admin()?)
+            .json(&faults)
+            .send()
+            .await
+            .map_err(|e| AppError::Qa(format!("servidor inacessível: {e}")))?;
+        let ok = res.status().is_success();
+        let body: serde_json::Value = res.json().await.map_err(|e| AppError::Qa(e.to_string()))?;
+        if ok {
+            Ok(body)
+        } else {
+            let fields: Vec<&str> = body["errors"]
+                .as_array()
+                .map(|errs| errs.iter().filter_map(|e| e["erro"].as_str()).collect())
+                .unwrap_or_default();
+            let why = if fields.is_empty() {
+                body["detail"].as_str().unwrap_or("erro desconhecido").to_string()
+            } else {
+                fields.join("; ")
+            };
+            Err(AppError::Qa(format!("perfil recusado: {why}")))
+        }
+    }
+
+    /// Writes `bytes` to the export folder as `<stem>-<timestamp>.<ext>` and returns the path.
+    pub fn write_export(&self, stem: &str, ext: &str, bytes: &[u8]) -> Result<PathBuf> {
+        let dir = self.settings.export_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| AppError::Qa(format!("{}: {e}", dir.display())))?;
+        let stamp = time::OffsetDateTime::now_utc()
+            .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
+            .unwrap_or_default();
+        let path = dir.join(format!("{stem}-{stamp}.{ext}"));
+        std::fs::write(&path, bytes).map_err(|e| AppError::Qa(format!("{}: {e}", path.display())))?;
+        self.note(&format!("exportado {}", path.display()));
+        Ok(path)
+    }
+
+    /// The session log so far, one line per event.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    fn note(&self, line: &str) {
+        push_log(&self.log, line.to_string());
+    }
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn push_log(log: &Mutex<Vec<String>>, line: String) {
+    log.lock().expect("log lock").push(format!("{} {line}", now_rfc3339()));
+}
+
+/// Records every engine event in the session log, whether or not a window is listening.
+fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<Vec<String>>>) {
+    let mut events = checkout.subscribe();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(Event::AttemptChanged { attempt: a }) => push_log(
+                    &log,
+                    format!(
+                        "tentativa {} venda {} chave {} estado {} tentativas {} erro {}",
+                        a.id,
+                        a.sale_id,
+                        a.idempotency_key,
+                        a.state.as_str(),
+                        a.tries,
+                        a.last_error.as_deref().unwrap_or("-")
+                    ),
+                ),
+                Ok(Event::QueueChanged { queue }) => {
+                    push_log(&log, format!("fila {} pagamentos, {}", queue.count, checkout_core::format_brl(queue.total)))
+                }
+                Ok(Event::ConnectivityChanged { connectivity }) => {
+                    push_log(&log, format!("conectividade {connectivity:?}"))
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    push_log(&log, format!("{n} eventos não registrados (fila de eventos cheia)"))
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+}
+
+/// A random token for the embedded API's admin routes (never leaves this process).
+fn admin_token() -> String {
+    format!("adm_{}", uuid::Uuid::new_v4().simple())
+}

@@ -1,0 +1,86 @@
+//! Where the app keeps its data and which payment API it talks to.
+//!
+//! - `PAGAR_DATA_DIR` overrides the app data folder (`~/.local/share/dev.pagar.caixa` on Linux).
+//! - `PAGAR_API_URL` and `PAGAR_API_KEY` (or `api_url` and `api_key` in `<data>/config.json`)
+//!   point the app at a real payment API; `PAGAR_ADMIN_TOKEN` (or `admin_token`) lets the QA
+//!   panel change its fault profile. With none of them, the app runs the payment API in-process
+//!   on loopback with a sandbox database: the embedded default.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The API the app pays against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiTarget {
+    /// Start the payment API in this process, on loopback, with a sandbox database.
+    Embedded,
+    /// A payment API somewhere else.
+    External {
+        /// Base URL.
+        url: String,
+        /// Merchant API key.
+        key: String,
+        /// Admin token for the QA fault profile, if any.
+        admin_token: Option<String>,
+    },
+}
+
+/// Resolved settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The app's data folder: outbox, sandbox database, exports.
+    pub data_dir: PathBuf,
+    /// Which API.
+    pub api: ApiTarget,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    api_url: Option<String>,
+    api_key: Option<String>,
+    admin_token: Option<String>,
+}
+
+impl Settings {
+    /// Reads the environment, then `<data>/config.json`.
+    pub fn resolve(default_data_dir: PathBuf) -> Result<Self, String> {
+        let data_dir = std::env::var_os("PAGAR_DATA_DIR").map(PathBuf::from).unwrap_or(default_data_dir);
+        let file = read_file_config(&data_dir)?;
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let url = env("PAGAR_API_URL").or(file.api_url);
+        let key = env("PAGAR_API_KEY").or(file.api_key);
+        let admin_token = env("PAGAR_ADMIN_TOKEN").or(file.admin_token);
+        let api = match (url, key) {
+            (None, None) => ApiTarget::Embedded,
+            (Some(url), Some(key)) => ApiTarget::External { url, key, admin_token },
+            (Some(_), None) => return Err("PAGAR_API_URL definido sem PAGAR_API_KEY".into()),
+            (None, Some(_)) => return Err("PAGAR_API_KEY definido sem PAGAR_API_URL".into()),
+        };
+        Ok(Self { data_dir, api })
+    }
+
+    /// The outbox database.
+    pub fn outbox_path(&self) -> PathBuf {
+        self.data_dir.join("outbox.db")
+    }
+
+    /// The embedded API's sandbox database.
+    pub fn sandbox_db(&self) -> PathBuf {
+        self.data_dir.join("sandbox").join("pagar-api.db")
+    }
+
+    /// Where exports and session logs go.
+    pub fn export_dir(&self) -> PathBuf {
+        self.data_dir.join("exports")
+    }
+}
+
+fn read_file_config(dir: &Path) -> Result<FileConfig, String> {
+    let path = dir.join("config.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}

@@ -1,0 +1,113 @@
+//! The app's commands through Tauri's IPC with `tauri::test::mock_builder()`: input is parsed
+//! into domain types, bad input is refused with a clear error, and nothing is stored for it.
+
+use pagar_lib::session::Session;
+use pagar_lib::settings::{ApiTarget, Settings};
+use serde_json::{json, Value};
+use tauri::test::{get_ipc_response, mock_builder, mock_context, noop_assets, INVOKE_KEY};
+use tauri::webview::InvokeRequest;
+use tauri::Manager;
+
+struct Mocked {
+    webview: tauri::WebviewWindow<tauri::test::MockRuntime>,
+    _dir: tempfile::TempDir,
+}
+
+fn app() -> Mocked {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        data_dir: dir.path().to_path_buf(),
+        api: ApiTarget::Embedded,
+    };
+    let app = pagar_lib::with_commands(mock_builder()).build(mock_context(noop_assets())).unwrap();
+    let session = tauri::async_runtime::block_on(Session::start(Ok(settings)));
+    app.manage(session);
+    let webview = tauri::WebviewWindowBuilder::new(&app, "main", Default::default()).build().unwrap();
+    Mocked { webview, _dir: dir }
+}
+
+fn call(m: &Mocked, cmd: &str, body: Value) -> Result<Value, Value> {
+    get_ipc_response(
+        &m.webview,
+        InvokeRequest {
+            cmd: cmd.into(),
+            callback: tauri::ipc::CallbackFn(0),
+            error: tauri::ipc::CallbackFn(1),
+            url: "tauri://localhost".parse().unwrap(),
+            body: tauri::ipc::InvokeBody::Json(body),
+            headers: Default::default(),
+            invoke_key: INVOKE_KEY.to_string(),
+        },
+    )
+    .map(|b| b.deserialize::<Value>().unwrap())
+}
+
+#[test]
+fn pay_parses_the_amount_as_typed_and_a_second_call_returns_the_same_attempt() {
+    let m = app();
+    let sale = call(&m, "new_sale", json!({})).unwrap();
+    let args = json!({"saleId": sale, "valor": "1.234,56", "cartao": "tok_aprovado"});
+    let first = call(&m, "pay", args.clone()).unwrap();
+    assert_eq!(first["existing"], false);
+    assert_eq!(first["attempt"]["valor"], 123_456);
+    assert_eq!(first["attempt"]["state"], "pendente");
+    let again = call(&m, "pay", args).unwrap();
+    assert_eq!(again["existing"], true);
+    assert_eq!(again["attempt"]["idempotency_key"], first["attempt"]["idempotency_key"]);
+}
+
+#[test]
+fn bad_input_is_refused_with_a_clear_message_and_nothing_is_stored() {
+    let m = app();
+    let sale = call(&m, "new_sale", json!({})).unwrap();
+    for (valor, cartao) in [("abc", "tok_aprovado"), ("0,00", "tok_aprovado"), ("10,999", "tok_aprovado"), ("10,00", "tok com espaço")] {
+        let err = call(&m, "pay", json!({"saleId": sale, "valor": valor, "cartao": cartao})).unwrap_err();
+        assert_eq!(err["kind"], "invalid", "{valor} {cartao}: {err}");
+        assert!(!err["message"].as_str().unwrap().is_empty());
+    }
+    let err = call(&m, "pay", json!({"saleId": "", "valor": "1,00", "cartao": "tok_aprovado"})).unwrap_err();
+    assert_eq!(err["kind"], "invalid");
+    let snap = call(&m, "attempts", json!({})).unwrap();
+    assert_eq!(snap["attempts"], json!([]));
+    assert_eq!(snap["queue"]["count"], 0);
+}
+
+#[test]
+fn the_app_reports_its_embedded_mode_tokens_and_export_folder() {
+    let m = app();
+    let info = call(&m, "app_info", json!({})).unwrap();
+    assert_eq!(info["modo"], "embutido");
+    assert!(info["api_url"].as_str().unwrap().starts_with("http://127.0.0.1:"));
+    assert_eq!(info["cartoes"][0], "tok_aprovado");
+    assert_eq!(info["faults_available"], true);
+    let path = call(&m, "export_attempts", json!({"format": "json"})).unwrap();
+    assert!(path.as_str().unwrap().contains("exports"));
+    let err = call(&m, "export_attempts", json!({"format": "xml"})).unwrap_err();
+    assert_eq!(err["kind"], "invalid");
+}
+
+#[test]
+fn the_qa_fault_profile_is_validated_by_the_server() {
+    let m = app();
+    let ok = call(&m, "qa_set_faults", json!({"faults": {"latency_ms": 10}})).unwrap();
+    assert_eq!(ok["latency_ms"], 10);
+    let err = call(&m, "qa_set_faults", json!({"faults": {"drop_response_probability": 7}})).unwrap_err();
+    assert_eq!(err["kind"], "qa");
+    assert!(err["message"].as_str().unwrap().contains("entre 0 e 1"), "{err}");
+}
+
+#[test]
+fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = || {
+        Ok(Settings {
+            data_dir: dir.path().to_path_buf(),
+            api: ApiTarget::Embedded,
+        })
+    };
+    let first = tauri::async_runtime::block_on(Session::start(settings()));
+    assert!(first.get().is_ok());
+    let second = tauri::async_runtime::block_on(Session::start(settings()));
+    let err = second.get().err().unwrap().to_string();
+    assert!(err.contains("outra instância"), "{err}");
+}

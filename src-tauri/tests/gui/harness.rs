@@ -1,0 +1,245 @@
+//! Launches Xvfb, tauri-driver and the app; one window at a time (tests take a global lock).
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Serialises the GUI tests: one display, one window at a time.
+static ONE_WINDOW: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How long the UI gets to reach a state before a test fails.
+pub const UI_WAIT: Duration = Duration::from_secs(40);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A process group we kill whole on drop (tauri-driver, WebKitWebDriver and the app below it).
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-KILL", &format!("-{}", self.0.id())]).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Screenshots go to `<target>/screenshots/` (named in the README).
+pub fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target"));
+    target.join("screenshots")
+}
+
+// Field order is drop order: the processes go first, so a failed test never waits on a session.
+pub struct GuiApp {
+    driver: Group,
+    xvfb: Group,
+    pub client: Client,
+    pub data_dir: PathBuf,
+    _lock: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl GuiApp {
+    /// Starts the app on `data_dir` with the embedded API and waits until its screen is ready.
+    pub async fn launch(data_dir: &Path) -> Self {
+        let lock = ONE_WINDOW.lock().await;
+        Self::launch_locked(data_dir, lock).await
+    }
+
+    async fn launch_locked(data_dir: &Path, lock: tokio::sync::MutexGuard<'static, ()>) -> Self {
+        use std::os::unix::process::CommandExt;
+        let mut xvfb = Command::new("Xvfb")
+            .args(["-displayfd", "1", "-screen", "0", "1280x860x24", "-nolisten", "tcp"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("Xvfb is installed (make test installs it)");
+        let mut line = String::new();
+        BufReader::new(xvfb.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let display = format!(":{}", line.trim());
+        let xvfb = Group(xvfb);
+
+        let (port, native_port) = (free_port(), free_port());
+        let driver = Command::new("dbus-run-session")
+            .args(["--", "tauri-driver", "--port", &port.to_string(), "--native-port", &native_port.to_string()])
+            .env("DISPLAY", &display)
+            .env("PAGAR_DATA_DIR", data_dir)
+            .env("NO_AT_BRIDGE", "1")
+            .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+            .env("WEBKIT_DISABLE_DMABUF_RENDERER", "1")
+            .env("RUST_LOG", "warn")
+            .env_remove("PAGAR_API_URL")
+            .env_remove("PAGAR_API_KEY")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .expect("tauri-driver is installed (make test installs it)");
+        let driver = Group(driver);
+        let url = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        while !http.get(format!("{url}/status")).send().await.is_ok_and(|r| r.status().is_success()) {
+            assert!(started.elapsed() < Duration::from_secs(30), "tauri-driver did not come up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "tauri:options".into(),
+            json!({"application": env!("CARGO_BIN_EXE_pagar"), "args": []}),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        eprintln!("DEBUG connecting");
+        let client = ClientBuilder::new(connector).capabilities(caps).connect(&url).await.expect("a WebDriver session");
+        let app = Self {
+            driver,
+            xvfb,
+            client,
+            data_dir: data_dir.to_path_buf(),
+            _lock: lock,
+        };
+        app.wait_until("the screen is ready", |a| async move {
+            a.prop("sale-id", "textContent").await.is_some_and(|s| s.starts_with("venda-"))
+        })
+        .await;
+        app
+    }
+
+    /// Kills the app process with SIGKILL and starts it again on the same data folder.
+    pub async fn kill_and_relaunch(self) -> Self {
+        let pid = app_pid(&self.data_dir).expect("the app process is running");
+        let status = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+        assert!(status.success());
+        let data_dir = self.data_dir.clone();
+        let GuiApp { client, driver, xvfb, _lock, .. } = self;
+        drop(client); // the session died with the app
+        drop(driver);
+        drop(xvfb);
+        Self::launch_locked(&data_dir, _lock).await
+    }
+
+    pub async fn el(&self, id: &str) -> fantoccini::elements::Element {
+        eprintln!("DEBUG el {id}");
+        self.client.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("#{id}: {e}"))
+    }
+
+    pub async fn click(&self, id: &str) {
+        self.el(id).await.click().await.unwrap_or_else(|e| panic!("click #{id}: {e}"));
+    }
+
+    /// A DOM property (works for hidden elements, unlike `text`).
+    pub async fn prop(&self, id: &str, prop: &str) -> Option<String> {
+        let el = self.client.find(Locator::Id(id)).await.ok()?;
+        el.prop(prop).await.ok().flatten()
+    }
+
+    /// Read through the DOM: WebKitWebDriver's own "is enabled" can hang on a button that a
+    /// click handler just disabled.
+    pub async fn enabled(&self, id: &str) -> bool {
+        self.client
+            .execute(&format!("return !document.getElementById('{id}').disabled"), vec![])
+            .await
+            .unwrap()
+            == Value::Bool(true)
+    }
+
+    pub async fn hidden(&self, id: &str) -> bool {
+        self.client
+            .execute(&format!("return document.getElementById('{id}').hidden"), vec![])
+            .await
+            .unwrap()
+            == Value::Bool(true)
+    }
+
+    pub async fn type_into(&self, id: &str, text: &str) {
+        let el = self.el(id).await;
+        el.clear().await.unwrap();
+        el.send_keys(text).await.unwrap();
+    }
+
+    pub async fn select(&self, id: &str, value: &str) {
+        self.el(id).await.select_by_value(value).await.unwrap();
+    }
+
+    /// The status region's label.
+    pub async fn status(&self) -> String {
+        self.prop("status-label", "textContent").await.unwrap_or_default()
+    }
+
+    /// Polls `cond` every 100 ms until it holds; fails the test after [`UI_WAIT`].
+    pub async fn wait_until<'a, F, Fut>(&'a self, what: &str, cond: F)
+    where
+        F: Fn(&'a Self) -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let started = Instant::now();
+        eprintln!("DEBUG wait {what}");
+        while !cond(self).await {
+            if started.elapsed() > UI_WAIT {
+                let _ = self.screenshot(&format!("failed-{}", what.replace(' ', "-"))).await;
+                panic!("timed out waiting for: {what} (status: {:?})", self.status().await);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn wait_status(&self, prefix: &str) {
+        self.wait_until(&format!("status '{prefix}'"), |a| async move { a.status().await.starts_with(prefix) })
+            .await;
+    }
+
+    /// Writes a PNG of the window to the screenshot folder.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self.client.screenshot().await.unwrap();
+        let dir = screenshot_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+
+    /// Charges in the embedded sandbox's gateway ledger, read from its database file.
+    pub fn ledger_rows(&self) -> i64 {
+        let db = self.data_dir.join("sandbox").join("pagar-api.db");
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        c.query_row("SELECT count(*) FROM gateway_ledger", [], |r| r.get(0)).unwrap()
+    }
+
+    /// Calls one of the app's commands from the page, as the UI would.
+    pub async fn invoke(&self, cmd: &str, args: Value) -> Value {
+        self.client
+            .execute_async(
+                "const [cmd, args, done] = arguments; \
+                 window.__TAURI__.core.invoke(cmd, args).then(v => done({ok: v}), e => done({err: e}));",
+                vec![json!(cmd), args],
+            )
+            .await
+            .unwrap()
+    }
+
+    pub async fn close(self) {
+        let _ = self.client.close().await;
+        drop(self.driver);
+        drop(self.xvfb);
+    }
+}
+
+/// The pid of the app running on `data_dir`, found in /proc.
+fn app_pid(data_dir: &Path) -> Option<u32> {
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_pagar")).ok()?;
+    let needle = format!("PAGAR_DATA_DIR={}", data_dir.display());
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let this = std::fs::read_link(entry.path().join("exe")).ok()?;
+        let env = std::fs::read(entry.path().join("environ")).ok()?;
+        let has_dir = env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes());
+        (this == exe && has_dir).then_some(pid)
+    })
+}

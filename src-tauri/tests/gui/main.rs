@@ -1,0 +1,7 @@
+//! The real Pagar window under Xvfb, driven through tauri-driver and WebKitWebDriver
+//! (`../shared/recipes/gui-e2e.md`). Every test counts charges in the embedded sandbox's ledger
+//! and writes screenshots to `target/screenshots/`.
+
+mod cashier;
+mod harness;
+mod recovery;
