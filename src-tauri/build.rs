@@ -1,9 +1,10 @@
 fn main() {
     // Every command the UI may call is listed here; tauri-build turns each into an `allow-…`
     // permission, and capabilities/default.json grants exactly these and nothing else.
-    tauri_build::try_build(tauri_build::Attributes::new().app_manifest(
-        tauri_build::AppManifest::new().commands(pagar_commands()),
-    ))
+    tauri_build::try_build(
+        tauri_build::Attributes::new()
+            .app_manifest(tauri_build::AppManifest::new().commands(pagar_commands())),
+    )
     .expect("tauri build script");
 }
 

@@ -3,7 +3,9 @@
 
 use crate::error::{AppError, Result};
 use crate::session::{AppInfo, Session};
-use checkout_core::{export, Attempt, CardToken, Centavos, Connectivity, Event, PayOutcome, QueueSummary, SaleId};
+use checkout_core::{
+    export, Attempt, CardToken, Centavos, Connectivity, Event, PayOutcome, QueueSummary, SaleId,
+};
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -31,13 +33,24 @@ pub struct PayReply {
 
 /// Pays a sale: `valor` as the cashier typed it (`1.234,56`).
 #[tauri::command]
-pub async fn pay(session: State<'_, Session>, sale_id: String, valor: String, cartao: String) -> Result<PayReply> {
+pub async fn pay(
+    session: State<'_, Session>,
+    sale_id: String,
+    valor: String,
+    cartao: String,
+) -> Result<PayReply> {
     let sale = SaleId::parse(&sale_id).map_err(AppError::Invalid)?;
     let valor = Centavos::parse_brl(&valor).map_err(AppError::Invalid)?;
     let cartao = CardToken::parse(&cartao).map_err(AppError::Invalid)?;
     let reply = match session.get()?.checkout().pay(sale, valor, cartao).await? {
-        PayOutcome::Created(attempt) => PayReply { attempt, existing: false },
-        PayOutcome::Existing(attempt) => PayReply { attempt, existing: true },
+        PayOutcome::Created(attempt) => PayReply {
+            attempt,
+            existing: false,
+        },
+        PayOutcome::Existing(attempt) => PayReply {
+            attempt,
+            existing: true,
+        },
     };
     Ok(reply)
 }
@@ -95,9 +108,15 @@ pub async fn export_attempts(session: State<'_, Session>, format: String) -> Res
     let bytes = match format.as_str() {
         "csv" => export::to_csv(&all)?,
         "json" => export::to_json(&all)?,
-        other => return Err(AppError::Invalid(format!("formato desconhecido: {other} (use csv ou json)"))),
+        other => {
+            return Err(AppError::Invalid(format!(
+                "formato desconhecido: {other} (use csv ou json)"
+            )))
+        }
     };
-    Ok(p.write_export("pagamentos", &format, &bytes)?.display().to_string())
+    Ok(p.write_export("pagamentos", &format, &bytes)?
+        .display()
+        .to_string())
 }
 
 /// Sends an attempt in review again with its same key.
@@ -120,7 +139,10 @@ pub async fn qa_get_faults(session: State<'_, Session>) -> Result<serde_json::Va
 
 /// QA: replaces the server's fault profile.
 #[tauri::command]
-pub async fn qa_set_faults(session: State<'_, Session>, faults: serde_json::Value) -> Result<serde_json::Value> {
+pub async fn qa_set_faults(
+    session: State<'_, Session>,
+    faults: serde_json::Value,
+) -> Result<serde_json::Value> {
     session.get()?.set_faults(faults).await
 }
 
@@ -129,5 +151,7 @@ pub async fn qa_set_faults(session: State<'_, Session>, faults: serde_json::Valu
 pub async fn qa_export_log(session: State<'_, Session>) -> Result<String> {
     let p = session.get()?;
     let text = p.log().join("\n") + "\n";
-    Ok(p.write_export("sessao-qa", "log", text.as_bytes())?.display().to_string())
+    Ok(p.write_export("sessao-qa", "log", text.as_bytes())?
+        .display()
+        .to_string())
 }

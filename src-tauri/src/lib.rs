@@ -14,8 +14,12 @@ use tauri::{Manager, Runtime};
 /// Registers the commands and, on setup, starts the session from the environment.
 pub fn app<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     with_commands(builder).setup(|app| {
-        let default_dir = app.path().app_data_dir().unwrap_or_else(|_| std::env::temp_dir().join("pagar"));
-        let session = tauri::async_runtime::block_on(Session::start(Settings::resolve(default_dir)));
+        let default_dir = app
+            .path()
+            .app_data_dir()
+            .unwrap_or_else(|_| std::env::temp_dir().join("pagar"));
+        let session =
+            tauri::async_runtime::block_on(Session::start(Settings::resolve(default_dir)));
         app.manage(session);
         Ok(())
     })
@@ -42,7 +46,10 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
 pub fn run() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
     app(tauri::Builder::default())
         .run(tauri::generate_context!())
         .expect("error while running Pagar");

@@ -66,7 +66,8 @@ pub struct Pagar {
 }
 
 fn upstream_addr(url: &str) -> Result<SocketAddr> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| AppError::Startup(format!("PAGAR_API_URL inválida: {e}")))?;
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| AppError::Startup(format!("PAGAR_API_URL inválida: {e}")))?;
     if parsed.scheme() != "http" {
         return Err(AppError::Startup(
             "PAGAR_API_URL deve ser http:// (o caixa fala com a API pela rede local)".into(),
@@ -90,20 +91,38 @@ impl Pagar {
                 let admin = admin_token();
                 std::fs::create_dir_all(settings.data_dir.join("sandbox"))
                     .map_err(|e| AppError::Startup(e.to_string()))?;
-                let config = payment_api::Config::sandbox(settings.sandbox_db(), SANDBOX_KEY, SANDBOX_MERCHANT, &admin);
+                let config = payment_api::Config::sandbox(
+                    settings.sandbox_db(),
+                    SANDBOX_KEY,
+                    SANDBOX_MERCHANT,
+                    &admin,
+                );
                 let server = payment_api::start(config)
                     .await
                     .map_err(|e| AppError::Startup(format!("API embutida: {e}")))?;
-                (server.url(), SANDBOX_KEY.to_string(), Some(admin), Some(server))
+                (
+                    server.url(),
+                    SANDBOX_KEY.to_string(),
+                    Some(admin),
+                    Some(server),
+                )
             }
-            ApiTarget::External { url, key, admin_token } => {
-                (url.trim_end_matches('/').to_string(), key.clone(), admin_token.clone(), None)
-            }
+            ApiTarget::External {
+                url,
+                key,
+                admin_token,
+            } => (
+                url.trim_end_matches('/').to_string(),
+                key.clone(),
+                admin_token.clone(),
+                None,
+            ),
         };
         let link = Link::open(upstream_addr(&api_url)?)
             .await
             .map_err(|e| AppError::Startup(format!("rede local: {e}")))?;
-        let mut config = checkout_core::Config::new(format!("http://{}", link.local_addr()), api_key);
+        let mut config =
+            checkout_core::Config::new(format!("http://{}", link.local_addr()), api_key);
         config.probe_interval = Duration::from_secs(1);
         config.connect_timeout = Duration::from_secs(2);
         config.backoff_cap = Duration::from_secs(10);
@@ -158,13 +177,16 @@ impl Pagar {
         } else {
             "QA: rede restaurada"
         });
-        self.link.set_cut(offline).await.map_err(|e| AppError::Qa(format!("rede local: {e}")))
+        self.link
+            .set_cut(offline)
+            .await
+            .map_err(|e| AppError::Qa(format!("rede local: {e}")))
     }
 
     fn admin(&self) -> Result<&str> {
-        self.admin_token
-            .as_deref()
-            .ok_or_else(|| AppError::Qa("perfil de falhas indisponível: configure PAGAR_ADMIN_TOKEN".into()))
+        self.admin_token.as_deref().ok_or_else(|| {
+            AppError::Qa("perfil de falhas indisponível: configure PAGAR_ADMIN_TOKEN".into())
+        })
     }
 
     /// The server's fault profile.
@@ -200,7 +222,10 @@ impl Pagar {
                 .map(|errs| errs.iter().filter_map(|e| e["erro"].as_str()).collect())
                 .unwrap_or_default();
             let why = if fields.is_empty() {
-                body["detail"].as_str().unwrap_or("erro desconhecido").to_string()
+                body["detail"]
+                    .as_str()
+                    .unwrap_or("erro desconhecido")
+                    .to_string()
             } else {
                 fields.join("; ")
             };
@@ -211,12 +236,16 @@ impl Pagar {
     /// Writes `bytes` to the export folder as `<stem>-<timestamp>.<ext>` and returns the path.
     pub fn write_export(&self, stem: &str, ext: &str, bytes: &[u8]) -> Result<PathBuf> {
         let dir = self.settings.export_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| AppError::Qa(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| AppError::Qa(format!("{}: {e}", dir.display())))?;
         let stamp = time::OffsetDateTime::now_utc()
-            .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
+            .format(time::macros::format_description!(
+                "[year][month][day]-[hour][minute][second]"
+            ))
             .unwrap_or_default();
         let path = dir.join(format!("{stem}-{stamp}.{ext}"));
-        std::fs::write(&path, bytes).map_err(|e| AppError::Qa(format!("{}: {e}", path.display())))?;
+        std::fs::write(&path, bytes)
+            .map_err(|e| AppError::Qa(format!("{}: {e}", path.display())))?;
         self.note(&format!("exportado {}", path.display()));
         Ok(path)
     }
@@ -238,7 +267,9 @@ fn now_rfc3339() -> String {
 }
 
 fn push_log(log: &Mutex<Vec<String>>, line: String) {
-    log.lock().expect("log lock").push(format!("{} {line}", now_rfc3339()));
+    log.lock()
+        .expect("log lock")
+        .push(format!("{} {line}", now_rfc3339()));
 }
 
 /// Records every engine event in the session log, whether or not a window is listening.
@@ -259,15 +290,21 @@ fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<Vec<String>>>) {
                         a.last_error.as_deref().unwrap_or("-")
                     ),
                 ),
-                Ok(Event::QueueChanged { queue }) => {
-                    push_log(&log, format!("fila {} pagamentos, {}", queue.count, checkout_core::format_brl(queue.total)))
-                }
+                Ok(Event::QueueChanged { queue }) => push_log(
+                    &log,
+                    format!(
+                        "fila {} pagamentos, {}",
+                        queue.count,
+                        checkout_core::format_brl(queue.total)
+                    ),
+                ),
                 Ok(Event::ConnectivityChanged { connectivity }) => {
                     push_log(&log, format!("conectividade {connectivity:?}"))
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    push_log(&log, format!("{n} eventos não registrados (fila de eventos cheia)"))
-                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => push_log(
+                    &log,
+                    format!("{n} eventos não registrados (fila de eventos cheia)"),
+                ),
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }
         }

@@ -45,7 +45,9 @@ struct FileConfig {
 impl Settings {
     /// Reads the environment, then `<data>/config.json`.
     pub fn resolve(default_data_dir: PathBuf) -> Result<Self, String> {
-        let data_dir = std::env::var_os("PAGAR_DATA_DIR").map(PathBuf::from).unwrap_or(default_data_dir);
+        let data_dir = std::env::var_os("PAGAR_DATA_DIR")
+            .map(PathBuf::from)
+            .unwrap_or(default_data_dir);
         let file = read_file_config(&data_dir)?;
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let url = env("PAGAR_API_URL").or(file.api_url);
@@ -53,7 +55,11 @@ impl Settings {
         let admin_token = env("PAGAR_ADMIN_TOKEN").or(file.admin_token);
         let api = match (url, key) {
             (None, None) => ApiTarget::Embedded,
-            (Some(url), Some(key)) => ApiTarget::External { url, key, admin_token },
+            (Some(url), Some(key)) => ApiTarget::External {
+                url,
+                key,
+                admin_token,
+            },
             (Some(_), None) => return Err("PAGAR_API_URL definido sem PAGAR_API_KEY".into()),
             (None, Some(_)) => return Err("PAGAR_API_KEY definido sem PAGAR_API_URL".into()),
         };

@@ -19,10 +19,14 @@ fn app() -> Mocked {
         data_dir: dir.path().to_path_buf(),
         api: ApiTarget::Embedded,
     };
-    let app = pagar_lib::with_commands(mock_builder()).build(mock_context(noop_assets())).unwrap();
+    let app = pagar_lib::with_commands(mock_builder())
+        .build(mock_context(noop_assets()))
+        .unwrap();
     let session = tauri::async_runtime::block_on(Session::start(Ok(settings)));
     app.manage(session);
-    let webview = tauri::WebviewWindowBuilder::new(&app, "main", Default::default()).build().unwrap();
+    let webview = tauri::WebviewWindowBuilder::new(&app, "main", Default::default())
+        .build()
+        .unwrap();
     Mocked { webview, _dir: dir }
 }
 
@@ -53,19 +57,37 @@ fn pay_parses_the_amount_as_typed_and_a_second_call_returns_the_same_attempt() {
     assert_eq!(first["attempt"]["state"], "pendente");
     let again = call(&m, "pay", args).unwrap();
     assert_eq!(again["existing"], true);
-    assert_eq!(again["attempt"]["idempotency_key"], first["attempt"]["idempotency_key"]);
+    assert_eq!(
+        again["attempt"]["idempotency_key"],
+        first["attempt"]["idempotency_key"]
+    );
 }
 
 #[test]
 fn bad_input_is_refused_with_a_clear_message_and_nothing_is_stored() {
     let m = app();
     let sale = call(&m, "new_sale", json!({})).unwrap();
-    for (valor, cartao) in [("abc", "tok_aprovado"), ("0,00", "tok_aprovado"), ("10,999", "tok_aprovado"), ("10,00", "tok com espaço")] {
-        let err = call(&m, "pay", json!({"saleId": sale, "valor": valor, "cartao": cartao})).unwrap_err();
+    for (valor, cartao) in [
+        ("abc", "tok_aprovado"),
+        ("0,00", "tok_aprovado"),
+        ("10,999", "tok_aprovado"),
+        ("10,00", "tok com espaço"),
+    ] {
+        let err = call(
+            &m,
+            "pay",
+            json!({"saleId": sale, "valor": valor, "cartao": cartao}),
+        )
+        .unwrap_err();
         assert_eq!(err["kind"], "invalid", "{valor} {cartao}: {err}");
         assert!(!err["message"].as_str().unwrap().is_empty());
     }
-    let err = call(&m, "pay", json!({"saleId": "", "valor": "1,00", "cartao": "tok_aprovado"})).unwrap_err();
+    let err = call(
+        &m,
+        "pay",
+        json!({"saleId": "", "valor": "1,00", "cartao": "tok_aprovado"}),
+    )
+    .unwrap_err();
     assert_eq!(err["kind"], "invalid");
     let snap = call(&m, "attempts", json!({})).unwrap();
     assert_eq!(snap["attempts"], json!([]));
@@ -77,7 +99,10 @@ fn the_app_reports_its_embedded_mode_tokens_and_export_folder() {
     let m = app();
     let info = call(&m, "app_info", json!({})).unwrap();
     assert_eq!(info["modo"], "embutido");
-    assert!(info["api_url"].as_str().unwrap().starts_with("http://127.0.0.1:"));
+    assert!(info["api_url"]
+        .as_str()
+        .unwrap()
+        .starts_with("http://127.0.0.1:"));
     assert_eq!(info["cartoes"][0], "tok_aprovado");
     assert_eq!(info["faults_available"], true);
     let path = call(&m, "export_attempts", json!({"format": "json"})).unwrap();
@@ -91,9 +116,17 @@ fn the_qa_fault_profile_is_validated_by_the_server() {
     let m = app();
     let ok = call(&m, "qa_set_faults", json!({"faults": {"latency_ms": 10}})).unwrap();
     assert_eq!(ok["latency_ms"], 10);
-    let err = call(&m, "qa_set_faults", json!({"faults": {"drop_response_probability": 7}})).unwrap_err();
+    let err = call(
+        &m,
+        "qa_set_faults",
+        json!({"faults": {"drop_response_probability": 7}}),
+    )
+    .unwrap_err();
     assert_eq!(err["kind"], "qa");
-    assert!(err["message"].as_str().unwrap().contains("entre 0 e 1"), "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("entre 0 e 1"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,6 +1,5 @@
 //! Launches Xvfb, tauri-driver and the app; one window at a time (tests take a global lock).
 
-use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -14,7 +13,11 @@ static ONE_WINDOW: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 pub const UI_WAIT: Duration = Duration::from_secs(40);
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A process group we kill whole on drop (tauri-driver, WebKitWebDriver and the app below it).
@@ -22,7 +25,10 @@ struct Group(Child);
 
 impl Drop for Group {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-KILL", &format!("-{}", self.0.id())]).status();
+        let _ = Command::new("kill")
+            .args(["-s", "KILL", "--", &format!("-{}", self.0.id())])
+            .status();
+        let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }
@@ -31,7 +37,11 @@ impl Drop for Group {
 pub fn screenshot_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target"));
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("target")
+        });
     target.join("screenshots")
 }
 
@@ -39,8 +49,10 @@ pub fn screenshot_dir() -> PathBuf {
 pub struct GuiApp {
     driver: Group,
     xvfb: Group,
-    pub client: Client,
     pub data_dir: PathBuf,
+    display: String,
+    http: reqwest::Client,
+    session_url: String,
     _lock: tokio::sync::MutexGuard<'static, ()>,
 }
 
@@ -48,26 +60,44 @@ impl GuiApp {
     /// Starts the app on `data_dir` with the embedded API and waits until its screen is ready.
     pub async fn launch(data_dir: &Path) -> Self {
         let lock = ONE_WINDOW.lock().await;
+
         Self::launch_locked(data_dir, lock).await
     }
 
     async fn launch_locked(data_dir: &Path, lock: tokio::sync::MutexGuard<'static, ()>) -> Self {
         use std::os::unix::process::CommandExt;
         let mut xvfb = Command::new("Xvfb")
-            .args(["-displayfd", "1", "-screen", "0", "1280x860x24", "-nolisten", "tcp"])
+            .args([
+                "-displayfd",
+                "1",
+                "-screen",
+                "0",
+                "1280x860x24",
+                "-nolisten",
+                "tcp",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
             .expect("Xvfb is installed (make test installs it)");
         let mut line = String::new();
-        BufReader::new(xvfb.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(xvfb.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         let display = format!(":{}", line.trim());
         let xvfb = Group(xvfb);
 
         let (port, native_port) = (free_port(), free_port());
         let driver = Command::new("dbus-run-session")
-            .args(["--", "tauri-driver", "--port", &port.to_string(), "--native-port", &native_port.to_string()])
+            .args([
+                "--",
+                "tauri-driver",
+                "--port",
+                &port.to_string(),
+                "--native-port",
+                &native_port.to_string(),
+            ])
             .env("DISPLAY", &display)
             .env("PAGAR_DATA_DIR", data_dir)
             .env("NO_AT_BRIDGE", "1")
@@ -85,27 +115,52 @@ impl GuiApp {
         let url = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
         let started = Instant::now();
-        while !http.get(format!("{url}/status")).send().await.is_ok_and(|r| r.status().is_success()) {
-            assert!(started.elapsed() < Duration::from_secs(30), "tauri-driver did not come up");
+        while !http
+            .get(format!("{url}/status"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "tauri-driver did not come up"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "tauri:options".into(),
-            json!({"application": env!("CARGO_BIN_EXE_pagar"), "args": []}),
-        );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        eprintln!("DEBUG connecting");
-        let client = ClientBuilder::new(connector).capabilities(caps).connect(&url).await.expect("a WebDriver session");
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "tauri:options": {"application": env!("CARGO_BIN_EXE_pagar"), "args": []}
+        }}});
+        let created: Value = http
+            .post(format!("{url}/session"))
+            .json(&caps)
+            .send()
+            .await
+            .expect("a WebDriver session")
+            .json()
+            .await
+            .unwrap();
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {created}"))
+            .to_string();
         let app = Self {
             driver,
             xvfb,
-            client,
             data_dir: data_dir.to_path_buf(),
+            display,
+            http,
+            session_url: format!("{url}/session/{session}"),
             _lock: lock,
         };
         app.wait_until("the screen is ready", |a| async move {
-            a.prop("sale-id", "textContent").await.is_some_and(|s| s.starts_with("venda-"))
+            a.prop("sale-id", "textContent")
+                .await
+                .is_some_and(|s| s.starts_with("venda-"))
         })
         .await;
         app
@@ -114,62 +169,153 @@ impl GuiApp {
     /// Kills the app process with SIGKILL and starts it again on the same data folder.
     pub async fn kill_and_relaunch(self) -> Self {
         let pid = app_pid(&self.data_dir).expect("the app process is running");
-        let status = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+        let status = Command::new("kill")
+            .args(["-s", "KILL", &pid.to_string()])
+            .status()
+            .unwrap();
         assert!(status.success());
         let data_dir = self.data_dir.clone();
-        let GuiApp { client, driver, xvfb, _lock, .. } = self;
-        drop(client); // the session died with the app
-        drop(driver);
+        let GuiApp {
+            driver,
+            xvfb,
+            _lock,
+            ..
+        } = self;
+        drop(driver); // the session died with the app
         drop(xvfb);
         Self::launch_locked(&data_dir, _lock).await
     }
 
-    pub async fn el(&self, id: &str) -> fantoccini::elements::Element {
-        eprintln!("DEBUG el {id}");
-        self.client.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("#{id}: {e}"))
-    }
-
-    pub async fn click(&self, id: &str) {
-        self.el(id).await.click().await.unwrap_or_else(|e| panic!("click #{id}: {e}"));
-    }
-
-    /// A DOM property (works for hidden elements, unlike `text`).
-    pub async fn prop(&self, id: &str, prop: &str) -> Option<String> {
-        let el = self.client.find(Locator::Id(id)).await.ok()?;
-        el.prop(prop).await.ok().flatten()
-    }
-
-    /// Read through the DOM: WebKitWebDriver's own "is enabled" can hang on a button that a
-    /// click handler just disabled.
-    pub async fn enabled(&self, id: &str) -> bool {
-        self.client
-            .execute(&format!("return !document.getElementById('{id}').disabled"), vec![])
+    /// Runs a synchronous script in the page (one fresh HTTP request per call).
+    pub async fn js(&self, script: &str) -> Value {
+        let res: Value = self
+            .http
+            .post(format!("{}/execute/sync", self.session_url))
+            .json(&json!({"script": script, "args": []}))
+            .send()
             .await
+            .unwrap_or_else(|e| panic!("script {script:?}: {e}"))
+            .json()
+            .await
+            .unwrap();
+        res["value"].clone()
+    }
+
+    async fn wd(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let res: Value = self
+            .http
+            .request(method, format!("{}{path}", self.session_url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("WebDriver {path}: {e}"))
+            .json()
+            .await
+            .unwrap();
+        if let Some(err) = res["value"].get("error") {
+            panic!("WebDriver {path}: {err} {}", res["value"]["message"]);
+        }
+        res["value"].clone()
+    }
+
+    /// The WebDriver element reference of `#id`.
+    async fn element(&self, id: &str) -> String {
+        let found = self
+            .wd(
+                reqwest::Method::POST,
+                "/element",
+                json!({"using": "css selector", "value": format!("#{id}")}),
+            )
+            .await;
+        found
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
             .unwrap()
+            .to_string()
+    }
+
+    /// A real WebDriver click (pointer events, focus, form submission).
+    pub async fn click(&self, id: &str) {
+        let el = self.element(id).await;
+        self.wd(
+            reqwest::Method::POST,
+            &format!("/element/{el}/click"),
+            json!({}),
+        )
+        .await;
+    }
+
+    /// Clicks without failing when the element refuses (a disabled button in a burst).
+    pub async fn try_click(&self, id: &str) {
+        let el = self.element(id).await;
+        let _ = self
+            .http
+            .post(format!("{}/element/{el}/click", self.session_url))
+            .json(&json!({}))
+            .send()
+            .await;
+    }
+
+    /// Types keys into the element (WebDriver key codes allowed, e.g. `\u{E007}` for Enter).
+    pub async fn send_keys(&self, id: &str, text: &str) {
+        let el = self.element(id).await;
+        self.wd(
+            reqwest::Method::POST,
+            &format!("/element/{el}/value"),
+            json!({"text": text}),
+        )
+        .await;
+    }
+
+    pub async fn type_into(&self, id: &str, text: &str) {
+        let el = self.element(id).await;
+        self.wd(
+            reqwest::Method::POST,
+            &format!("/element/{el}/clear"),
+            json!({}),
+        )
+        .await;
+        self.send_keys(id, text).await;
+    }
+
+    /// Chooses an option of a `<select>` the way a user does: the value changes, then `change` fires.
+    pub async fn select(&self, id: &str, value: &str) {
+        self.js(&format!(
+            "const s = document.getElementById('{id}'); s.value = '{value}'; \
+             s.dispatchEvent(new Event('change', {{bubbles: true}})); return s.value"
+        ))
+        .await;
+    }
+
+    /// A DOM property of the element with this id.
+    pub async fn prop(&self, id: &str, prop: &str) -> Option<String> {
+        self.js(&format!(
+            "const e = document.getElementById('{id}'); return e ? String(e['{prop}']) : null"
+        ))
+        .await
+        .as_str()
+        .map(str::to_string)
+    }
+
+    /// Read through the DOM.
+    pub async fn enabled(&self, id: &str) -> bool {
+        self.js(&format!("return !document.getElementById('{id}').disabled"))
+            .await
             == Value::Bool(true)
     }
 
     pub async fn hidden(&self, id: &str) -> bool {
-        self.client
-            .execute(&format!("return document.getElementById('{id}').hidden"), vec![])
+        self.js(&format!("return document.getElementById('{id}').hidden"))
             .await
-            .unwrap()
             == Value::Bool(true)
-    }
-
-    pub async fn type_into(&self, id: &str, text: &str) {
-        let el = self.el(id).await;
-        el.clear().await.unwrap();
-        el.send_keys(text).await.unwrap();
-    }
-
-    pub async fn select(&self, id: &str, value: &str) {
-        self.el(id).await.select_by_value(value).await.unwrap();
     }
 
     /// The status region's label.
     pub async fn status(&self) -> String {
-        self.prop("status-label", "textContent").await.unwrap_or_default()
+        self.prop("status-label", "textContent")
+            .await
+            .unwrap_or_default()
     }
 
     /// Polls `cond` every 100 ms until it holds; fails the test after [`UI_WAIT`].
@@ -179,28 +325,40 @@ impl GuiApp {
         Fut: std::future::Future<Output = bool>,
     {
         let started = Instant::now();
-        eprintln!("DEBUG wait {what}");
         while !cond(self).await {
             if started.elapsed() > UI_WAIT {
-                let _ = self.screenshot(&format!("failed-{}", what.replace(' ', "-"))).await;
-                panic!("timed out waiting for: {what} (status: {:?})", self.status().await);
+                let _ = self
+                    .screenshot(&format!("failed-{}", what.replace(' ', "-")))
+                    .await;
+                panic!(
+                    "timed out waiting for: {what} (status: {:?})",
+                    self.status().await
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
     pub async fn wait_status(&self, prefix: &str) {
-        self.wait_until(&format!("status '{prefix}'"), |a| async move { a.status().await.starts_with(prefix) })
-            .await;
+        self.wait_until(&format!("status '{prefix}'"), |a| async move {
+            a.status().await.starts_with(prefix)
+        })
+        .await;
     }
 
     /// Writes a PNG of the window to the screenshot folder.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
-        let png = self.client.screenshot().await.unwrap();
+        // WebKitWebDriver's screenshot command never answers under Xvfb here; ImageMagick's
+        // `import` grabs the same pixels from the X server.
         let dir = screenshot_dir();
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{name}.png"));
-        std::fs::write(&path, png).unwrap();
+        let status = Command::new("import")
+            .args(["-window", "root", "-display", &self.display])
+            .arg(&path)
+            .status()
+            .expect("ImageMagick is installed (make test installs it)");
+        assert!(status.success(), "import failed for {name}");
         path
     }
 
@@ -209,23 +367,24 @@ impl GuiApp {
         let db = self.data_dir.join("sandbox").join("pagar-api.db");
         let c = rusqlite::Connection::open(db).unwrap();
         c.busy_timeout(Duration::from_secs(5)).unwrap();
-        c.query_row("SELECT count(*) FROM gateway_ledger", [], |r| r.get(0)).unwrap()
+        c.query_row("SELECT count(*) FROM gateway_ledger", [], |r| r.get(0))
+            .unwrap()
     }
 
     /// Calls one of the app's commands from the page, as the UI would.
     pub async fn invoke(&self, cmd: &str, args: Value) -> Value {
-        self.client
-            .execute_async(
-                "const [cmd, args, done] = arguments; \
-                 window.__TAURI__.core.invoke(cmd, args).then(v => done({ok: v}), e => done({err: e}));",
-                vec![json!(cmd), args],
-            )
-            .await
-            .unwrap()
+        self.wd(
+            reqwest::Method::POST,
+            "/execute/async",
+            json!({"script": "const [cmd, args, done] = arguments; \
+                window.__TAURI__.core.invoke(cmd, args).then(v => done({ok: v}), e => done({err: e}));",
+                   "args": [cmd, args]}),
+        )
+        .await
     }
 
     pub async fn close(self) {
-        let _ = self.client.close().await;
+        let _ = self.http.delete(&self.session_url).send().await;
         drop(self.driver);
         drop(self.xvfb);
     }
@@ -235,11 +394,14 @@ impl GuiApp {
 fn app_pid(data_dir: &Path) -> Option<u32> {
     let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_pagar")).ok()?;
     let needle = format!("PAGAR_DATA_DIR={}", data_dir.display());
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-        let this = std::fs::read_link(entry.path().join("exe")).ok()?;
-        let env = std::fs::read(entry.path().join("environ")).ok()?;
-        let has_dir = env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes());
-        (this == exe && has_dir).then_some(pid)
-    })
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let this = std::fs::read_link(entry.path().join("exe")).ok()?;
+            let env = std::fs::read(entry.path().join("environ")).ok()?;
+            let has_dir = env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes());
+            (this == exe && has_dir).then_some(pid)
+        })
 }

@@ -1,7 +1,7 @@
 use crate::harness::*;
 use serde_json::json;
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn killing_the_app_while_a_payment_is_pending_completes_it_after_restart() {
     // Arrange: the network is cut, so the payment is stored and pending.
     let dir = tempfile::tempdir().unwrap();
