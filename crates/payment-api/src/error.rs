@@ -68,6 +68,9 @@ pub enum ApiError {
     /// This worker's lease was taken over while it executed.
     #[error("a execução desta chave foi assumida por outra requisição; tente de novo")]
     LeaseLost,
+    /// Fault injection: rate limited before execution.
+    #[error("muitas requisições; tente de novo em instantes")]
+    RateLimited,
     /// Fault injection: 5xx before execution.
     #[error("falha injetada antes da execução")]
     InjectedFault,
@@ -174,6 +177,12 @@ impl ApiError {
                 "Execução assumida por outra requisição",
                 true,
             ),
+            RateLimited => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+                "Muitas requisições",
+                true,
+            ),
             InjectedFault => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "injected-fault",
@@ -230,6 +239,7 @@ impl IntoResponse for ApiError {
         let retry_after = match &self {
             ApiError::KeyInProgress { retry_after_secs } => Some(*retry_after_secs),
             ApiError::LeaseLost | ApiError::InjectedFault | ApiError::Store(_) => Some(1),
+            ApiError::RateLimited => Some(2),
             _ => None,
         };
         if let Some(secs) = retry_after {

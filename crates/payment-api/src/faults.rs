@@ -31,6 +31,9 @@ pub struct Faults {
     /// Probability of answering 503 before executing (nothing stored, key stays free).
     #[arg(long = "fault-5xx", env = "PAGAR_FAULT_5XX", default_value_t = 0.0)]
     pub error_5xx_probability: f64,
+    /// Probability of answering 429 (rate limited, `Retry-After: 2`) before executing.
+    #[arg(long = "fault-429", env = "PAGAR_FAULT_429", default_value_t = 0.0)]
+    pub rate_limit_probability: f64,
     /// Probability of resetting the connection before reading the request body.
     #[arg(
         long = "fault-reset-before-body",
@@ -55,6 +58,7 @@ impl Default for Faults {
             latency_probability: 1.0,
             drop_response_probability: 0.0,
             error_5xx_probability: 0.0,
+            rate_limit_probability: 0.0,
             reset_before_body_probability: 0.0,
             crash_after_charge_probability: 0.0,
         }
@@ -68,6 +72,7 @@ impl Faults {
             ("latency_probability", self.latency_probability),
             ("drop_response_probability", self.drop_response_probability),
             ("error_5xx_probability", self.error_5xx_probability),
+            ("rate_limit_probability", self.rate_limit_probability),
             (
                 "reset_before_body_probability",
                 self.reset_before_body_probability,
@@ -93,6 +98,7 @@ impl Faults {
         self.latency_ms == 0
             && self.drop_response_probability == 0.0
             && self.error_5xx_probability == 0.0
+            && self.rate_limit_probability == 0.0
             && self.reset_before_body_probability == 0.0
             && self.crash_after_charge_probability == 0.0
     }

@@ -59,6 +59,10 @@ pub async fn create(
         if faults.latency_ms > 0 && fires(faults.latency_probability) {
             tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
         }
+        if fires(faults.rate_limit_probability) {
+            tracing::warn!("fault: 429 before execution");
+            return Err(ApiError::RateLimited);
+        }
         if fires(faults.error_5xx_probability) {
             tracing::warn!("fault: 503 before execution");
             return Err(ApiError::InjectedFault);
