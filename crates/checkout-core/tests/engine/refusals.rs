@@ -3,10 +3,11 @@ use checkout_core::{AttemptState, Connectivity, Event};
 use serde_json::json;
 use std::time::Duration;
 
-#[tokio::test]
-async fn a_503_with_retry_after_is_waited_out_and_retried_with_the_same_key() {
+/// With `fault` on, the server refuses every try with `status` and `Retry-After: retry_after_ms`;
+/// the attempt stays pending, waits that long, and completes with its key once the fault is off.
+async fn assert_waited_out(fault: serde_json::Value, status: &str, retry_after_ms: i64) {
     let api = Api::start().await;
-    api.set_faults(json!({"error_5xx_probability": 1.0})).await;
+    api.set_faults(fault).await;
     let engine = Engine::open(fast_config(&api.url())).await;
     let mut events = engine.checkout.subscribe();
     let attempt = engine.pay("venda-f1", 100, "tok_aprovado").await;
@@ -20,22 +21,38 @@ async fn a_503_with_retry_after_is_waited_out_and_retried_with_the_same_key() {
     };
     assert_eq!(pending.state, AttemptState::Pendente);
     assert!(
-        pending.last_error.as_deref().unwrap().contains("503"),
+        pending.last_error.as_deref().unwrap().contains(status),
         "{pending:?}"
     );
     assert!(
-        pending.next_try_at - pending.last_tried_at.unwrap() >= 1_000,
-        "Retry-After: 1 honoured"
+        pending.next_try_at - pending.last_tried_at.unwrap() >= retry_after_ms,
+        "Retry-After honoured"
     );
     assert_eq!(
         engine.checkout.connectivity(),
         Connectivity::Online,
-        "a 503 is an answer: the server is reachable"
+        "a refusal is an answer: the server is reachable"
+    );
+    assert_eq!(
+        api.requests("rejected").await,
+        1,
+        "not retried before Retry-After"
     );
     api.set_faults(json!({})).await;
     let done = engine.final_state(&attempt).await;
     assert_eq!(done.state, AttemptState::Aprovado);
+    assert_eq!(done.idempotency_key, attempt.idempotency_key);
     assert_eq!(api.ledger().await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_503_with_retry_after_is_waited_out_and_retried_with_the_same_key() {
+    assert_waited_out(json!({"error_5xx_probability": 1.0}), "503", 1_000).await;
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_waited_out_and_retried_with_the_same_key() {
+    assert_waited_out(json!({"rate_limit_probability": 1.0}), "429", 2_000).await;
 }
 
 #[tokio::test]
@@ -152,40 +169,4 @@ async fn an_attempt_older_than_the_servers_key_retention_is_looked_up_before_it_
     );
     assert_eq!(api.ledger().await.len(), 1);
     second.shutdown().await;
-}
-
-#[tokio::test]
-async fn a_429_with_retry_after_is_waited_out_and_retried_with_the_same_key() {
-    let api = Api::start().await;
-    api.set_faults(json!({"rate_limit_probability": 1.0})).await;
-    let engine = Engine::open(fast_config(&api.url())).await;
-    let mut events = engine.checkout.subscribe();
-    let attempt = engine.pay("venda-f4", 100, "tok_aprovado").await;
-    let Event::AttemptChanged { attempt: pending } = wait_event(
-        &mut events,
-        |e| matches!(e, Event::AttemptChanged { attempt } if attempt.tries == 1),
-    )
-    .await
-    else {
-        unreachable!()
-    };
-    assert_eq!(pending.state, AttemptState::Pendente);
-    assert!(
-        pending.last_error.as_deref().unwrap().contains("429"),
-        "{pending:?}"
-    );
-    assert!(
-        pending.next_try_at - pending.last_tried_at.unwrap() >= 2_000,
-        "Retry-After: 2 honoured"
-    );
-    assert_eq!(
-        api.requests("rejected").await,
-        1,
-        "not retried before Retry-After"
-    );
-    api.set_faults(json!({})).await;
-    let done = engine.final_state(&attempt).await;
-    assert_eq!(done.state, AttemptState::Aprovado);
-    assert_eq!(done.idempotency_key, attempt.idempotency_key);
-    assert_eq!(api.ledger().await.len(), 1);
 }
