@@ -47,9 +47,10 @@ unit:
 	$(CARGO) test --workspace
 
 ## bench: throughput and latency against SQLite's raw durable commit rate (needs wrk).
-bench: deps-bench
+bench: deps-bench deps-gui
 	$(CARGO) bench -p payment-api --bench api
 	$(CARGO) bench -p checkout-core --bench outbox
+	$(CARGO) bench -p pagar --bench startup
 
 deps-bench:
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update && $(SUDO) apt-get install -y wrk; }

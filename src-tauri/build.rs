@@ -11,6 +11,7 @@ fn main() {
 fn pagar_commands() -> &'static [&'static str] {
     &[
         "app_info",
+        "ui_ready",
         "new_sale",
         "pay",
         "attempts",

@@ -281,6 +281,8 @@ async function start() {
     box.hidden = false;
   }
   render();
+  // Two frames later the first screen is on the glass: report the startup time once.
+  requestAnimationFrame(() => requestAnimationFrame(() => invoke("ui_ready").catch(() => {})));
   // Countdown of the next retry; the data itself only changes through events.
   setInterval(() => { if (current() && current().state === "pendente") render(); else renderQa(); }, 1000);
   $("valor").focus();

@@ -13,7 +13,26 @@ use tauri::State;
 /// Session facts.
 #[tauri::command]
 pub async fn app_info(session: State<'_, Session>) -> Result<AppInfo> {
-    Ok(session.get()?.info())
+    let mut info = session.get()?.info();
+    info.first_paint_ms = first_paint_ms();
+    Ok(info)
+}
+
+/// Milliseconds from process start to the window's first painted frame, once the window says so.
+static FIRST_PAINT_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// The window calls this after its first painted frame; the startup time is logged and kept.
+#[tauri::command]
+pub fn ui_ready() -> Option<u64> {
+    let started = crate::STARTED.get()?;
+    let ms = *FIRST_PAINT_MS.get_or_init(|| started.elapsed().as_millis() as u64);
+    tracing::info!(first_paint_ms = ms, "window painted");
+    Some(ms)
+}
+
+/// The startup figure, if the window reported it.
+pub fn first_paint_ms() -> Option<u64> {
+    FIRST_PAINT_MS.get().copied()
 }
 
 /// A fresh sale id for the next sale.

@@ -29,6 +29,7 @@ pub fn app<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
 pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder.invoke_handler(tauri::generate_handler![
         commands::app_info,
+        commands::ui_ready,
         commands::new_sale,
         commands::pay,
         commands::attempts,
@@ -42,8 +43,12 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
     ])
 }
 
+/// When the process started, for the startup figure `ui_ready` records.
+pub static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
 /// Runs the app.
 pub fn run() {
+    STARTED.get_or_init(std::time::Instant::now);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()

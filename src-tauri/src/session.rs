@@ -51,6 +51,8 @@ pub struct AppInfo {
     pub cartoes: Vec<&'static str>,
     /// Whether the QA panel can change the server's fault profile.
     pub faults_available: bool,
+    /// Process start to the window's first painted frame, once known.
+    pub first_paint_ms: Option<u64>,
 }
 
 /// A started session.
@@ -162,6 +164,7 @@ impl Pagar {
             export_dir: self.settings.export_dir(),
             cartoes: payment_api::payments::sandbox_tokens().collect(),
             faults_available: self.admin_token.is_some(),
+            first_paint_ms: None,
         }
     }
 

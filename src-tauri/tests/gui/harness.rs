@@ -391,7 +391,7 @@ impl GuiApp {
 }
 
 /// The pid of the app running on `data_dir`, found in /proc.
-fn app_pid(data_dir: &Path) -> Option<u32> {
+pub fn app_pid(data_dir: &Path) -> Option<u32> {
     let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_pagar")).ok()?;
     let needle = format!("PAGAR_DATA_DIR={}", data_dir.display());
     std::fs::read_dir("/proc")
