@@ -19,16 +19,7 @@ async fn a_retry_after_the_lease_takes_over_and_the_stale_worker_cannot_write() 
             key.clone(),
             body.clone(),
         );
-        tokio::spawn(async move {
-            client
-                .post(format!("{url}/pagamentos"))
-                .bearer_auth(API_KEY)
-                .header("Idempotency-Key", key)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-        })
+        tokio::spawn(async move { try_pay(&client, &url, &key, &body).await.unwrap() })
     };
     assert!(eventually(Duration::from_secs(5), || app.stored_keys() == 1).await);
     // Act: while the first worker is still at the gateway, the lease runs out and a retry arrives.
@@ -64,15 +55,7 @@ async fn a_server_that_dies_after_charging_is_completed_by_the_next_one_without_
     let key = new_key();
     let pay = |url: String| {
         let (client, key) = (client.clone(), key.clone());
-        async move {
-            client
-                .post(format!("{url}/pagamentos"))
-                .bearer_auth(API_KEY)
-                .header("Idempotency-Key", key)
-                .json(&approved(9900))
-                .send()
-                .await
-        }
+        async move { try_pay(&client, &url, &key, &approved(9900)).await }
     };
     let mut doomed = ServerProcess::start(
         &db,
@@ -122,15 +105,7 @@ async fn a_server_killed_mid_execution_is_completed_after_the_lease_with_one_cha
     let in_flight = {
         let (client, url, key, body) =
             (client.clone(), first.url.clone(), key.clone(), body.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{url}/pagamentos"))
-                .bearer_auth(API_KEY)
-                .header("Idempotency-Key", key)
-                .json(&body)
-                .send()
-                .await
-        })
+        tokio::spawn(async move { try_pay(&client, &url, &key, &body).await })
     };
     assert!(
         eventually(Duration::from_secs(10), || count_rows(
@@ -145,14 +120,7 @@ async fn a_server_killed_mid_execution_is_completed_after_the_lease_with_one_cha
 
     let second = ServerProcess::start(&db, &["--slow-gateway-ms", "50", "--lease-ms", "400"]);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let res = client
-        .post(format!("{}/pagamentos", second.url))
-        .bearer_auth(API_KEY)
-        .header("Idempotency-Key", &key)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let res = try_pay(&client, &second.url, &key, &body).await.unwrap();
     assert_eq!(res.status(), StatusCode::CREATED);
     assert_eq!(count_rows(&db, "gateway_ledger"), 1);
     assert_eq!(count_rows(&db, "payments"), 1);
@@ -169,13 +137,7 @@ async fn a_client_hanging_up_mid_execution_does_not_cancel_it() {
         .timeout(Duration::from_millis(50))
         .build()
         .unwrap();
-    let gave_up = impatient
-        .post(format!("{}/pagamentos", app.url))
-        .bearer_auth(API_KEY)
-        .header("Idempotency-Key", &key)
-        .json(&body)
-        .send()
-        .await;
+    let gave_up = try_pay(&impatient, &app.url, &key, &body).await;
     assert!(gave_up.is_err());
     assert!(
         eventually(Duration::from_secs(5), || count_rows(&app.db, "payments")

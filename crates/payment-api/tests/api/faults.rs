@@ -11,14 +11,7 @@ async fn a_response_dropped_after_commit_is_replayed_on_retry_with_one_charge() 
         .await;
     let key = new_key();
     // Act
-    let lost = app
-        .client
-        .post(format!("{}/pagamentos", app.url))
-        .bearer_auth(API_KEY)
-        .header("Idempotency-Key", &key)
-        .json(&approved(2500))
-        .send()
-        .await;
+    let lost = try_pay(&app.client, &app.url, &key, &approved(2500)).await;
     // Assert: the client heard nothing, but the charge happened exactly once.
     assert!(lost.is_err(), "the response must be lost, got {lost:?}");
     assert_eq!(app.ledger().await.len(), 1);
@@ -61,14 +54,7 @@ async fn a_connection_reset_before_the_body_stores_nothing() {
     app.set_faults(json!({"reset_before_body_probability": 1.0}))
         .await;
     let key = new_key();
-    let res = app
-        .client
-        .post(format!("{}/pagamentos", app.url))
-        .bearer_auth(API_KEY)
-        .header("Idempotency-Key", &key)
-        .json(&approved(100))
-        .send()
-        .await;
+    let res = try_pay(&app.client, &app.url, &key, &approved(100)).await;
     assert!(res.is_err(), "the connection must be reset, got {res:?}");
     assert_eq!(app.stored_keys(), 0);
     app.set_faults(json!({})).await;
@@ -95,22 +81,10 @@ async fn injected_latency_delays_the_answer() {
 async fn fault_probabilities_outside_zero_to_one_are_refused_and_change_nothing() {
     let app = TestApp::spawn().await;
     let res = app
-        .client
-        .put(format!("{}/admin/faults", app.url))
-        .bearer_auth(ADMIN)
-        .json(&json!({"drop_response_probability": 1.5}))
-        .send()
-        .await
-        .unwrap();
+        .put_faults(&json!({"drop_response_probability": 1.5}))
+        .await;
     assert_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation").await;
-    let res = app
-        .client
-        .put(format!("{}/admin/faults", app.url))
-        .bearer_auth(ADMIN)
-        .json(&json!({"no_such_fault": 1}))
-        .send()
-        .await
-        .unwrap();
+    let res = app.put_faults(&json!({"no_such_fault": 1})).await;
     assert_problem(res, StatusCode::BAD_REQUEST, "malformed-json").await;
     let now: Value = app
         .client

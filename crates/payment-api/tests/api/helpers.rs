@@ -77,12 +77,7 @@ impl TestApp {
     }
 
     pub async fn pay_as(&self, api_key: &str, key: &str, body: &Value) -> Response {
-        self.client
-            .post(format!("{}/pagamentos", self.url))
-            .bearer_auth(api_key)
-            .header("Idempotency-Key", key)
-            .json(body)
-            .send()
+        post_pay(&self.client, &self.url, api_key, key, body)
             .await
             .expect("request sent")
     }
@@ -127,15 +122,19 @@ impl TestApp {
         v["cobrancas"].as_array().unwrap().clone()
     }
 
-    pub async fn set_faults(&self, faults: Value) {
-        let res = self
-            .client
+    /// `PUT /admin/faults` as QA sends it.
+    pub async fn put_faults(&self, faults: &Value) -> Response {
+        self.client
             .put(format!("{}/admin/faults", self.url))
             .bearer_auth(ADMIN)
-            .json(&faults)
+            .json(faults)
             .send()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    pub async fn set_faults(&self, faults: Value) {
+        let res = self.put_faults(&faults).await;
         assert_eq!(
             res.status(),
             StatusCode::OK,
@@ -148,6 +147,32 @@ impl TestApp {
     pub fn stored_keys(&self) -> i64 {
         count_rows(&self.db, "idempotency_keys")
     }
+}
+
+/// `POST {base}/pagamentos` with merchant A's key; the error is kept for tests of lost answers.
+pub async fn try_pay(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    body: &Value,
+) -> reqwest::Result<Response> {
+    post_pay(client, base, API_KEY, key, body).await
+}
+
+async fn post_pay(
+    client: &reqwest::Client,
+    base: &str,
+    api_key: &str,
+    key: &str,
+    body: &Value,
+) -> reqwest::Result<Response> {
+    client
+        .post(format!("{base}/pagamentos"))
+        .bearer_auth(api_key)
+        .header("Idempotency-Key", key)
+        .json(body)
+        .send()
+        .await
 }
 
 pub fn count_rows(db: &Path, table: &str) -> i64 {

@@ -21,14 +21,14 @@ async fn the_reaper_purges_expired_keys_but_never_payments_or_keys_in_progress()
     let slow = {
         let (client, url, key) = (app.client.clone(), app.url.clone(), slow_key.clone());
         tokio::spawn(async move {
-            client
-                .post(format!("{url}/pagamentos"))
-                .bearer_auth(API_KEY)
-                .header("Idempotency-Key", key)
-                .json(&json!({"valor": 5, "cartao": "tok_lento"}))
-                .send()
-                .await
-                .unwrap()
+            try_pay(
+                &client,
+                &url,
+                &key,
+                &json!({"valor": 5, "cartao": "tok_lento"}),
+            )
+            .await
+            .unwrap()
         })
     };
     assert!(eventually(Duration::from_secs(5), || app.stored_keys() == 2).await);
