@@ -20,9 +20,16 @@ pub struct Config {
     /// Address to listen on (port 0 picks a free port and prints it).
     #[arg(long, env = "PAGAR_API_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// SQLite database file (created and migrated on start).
+    /// SQLite database file (created and migrated on start); the default store.
     #[arg(long, env = "PAGAR_API_DATABASE", default_value = "pagar-api.db")]
     pub database: PathBuf,
+    /// PostgreSQL instead of SQLite, as postgres://user[:password]@host[:port]/database: every
+    /// replica started with the same URL shares one set of keys, payments and ledger.
+    #[arg(long, env = "DATABASE_URL", conflicts_with = "database")]
+    pub database_url: Option<String>,
+    /// Most PostgreSQL connections this replica opens.
+    #[arg(long, env = "PAGAR_PG_MAX_CONNECTIONS", default_value_t = 16)]
+    pub pg_max_connections: usize,
     /// An API key and the merchant it belongs to, as KEY=MERCHANT. Repeatable; comma-separated in the env var.
     #[arg(long = "api-key", env = "PAGAR_API_KEYS", value_delimiter = ',', value_parser = parse_key_pair)]
     pub api_keys: Vec<(String, MerchantId)>,
@@ -90,6 +97,7 @@ impl Config {
         let mut c = Self::parse_from(["payment-api"]);
         c.listen = "127.0.0.1:0".parse().expect("a valid address");
         c.database = database;
+        c.database_url = None;
         c.api_keys =
             vec![parse_key_pair(&format!("{api_key}={merchant}")).expect("a valid sandbox key")];
         c.admin_token = Some(admin_token.to_string());

@@ -21,6 +21,12 @@ pub enum StoreError {
     /// The database could not run or commit the write.
     #[error(transparent)]
     Db(#[from] durable_sqlite::Error),
+    /// PostgreSQL said no.
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// PostgreSQL could not be reached, configured or migrated.
+    #[error("postgres: {0}")]
+    Unavailable(String),
     /// A stored row did not have the expected shape.
     #[error("corrupt row: {0}")]
     Corrupt(String),

@@ -6,7 +6,7 @@ use crate::conn::{ConnHandle, CuttableListener};
 use crate::error::{ApiError, Result};
 use crate::gateway::SimulatedGateway;
 use crate::state::AppState;
-use crate::store::{SqliteStore, Store};
+use crate::store::{redact, PgOptions, PgStore, SqliteStore, Store};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,12 +70,45 @@ impl Drop for RunningServer {
     }
 }
 
-/// Opens the configured SQLite database and starts serving.
+/// Opens the configured store (PostgreSQL when `database_url` is set, SQLite otherwise) and
+/// starts serving.
 pub async fn start(config: Config) -> Result<RunningServer> {
+    let store = open_store(&config).await?;
+    start_with_store(config, store).await
+}
+
+/// The store the configuration names, migrated and answering; a clear error when it cannot be.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::with_offset(config.clock_offset_ms));
-    let store = SqliteStore::open(&config.database, clock)
-        .map_err(|e| ApiError::Startup(format!("banco {}: {e}", config.database.display())))?;
-    start_with_store(config, Arc::new(store)).await
+    match &config.database_url {
+        Some(url) => {
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return Err(ApiError::Startup(format!(
+                    "DATABASE_URL deve começar com postgres:// (recebido {})",
+                    redact(url)
+                )));
+            }
+            let options = PgOptions {
+                max_connections: config.pg_max_connections,
+                ..PgOptions::default()
+            };
+            let store = PgStore::connect(url, options, clock).await.map_err(|e| {
+                ApiError::Startup(format!("PostgreSQL {} inacessível: {e}", redact(url)))
+            })?;
+            tracing::info!(
+                url = %redact(url),
+                offset_to_database_ms = store.offset_to_database_ms(),
+                "store: PostgreSQL"
+            );
+            Ok(Arc::new(store))
+        }
+        None => {
+            let store = SqliteStore::open(&config.database, clock).map_err(|e| {
+                ApiError::Startup(format!("banco {}: {e}", config.database.display()))
+            })?;
+            Ok(Arc::new(store))
+        }
+    }
 }
 
 /// Starts serving on a given store (tests pass a store with a manual clock).

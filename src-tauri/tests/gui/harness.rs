@@ -89,7 +89,9 @@ impl GuiApp {
         let xvfb = Group(xvfb);
 
         let (port, native_port) = (free_port(), free_port());
+        let bus_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gui/dbus-session.conf");
         let driver = Command::new("dbus-run-session")
+            .arg(format!("--config-file={}", bus_config.display()))
             .args([
                 "--",
                 "tauri-driver",
@@ -104,6 +106,7 @@ impl GuiApp {
             .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
             .env("WEBKIT_DISABLE_DMABUF_RENDERER", "1")
             .env("RUST_LOG", "warn")
+            .env("GTK_USE_PORTAL", "0")
             .env_remove("PAGAR_API_URL")
             .env_remove("PAGAR_API_KEY")
             .stdout(Stdio::null())
@@ -137,6 +140,8 @@ impl GuiApp {
         }}});
         let created: Value = http
             .post(format!("{url}/session"))
+            // The first start of a fresh data folder also migrates and starts the embedded API.
+            .timeout(Duration::from_secs(90))
             .json(&caps)
             .send()
             .await

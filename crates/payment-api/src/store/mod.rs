@@ -3,8 +3,10 @@
 //! A store owns its clock: lease and retention times are read where the data lives, so that
 //! every process sharing one database agrees on them.
 
+mod postgres;
 mod sqlite;
 
+pub use postgres::{redact, PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;

@@ -1,6 +1,8 @@
 use crate::helpers::*;
+use crate::stores;
 use futures::future::join_all;
 use reqwest::StatusCode;
+use rstest_reuse::apply;
 use serde_json::{json, Value};
 
 /// Fires 50 requests with one key at once and checks the outcome classes.
@@ -33,10 +35,10 @@ async fn fifty_at_once(app: &TestApp, body: Value) -> (Vec<Vec<u8>>, usize) {
     (successes, conflicts)
 }
 
-#[tokio::test]
-async fn fifty_concurrent_requests_with_one_key_charge_once_and_agree() {
+#[apply(stores)]
+async fn fifty_concurrent_requests_with_one_key_charge_once_and_agree(#[case] backend: Backend) {
     // Arrange
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn(backend).await;
     // Act
     let (successes, _conflicts) = fifty_at_once(&app, approved(700)).await;
     // Assert
@@ -46,24 +48,26 @@ async fn fifty_concurrent_requests_with_one_key_charge_once_and_agree() {
         "every 201 carries the same payment"
     );
     assert_eq!(app.ledger().await.len(), 1);
-    assert_eq!(count_rows(&app.db, "payments"), 1);
+    assert_eq!(app.db.count("payments").await, 1);
 }
 
-#[tokio::test]
-async fn fifty_concurrent_requests_during_a_slow_charge_get_409_with_retry_after_and_charge_once() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn fifty_concurrent_requests_during_a_slow_charge_get_409_with_retry_after_and_charge_once(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
     let (successes, conflicts) =
         fifty_at_once(&app, json!({"valor": 700, "cartao": "tok_lento"})).await;
     assert_eq!(successes.len() + conflicts, 50);
     assert!(conflicts >= 1, "the slow charge keeps the key in progress");
     assert!(successes.iter().all(|b| b == &successes[0]));
     assert_eq!(app.ledger().await.len(), 1);
-    assert_eq!(count_rows(&app.db, "payments"), 1);
+    assert_eq!(app.db.count("payments").await, 1);
 }
 
-#[tokio::test]
-async fn many_distinct_keys_at_once_each_charge_once() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn many_distinct_keys_at_once_each_charge_once(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let keys: Vec<String> = (0..200).map(|_| new_key()).collect();
     let body = approved(10);
     let responses = join_all(keys.iter().chain(keys.iter()).map(|k| app.pay(k, &body))).await;
@@ -75,5 +79,5 @@ async fn many_distinct_keys_at_once_each_charge_once() {
         );
     }
     assert_eq!(app.ledger().await.len(), 200);
-    assert_eq!(count_rows(&app.db, "payments"), 200);
+    assert_eq!(app.db.count("payments").await, 200);
 }

@@ -1,15 +1,18 @@
 use crate::helpers::*;
+use crate::stores;
 use reqwest::StatusCode;
+use rstest_reuse::apply;
 use serde_json::{json, Value};
 use std::time::Duration;
 
 /// In-process: a worker stalls past its lease, a retry takes the key over and completes it, and
 /// the stale worker's late result is not written (fencing).
-#[tokio::test]
-async fn a_retry_after_the_lease_takes_over_and_the_stale_worker_cannot_write() {
+#[apply(stores)]
+async fn a_retry_after_the_lease_takes_over_and_the_stale_worker_cannot_write(
+    #[case] backend: Backend,
+) {
     // Arrange: slow gateway 300 ms, lease 1 s of the manual clock.
-    let app = TestApp::spawn_with_clock(|c| c.lease_ms = 1_000).await;
-    let clock = app.clock.clone().unwrap();
+    let app = TestApp::spawn_with_clock(backend, |c| c.lease_ms = 1_000).await;
     let key = new_key();
     let body = json!({"valor": 4200, "cartao": "tok_lento"});
     let stale = {
@@ -21,11 +24,16 @@ async fn a_retry_after_the_lease_takes_over_and_the_stale_worker_cannot_write() 
         );
         tokio::spawn(async move { try_pay(&client, &url, &key, &body).await.unwrap() })
     };
-    assert!(eventually(Duration::from_secs(5), || app.stored_keys() == 1).await);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            app.stored_keys().await == 1
+        })
+        .await
+    );
     // Act: while the first worker is still at the gateway, the lease runs out and a retry arrives.
     let in_progress = app.pay(&key, &body).await;
     assert_eq!(in_progress.status(), StatusCode::CONFLICT);
-    clock.advance(Duration::from_millis(1_001));
+    app.advance_clock(Duration::from_millis(1_001));
     let takeover = app.pay(&key, &body).await;
     let stale = stale.await.unwrap();
     // Assert
@@ -42,15 +50,16 @@ async fn a_retry_after_the_lease_takes_over_and_the_stale_worker_cannot_write() 
     let stored: Value = app.pay(&key, &body).await.json().await.unwrap();
     assert_eq!(stored["id"], takeover["id"]);
     assert_eq!(app.ledger().await.len(), 1);
-    assert_eq!(count_rows(&app.db, "payments"), 1);
+    assert_eq!(app.db.count("payments").await, 1);
 }
 
 /// Real process: the server is aborted after the gateway charged and before it stored the
 /// payment. A new process on the same database completes the key without charging again.
-#[tokio::test]
-async fn a_server_that_dies_after_charging_is_completed_by_the_next_one_without_a_second_charge() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("api.db");
+#[apply(stores)]
+async fn a_server_that_dies_after_charging_is_completed_by_the_next_one_without_a_second_charge(
+    #[case] backend: Backend,
+) {
+    let db = TestDb::new(backend).await;
     let client = reqwest::Client::new();
     let key = new_key();
     let pay = |url: String| {
@@ -70,11 +79,11 @@ async fn a_server_that_dies_after_charging_is_completed_by_the_next_one_without_
         "killed by a signal (abort)"
     );
     assert_eq!(
-        count_rows(&db, "gateway_ledger"),
+        db.count("gateway_ledger").await,
         1,
         "the gateway charged before the crash"
     );
-    assert_eq!(count_rows(&db, "payments"), 0);
+    assert_eq!(db.count("payments").await, 0);
 
     let next = ServerProcess::start(&db, &["--lease-ms", "500"]);
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -82,11 +91,11 @@ async fn a_server_that_dies_after_charging_is_completed_by_the_next_one_without_
     assert_eq!(res.status(), StatusCode::CREATED);
     let payment: Value = res.json().await.unwrap();
     assert_eq!(
-        count_rows(&db, "gateway_ledger"),
+        db.count("gateway_ledger").await,
         1,
         "the takeover found the earlier charge"
     );
-    assert_eq!(count_rows(&db, "payments"), 1);
+    assert_eq!(db.count("payments").await, 1);
     let replay = pay(next.url.clone()).await.unwrap();
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
     assert_eq!(replay.json::<Value>().await.unwrap()["id"], payment["id"]);
@@ -94,10 +103,11 @@ async fn a_server_that_dies_after_charging_is_completed_by_the_next_one_without_
 
 /// Real process: `kill -9` while the request waits at a slow gateway; the retry on a new process
 /// (after the lease) completes it with one charge.
-#[tokio::test]
-async fn a_server_killed_mid_execution_is_completed_after_the_lease_with_one_charge() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("api.db");
+#[apply(stores)]
+async fn a_server_killed_mid_execution_is_completed_after_the_lease_with_one_charge(
+    #[case] backend: Backend,
+) {
+    let db = TestDb::new(backend).await;
     let client = reqwest::Client::new();
     let key = new_key();
     let body = json!({"valor": 150, "cartao": "tok_lento"});
@@ -108,29 +118,28 @@ async fn a_server_killed_mid_execution_is_completed_after_the_lease_with_one_cha
         tokio::spawn(async move { try_pay(&client, &url, &key, &body).await })
     };
     assert!(
-        eventually(Duration::from_secs(10), || count_rows(
-            &db,
-            "idempotency_keys"
-        ) == 1)
+        eventually(Duration::from_secs(10), || async {
+            db.count("idempotency_keys").await == 1
+        })
         .await
     );
     first.kill9();
     assert!(in_flight.await.unwrap().is_err());
-    assert_eq!(count_rows(&db, "gateway_ledger"), 0);
+    assert_eq!(db.count("gateway_ledger").await, 0);
 
     let second = ServerProcess::start(&db, &["--slow-gateway-ms", "50", "--lease-ms", "400"]);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let res = try_pay(&client, &second.url, &key, &body).await.unwrap();
     assert_eq!(res.status(), StatusCode::CREATED);
-    assert_eq!(count_rows(&db, "gateway_ledger"), 1);
-    assert_eq!(count_rows(&db, "payments"), 1);
+    assert_eq!(db.count("gateway_ledger").await, 1);
+    assert_eq!(db.count("payments").await, 1);
 }
 
 /// A client that gives up mid-execution (its timeout, a dropped Wi-Fi) does not cancel the
 /// execution: the payment completes, and the client's retry gets it replayed.
-#[tokio::test]
-async fn a_client_hanging_up_mid_execution_does_not_cancel_it() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn a_client_hanging_up_mid_execution_does_not_cancel_it(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     let body = json!({"valor": 321, "cartao": "tok_lento"});
     let impatient = reqwest::Client::builder()
@@ -140,8 +149,9 @@ async fn a_client_hanging_up_mid_execution_does_not_cancel_it() {
     let gave_up = try_pay(&impatient, &app.url, &key, &body).await;
     assert!(gave_up.is_err());
     assert!(
-        eventually(Duration::from_secs(5), || count_rows(&app.db, "payments")
-            == 1)
+        eventually(Duration::from_secs(5), || async {
+            app.db.count("payments").await == 1
+        })
         .await
     );
     let retry = app.pay(&key, &body).await;

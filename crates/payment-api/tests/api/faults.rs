@@ -1,12 +1,16 @@
 use crate::helpers::*;
+use crate::stores;
 use reqwest::StatusCode;
+use rstest_reuse::apply;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-#[tokio::test]
-async fn a_response_dropped_after_commit_is_replayed_on_retry_with_one_charge() {
+#[apply(stores)]
+async fn a_response_dropped_after_commit_is_replayed_on_retry_with_one_charge(
+    #[case] backend: Backend,
+) {
     // Arrange: the server charges and commits, then cuts the connection.
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn(backend).await;
     app.set_faults(json!({"drop_response_probability": 1.0}))
         .await;
     let key = new_key();
@@ -30,15 +34,15 @@ async fn a_response_dropped_after_commit_is_replayed_on_retry_with_one_charge() 
     assert_eq!(app.ledger().await.len(), 1);
 }
 
-#[tokio::test]
-async fn an_injected_5xx_stores_nothing_and_the_retry_executes() {
-    let app = TestApp::spawn_with(|c| c.faults.error_5xx_probability = 1.0).await;
+#[apply(stores)]
+async fn an_injected_5xx_stores_nothing_and_the_retry_executes(#[case] backend: Backend) {
+    let app = TestApp::spawn_with(backend, |c| c.faults.error_5xx_probability = 1.0).await;
     let key = new_key();
     let res = app.pay(&key, &approved(100)).await;
     assert!(res.headers().contains_key("retry-after"));
     let p = assert_problem(res, StatusCode::SERVICE_UNAVAILABLE, "injected-fault").await;
     assert_eq!(p["retryable"], true);
-    assert_eq!(app.stored_keys(), 0);
+    assert_eq!(app.stored_keys().await, 0);
     assert!(app.ledger().await.is_empty());
     app.set_faults(json!({})).await;
     assert_eq!(
@@ -48,15 +52,15 @@ async fn an_injected_5xx_stores_nothing_and_the_retry_executes() {
     assert_eq!(app.ledger().await.len(), 1);
 }
 
-#[tokio::test]
-async fn a_connection_reset_before_the_body_stores_nothing() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn a_connection_reset_before_the_body_stores_nothing(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     app.set_faults(json!({"reset_before_body_probability": 1.0}))
         .await;
     let key = new_key();
     let res = try_pay(&app.client, &app.url, &key, &approved(100)).await;
     assert!(res.is_err(), "the connection must be reset, got {res:?}");
-    assert_eq!(app.stored_keys(), 0);
+    assert_eq!(app.stored_keys().await, 0);
     app.set_faults(json!({})).await;
     assert_eq!(
         app.pay(&key, &approved(100)).await.status(),
@@ -65,9 +69,9 @@ async fn a_connection_reset_before_the_body_stores_nothing() {
     assert_eq!(app.ledger().await.len(), 1);
 }
 
-#[tokio::test]
-async fn injected_latency_delays_the_answer() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn injected_latency_delays_the_answer(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     app.set_faults(json!({"latency_ms": 300})).await;
     let start = Instant::now();
     assert_eq!(
@@ -77,9 +81,11 @@ async fn injected_latency_delays_the_answer() {
     assert!(start.elapsed() >= Duration::from_millis(300));
 }
 
-#[tokio::test]
-async fn fault_probabilities_outside_zero_to_one_are_refused_and_change_nothing() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn fault_probabilities_outside_zero_to_one_are_refused_and_change_nothing(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
     let res = app
         .put_faults(&json!({"drop_response_probability": 1.5}))
         .await;
@@ -99,9 +105,9 @@ async fn fault_probabilities_outside_zero_to_one_are_refused_and_change_nothing(
     assert_eq!(now["drop_response_probability"], 0.0);
 }
 
-#[tokio::test]
-async fn admin_routes_need_the_admin_token_and_do_not_exist_without_one() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn admin_routes_need_the_admin_token_and_do_not_exist_without_one(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let wrong = app
         .client
         .get(format!("{}/admin/ledger", app.url))
@@ -110,7 +116,7 @@ async fn admin_routes_need_the_admin_token_and_do_not_exist_without_one() {
         .await
         .unwrap();
     assert_problem(wrong, StatusCode::UNAUTHORIZED, "admin-unauthorized").await;
-    let closed = TestApp::spawn_with(|c| c.admin_token = None).await;
+    let closed = TestApp::spawn_with(backend, |c| c.admin_token = None).await;
     let res = closed
         .client
         .get(format!("{}/admin/ledger", closed.url))

@@ -1,11 +1,14 @@
-//! `TestApp`: one real server per test, on port 0, with its own SQLite file.
+//! `TestApp`: one real server per test, on port 0, on its own database: a SQLite file, or a
+//! PostgreSQL database created for the test and dropped after it. Every conformance test runs
+//! on both stores (`#[apply(stores)]`, defined in `main.rs`).
 
 use payment_api::clock::{Clock, ManualClock, SystemClock};
-use payment_api::store::SqliteStore;
+use payment_api::store::{PgOptions, PgStore, SqliteStore, Store};
 use payment_api::{Config, RunningServer};
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::future::Future;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,18 +17,147 @@ pub const API_KEY: &str = "sk_test_loja_a_123";
 pub const OTHER_API_KEY: &str = "sk_test_loja_b_456";
 pub const ADMIN: &str = "admin-token-for-tests";
 
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The PostgreSQL server the tests create their databases on (`.ci/run` starts it).
+pub fn postgres_admin_url() -> String {
+    std::env::var("PAGAR_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// One test's database, removed when dropped.
+pub enum TestDb {
+    Sqlite {
+        path: PathBuf,
+        _dir: tempfile::TempDir,
+    },
+    Postgres {
+        name: String,
+        url: String,
+    },
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend) -> Self {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                Self::Sqlite {
+                    path: dir.path().join("api.db"),
+                    _dir: dir,
+                }
+            }
+            Backend::Postgres => {
+                let name = format!("pagar_t_{}", uuid::Uuid::new_v4().simple());
+                admin(&format!("CREATE DATABASE {name}")).await;
+                let admin_url = postgres_admin_url();
+                let base = admin_url
+                    .rsplit_once('/')
+                    .map(|(b, _)| b)
+                    .expect("a postgres:// URL");
+                let url = format!("{base}/{name}");
+                Self::Postgres { name, url }
+            }
+        }
+    }
+
+    /// Points a configuration at this database.
+    pub fn configure(&self, c: &mut Config) {
+        match self {
+            Self::Sqlite { path, .. } => {
+                c.database = path.clone();
+                c.database_url = None;
+            }
+            Self::Postgres { url, .. } => c.database_url = Some(url.clone()),
+        }
+    }
+
+    /// The flags that point the `payment-api` binary at this database.
+    pub fn args(&self) -> Vec<String> {
+        match self {
+            Self::Sqlite { path, .. } => vec!["--database".into(), path.display().to_string()],
+            Self::Postgres { url, .. } => vec!["--database-url".into(), url.clone()],
+        }
+    }
+
+    /// Rows in `table`, read from the database itself (not through the server).
+    pub async fn count(&self, table: &str) -> i64 {
+        let sql = format!("SELECT count(*) FROM {table}");
+        match self {
+            Self::Sqlite { path, .. } => {
+                let c = rusqlite::Connection::open(path).unwrap();
+                c.busy_timeout(Duration::from_secs(5)).unwrap();
+                c.query_row(&sql, [], |r| r.get(0)).unwrap()
+            }
+            Self::Postgres { url, .. } => {
+                let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                let driver = tokio::spawn(conn);
+                let n: i64 = client.query_one(&sql, &[]).await.unwrap().get(0);
+                drop(client);
+                let _ = driver.await;
+                n
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Self::Postgres { name, .. } = self {
+            let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+            // Drop runs inside the test's runtime; the statement gets its own thread and runtime.
+            let _ = std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(admin(&sql))
+            })
+            .join();
+        }
+    }
+}
+
+/// Runs one statement on the PostgreSQL server's maintenance database.
+async fn admin(sql: &str) {
+    let url = postgres_admin_url();
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL at {url} (start it: pg_ctlcluster --skip-systemctl-redirect 15 main start): {e}")
+        });
+    let driver = tokio::spawn(conn);
+    client.batch_execute(sql).await.unwrap();
+    drop(client);
+    let _ = driver.await;
+}
+
+/// A test's way to move the store's clock.
+enum TimeTravel {
+    None,
+    Manual(Arc<ManualClock>),
+    Postgres(PgStore),
+}
+
 pub struct TestApp {
     pub url: String,
     pub client: reqwest::Client,
-    pub db: PathBuf,
-    pub clock: Option<Arc<ManualClock>>,
+    pub db: TestDb,
+    time: TimeTravel,
     _server: RunningServer,
-    _dir: tempfile::TempDir,
 }
 
 /// Configuration every test starts from: two merchants, admin routes on, a fast slow-gateway.
-pub fn test_config(db: PathBuf) -> Config {
-    let mut c = Config::sandbox(db, API_KEY, "loja_a", ADMIN);
+pub fn test_config(db: &TestDb) -> Config {
+    let mut c = Config::sandbox(PathBuf::from("unused.db"), API_KEY, "loja_a", ADMIN);
+    db.configure(&mut c);
     c.api_keys.push((
         OTHER_API_KEY.into(),
         payment_api::domain::MerchantId::parse("loja_b").unwrap(),
@@ -35,39 +167,60 @@ pub fn test_config(db: PathBuf) -> Config {
 }
 
 impl TestApp {
-    pub async fn spawn() -> Self {
-        Self::spawn_with(|_| {}).await
+    pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_with(backend, |_| {}).await
     }
 
-    pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> Self {
-        Self::start(tweak, None).await
+    pub async fn spawn_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Self {
+        Self::start(backend, tweak, false).await
     }
 
-    /// A server whose store reads a clock the test moves by hand.
-    pub async fn spawn_with_clock(tweak: impl FnOnce(&mut Config)) -> Self {
-        Self::start(tweak, Some(ManualClock::new())).await
+    /// A server whose store's clock the test moves by hand ([`TestApp::advance_clock`]).
+    pub async fn spawn_with_clock(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Self {
+        Self::start(backend, tweak, true).await
     }
 
-    async fn start(tweak: impl FnOnce(&mut Config), clock: Option<Arc<ManualClock>>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("api.db");
-        let mut config = test_config(db.clone());
+    async fn start(backend: Backend, tweak: impl FnOnce(&mut Config), manual: bool) -> Self {
+        let db = TestDb::new(backend).await;
+        let mut config = test_config(&db);
         tweak(&mut config);
-        let c: Arc<dyn Clock> = match &clock {
-            Some(m) => m.clone(),
-            None => Arc::new(SystemClock::default()),
+        let (store, time): (Arc<dyn Store>, TimeTravel) = match &db {
+            TestDb::Sqlite { path, .. } => {
+                let manual = manual.then(ManualClock::new);
+                let clock: Arc<dyn Clock> = match &manual {
+                    Some(m) => m.clone(),
+                    None => Arc::new(SystemClock::default()),
+                };
+                let store = Arc::new(SqliteStore::open(path, clock).unwrap());
+                (store, manual.map_or(TimeTravel::None, TimeTravel::Manual))
+            }
+            TestDb::Postgres { url, .. } => {
+                let options = PgOptions {
+                    max_connections: 8,
+                    ..PgOptions::default()
+                };
+                let store = PgStore::connect(url, options, Arc::new(SystemClock::default()))
+                    .await
+                    .unwrap();
+                (Arc::new(store.clone()), TimeTravel::Postgres(store))
+            }
         };
-        let store = SqliteStore::open(&db, c).unwrap();
-        let server = payment_api::start_with_store(config, Arc::new(store))
-            .await
-            .unwrap();
+        let server = payment_api::start_with_store(config, store).await.unwrap();
         Self {
             url: server.url(),
             client: reqwest::Client::new(),
             db,
-            clock,
+            time,
             _server: server,
-            _dir: dir,
+        }
+    }
+
+    /// Moves the store's clock forward: leases run out and keys age without waiting.
+    pub fn advance_clock(&self, by: Duration) {
+        match &self.time {
+            TimeTravel::Manual(clock) => clock.advance(by),
+            TimeTravel::Postgres(store) => store.advance_clock(by),
+            TimeTravel::None => panic!("start the app with TestApp::spawn_with_clock"),
         }
     }
 
@@ -143,9 +296,9 @@ impl TestApp {
         );
     }
 
-    /// Rows in the idempotency key table, read from the database file itself.
-    pub fn stored_keys(&self) -> i64 {
-        count_rows(&self.db, "idempotency_keys")
+    /// Rows in the idempotency key table, read from the database itself.
+    pub async fn stored_keys(&self) -> i64 {
+        self.db.count("idempotency_keys").await
     }
 }
 
@@ -173,13 +326,6 @@ async fn post_pay(
         .json(body)
         .send()
         .await
-}
-
-pub fn count_rows(db: &Path, table: &str) -> i64 {
-    let c = rusqlite::Connection::open(db).unwrap();
-    c.busy_timeout(Duration::from_secs(5)).unwrap();
-    c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-        .unwrap()
 }
 
 pub fn approved(valor: i64) -> Value {
@@ -220,7 +366,7 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    pub fn start(db: &Path, extra: &[&str]) -> Self {
+    pub fn start(db: &TestDb, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_payment-api"))
             .args([
                 "--listen",
@@ -230,8 +376,7 @@ impl ServerProcess {
                 "--api-key",
             ])
             .arg(format!("{API_KEY}=loja_a"))
-            .arg("--database")
-            .arg(db)
+            .args(db.args())
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -265,13 +410,16 @@ impl Drop for ServerProcess {
 }
 
 /// Polls `cond` every 20 ms for at most `limit`.
-pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub async fn eventually<F: Future<Output = bool>>(
+    limit: Duration,
+    mut cond: impl FnMut() -> F,
+) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {
-        if cond() {
+        if cond().await {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    cond()
+    cond().await
 }

@@ -1,5 +1,7 @@
 use crate::helpers::*;
+use crate::stores;
 use reqwest::StatusCode;
+use rstest_reuse::apply;
 
 const BODY: &str = r#"{"valor": 100, "cartao": "tok_aprovado"}"#;
 
@@ -14,10 +16,12 @@ async fn assert_rejected_key(app: &TestApp, headers: &[(&str, &str)]) {
     assert_problem(res, StatusCode::BAD_REQUEST, "invalid-idempotency-key").await;
 }
 
-#[tokio::test]
-async fn missing_empty_too_long_bad_character_and_duplicate_keys_are_400_and_store_nothing() {
+#[apply(stores)]
+async fn missing_empty_too_long_bad_character_and_duplicate_keys_are_400_and_store_nothing(
+    #[case] backend: Backend,
+) {
     // Arrange
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn(backend).await;
     let long = "a".repeat(256);
     // Act + Assert
     assert_rejected_key(&app, &[]).await;
@@ -27,20 +31,20 @@ async fn missing_empty_too_long_bad_character_and_duplicate_keys_are_400_and_sto
     assert_rejected_key(&app, &[("Idempotency-Key", "chave com espaço")]).await;
     assert_rejected_key(&app, &[("Idempotency-Key", "\"aberta")]).await;
     assert_rejected_key(&app, &[("Idempotency-Key", "a"), ("Idempotency-Key", "b")]).await;
-    assert_eq!(app.stored_keys(), 0);
+    assert_eq!(app.stored_keys().await, 0);
     assert!(app.ledger().await.is_empty());
 }
 
-#[tokio::test]
-async fn a_key_of_exactly_255_characters_is_accepted() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn a_key_of_exactly_255_characters_is_accepted(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let res = app.pay(&"k".repeat(255), &approved(100)).await;
     assert_eq!(res.status(), StatusCode::CREATED);
 }
 
-#[tokio::test]
-async fn the_quoted_and_bare_forms_of_a_key_are_the_same_key() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn the_quoted_and_bare_forms_of_a_key_are_the_same_key(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let (s1, _, b1) = body_of(app.pay("pedido-42", &approved(100)).await).await;
     let (s2, replayed, b2) = body_of(app.pay("\"pedido-42\"", &approved(100)).await).await;
     assert_eq!((s1, s2), (StatusCode::CREATED, StatusCode::CREATED));

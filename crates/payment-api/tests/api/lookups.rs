@@ -1,10 +1,14 @@
 use crate::helpers::*;
+use crate::stores;
 use reqwest::StatusCode;
+use rstest_reuse::apply;
 use serde_json::{json, Value};
 
-#[tokio::test]
-async fn payments_are_found_by_id_referencia_and_key_only_by_their_merchant() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn payments_are_found_by_id_referencia_and_key_only_by_their_merchant(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     let paid: Value = app
         .pay(&key, &json!({"valor": 990, "cartao": "tok_aprovado", "referencia": "att-1", "descricao": "café"}))
@@ -68,9 +72,9 @@ async fn payments_are_found_by_id_referencia_and_key_only_by_their_merchant() {
     assert_eq!(theirs["pagamentos"], json!([]));
 }
 
-#[tokio::test]
-async fn a_lookup_needs_exactly_one_parameter_and_credentials() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn a_lookup_needs_exactly_one_parameter_and_credentials(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     assert_problem(
         app.get("/pagamentos").await,
         StatusCode::BAD_REQUEST,
@@ -92,9 +96,9 @@ async fn a_lookup_needs_exactly_one_parameter_and_credentials() {
     assert_problem(anon, StatusCode::UNAUTHORIZED, "unauthorized").await;
 }
 
-#[tokio::test]
-async fn health_openapi_and_metrics_describe_the_running_server() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn health_openapi_and_metrics_describe_the_running_server(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     assert_eq!(app.get("/health").await.status(), StatusCode::OK);
     let key = new_key();
     app.pay(&key, &approved(100)).await;

@@ -1,5 +1,17 @@
-//! Integration tests of the payment API: the real server on a real port with a real SQLite file.
+//! Integration tests of the payment API: the real server on a real port on a real database: a SQLite file and
+//! a PostgreSQL database (the same tests, parameterised by store).
 //! Charges are counted in the gateway ledger, never trusted from responses.
+
+use rstest_reuse::template;
+
+/// Every conformance test runs once per store: `#[apply(stores)]` on an
+/// `async fn name(#[case] backend: Backend)`.
+#[template]
+#[rstest::rstest]
+#[case::sqlite(crate::helpers::Backend::Sqlite)]
+#[case::postgres(crate::helpers::Backend::Postgres)]
+#[tokio::test]
+async fn stores(#[case] backend: crate::helpers::Backend) {}
 
 mod concurrency;
 mod crash;

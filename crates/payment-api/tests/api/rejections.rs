@@ -1,5 +1,7 @@
 use crate::helpers::*;
+use crate::stores;
 use reqwest::StatusCode;
+use rstest_reuse::apply;
 use serde_json::json;
 
 /// Each rejected request leaves nothing behind: the same key then succeeds with a good request.
@@ -9,9 +11,9 @@ async fn assert_key_still_free(app: &TestApp, key: &str) {
     assert!(res.headers().get("idempotent-replayed").is_none());
 }
 
-#[tokio::test]
-async fn a_bad_api_key_is_401_and_the_key_stays_free() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn a_bad_api_key_is_401_and_the_key_stays_free(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     let res = app.pay_as("sk_test_wrong_key", &key, &approved(100)).await;
     assert_problem(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
@@ -26,13 +28,13 @@ async fn a_bad_api_key_is_401_and_the_key_stays_free() {
         .await
         .unwrap();
     assert_problem(no_auth, StatusCode::UNAUTHORIZED, "unauthorized").await;
-    assert_eq!(app.stored_keys(), 0);
+    assert_eq!(app.stored_keys().await, 0);
     assert_key_still_free(&app, &key).await;
 }
 
-#[tokio::test]
-async fn malformed_json_is_400_and_the_key_stays_free() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn malformed_json_is_400_and_the_key_stays_free(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     let auth = format!("Bearer {API_KEY}");
     let headers = [
@@ -49,13 +51,15 @@ async fn malformed_json_is_400_and_the_key_stays_free() {
         let res = app.post_raw(&headers, bad).await.unwrap();
         assert_problem(res, StatusCode::BAD_REQUEST, "malformed-json").await;
     }
-    assert_eq!(app.stored_keys(), 0);
+    assert_eq!(app.stored_keys().await, 0);
     assert_key_still_free(&app, &key).await;
 }
 
-#[tokio::test]
-async fn invalid_valor_and_unknown_cards_are_422_store_nothing_and_the_key_stays_free() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn invalid_valor_and_unknown_cards_are_422_store_nothing_and_the_key_stays_free(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     let invalid = [
         json!({"valor": 0, "cartao": "tok_aprovado"}),
@@ -77,21 +81,23 @@ async fn invalid_valor_and_unknown_cards_are_422_store_nothing_and_the_key_stays
         let p = assert_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation").await;
         assert!(!p["errors"].as_array().unwrap().is_empty(), "{body} → {p}");
     }
-    assert_eq!(app.stored_keys(), 0);
+    assert_eq!(app.stored_keys().await, 0);
     assert!(app.ledger().await.is_empty());
     assert_key_still_free(&app, &key).await;
 }
 
-#[tokio::test]
-async fn the_largest_valor_is_accepted() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn the_largest_valor_is_accepted(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let res = app.pay(&new_key(), &approved(100_000_000)).await;
     assert_eq!(res.status(), StatusCode::CREATED);
 }
 
-#[tokio::test]
-async fn oversized_bodies_and_headers_and_wrong_content_types_are_refused() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn oversized_bodies_and_headers_and_wrong_content_types_are_refused(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     let auth = format!("Bearer {API_KEY}");
     let headers = [
@@ -136,6 +142,6 @@ async fn oversized_bodies_and_headers_and_wrong_content_types_are_refused() {
     )
     .await;
 
-    assert_eq!(app.stored_keys(), 0);
+    assert_eq!(app.stored_keys().await, 0);
     assert_key_still_free(&app, &key).await;
 }

@@ -1,11 +1,15 @@
 use crate::helpers::*;
+use crate::stores;
 use reqwest::StatusCode;
+use rstest_reuse::apply;
 use serde_json::{json, Value};
 
-#[tokio::test]
-async fn the_same_key_and_body_replays_the_same_status_and_bytes_and_charges_once() {
+#[apply(stores)]
+async fn the_same_key_and_body_replays_the_same_status_and_bytes_and_charges_once(
+    #[case] backend: Backend,
+) {
     // Arrange
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     // Act
     let (s1, r1, b1) = body_of(app.pay(&key, &approved(1234)).await).await;
@@ -33,9 +37,9 @@ fn time_is_rfc3339(s: &str) -> bool {
         && (s.ends_with('Z') || s.contains('+'))
 }
 
-#[tokio::test]
-async fn reordered_json_keys_and_whitespace_replay_instead_of_422() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn reordered_json_keys_and_whitespace_replay_instead_of_422(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     let auth = format!("Bearer {API_KEY}");
     let headers = [
@@ -65,9 +69,11 @@ async fn reordered_json_keys_and_whitespace_replay_instead_of_422() {
     assert_eq!(app.ledger().await.len(), 1);
 }
 
-#[tokio::test]
-async fn the_same_key_with_a_different_body_is_422_and_the_original_still_replays() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn the_same_key_with_a_different_body_is_422_and_the_original_still_replays(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
     let key = new_key();
     let (_, _, original) = body_of(app.pay(&key, &approved(100)).await).await;
     for changed in [
@@ -91,9 +97,9 @@ async fn the_same_key_with_a_different_body_is_422_and_the_original_still_replay
     assert_eq!(app.ledger().await.len(), 1);
 }
 
-#[tokio::test]
-async fn two_merchants_may_use_the_same_key_for_independent_payments() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn two_merchants_may_use_the_same_key_for_independent_payments(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let key = "pedido-1";
     let a: Value = app
         .pay_as(API_KEY, key, &approved(100))
@@ -117,9 +123,11 @@ async fn two_merchants_may_use_the_same_key_for_independent_payments() {
     assert_eq!(merchants, ["loja_a", "loja_b"]);
 }
 
-#[tokio::test]
-async fn a_decline_is_stored_and_replayed_as_402_without_a_second_gateway_call() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn a_decline_is_stored_and_replayed_as_402_without_a_second_gateway_call(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
     for (token, motivo) in [
         ("tok_recusado", "cartao_recusado"),
         ("tok_saldo_insuficiente", "saldo_insuficiente"),
@@ -147,9 +155,11 @@ async fn a_decline_is_stored_and_replayed_as_402_without_a_second_gateway_call()
 /// The article's client, verbatim: `fetch(url + '/pagamentos', {method: 'POST', headers:
 /// {'Content-Type': 'application/json', 'Idempotency-Key': crypto.randomUUID()},
 /// body: JSON.stringify({valor: 100, cartao: 'tok_aprovado'})})`, plus `Authorization`.
-#[tokio::test]
-async fn the_articles_request_shape_works_with_only_an_authorization_header_added() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn the_articles_request_shape_works_with_only_an_authorization_header_added(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
     let key = uuid::Uuid::new_v4().to_string();
     let auth = format!("Bearer {API_KEY}");
     let headers = [
@@ -170,9 +180,9 @@ async fn the_articles_request_shape_works_with_only_an_authorization_header_adde
 
 /// The same `fetch` from a page on another origin: the browser's preflight must allow it and the
 /// replay header must be readable by the page.
-#[tokio::test]
-async fn a_browser_on_another_origin_may_send_the_articles_request() {
-    let app = TestApp::spawn().await;
+#[apply(stores)]
+async fn a_browser_on_another_origin_may_send_the_articles_request(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
     let preflight = app
         .client
         .request(reqwest::Method::OPTIONS, format!("{}/pagamentos", app.url))

@@ -1,19 +1,22 @@
 use crate::helpers::*;
+use crate::stores;
 use reqwest::StatusCode;
+use rstest_reuse::apply;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-#[tokio::test]
-async fn the_reaper_purges_expired_keys_but_never_payments_or_keys_in_progress() {
+#[apply(stores)]
+async fn the_reaper_purges_expired_keys_but_never_payments_or_keys_in_progress(
+    #[case] backend: Backend,
+) {
     // Arrange: retention 1 h, reaper every second, a long lease so the slow key stays in progress.
-    let app = TestApp::spawn_with_clock(|c| {
+    let app = TestApp::spawn_with_clock(backend, |c| {
         c.key_retention_secs = 3_600;
         c.reaper_interval_secs = 1;
         c.lease_ms = 48 * 3_600 * 1_000;
         c.slow_gateway_ms = 3_000;
     })
     .await;
-    let clock = app.clock.clone().unwrap();
     let done_key = new_key();
     let body = json!({"valor": 800, "cartao": "tok_aprovado", "referencia": "venda-77"});
     let paid: Value = app.pay(&done_key, &body).await.json().await.unwrap();
@@ -31,16 +34,24 @@ async fn the_reaper_purges_expired_keys_but_never_payments_or_keys_in_progress()
             .unwrap()
         })
     };
-    assert!(eventually(Duration::from_secs(5), || app.stored_keys() == 2).await);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            app.stored_keys().await == 2
+        })
+        .await
+    );
 
     // Act: two hours pass; the reaper runs.
-    clock.advance(Duration::from_secs(2 * 3_600));
-    let purged = eventually(Duration::from_secs(5), || app.stored_keys() == 1).await;
+    app.advance_clock(Duration::from_secs(2 * 3_600));
+    let purged = eventually(Duration::from_secs(5), || async {
+        app.stored_keys().await == 1
+    })
+    .await;
 
     // Assert
     assert!(purged, "the completed key is purged after retention");
     assert_eq!(
-        count_rows(&app.db, "payments"),
+        app.db.count("payments").await,
         1,
         "payments are kept forever"
     );
@@ -64,20 +75,22 @@ async fn the_reaper_purges_expired_keys_but_never_payments_or_keys_in_progress()
     assert!(metrics.contains("pagar_purged_keys_total 1"), "{metrics}");
 }
 
-#[tokio::test]
-async fn a_key_reused_after_retention_never_charges_the_gateway_twice() {
-    let app = TestApp::spawn_with_clock(|c| {
+#[apply(stores)]
+async fn a_key_reused_after_retention_never_charges_the_gateway_twice(#[case] backend: Backend) {
+    let app = TestApp::spawn_with_clock(backend, |c| {
         c.key_retention_secs = 60;
         c.reaper_interval_secs = 1;
     })
     .await;
     let key = new_key();
     app.pay(&key, &approved(300)).await;
-    app.clock
-        .as_ref()
-        .unwrap()
-        .advance(Duration::from_secs(120));
-    assert!(eventually(Duration::from_secs(5), || app.stored_keys() == 0).await);
+    app.advance_clock(Duration::from_secs(120));
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            app.stored_keys().await == 0
+        })
+        .await
+    );
     let again = app.pay(&key, &approved(300)).await;
     assert!(
         again.headers().get("idempotent-replayed").is_none(),

@@ -1,0 +1,549 @@
+//! PostgreSQL store: several server processes share one database and still charge each key once.
+//!
+//! Claims are an `INSERT … ON CONFLICT DO NOTHING` under `UNIQUE (merchant, key)` at READ
+//! COMMITTED: PostgreSQL makes a concurrent duplicate wait for the first insert and then do
+//! nothing, so exactly one request starts processing. A conflicting claim then reads the row
+//! `FOR UPDATE` and decides (replay, in progress, fingerprint mismatch, takeover) while it holds
+//! the row lock, so two takeovers of an expired lease cannot both win. Completion is one
+//! statement: the fenced `UPDATE` of the key and the `INSERT` of the payment commit together or
+//! not at all.
+//!
+//! Every lease and retention time is computed in SQL from `pagar_now_ms()` (the database clock);
+//! a replica whose own clock is wrong still agrees with the others. [`PgStore::now_ms`] (used for
+//! `criado_em` and the replay cache) is the replica's clock corrected by the offset to the
+//! database clock, measured at start and every [`OFFSET_REFRESH`].
+
+use super::*;
+use crate::clock::Clock;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_postgres::{NoTls, Row};
+
+mod embedded {
+    refinery::embed_migrations!("migrations/postgres");
+}
+
+/// How often a replica re-measures its offset to the database clock.
+pub const OFFSET_REFRESH: Duration = Duration::from_secs(30);
+
+/// Migrations of concurrent replicas run one at a time under this advisory lock.
+const MIGRATION_LOCK: i64 = 0x7061_6761_7200; // "pagar\0"
+
+/// How a [`PgStore`] connects.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Most connections this process opens.
+    pub max_connections: usize,
+    /// Longest wait to connect, or for a free pooled connection.
+    pub connect_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The PostgreSQL store. Cheap to clone; clones share the pool.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+    local: Arc<dyn Clock>,
+    /// Database clock minus this replica's clock, in ms.
+    db_offset: Arc<AtomicI64>,
+    /// Added to the database clock by every statement; only tests move it ([`Self::advance_clock`]).
+    shift: Arc<AtomicI64>,
+    _offset_task: Arc<AbortOnDrop>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("db_offset_ms", &self.db_offset.load(Ordering::Relaxed))
+            .field("pool", &self.pool.status())
+            .finish()
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`, for error messages and logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://…`), runs the migrations (one replica at a time) and
+    /// measures the offset to the database clock. Fails when the database cannot be reached.
+    pub async fn connect(
+        url: &str,
+        options: PgOptions,
+        local: Arc<dyn Clock>,
+    ) -> StoreResult<Self> {
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Unavailable(format!("DATABASE_URL inválida: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("payment-api");
+        }
+        migrate(&config).await?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let db_offset = Arc::new(AtomicI64::new(0));
+        measure_offset(&pool, local.as_ref(), &db_offset).await?;
+        let task = tokio::spawn({
+            let (pool, local, db_offset) = (pool.clone(), local.clone(), db_offset.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(OFFSET_REFRESH).await;
+                    if let Err(e) = measure_offset(&pool, local.as_ref(), &db_offset).await {
+                        tracing::warn!(error = %e, "could not read the database clock; keeping the last offset");
+                    }
+                }
+            }
+        });
+        Ok(Self {
+            pool,
+            local,
+            db_offset,
+            shift: Arc::new(AtomicI64::new(0)),
+            _offset_task: Arc::new(AbortOnDrop(task)),
+        })
+    }
+
+    /// This replica's clock minus the database clock, as last measured (ms).
+    pub fn offset_to_database_ms(&self) -> Millis {
+        -self.db_offset.load(Ordering::Relaxed)
+    }
+
+    /// Moves this store's view of the database clock forward (tests of leases and retention;
+    /// the database's own clock cannot be moved).
+    pub fn advance_clock(&self, by: Duration) {
+        self.shift
+            .fetch_add(by.as_millis() as Millis, Ordering::SeqCst);
+    }
+
+    fn shift(&self) -> Millis {
+        self.shift.load(Ordering::SeqCst)
+    }
+
+    async fn conn(&self) -> StoreResult<Object> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+}
+
+async fn migrate(config: &tokio_postgres::Config) -> StoreResult<()> {
+    let (mut client, connection) = config.connect(NoTls).await?;
+    let driver = tokio::spawn(connection);
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    let ran = embedded::migrations::runner()
+        .run_async(&mut client)
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("migração: {e}")));
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    drop(client);
+    let _ = driver.await;
+    ran.map(|_| ())
+}
+
+async fn measure_offset(pool: &Pool, local: &dyn Clock, offset: &AtomicI64) -> StoreResult<()> {
+    let c = pool
+        .get()
+        .await
+        .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+    let before = local.now_ms();
+    let db: i64 = c.query_one("SELECT pagar_now_ms()", &[]).await?.get(0);
+    let after = local.now_ms();
+    offset.store(db - (before + after) / 2, Ordering::Relaxed);
+    Ok(())
+}
+
+fn payment_from_row(r: &Row) -> Payment {
+    Payment {
+        id: r.get("id"),
+        merchant: r.get("merchant"),
+        idempotency_key: r.get("idempotency_key"),
+        valor: r.get("valor"),
+        moeda: "BRL".into(),
+        status: r.get("status"),
+        motivo: r.get("motivo"),
+        descricao: r.get("descricao"),
+        referencia: r.get("referencia"),
+        cobranca_id: r.get("cobranca_id"),
+        criado_em: crate::clock::rfc3339(r.get("created_at")),
+    }
+}
+
+fn ledger_from_row(r: &Row) -> LedgerRow {
+    LedgerRow {
+        cobranca_id: r.get("cobranca_id"),
+        downstream_key: r.get("downstream_key"),
+        merchant: r.get("merchant"),
+        valor: r.get("valor"),
+        status: r.get("status"),
+        motivo: r.get("motivo"),
+        criado_em_ms: r.get("created_at"),
+    }
+}
+
+fn stored_response(
+    status: Option<i32>,
+    body: Option<Vec<u8>>,
+) -> StoreResult<Option<StoredResponse>> {
+    match (status, body) {
+        (Some(s), Some(body)) => Ok(Some(StoredResponse {
+            status: u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status {s}")))?,
+            body,
+        })),
+        (None, None) => Ok(None),
+        _ => Err(StoreError::Corrupt("response status without body".into())),
+    }
+}
+
+const PAYMENT_COLUMNS: &str =
+    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at";
+
+const LEDGER_COLUMNS: &str =
+    "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at";
+
+/// A conflicting claim finds the row gone only if the reaper purged it in between; try again.
+const CLAIM_ATTEMPTS: usize = 3;
+
+#[async_trait::async_trait]
+impl Store for PgStore {
+    async fn lookup_key(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<KeyRecord>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT fingerprint, response_status, response_body, completed_at
+                 FROM idempotency_keys WHERE merchant = $1 AND key = $2",
+            )
+            .await?;
+        let row = c
+            .query_opt(&st, &[&merchant.as_ref(), &key.as_ref()])
+            .await?;
+        row.map(|r| {
+            Ok(KeyRecord {
+                fingerprint: Fingerprint::from_stored(r.get(0)),
+                response: stored_response(r.get(1), r.get(2))?,
+                completed_at: r.get(3),
+            })
+        })
+        .transpose()
+    }
+
+    async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
+        let mut c = self.conn().await?;
+        let (m, k, fp) = (
+            claim.merchant.as_ref(),
+            claim.key.as_ref(),
+            claim.fingerprint.as_ref(),
+        );
+        let shift = self.shift();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let insert = c
+                .prepare_cached(
+                    "INSERT INTO idempotency_keys
+                         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
+                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, 1, 'started'
+                     FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
+                     ON CONFLICT (merchant, key) DO NOTHING
+                     RETURNING fence",
+                )
+                .await?;
+            if c.query_opt(&insert, &[&m, &k, &fp, &claim.lease_ms, &shift])
+                .await?
+                .is_some()
+            {
+                return Ok(NextAction::StartProcessing {
+                    fence: 1,
+                    takeover: false,
+                });
+            }
+            // The key exists: decide under its row lock.
+            let tx = c.transaction().await?;
+            let select = tx
+                .prepare_cached(
+                    "SELECT fingerprint, locked_until, fence, response_status, response_body,
+                            pagar_now_ms() + $3
+                     FROM idempotency_keys WHERE merchant = $1 AND key = $2 FOR UPDATE",
+                )
+                .await?;
+            let Some(row) = tx.query_opt(&select, &[&m, &k, &shift]).await? else {
+                tx.rollback().await?;
+                continue;
+            };
+            let (locked_until, fence, now): (i64, i64, i64) = (row.get(1), row.get(2), row.get(5));
+            let action = if row.get::<_, &str>(0) != fp {
+                NextAction::FingerprintMismatch
+            } else if let Some(saved) = stored_response(row.get(3), row.get(4))? {
+                NextAction::ReturnSavedResponse(saved)
+            } else if locked_until > now {
+                NextAction::InProgress {
+                    retry_after_ms: locked_until - now,
+                }
+            } else {
+                // The holder's lease ran out (it crashed or stalled): take over with a new
+                // fence so the stale worker can no longer write.
+                let takeover = tx
+                    .prepare_cached(
+                        "UPDATE idempotency_keys SET fence = $3, locked_until = $4
+                         WHERE merchant = $1 AND key = $2",
+                    )
+                    .await?;
+                tx.execute(&takeover, &[&m, &k, &(fence + 1), &(now + claim.lease_ms)])
+                    .await?;
+                NextAction::StartProcessing {
+                    fence: fence + 1,
+                    takeover: true,
+                }
+            };
+            tx.commit().await?;
+            return Ok(action);
+        }
+        Err(StoreError::Unavailable(format!(
+            "a chave {k:?} mudou {CLAIM_ATTEMPTS} vezes durante a reserva"
+        )))
+    }
+
+    async fn finish(&self, done: Completion) -> StoreResult<FinishOutcome> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "WITH done AS (
+                     UPDATE idempotency_keys
+                     SET recovery_point = 'finished', response_status = $4, response_body = $5,
+                         payment_id = $6, completed_at = pagar_now_ms() + $14, locked_until = 0
+                     WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
+                     RETURNING 1
+                 )
+                 INSERT INTO payments ({PAYMENT_COLUMNS})
+                 SELECT $6::text, $1::text, $2::text, $7::bigint, $8::text, $9::text, $10::text,
+                        $11::text, $12::text, $13::bigint
+                 FROM done"
+            ))
+            .await?;
+        let p = &done.payment;
+        let inserted = c
+            .execute(
+                &st,
+                &[
+                    &done.merchant.as_ref(),
+                    &done.key.as_ref(),
+                    &done.fence,
+                    &i32::from(done.response.status),
+                    &done.response.body,
+                    &p.id,
+                    &p.valor,
+                    &p.status,
+                    &p.motivo,
+                    &p.descricao,
+                    &p.referencia,
+                    &p.cobranca_id,
+                    &done.created_at,
+                    &self.shift(),
+                ],
+            )
+            .await?;
+        Ok(if inserted == 1 {
+            FinishOutcome::Stored
+        } else {
+            FinishOutcome::LeaseLost
+        })
+    }
+
+    async fn release(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<()> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "UPDATE idempotency_keys SET locked_until = 0
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+            )
+            .await?;
+        c.execute(&st, &[&merchant.as_ref(), &key.as_ref(), &fence])
+            .await?;
+        Ok(())
+    }
+
+    async fn payment(&self, merchant: &MerchantId, id: &str) -> StoreResult<Option<Payment>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = $1 AND id = $2"
+            ))
+            .await?;
+        Ok(c.query_opt(&st, &[&merchant.as_ref(), &id])
+            .await?
+            .as_ref()
+            .map(payment_from_row))
+    }
+
+    async fn payments_by_referencia(
+        &self,
+        merchant: &MerchantId,
+        referencia: &str,
+    ) -> StoreResult<Vec<Payment>> {
+        self.payments_where("referencia", merchant, referencia)
+            .await
+    }
+
+    async fn payments_by_key(&self, merchant: &MerchantId, key: &str) -> StoreResult<Vec<Payment>> {
+        self.payments_where("idempotency_key", merchant, key).await
+    }
+
+    async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "DELETE FROM idempotency_keys
+                 WHERE completed_at IS NOT NULL AND completed_at < pagar_now_ms() + $2 - $1",
+            )
+            .await?;
+        Ok(c.execute(&st, &[&retention_ms, &self.shift()]).await?)
+    }
+
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<LedgerRow> {
+        let c = self.conn().await?;
+        let insert = c
+            .prepare_cached(&format!(
+                "INSERT INTO gateway_ledger ({LEDGER_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, pagar_now_ms() + $7)
+                 ON CONFLICT (downstream_key) DO NOTHING
+                 RETURNING {LEDGER_COLUMNS}"
+            ))
+            .await?;
+        let dk = charge.downstream_key.as_ref();
+        let inserted = c
+            .query_opt(
+                &insert,
+                &[
+                    &format!("ch_{}", uuid::Uuid::now_v7().simple()),
+                    &dk,
+                    &charge.merchant.as_ref(),
+                    &charge.valor,
+                    &charge.status,
+                    &charge.motivo,
+                    &self.shift(),
+                ],
+            )
+            .await?;
+        if let Some(row) = inserted {
+            return Ok(ledger_from_row(&row));
+        }
+        // Charged earlier (or by a concurrent worker that committed first): return that charge.
+        let select = c
+            .prepare_cached(&format!(
+                "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1"
+            ))
+            .await?;
+        Ok(ledger_from_row(&c.query_one(&select, &[&dk]).await?))
+    }
+
+    async fn ledger(&self) -> StoreResult<Vec<LedgerRow>> {
+        let c = self.conn().await?;
+        let rows = c
+            .query(
+                &format!("SELECT {LEDGER_COLUMNS} FROM gateway_ledger ORDER BY seq"),
+                &[],
+            )
+            .await?;
+        Ok(rows.iter().map(ledger_from_row).collect())
+    }
+
+    async fn health(&self) -> StoreResult<()> {
+        self.conn().await?.query_one("SELECT 1", &[]).await?;
+        Ok(())
+    }
+
+    fn now_ms(&self) -> Millis {
+        self.local.now_ms() + self.db_offset.load(Ordering::Relaxed) + self.shift()
+    }
+}
+
+impl PgStore {
+    async fn payments_where(
+        &self,
+        column: &'static str,
+        merchant: &MerchantId,
+        value: &str,
+    ) -> StoreResult<Vec<Payment>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = $1 AND {column} = $2
+                 ORDER BY created_at, id"
+            ))
+            .await?;
+        let rows = c.query(&st, &[&merchant.as_ref(), &value]).await?;
+        Ok(rows.iter().map(payment_from_row).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redact("postgres://pagar:s3cr3t@db.loja:5432/pagar"),
+            "postgres://pagar:***@db.loja:5432/pagar"
+        );
+        assert_eq!(
+            redact("postgres://postgres@127.0.0.1/test"),
+            "postgres://postgres@127.0.0.1/test"
+        );
+        assert_eq!(redact("host=/tmp dbname=x"), "host=/tmp dbname=x");
+    }
+}
