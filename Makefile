@@ -10,11 +10,14 @@ SANDBOX_DIR ?= target/sandbox
 API_LISTEN ?= 127.0.0.1:8080
 API_KEY ?= sk_test_sandbox_local
 ADMIN_TOKEN ?= qa-admin-local
+PG_ADMIN_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+PG_DATABASE ?= pagar
+PG_URL ?= postgres://postgres@127.0.0.1:5432/$(PG_DATABASE)
 
 GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libsoup-3.0-dev \
 	libxdo-dev libssl-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick
 
-.PHONY: run api test lint unit bench deps-bench deps-gui fmt clean-sandbox
+.PHONY: run api replicas test lint unit bench deps-bench deps-gui deps-pg fmt clean-sandbox
 
 ## run: open the cashier app on its embedded default (in-process payment API, sandbox database).
 run: deps-gui
@@ -36,8 +39,34 @@ api:
 		--api-key $(API_KEY)=loja_sandbox \
 		--admin-token $(ADMIN_TOKEN)
 
-## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window).
-test: deps-gui lint unit
+## replicas: two API replicas on 127.0.0.1:8081 and :8082 sharing one PostgreSQL database.
+replicas: deps-pg
+	@psql "$(PG_ADMIN_URL)" -tAc "SELECT 1 FROM pg_database WHERE datname = '$(PG_DATABASE)'" | grep -q 1 || \
+		psql "$(PG_ADMIN_URL)" -c "CREATE DATABASE $(PG_DATABASE)"
+	$(CARGO) build --release -p payment-api
+	@echo "two replicas on one database: $(PG_URL) (Ctrl-C stops both)"
+	@trap 'kill 0' INT TERM EXIT; \
+	for port in 8081 8082; do \
+		target/release/payment-api --listen 127.0.0.1:$$port --database-url "$(PG_URL)" \
+			--api-key $(API_KEY)=loja_sandbox --admin-token $(ADMIN_TOKEN) & \
+	done; wait
+
+## deps-pg: PostgreSQL for the multi-replica store and its tests, running on 127.0.0.1:5432.
+deps-pg:
+	@if ! command -v pg_ctlcluster >/dev/null || [ -z "$$(ls /etc/postgresql 2>/dev/null)" ]; then \
+		echo "installing: postgresql"; $(SUDO) apt-get update && $(SUDO) apt-get install -y postgresql postgresql-client; \
+		v=$$(ls /etc/postgresql | head -1); \
+		$(SUDO) sed -i '1i host all postgres 127.0.0.1/32 trust' /etc/postgresql/$$v/main/pg_hba.conf; \
+	fi
+	@for v in $$(ls /etc/postgresql); do \
+		$(SUDO) pg_ctlcluster --skip-systemctl-redirect $$v main start 2>/dev/null || true; \
+	done
+	@for i in $$(seq 1 30); do psql "$(PG_ADMIN_URL)" -tAc 'SELECT 1' >/dev/null 2>&1 && exit 0; sleep 1; done; \
+		echo "PostgreSQL does not answer at $(PG_ADMIN_URL)"; exit 1
+
+## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window;
+## the API suite also runs on PostgreSQL).
+test: deps-gui deps-pg lint unit
 
 lint:
 	$(CARGO) fmt --all --check
@@ -47,7 +76,7 @@ unit:
 	$(CARGO) test --workspace
 
 ## bench: throughput and latency against SQLite's raw durable commit rate (needs wrk).
-bench: deps-bench deps-gui
+bench: deps-bench deps-gui deps-pg
 	$(CARGO) bench -p payment-api --bench api
 	$(CARGO) bench -p checkout-core --bench outbox
 	$(CARGO) bench -p pagar --bench startup

@@ -9,6 +9,9 @@
 //! - replays: the same requests again (every one answered from the stored response), first from
 //!   the in-memory replay cache, then through a second server whose cache is off.
 
+#[path = "api/postgres.rs"]
+mod postgres;
+
 use payment_api::clock::SystemClock;
 use payment_api::store::SqliteStore;
 use payment_api::Config;
@@ -16,11 +19,11 @@ use rusqlite::{params, Connection};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const CONCURRENCY: usize = 32;
+pub(crate) const CONCURRENCY: usize = 32;
 const RAW_COMMITS: usize = 2_000;
-const API_KEY: &str = "sk_bench_loja_000";
+pub(crate) const API_KEY: &str = "sk_bench_loja_000";
 
-struct Row {
+pub(crate) struct Row {
     name: &'static str,
     count: usize,
     elapsed: Duration,
@@ -29,7 +32,7 @@ struct Row {
 }
 
 impl Row {
-    fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         self.count as f64 / self.elapsed.as_secs_f64()
     }
 }
@@ -124,10 +127,23 @@ fn wrk(
     prefix: &str,
     cycle: usize,
 ) -> Row {
+    wrk_with(name, script, url, secs, prefix, cycle, CONCURRENCY)
+}
+
+pub(crate) fn wrk_with(
+    name: &'static str,
+    script: &std::path::Path,
+    url: &str,
+    secs: u64,
+    prefix: &str,
+    cycle: usize,
+    connections: usize,
+) -> Row {
+    let threads = connections.clamp(1, 2);
     let out = std::process::Command::new("wrk")
         .args([
-            "-t2",
-            &format!("-c{CONCURRENCY}"),
+            &format!("-t{threads}"),
+            &format!("-c{connections}"),
             &format!("-d{secs}s"),
             "--timeout",
             "10s",
@@ -233,6 +249,8 @@ async fn main() {
         "one charge per first execution"
     );
 
+    let pg = postgres::run(&script, secs).await;
+
     println!();
     println!(
         "payment-api benchmark: {CONCURRENCY} connections (wrk, {secs} s each), SQLite WAL synchronous=FULL, {} cores",
@@ -270,4 +288,8 @@ async fn main() {
         replay_db.rate() / first.rate()
     );
     println!("ledger rows after the run: {ledger} (first executions answered: {}; wrk cuts off those in flight)", first.count);
+    match pg {
+        Ok(pg) => pg.print(&first, &replay),
+        Err(e) => println!("\nPostgreSQL figures skipped: {e}"),
+    }
 }

@@ -21,4 +21,5 @@ mod key_syntax;
 mod lookups;
 mod rejections;
 mod replay;
+mod replicas;
 mod retention;

@@ -1,0 +1,362 @@
+//! Several `payment-api` processes on one PostgreSQL database: the unique constraint, the lease
+//! and the database clock keep one charge per key across replicas.
+
+use crate::helpers::*;
+use futures::stream::{self, StreamExt};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// Three replicas of the real binary on one fresh PostgreSQL database.
+async fn three_replicas(extra: &[&str]) -> (TestDb, Vec<ServerProcess>) {
+    let db = TestDb::new(Backend::Postgres).await;
+    // The first start migrates; the others find the schema in place.
+    let replicas = (0..3).map(|_| ServerProcess::start(&db, extra)).collect();
+    (db, replicas)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// Sends until the key completes (a 409 while another replica holds it), at most `limit`.
+async fn pay_until_done(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    body: &Value,
+    limit: Duration,
+) -> (StatusCode, Value) {
+    let started = Instant::now();
+    loop {
+        let res = try_pay(client, url, key, body)
+            .await
+            .expect("the replica answers");
+        let status = res.status();
+        if status != StatusCode::CONFLICT || started.elapsed() > limit {
+            return (status, res.json().await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_requests_with_one_key_across_three_replicas_charge_once() {
+    // Arrange: a gateway slow enough that every duplicate arrives while the first executes.
+    let (db, replicas) = three_replicas(&["--slow-gateway-ms", "700"]).await;
+    let client = client();
+    let key = new_key();
+    let body = json!({"valor": 2590, "cartao": "tok_lento", "referencia": "venda-200"});
+
+    // Act: 200 requests at once, round-robin over the replicas.
+    let answers: Vec<(StatusCode, Value)> = stream::iter(0..200)
+        .map(|i| {
+            let (client, url, key, body) = (
+                client.clone(),
+                replicas[i % 3].url.clone(),
+                key.clone(),
+                body.clone(),
+            );
+            async move {
+                let res = try_pay(&client, &url, &key, &body).await.unwrap();
+                (res.status(), res.json::<Value>().await.unwrap())
+            }
+        })
+        .buffer_unordered(200)
+        .collect()
+        .await;
+
+    // Assert: one charge; every answer is the payment or "in progress", never a 5xx.
+    for (status, body) in &answers {
+        assert!(
+            *status == StatusCode::CREATED || *status == StatusCode::CONFLICT,
+            "{status} {body}"
+        );
+    }
+    let created: HashSet<String> = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::CREATED)
+        .map(|(_, b)| b["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(created.len(), 1, "one payment id: {created:?}");
+    for r in &replicas {
+        let (status, paid) =
+            pay_until_done(&client, &r.url, &key, &body, Duration::from_secs(10)).await;
+        assert_eq!(status, StatusCode::CREATED, "{paid}");
+        if let Some(id) = created.iter().next() {
+            assert_eq!(paid["id"], id.as_str());
+        }
+    }
+    assert_eq!(db.count("gateway_ledger").await, 1);
+    assert_eq!(db.count("payments").await, 1);
+}
+
+#[tokio::test]
+async fn a_thousand_keys_each_sent_to_two_replicas_at_once_make_a_thousand_charges() {
+    let (db, replicas) = three_replicas(&[]).await;
+    let client = client();
+    let keys: Vec<String> = (0..1_000).map(|_| new_key()).collect();
+
+    // Each key goes to two different replicas at the same moment; 64 keys in flight.
+    let answers: Vec<(StatusCode, StatusCode)> = stream::iter(keys.iter().enumerate())
+        .map(|(i, key)| {
+            let (client, a, b) = (
+                client.clone(),
+                replicas[i % 3].url.clone(),
+                replicas[(i + 1) % 3].url.clone(),
+            );
+            async move {
+                let body = approved(100 + i as i64);
+                let (x, y) = tokio::join!(
+                    try_pay(&client, &a, key, &body),
+                    try_pay(&client, &b, key, &body)
+                );
+                (x.unwrap().status(), y.unwrap().status())
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+
+    let mut conflicts = 0;
+    for (x, y) in &answers {
+        for s in [x, y] {
+            assert!(
+                *s == StatusCode::CREATED || *s == StatusCode::CONFLICT,
+                "only 201 or 409, got {s}"
+            );
+        }
+        assert!(
+            *x == StatusCode::CREATED || *y == StatusCode::CREATED,
+            "one of the two ran it"
+        );
+        conflicts += usize::from(*x == StatusCode::CONFLICT || *y == StatusCode::CONFLICT);
+    }
+    println!(
+        "1000 keys × 2 replicas: {conflicts} pairs met while in progress (409), the rest replayed"
+    );
+    assert_eq!(db.count("gateway_ledger").await, 1_000);
+    assert_eq!(db.count("payments").await, 1_000);
+    assert_eq!(db.count("idempotency_keys").await, 1_000);
+}
+
+#[tokio::test]
+async fn a_replica_killed_mid_execution_is_completed_by_another_after_the_lease() {
+    // Arrange: a short lease; the doomed replica's gateway call takes seconds.
+    let db = TestDb::new(Backend::Postgres).await;
+    let mut doomed = ServerProcess::start(&db, &["--lease-ms", "800", "--slow-gateway-ms", "5000"]);
+    let others: Vec<ServerProcess> = (0..2)
+        .map(|_| ServerProcess::start(&db, &["--lease-ms", "800", "--slow-gateway-ms", "50"]))
+        .collect();
+    let client = client();
+    let key = new_key();
+    let body = json!({"valor": 7700, "cartao": "tok_lento"});
+    let in_flight = {
+        let (client, url, key, body) = (
+            client.clone(),
+            doomed.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move { try_pay(&client, &url, &key, &body).await })
+    };
+    // Other traffic keeps flowing on the surviving replicas the whole time.
+    let background = {
+        let (client, urls) = (
+            client.clone(),
+            others.iter().map(|r| r.url.clone()).collect::<Vec<_>>(),
+        );
+        tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for i in 0..60 {
+                let res = try_pay(&client, &urls[i % 2], &new_key(), &approved(10 + i as i64))
+                    .await
+                    .unwrap();
+                statuses.push(res.status());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            statuses
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            db.count("idempotency_keys").await >= 1
+        })
+        .await
+    );
+
+    // Act: kill -9 while it waits on the gateway; retry on another replica.
+    doomed.kill9();
+    assert!(in_flight.await.unwrap().is_err(), "the killed connection");
+    let early = try_pay(&client, &others[0].url, &key, &body).await.unwrap();
+    let (status, paid) = pay_until_done(
+        &client,
+        &others[1].url,
+        &key,
+        &body,
+        Duration::from_secs(10),
+    )
+    .await;
+
+    // Assert: "in progress" until the lease ran out, then one charge by a survivor.
+    assert!(
+        early.status() == StatusCode::CONFLICT || early.status() == StatusCode::CREATED,
+        "{}",
+        early.status()
+    );
+    assert_eq!(status, StatusCode::CREATED, "{paid}");
+    let replay = try_pay(&client, &others[0].url, &key, &body).await.unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(replay.json::<Value>().await.unwrap()["id"], paid["id"]);
+    let statuses = background.await.unwrap();
+    assert!(
+        statuses.iter().all(|s| *s == StatusCode::CREATED),
+        "no 5xx on the survivors: {statuses:?}"
+    );
+    assert_eq!(db.count("gateway_ledger").await, 61);
+    let ledger: Vec<Value> = others_ledger(&client, &others[0].url).await;
+    assert_eq!(
+        ledger.iter().filter(|r| r["valor"] == 7700).count(),
+        1,
+        "the killed key charged once"
+    );
+}
+
+async fn others_ledger(client: &reqwest::Client, url: &str) -> Vec<Value> {
+    let v: Value = client
+        .get(format!("{url}/admin/ledger"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["cobrancas"].as_array().unwrap().clone()
+}
+
+/// Replicas one hour ahead and one hour behind agree with an honest one, because leases and
+/// retention are read from the database clock.
+#[tokio::test]
+async fn replicas_with_skewed_clocks_behave_the_same() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let common = ["--lease-ms", "10000", "--slow-gateway-ms", "1500"];
+    let honest = ServerProcess::start(&db, &common);
+    let ahead = ServerProcess::start(
+        &db,
+        &[
+            &common[..],
+            &[
+                "--clock-offset-ms",
+                "3600000",
+                "--key-retention-secs",
+                "600",
+                "--reaper-interval-secs",
+                "1",
+            ],
+        ]
+        .concat(),
+    );
+    let behind = ServerProcess::start(
+        &db,
+        &[&common[..], &["--clock-offset-ms", "-3600000"]].concat(),
+    );
+    let client = client();
+    let key = new_key();
+    let body = json!({"valor": 990, "cartao": "tok_lento", "referencia": "venda-skew"});
+    let first = {
+        let (client, url, key, body) = (
+            client.clone(),
+            honest.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move { try_pay(&client, &url, &key, &body).await.unwrap() })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            db.count("idempotency_keys").await == 1
+        })
+        .await
+    );
+
+    // A replica an hour ahead must not think the 10 s lease ran out an hour ago.
+    let from_ahead = try_pay(&client, &ahead.url, &key, &body).await.unwrap();
+    assert_eq!(
+        from_ahead.status(),
+        StatusCode::CONFLICT,
+        "no takeover of a live lease"
+    );
+    let retry_after: u64 = from_ahead.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=10).contains(&retry_after), "Retry-After {retry_after}");
+    let from_behind = try_pay(&client, &behind.url, &key, &body).await.unwrap();
+    assert_eq!(from_behind.status(), StatusCode::CONFLICT);
+
+    let paid: Value = first.await.unwrap().json().await.unwrap();
+    // The reaper of the replica an hour ahead (retention 10 min) leaves the fresh key alone.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(
+        db.count("idempotency_keys").await,
+        1,
+        "not purged by a fast clock"
+    );
+    for r in [&ahead, &behind] {
+        let res = try_pay(&client, &r.url, &key, &body).await.unwrap();
+        assert_eq!(res.status(), StatusCode::CREATED);
+        assert_eq!(res.headers()["idempotent-replayed"], "true");
+        assert_eq!(res.json::<Value>().await.unwrap()["id"], paid["id"]);
+    }
+    // A payment created through a skewed replica is stamped with the database's time.
+    let other: Value = try_pay(&client, &ahead.url, &new_key(), &approved(55))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let stamped = time::OffsetDateTime::parse(
+        other["criado_em"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let drift = (stamped - time::OffsetDateTime::now_utc()).abs();
+    assert!(
+        drift < time::Duration::minutes(1),
+        "criado_em {stamped} is an hour off"
+    );
+    assert_eq!(db.count("gateway_ledger").await, 2);
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_a_clear_error_and_a_non_zero_exit() {
+    let started = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_payment-api"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--api-key",
+            "sk_test_loja_a_123=loja_a",
+            "--database-url",
+            "postgres://pagar:segredo@127.0.0.1:1/pagar",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("PostgreSQL"), "{stderr}");
+    assert!(stderr.contains("inacessível"), "{stderr}");
+    assert!(
+        !stderr.contains("segredo"),
+        "the password is not printed: {stderr}"
+    );
+    assert!(out.stdout.is_empty(), "it never said it was listening");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
