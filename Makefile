@@ -79,6 +79,7 @@ unit:
 bench: deps-bench deps-gui deps-pg
 	$(CARGO) bench -p payment-api --bench api
 	$(CARGO) bench -p checkout-core --bench outbox
+	$(CARGO) build --release -p pagar --example blank_window
 	$(CARGO) bench -p pagar --bench startup
 
 deps-bench:

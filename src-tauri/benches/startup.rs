@@ -1,13 +1,16 @@
 //! `make bench` (app part): time from process start to the first painted window, and resident
-//! memory after 100 payments, with the idle memory of the same window as the reference. Runs the
-//! real app under Xvfb through tauri-driver (the GUI tests' harness). Prints; asserts nothing.
+//! memory after 100 payments. References measured in the same run: the idle memory of the same
+//! window, and a bare Tauri window on the same stack (the `blank_window` example, built by
+//! `make bench`) started the same way. Runs the real app under Xvfb through tauri-driver (the GUI
+//! tests' harness). Prints; asserts nothing.
 
 #[path = "../tests/gui/harness.rs"]
 #[allow(dead_code)]
 mod harness;
 
-use harness::{app_pid, GuiApp};
+use harness::{app_pid, GuiApp, PlainWindow};
 use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const RUNS: usize = 5;
@@ -22,6 +25,24 @@ fn rss_mib(pid: u32) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     kib / 1024.0
+}
+
+/// The `blank_window` example next to the bench's own binary (`target/release/examples/`).
+fn blank_window() -> PathBuf {
+    let exe = Path::new(env!("CARGO_BIN_EXE_pagar"));
+    exe.parent()
+        .expect("the binary's folder")
+        .join("examples/blank_window")
+}
+
+/// Resident memory of `binary` idle after its window opened, started without WebDriver.
+async fn plain_idle_rss(binary: &Path) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let window = PlainWindow::launch(binary, dir.path(), Duration::from_secs(6)).await;
+    let pid = window
+        .pid
+        .unwrap_or_else(|| panic!("{} is running", binary.display()));
+    rss_mib(pid)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -45,6 +66,19 @@ async fn main() {
         }
         paints.push(ms.expect("the window reported its first paint"));
         app.close().await;
+    }
+
+    let blank = blank_window();
+    assert!(
+        blank.exists(),
+        "{} is missing: cargo build --release -p pagar --example blank_window (make bench does)",
+        blank.display()
+    );
+    let mut bare = Vec::new();
+    let mut plain = Vec::new();
+    for _ in 0..3 {
+        bare.push(plain_idle_rss(&blank).await);
+        plain.push(plain_idle_rss(Path::new(env!("CARGO_BIN_EXE_pagar"))).await);
     }
 
     let dir = tempfile::tempdir().unwrap();
@@ -81,6 +115,17 @@ async fn main() {
         median(paints.clone()),
         paints
     );
-    println!("resident memory: idle window {idle:.1} MiB (reference), after {PAYMENTS} payments {after:.1} MiB (target < 150 MB)");
+    let (bare, plain) = (median(bare), median(plain));
+    println!("resident memory (VmRSS), target < 150 MB = 143.1 MiB:");
+    println!("  bare Tauri window, empty page (reference, median of 3)  {bare:6.1} MiB");
+    println!(
+        "  Pagar idle, no WebDriver (median of 3)                  {plain:6.1} MiB  (+{:.1} over bare)",
+        plain - bare
+    );
+    println!("  Pagar idle under WebDriver                              {idle:6.1} MiB");
+    println!(
+        "  Pagar after {PAYMENTS} payments under WebDriver                {after:6.1} MiB  (+{:.1} over idle)",
+        after - idle
+    );
     println!("ledger charges after the payments: {charged}");
 }

@@ -65,55 +65,21 @@ impl GuiApp {
     }
 
     async fn launch_locked(data_dir: &Path, lock: tokio::sync::MutexGuard<'static, ()>) -> Self {
-        use std::os::unix::process::CommandExt;
-        let mut xvfb = Command::new("Xvfb")
-            .args([
-                "-displayfd",
-                "1",
-                "-screen",
-                "0",
-                "1280x860x24",
-                "-nolisten",
-                "tcp",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("Xvfb is installed (make test installs it)");
-        let mut line = String::new();
-        BufReader::new(xvfb.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let display = format!(":{}", line.trim());
-        let xvfb = Group(xvfb);
-
+        let (xvfb, display) = start_xvfb();
         let (port, native_port) = (free_port(), free_port());
-        let bus_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gui/dbus-session.conf");
-        let driver = Command::new("dbus-run-session")
-            .arg(format!("--config-file={}", bus_config.display()))
-            .args([
-                "--",
+        let driver = in_session(
+            &display,
+            data_dir,
+            &[
                 "tauri-driver",
                 "--port",
                 &port.to_string(),
                 "--native-port",
                 &native_port.to_string(),
-            ])
-            .env("DISPLAY", &display)
-            .env("PAGAR_DATA_DIR", data_dir)
-            .env("NO_AT_BRIDGE", "1")
-            .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
-            .env("WEBKIT_DISABLE_DMABUF_RENDERER", "1")
-            .env("RUST_LOG", "warn")
-            .env("GTK_USE_PORTAL", "0")
-            .env_remove("PAGAR_API_URL")
-            .env_remove("PAGAR_API_KEY")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()
-            .expect("tauri-driver is installed (make test installs it)");
+            ],
+        )
+        .spawn()
+        .expect("tauri-driver is installed (make test installs it)");
         let driver = Group(driver);
         let url = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
@@ -395,9 +361,93 @@ impl GuiApp {
     }
 }
 
+/// A private X display; `(its process group, ":N")`.
+fn start_xvfb() -> (Group, String) {
+    use std::os::unix::process::CommandExt;
+    let mut xvfb = Command::new("Xvfb")
+        .args([
+            "-displayfd",
+            "1",
+            "-screen",
+            "0",
+            "1280x860x24",
+            "-nolisten",
+            "tcp",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("Xvfb is installed (make test installs it)");
+    let mut line = String::new();
+    BufReader::new(xvfb.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (Group(xvfb), format!(":{}", line.trim()))
+}
+
+/// `command` in its own process group on a private D-Bus session, on `display`, with the app's
+/// data in `data_dir` and the embedded API. The bus has no activatable services: GTK and WebKit
+/// would otherwise start xdg-desktop-portal, which can hang on a headless machine (seen in CI).
+fn in_session(display: &str, data_dir: &Path, command: &[&str]) -> Command {
+    use std::os::unix::process::CommandExt;
+    let bus_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gui/dbus-session.conf");
+    let mut c = Command::new("dbus-run-session");
+    c.arg(format!("--config-file={}", bus_config.display()))
+        .arg("--")
+        .args(command)
+        .env("DISPLAY", display)
+        .env("PAGAR_DATA_DIR", data_dir)
+        .env("NO_AT_BRIDGE", "1")
+        .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+        .env("WEBKIT_DISABLE_DMABUF_RENDERER", "1")
+        .env("RUST_LOG", "warn")
+        .env("GTK_USE_PORTAL", "0")
+        .env_remove("PAGAR_API_URL")
+        .env_remove("PAGAR_API_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .process_group(0);
+    c
+}
+
+/// A window started without WebDriver (for memory figures): the same display, bus and
+/// environment as [`GuiApp`]. Killed with its display when dropped.
+#[allow(dead_code)] // used by benches/startup.rs, which includes this file
+pub struct PlainWindow {
+    _app: Group,
+    _xvfb: Group,
+    pub pid: Option<u32>,
+}
+
+#[allow(dead_code)]
+impl PlainWindow {
+    /// Starts `binary` on `data_dir` and gives it `settle` to open and paint its window.
+    pub async fn launch(binary: &Path, data_dir: &Path, settle: Duration) -> Self {
+        let lock = ONE_WINDOW.lock().await;
+        let (xvfb, display) = start_xvfb();
+        let app = in_session(&display, data_dir, &[&binary.display().to_string()])
+            .spawn()
+            .expect("dbus-run-session is installed");
+        let app = Group(app);
+        tokio::time::sleep(settle).await;
+        drop(lock);
+        Self {
+            pid: pid_of(binary, data_dir),
+            _app: app,
+            _xvfb: xvfb,
+        }
+    }
+}
+
 /// The pid of the app running on `data_dir`, found in /proc.
 pub fn app_pid(data_dir: &Path) -> Option<u32> {
-    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_pagar")).ok()?;
+    pid_of(Path::new(env!("CARGO_BIN_EXE_pagar")), data_dir)
+}
+
+/// The pid of `binary` running with `PAGAR_DATA_DIR=data_dir`, found in /proc.
+pub fn pid_of(binary: &Path, data_dir: &Path) -> Option<u32> {
+    let exe = std::fs::canonicalize(binary).ok()?;
     let needle = format!("PAGAR_DATA_DIR={}", data_dir.display());
     std::fs::read_dir("/proc")
         .ok()?

@@ -108,6 +108,31 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// Ends every server connection to this PostgreSQL database (a failover, a restart).
+    pub async fn terminate_connections(&self) -> i64 {
+        let Self::Postgres { name, .. } = self else {
+            panic!("only a PostgreSQL database has server connections")
+        };
+        let url = postgres_admin_url();
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(conn);
+        let rows = client
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[name],
+            )
+            .await
+            .unwrap();
+        drop(client);
+        let _ = driver.await;
+        rows.len() as i64
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Self::Postgres { name, .. } = self {

@@ -360,3 +360,46 @@ async fn an_unreachable_database_is_a_clear_error_and_a_non_zero_exit() {
     assert!(out.stdout.is_empty(), "it never said it was listening");
     assert!(started.elapsed() < Duration::from_secs(20));
 }
+
+/// Every pooled connection dies at once (a database restart or failover): requests answer a
+/// retryable 503 or succeed on a fresh connection, nothing is half-written, and the retry with
+/// the same key charges once.
+#[tokio::test]
+async fn a_database_that_drops_every_connection_recovers_without_a_double_charge() {
+    let app = TestApp::spawn_with(Backend::Postgres, |c| c.lease_ms = 500).await;
+    let warm = app.pay(&new_key(), &approved(100)).await;
+    assert_eq!(warm.status(), StatusCode::CREATED);
+    assert!(
+        app.db.terminate_connections().await >= 1,
+        "the pool had connections"
+    );
+
+    let key = new_key();
+    let mut waits = Vec::new();
+    let mut paid = None;
+    for _ in 0..50 {
+        let res = app.pay(&key, &approved(4321)).await;
+        match res.status() {
+            StatusCode::CREATED => {
+                paid = Some(res.json::<Value>().await.unwrap());
+                break;
+            }
+            // A dead connection: retry. A claim that committed before its connection died holds
+            // the key until the lease (500 ms) runs out: retry.
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::CONFLICT => {
+                let problem: Value = res.json().await.unwrap();
+                assert_eq!(problem["retryable"], true, "{problem}");
+                waits.push(problem["type"].as_str().unwrap().to_string());
+            }
+            other => panic!("only 201, 503 or 409 while the pool reconnects, got {other}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let paid = paid.expect("a retry succeeds once the pool reconnects");
+    println!("answers before the pool reconnected: {waits:?}");
+    let again = app.pay(&key, &approved(4321)).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.json::<Value>().await.unwrap()["id"], paid["id"]);
+    assert_eq!(app.ledger().await.len(), 2);
+    assert_eq!(app.db.count("payments").await, 2);
+}
