@@ -113,8 +113,8 @@ function request()
 end
 function done(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format("WRK %d %d %d %d %d\n", summary.requests, summary.duration,
-    latency:percentile(50), latency:percentile(99), e.connect + e.read + e.write + e.status + e.timeout))
+  io.write(string.format("WRK %d %d %d %d %d %d %d %d %d\n", summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(99), e.connect, e.read, e.write, e.status, e.timeout))
 end
 "#;
 
@@ -168,7 +168,12 @@ pub(crate) fn wrk_with(
         .split_whitespace()
         .map(|x| x.parse().unwrap())
         .collect();
-    assert_eq!(f[4], 0, "{name}: wrk saw errors or non-2xx answers");
+    let errors: u64 = f[4..9].iter().sum();
+    assert_eq!(
+        errors, 0,
+        "{name}: wrk saw errors: connect {} read {} write {} non-2xx {} timeout {}",
+        f[4], f[5], f[6], f[7], f[8]
+    );
     Row {
         name,
         count: f[0] as usize,
