@@ -183,6 +183,24 @@ pub(crate) fn wrk_with(
     }
 }
 
+/// The scenario table: count, rate and latency percentiles, one row each.
+fn print_table(rows: &[&Row]) {
+    println!(
+        "{:<46} {:>8} {:>10} {:>9} {:>9}",
+        "scenario", "n", "per s", "p50 ms", "p99 ms"
+    );
+    for r in rows {
+        println!(
+            "{:<46} {:>8} {:>10.0} {:>9.2} {:>9.2}",
+            r.name,
+            r.count,
+            r.rate(),
+            r.p50_ms,
+            r.p99_ms
+        );
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let secs: u64 = std::env::var("BENCH_SECS")
@@ -261,20 +279,7 @@ async fn main() {
         "payment-api benchmark: {CONCURRENCY} connections (wrk, {secs} s each), SQLite WAL synchronous=FULL, {} cores",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
     );
-    println!(
-        "{:<46} {:>8} {:>10} {:>9} {:>9}",
-        "scenario", "n", "per s", "p50 ms", "p99 ms"
-    );
-    for r in [&raw, &bare, &first, &replay, &replay_db] {
-        println!(
-            "{:<46} {:>8} {:>10.0} {:>9.2} {:>9.2}",
-            r.name,
-            r.count,
-            r.rate(),
-            r.p50_ms,
-            r.p99_ms
-        );
-    }
+    print_table(&[&raw, &bare, &first, &replay, &replay_db]);
     println!();
     println!(
         "first executions / raw durable commits: {:.2}x (target >= 0.5)",

@@ -2,7 +2,7 @@
 //! replicas (real `payment-api` processes) sharing one database, beside PostgreSQL's own durable
 //! commit rate measured in the same run.
 
-use super::{wrk_with, Row, API_KEY, CONCURRENCY};
+use super::{print_table, wrk_with, Row, API_KEY, CONCURRENCY};
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -240,27 +240,14 @@ impl Figures {
     pub fn print(&self, sqlite_first: &Row, sqlite_replay: &Row) {
         println!();
         println!("PostgreSQL store (127.0.0.1:5432, synchronous_commit on), same wrk load; replicas are release processes");
-        println!(
-            "{:<46} {:>8} {:>10} {:>9} {:>9}",
-            "scenario", "n", "per s", "p50 ms", "p99 ms"
-        );
-        for r in [
+        print_table(&[
             &self.raw_one,
             &self.raw_many,
             &self.first_1,
             &self.replay_1,
             &self.first_3,
             &self.replay_3,
-        ] {
-            println!(
-                "{:<46} {:>8} {:>10.0} {:>9.2} {:>9.2}",
-                r.name,
-                r.count,
-                r.rate(),
-                r.p50_ms,
-                r.p99_ms
-            );
-        }
+        ]);
         println!();
         println!(
             "PG first executions (1 replica) / raw PG commits (32 conns): {:.2}x",

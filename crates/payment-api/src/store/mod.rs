@@ -17,6 +17,25 @@ use serde::Serialize;
 /// Result of store operations.
 pub type StoreResult<T> = std::result::Result<T, StoreError>;
 
+/// The columns of `payments`, in the order both stores read and write them.
+const PAYMENT_COLUMNS: &str =
+    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at";
+
+/// A stored response from its two nullable columns: both or neither.
+fn stored_response(
+    status: Option<i64>,
+    body: Option<Vec<u8>>,
+) -> StoreResult<Option<StoredResponse>> {
+    match (status, body) {
+        (Some(s), Some(body)) => Ok(Some(StoredResponse {
+            status: u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status {s}")))?,
+            body,
+        })),
+        (None, None) => Ok(None),
+        _ => Err(StoreError::Corrupt("response status without body".into())),
+    }
+}
+
 /// A response as it was first sent; replays send these exact bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredResponse {

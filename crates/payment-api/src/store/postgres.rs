@@ -228,23 +228,6 @@ fn ledger_from_row(r: &Row) -> LedgerRow {
     }
 }
 
-fn stored_response(
-    status: Option<i32>,
-    body: Option<Vec<u8>>,
-) -> StoreResult<Option<StoredResponse>> {
-    match (status, body) {
-        (Some(s), Some(body)) => Ok(Some(StoredResponse {
-            status: u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status {s}")))?,
-            body,
-        })),
-        (None, None) => Ok(None),
-        _ => Err(StoreError::Corrupt("response status without body".into())),
-    }
-}
-
-const PAYMENT_COLUMNS: &str =
-    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at";
-
 const LEDGER_COLUMNS: &str =
     "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at";
 
@@ -271,7 +254,7 @@ impl Store for PgStore {
         row.map(|r| {
             Ok(KeyRecord {
                 fingerprint: Fingerprint::from_stored(r.get(0)),
-                response: stored_response(r.get(1), r.get(2))?,
+                response: stored_response(r.get::<_, Option<i32>>(1).map(i64::from), r.get(2))?,
                 completed_at: r.get(3),
             })
         })
@@ -322,7 +305,9 @@ impl Store for PgStore {
             let (locked_until, fence, now): (i64, i64, i64) = (row.get(1), row.get(2), row.get(5));
             let action = if row.get::<_, &str>(0) != fp {
                 NextAction::FingerprintMismatch
-            } else if let Some(saved) = stored_response(row.get(3), row.get(4))? {
+            } else if let Some(saved) =
+                stored_response(row.get::<_, Option<i32>>(3).map(i64::from), row.get(4))?
+            {
                 NextAction::ReturnSavedResponse(saved)
             } else if locked_until > now {
                 NextAction::InProgress {

@@ -126,23 +126,6 @@ fn ledger_from_row(r: &Row<'_>) -> rusqlite::Result<LedgerRow> {
     })
 }
 
-fn stored_response(
-    status: Option<i64>,
-    body: Option<Vec<u8>>,
-) -> StoreResult<Option<StoredResponse>> {
-    match (status, body) {
-        (Some(s), Some(body)) => Ok(Some(StoredResponse {
-            status: u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status {s}")))?,
-            body,
-        })),
-        (None, None) => Ok(None),
-        _ => Err(StoreError::Corrupt("response status without body".into())),
-    }
-}
-
-const PAYMENT_COLUMNS: &str =
-    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at";
-
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn lookup_key(

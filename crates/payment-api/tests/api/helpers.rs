@@ -287,17 +287,7 @@ impl TestApp {
 
     /// The gateway ledger through the admin route.
     pub async fn ledger(&self) -> Vec<Value> {
-        let v: Value = self
-            .client
-            .get(format!("{}/admin/ledger", self.url))
-            .bearer_auth(ADMIN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        v["cobrancas"].as_array().unwrap().clone()
+        ledger_at(&self.client, &self.url).await
     }
 
     /// `PUT /admin/faults` as QA sends it.
@@ -325,6 +315,20 @@ impl TestApp {
     pub async fn stored_keys(&self) -> i64 {
         self.db.count("idempotency_keys").await
     }
+}
+
+/// The gateway ledger of the server at `base`, through its admin route.
+pub async fn ledger_at(client: &reqwest::Client, base: &str) -> Vec<Value> {
+    let v: Value = client
+        .get(format!("{base}/admin/ledger"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["cobrancas"].as_array().unwrap().clone()
 }
 
 /// `POST {base}/pagamentos` with merchant A's key; the error is kept for tests of lost answers.

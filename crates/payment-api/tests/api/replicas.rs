@@ -218,25 +218,12 @@ async fn a_replica_killed_mid_execution_is_completed_by_another_after_the_lease(
         "no 5xx on the survivors: {statuses:?}"
     );
     assert_eq!(db.count("gateway_ledger").await, 61);
-    let ledger: Vec<Value> = others_ledger(&client, &others[0].url).await;
+    let ledger: Vec<Value> = ledger_at(&client, &others[0].url).await;
     assert_eq!(
         ledger.iter().filter(|r| r["valor"] == 7700).count(),
         1,
         "the killed key charged once"
     );
-}
-
-async fn others_ledger(client: &reqwest::Client, url: &str) -> Vec<Value> {
-    let v: Value = client
-        .get(format!("{url}/admin/ledger"))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["cobrancas"].as_array().unwrap().clone()
 }
 
 /// Replicas one hour ahead and one hour behind agree with an honest one, because leases and
