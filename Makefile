@@ -30,12 +30,13 @@ deps-gui:
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; fi
 	@command -v tauri-driver >/dev/null || $(CARGO) install tauri-driver --locked --version '^2'
 
-## api: the payment API on $(API_LISTEN) with a sandbox database, key and admin token.
+## api: the payment API on $(API_LISTEN) with a sandbox key and admin token, on a sandbox SQLite
+## database, or on PostgreSQL when DATABASE_URL is set.
 api:
 	@mkdir -p $(SANDBOX_DIR)
 	$(CARGO) run --release -p payment-api -- \
 		--listen $(API_LISTEN) \
-		--database $(SANDBOX_DIR)/pagar-api.db \
+		$(if $(DATABASE_URL),--database-url "$(DATABASE_URL)",--database $(SANDBOX_DIR)/pagar-api.db) \
 		--api-key $(API_KEY)=loja_sandbox \
 		--admin-token $(ADMIN_TOKEN)
 
