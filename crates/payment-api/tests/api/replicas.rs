@@ -231,7 +231,8 @@ async fn a_replica_killed_mid_execution_is_completed_by_another_after_the_lease(
 #[tokio::test]
 async fn replicas_with_skewed_clocks_behave_the_same() {
     let db = TestDb::new(Backend::Postgres).await;
-    let common = ["--lease-ms", "10000", "--slow-gateway-ms", "1500"];
+    // The gateway takes 4 s: both skewed replicas ask while the honest one still executes.
+    let common = ["--lease-ms", "10000", "--slow-gateway-ms", "4000"];
     let honest = ServerProcess::start(&db, &common);
     let ahead = ServerProcess::start(
         &db,
