@@ -22,7 +22,7 @@ pub enum StoreError {
     #[error(transparent)]
     Db(#[from] durable_sqlite::Error),
     /// PostgreSQL said no.
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", describe_postgres(.0))]
     Postgres(#[from] tokio_postgres::Error),
     /// PostgreSQL could not be reached, configured or migrated.
     #[error("postgres: {0}")]
@@ -30,6 +30,22 @@ pub enum StoreError {
     /// A stored row did not have the expected shape.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+}
+
+/// A PostgreSQL error with its reason: tokio-postgres's own message is only "db error" or
+/// "error connecting to server", with the reason kept in the server's answer or the source chain.
+pub fn describe_postgres(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{} (SQLSTATE {})", db.message(), db.code().code());
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// Every way a request can fail.

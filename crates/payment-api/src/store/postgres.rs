@@ -15,7 +15,9 @@
 
 use super::*;
 use crate::clock::Clock;
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,10 +165,7 @@ impl PgStore {
     }
 
     async fn conn(&self) -> StoreResult<Object> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))
+        get(&self.pool).await
     }
 }
 
@@ -179,7 +178,16 @@ async fn migrate(config: &tokio_postgres::Config) -> StoreResult<()> {
     let ran = embedded::migrations::runner()
         .run_async(&mut client)
         .await
-        .map_err(|e| StoreError::Unavailable(format!("migração: {e}")));
+        .map_err(|e| match e.kind() {
+            refinery::error::Kind::Connection(_, source) => StoreError::Unavailable(format!(
+                "migração: {}",
+                source
+                    .downcast_ref::<tokio_postgres::Error>()
+                    .map(crate::error::describe_postgres)
+                    .unwrap_or_else(|| source.to_string())
+            )),
+            _ => StoreError::Unavailable(format!("migração: {e}")),
+        });
     client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
         .await?;
@@ -188,11 +196,19 @@ async fn migrate(config: &tokio_postgres::Config) -> StoreResult<()> {
     ran.map(|_| ())
 }
 
+/// A pooled connection, or why there is none.
+async fn get(pool: &Pool) -> StoreResult<Object> {
+    pool.get().await.map_err(|e| match e {
+        PoolError::Backend(pg) => StoreError::Postgres(pg),
+        PoolError::Timeout(_) => {
+            StoreError::Unavailable("nenhuma conexão livre no pool a tempo".into())
+        }
+        other => StoreError::Unavailable(other.to_string()),
+    })
+}
+
 async fn measure_offset(pool: &Pool, local: &dyn Clock, offset: &AtomicI64) -> StoreResult<()> {
-    let c = pool
-        .get()
-        .await
-        .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+    let c = get(pool).await?;
     let before = local.now_ms();
     let db: i64 = c.query_one("SELECT pagar_now_ms()", &[]).await?.get(0);
     let after = local.now_ms();

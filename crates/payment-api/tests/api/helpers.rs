@@ -81,7 +81,14 @@ impl TestDb {
     pub fn args(&self) -> Vec<String> {
         match self {
             Self::Sqlite { path, .. } => vec!["--database".into(), path.display().to_string()],
-            Self::Postgres { url, .. } => vec!["--database-url".into(), url.clone()],
+            // Three replicas per test, two tests at a time: 8 connections each keeps a run far
+            // below PostgreSQL's default max_connections (100).
+            Self::Postgres { url, .. } => vec![
+                "--database-url".into(),
+                url.clone(),
+                "--pg-max-connections".into(),
+                "8".into(),
+            ],
         }
     }
 
@@ -156,7 +163,10 @@ async fn admin(sql: &str) {
     let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap_or_else(|e| {
-            panic!("PostgreSQL at {url} (start it: pg_ctlcluster --skip-systemctl-redirect 15 main start): {e}")
+            panic!(
+                "PostgreSQL at {url} (make deps-pg starts it): {}",
+                payment_api::error::describe_postgres(&e)
+            )
         });
     let driver = tokio::spawn(conn);
     client.batch_execute(sql).await.unwrap();
@@ -420,7 +430,7 @@ impl ServerProcess {
         let url = line
             .trim()
             .strip_prefix("listening on ")
-            .expect("server printed its address")
+            .unwrap_or_else(|| panic!("the server did not start (its stderr is above): {line:?}"))
             .to_string();
         Self { child, url }
     }

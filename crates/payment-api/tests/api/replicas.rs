@@ -322,9 +322,8 @@ async fn replicas_with_skewed_clocks_behave_the_same() {
     assert_eq!(db.count("gateway_ledger").await, 2);
 }
 
-#[tokio::test]
-async fn an_unreachable_database_is_a_clear_error_and_a_non_zero_exit() {
-    let started = Instant::now();
+/// The `payment-api` binary started on `url`: its exit status and stderr.
+fn start_on(url: &str) -> (std::process::ExitStatus, String, Vec<u8>) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_payment-api"))
         .args([
             "--listen",
@@ -332,21 +331,46 @@ async fn an_unreachable_database_is_a_clear_error_and_a_non_zero_exit() {
             "--api-key",
             "sk_test_loja_a_123=loja_a",
             "--database-url",
-            "postgres://pagar:segredo@127.0.0.1:1/pagar",
+            url,
         ])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert_eq!(out.status.code(), Some(1));
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.stdout,
+    )
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_a_clear_error_and_a_non_zero_exit() {
+    let started = Instant::now();
+    // Nothing listens on port 1; the password must never be printed.
+    let (status, stderr, stdout) = start_on("postgres://pagar:segredo@127.0.0.1:1/pagar");
+    assert_eq!(status.code(), Some(1));
     assert!(stderr.contains("PostgreSQL"), "{stderr}");
     assert!(stderr.contains("inacessível"), "{stderr}");
+    assert!(stderr.contains("error connecting to server"), "{stderr}");
+    assert!(stderr.contains("pagar:***@"), "{stderr}");
     assert!(
         !stderr.contains("segredo"),
         "the password is not printed: {stderr}"
     );
-    assert!(out.stdout.is_empty(), "it never said it was listening");
+    assert!(stdout.is_empty(), "it never said it was listening");
     assert!(started.elapsed() < Duration::from_secs(20));
+
+    // The server answers, but the database does not exist: the server's reason is shown.
+    let (status, stderr, _) = start_on("postgres://postgres@127.0.0.1:5432/pagar_nao_existe");
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        stderr.contains(r#"database "pagar_nao_existe" does not exist"#),
+        "{stderr}"
+    );
+
+    // Not a PostgreSQL URL at all.
+    let (status, stderr, _) = start_on("mysql://root@127.0.0.1/pagar");
+    assert_eq!(status.code(), Some(1));
+    assert!(stderr.contains("postgres://"), "{stderr}");
 }
 
 /// Every pooled connection dies at once (a database restart or failover): requests answer a
