@@ -4,7 +4,7 @@
 
 use payment_api::clock::SystemClock;
 use payment_api::domain::MerchantId;
-use payment_api::store::SqliteStore;
+use payment_api::store::{PaymentField, SqliteStore};
 use payment_api::RunningServer;
 use rand::Rng;
 use std::io::{BufRead, BufReader};
@@ -105,7 +105,10 @@ async fn assert_one_charge_each(outbox: &Path, api: &RunningServer) -> usize {
     let all = attempts(outbox);
     for (id, key, state) in &all {
         assert_eq!(state, "aprovado", "attempt {id}");
-        let by_ref = store.payments_by_referencia(&merchant, id).await.unwrap();
+        let by_ref = store
+            .payments_by(&merchant, PaymentField::Referencia, id)
+            .await
+            .unwrap();
         assert_eq!(by_ref.len(), 1, "one payment for attempt {id}");
         assert_eq!(&by_ref[0].idempotency_key, key, "paid under its stored key");
         let charges = ledger

@@ -105,6 +105,11 @@ impl Config {
         c
     }
 
+    /// The key retention in milliseconds (the reaper's cutoff and the replay cache's horizon).
+    pub fn key_retention_ms(&self) -> crate::clock::Millis {
+        i64::try_from(self.key_retention_secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+    }
+
     /// Every API key with its merchant, from flags, env and the key file.
     pub fn load_api_keys(&self) -> Result<HashMap<String, MerchantId>, String> {
         let mut keys: HashMap<String, MerchantId> = self.api_keys.iter().cloned().collect();

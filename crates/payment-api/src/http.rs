@@ -8,7 +8,7 @@ use crate::faults::Faults;
 use crate::metrics::Outcome;
 use crate::payments::{self, Prepared};
 use crate::state::AppState;
-use crate::store::{LedgerRow, Payment};
+use crate::store::{LedgerRow, Payment, PaymentField};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -263,8 +263,18 @@ async fn list_payments(
     let merchant = authenticate(&state, &headers)?;
     let Query(q) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let pagamentos = match (q.referencia, q.idempotency_key) {
-        (Some(r), None) => state.store().payments_by_referencia(&merchant, &r).await?,
-        (None, Some(k)) => state.store().payments_by_key(&merchant, &k).await?,
+        (Some(r), None) => {
+            state
+                .store()
+                .payments_by(&merchant, PaymentField::Referencia, &r)
+                .await?
+        }
+        (None, Some(k)) => {
+            state
+                .store()
+                .payments_by(&merchant, PaymentField::IdempotencyKey, &k)
+                .await?
+        }
         _ => {
             return Err(ApiError::BadQuery(
                 "informe exatamente um de: referencia, idempotency_key".into(),

@@ -111,32 +111,30 @@ async fn claim_and_execute(
     conn: Option<ConnHandle>,
 ) -> Result<Response> {
     let state = &state;
-    {
-        let started = Instant::now();
-        let next = state
-            .store()
-            .claim(Claim {
-                merchant: p.merchant.clone(),
-                key: p.key.clone(),
-                fingerprint: p.fingerprint.clone(),
-                lease_ms: state.lease_ms(),
-            })
-            .await?;
-        state.metrics().store_op("claim", started);
-        match next {
-            NextAction::ReturnSavedResponse(saved) => Ok(replay(state, saved)),
-            NextAction::FingerprintMismatch => Err(ApiError::FingerprintMismatch),
-            NextAction::InProgress { retry_after_ms } => Err(ApiError::KeyInProgress {
-                retry_after_secs: u64::try_from((retry_after_ms + 999) / 1000)
-                    .unwrap_or(1)
-                    .max(1),
-            }),
-            NextAction::StartProcessing { fence, takeover } => {
-                if takeover {
-                    tracing::warn!(fence, "lease expired: taking over the key");
-                }
-                execute(state, &p, fence, &faults, conn.as_ref()).await
+    let started = Instant::now();
+    let next = state
+        .store()
+        .claim(Claim {
+            merchant: p.merchant.clone(),
+            key: p.key.clone(),
+            fingerprint: p.fingerprint.clone(),
+            lease_ms: state.lease_ms(),
+        })
+        .await?;
+    state.metrics().store_op("claim", started);
+    match next {
+        NextAction::ReturnSavedResponse(saved) => Ok(replay(state, saved)),
+        NextAction::FingerprintMismatch => Err(ApiError::FingerprintMismatch),
+        NextAction::InProgress { retry_after_ms } => Err(ApiError::KeyInProgress {
+            retry_after_secs: u64::try_from((retry_after_ms + 999) / 1000)
+                .unwrap_or(1)
+                .max(1),
+        }),
+        NextAction::StartProcessing { fence, takeover } => {
+            if takeover {
+                tracing::warn!(fence, "lease expired: taking over the key");
             }
+            execute(state, &p, fence, &faults, conn.as_ref()).await
         }
     }
 }
@@ -235,7 +233,7 @@ async fn execute(
     state.metrics().store_op("finish", started);
     match finished {
         FinishOutcome::Stored => {
-            remember(state, p, response.clone(), state.store().now_ms());
+            remember(state, p, response.clone(), created_at);
             state.metrics().request(Outcome::first);
             tracing::info!(status = status_code, payment = %payment.id, replay = false, "payment executed");
             if fires(faults.drop_response_probability) {

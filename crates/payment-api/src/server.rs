@@ -143,7 +143,7 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> Result<R
     let reaper = tokio::spawn(reap(
         state.clone(),
         Duration::from_secs(config.reaper_interval_secs.max(1)),
-        i64::try_from(config.key_retention_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
+        config.key_retention_ms(),
     ));
     tracing::info!(%addr, admin = state.admin_token().is_some(), "payment API listening");
     Ok(RunningServer {

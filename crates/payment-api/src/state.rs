@@ -43,10 +43,7 @@ impl AppState {
             admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
             faults: RwLock::new(config.faults.clone()),
             metrics: Metrics::default(),
-            replays: ReplayCache::new(
-                config.replay_cache_entries,
-                i64::try_from(config.key_retention_secs.saturating_mul(1000)).unwrap_or(i64::MAX),
-            ),
+            replays: ReplayCache::new(config.replay_cache_entries, config.key_retention_ms()),
             lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
             max_body_bytes: config.max_body_bytes,
             max_header_bytes: config.max_header_bytes,

@@ -36,6 +36,25 @@ fn stored_response(
     }
 }
 
+/// What a client can look its payments up by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentField {
+    /// The client's own reference (`referencia`).
+    Referencia,
+    /// The idempotency key that created the payment.
+    IdempotencyKey,
+}
+
+impl PaymentField {
+    /// Its column in `payments`.
+    fn column(self) -> &'static str {
+        match self {
+            PaymentField::Referencia => "referencia",
+            PaymentField::IdempotencyKey => "idempotency_key",
+        }
+    }
+}
+
 /// A response as it was first sent; replays send these exact bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredResponse {
@@ -206,14 +225,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> StoreResult<()>;
     /// A payment by id, for its merchant.
     async fn payment(&self, merchant: &MerchantId, id: &str) -> StoreResult<Option<Payment>>;
-    /// Payments by client reference, for its merchant, oldest first.
-    async fn payments_by_referencia(
+    /// Payments whose `field` is `value`, for its merchant, oldest first.
+    async fn payments_by(
         &self,
         merchant: &MerchantId,
-        referencia: &str,
+        field: PaymentField,
+        value: &str,
     ) -> StoreResult<Vec<Payment>>;
-    /// Payments created by an idempotency key, for its merchant.
-    async fn payments_by_key(&self, merchant: &MerchantId, key: &str) -> StoreResult<Vec<Payment>>;
     /// Deletes completed keys older than `retention_ms`; never keys in progress, never payments.
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64>;
     /// Records a charge once per downstream key; returns the row that holds it (new or earlier).

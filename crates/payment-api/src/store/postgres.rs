@@ -430,17 +430,22 @@ impl Store for PgStore {
             .map(payment_from_row))
     }
 
-    async fn payments_by_referencia(
+    async fn payments_by(
         &self,
         merchant: &MerchantId,
-        referencia: &str,
+        field: PaymentField,
+        value: &str,
     ) -> StoreResult<Vec<Payment>> {
-        self.payments_where("referencia", merchant, referencia)
-            .await
-    }
-
-    async fn payments_by_key(&self, merchant: &MerchantId, key: &str) -> StoreResult<Vec<Payment>> {
-        self.payments_where("idempotency_key", merchant, key).await
+        let column = field.column();
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = $1 AND {column} = $2
+                 ORDER BY created_at, id"
+            ))
+            .await?;
+        let rows = c.query(&st, &[&merchant.as_ref(), &value]).await?;
+        Ok(rows.iter().map(payment_from_row).collect())
     }
 
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
@@ -509,25 +514,6 @@ impl Store for PgStore {
 
     fn now_ms(&self) -> Millis {
         self.local.now_ms() + self.db_offset.load(Ordering::Relaxed) + self.shift()
-    }
-}
-
-impl PgStore {
-    async fn payments_where(
-        &self,
-        column: &'static str,
-        merchant: &MerchantId,
-        value: &str,
-    ) -> StoreResult<Vec<Payment>> {
-        let c = self.conn().await?;
-        let st = c
-            .prepare_cached(&format!(
-                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = $1 AND {column} = $2
-                 ORDER BY created_at, id"
-            ))
-            .await?;
-        let rows = c.query(&st, &[&merchant.as_ref(), &value]).await?;
-        Ok(rows.iter().map(payment_from_row).collect())
     }
 }
 

@@ -5,7 +5,7 @@
 use super::*;
 use crate::clock::Clock;
 use durable_sqlite::{exec, Db, Options};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension, Row};
 use rusqlite_migration::{Migrations, M};
 use std::path::Path;
 use std::sync::Arc;
@@ -82,20 +82,6 @@ impl SqliteStore {
     pub fn close(&self) {
         self.db.close();
     }
-
-    async fn write<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
-    ) -> StoreResult<T> {
-        self.db.write(f).await
-    }
-
-    async fn read<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
-    ) -> StoreResult<T> {
-        self.db.read(f).await
-    }
 }
 
 fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<Payment> {
@@ -134,7 +120,7 @@ impl Store for SqliteStore {
         key: &IdempotencyKey,
     ) -> StoreResult<Option<KeyRecord>> {
         let (m, k) = (merchant.to_string(), key.as_ref().to_string());
-        self.read(move |c| {
+        self.db.read(move |c| {
             let row = c
                 .prepare_cached(
                     "SELECT fingerprint, response_status, response_body, completed_at FROM idempotency_keys
@@ -159,64 +145,65 @@ impl Store for SqliteStore {
 
     async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
         let now = self.now_ms();
-        self.write(move |c| {
-            let (m, k) = (claim.merchant.as_ref(), claim.key.as_ref());
-            let inserted = exec(
-                c,
-                "INSERT INTO idempotency_keys
+        self.db
+            .write(move |c| {
+                let (m, k) = (claim.merchant.as_ref(), claim.key.as_ref());
+                let inserted = exec(
+                    c,
+                    "INSERT INTO idempotency_keys
                      (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
                  VALUES (?1, ?2, ?3, ?4, ?5, 1, 'started')
                  ON CONFLICT (merchant, key) DO NOTHING",
-                params![m, k, claim.fingerprint.as_ref(), now, now + claim.lease_ms],
-            )?;
-            if inserted == 1 {
-                return Ok(NextAction::StartProcessing {
-                    fence: 1,
-                    takeover: false,
-                });
-            }
-            let (fp, locked_until, fence, status, body): (
-                String,
-                i64,
-                i64,
-                Option<i64>,
-                Option<Vec<u8>>,
-            ) = c.query_row(
-                "SELECT fingerprint, locked_until, fence, response_status, response_body
+                    params![m, k, claim.fingerprint.as_ref(), now, now + claim.lease_ms],
+                )?;
+                if inserted == 1 {
+                    return Ok(NextAction::StartProcessing {
+                        fence: 1,
+                        takeover: false,
+                    });
+                }
+                let (fp, locked_until, fence, status, body): (
+                    String,
+                    i64,
+                    i64,
+                    Option<i64>,
+                    Option<Vec<u8>>,
+                ) = c.query_row(
+                    "SELECT fingerprint, locked_until, fence, response_status, response_body
                      FROM idempotency_keys WHERE merchant = ?1 AND key = ?2",
-                params![m, k],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-            )?;
-            if fp != claim.fingerprint.as_ref() {
-                return Ok(NextAction::FingerprintMismatch);
-            }
-            if let Some(saved) = stored_response(status, body)? {
-                return Ok(NextAction::ReturnSavedResponse(saved));
-            }
-            if locked_until > now {
-                return Ok(NextAction::InProgress {
-                    retry_after_ms: locked_until - now,
-                });
-            }
-            // The holder's lease ran out (it crashed or stalled): take over with a new fence so
-            // the stale worker can no longer write.
-            exec(
-                c,
-                "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
+                    params![m, k],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                )?;
+                if fp != claim.fingerprint.as_ref() {
+                    return Ok(NextAction::FingerprintMismatch);
+                }
+                if let Some(saved) = stored_response(status, body)? {
+                    return Ok(NextAction::ReturnSavedResponse(saved));
+                }
+                if locked_until > now {
+                    return Ok(NextAction::InProgress {
+                        retry_after_ms: locked_until - now,
+                    });
+                }
+                // The holder's lease ran out (it crashed or stalled): take over with a new fence so
+                // the stale worker can no longer write.
+                exec(
+                    c,
+                    "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
                  WHERE merchant = ?1 AND key = ?2",
-                params![m, k, fence + 1, now + claim.lease_ms],
-            )?;
-            Ok(NextAction::StartProcessing {
-                fence: fence + 1,
-                takeover: true,
+                    params![m, k, fence + 1, now + claim.lease_ms],
+                )?;
+                Ok(NextAction::StartProcessing {
+                    fence: fence + 1,
+                    takeover: true,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn finish(&self, done: Completion) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
-        self.write(move |c| {
+        self.db.write(move |c| {
             let updated = exec(
                 c,
                 "UPDATE idempotency_keys
@@ -264,59 +251,69 @@ impl Store for SqliteStore {
         fence: i64,
     ) -> StoreResult<()> {
         let (m, k) = (merchant.to_string(), key.as_ref().to_string());
-        self.write(move |c| {
-            exec(
-                c,
-                "UPDATE idempotency_keys SET locked_until = 0
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE idempotency_keys SET locked_until = 0
                  WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
-                params![m, k, fence],
-            )?;
-            Ok(())
-        })
-        .await
+                    params![m, k, fence],
+                )?;
+                Ok(())
+            })
+            .await
     }
 
     async fn payment(&self, merchant: &MerchantId, id: &str) -> StoreResult<Option<Payment>> {
         let (m, id) = (merchant.to_string(), id.to_string());
-        self.read(move |c| {
-            Ok(c.query_row(
-                &format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND id = ?2"),
-                params![m, id],
-                payment_from_row,
-            )
-            .optional()?)
-        })
-        .await
-    }
-
-    async fn payments_by_referencia(
-        &self,
-        merchant: &MerchantId,
-        referencia: &str,
-    ) -> StoreResult<Vec<Payment>> {
-        self.payments_where("referencia", merchant, referencia)
+        self.db
+            .read(move |c| {
+                Ok(c.query_row(
+                    &format!(
+                        "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND id = ?2"
+                    ),
+                    params![m, id],
+                    payment_from_row,
+                )
+                .optional()?)
+            })
             .await
     }
 
-    async fn payments_by_key(&self, merchant: &MerchantId, key: &str) -> StoreResult<Vec<Payment>> {
-        self.payments_where("idempotency_key", merchant, key).await
+    async fn payments_by(
+        &self,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+    ) -> StoreResult<Vec<Payment>> {
+        let column = field.column();
+        let (m, v) = (merchant.to_string(), value.to_string());
+        self.db.read(move |c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
+            ))?;
+            let rows = st.query_map(params![m, v], payment_from_row)?.collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
     }
 
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
         let cutoff = self.now_ms() - retention_ms;
-        self.write(move |c| {
-            Ok(exec(
+        self.db
+            .write(move |c| {
+                Ok(exec(
                 c,
                 "DELETE FROM idempotency_keys WHERE completed_at IS NOT NULL AND completed_at < ?1",
                 params![cutoff],
             )? as u64)
-        })
-        .await
+            })
+            .await
     }
 
     async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<LedgerRow> {
         let now = self.now_ms();
-        self.write(move |c| {
+        self.db.write(move |c| {
             exec(
                 c,
                 "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at)
@@ -342,42 +339,25 @@ impl Store for SqliteStore {
     }
 
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>> {
-        self.read(|c| {
-            let mut st = c.prepare("SELECT * FROM gateway_ledger ORDER BY seq")?;
-            let rows = st
-                .query_map([], ledger_from_row)?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })
-        .await
+        self.db
+            .read(|c| {
+                let mut st = c.prepare("SELECT * FROM gateway_ledger ORDER BY seq")?;
+                let rows = st
+                    .query_map([], ledger_from_row)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
     }
 
     async fn health(&self) -> StoreResult<()> {
-        self.read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+        self.db
+            .read(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
             .await
     }
 
     fn now_ms(&self) -> Millis {
         self.clock.now_ms()
-    }
-}
-
-impl SqliteStore {
-    async fn payments_where(
-        &self,
-        column: &'static str,
-        merchant: &MerchantId,
-        value: &str,
-    ) -> StoreResult<Vec<Payment>> {
-        let (m, v) = (merchant.to_string(), value.to_string());
-        self.read(move |c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
-            ))?;
-            let rows = st.query_map(params![m, v], payment_from_row)?.collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })
-        .await
     }
 }
 
