@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::domain::AttemptState;
-use crate::outbox::SendJob;
+use crate::outbox::{FinalAnswer, SendJob};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::StatusCode;
 use serde::Deserialize;
@@ -13,18 +13,7 @@ use std::time::{Duration, SystemTime};
 #[derive(Debug, Clone)]
 pub enum Answer {
     /// `aprovado` (201) or `recusado` (402).
-    Final {
-        /// Final state.
-        state: AttemptState,
-        /// HTTP status.
-        status: u16,
-        /// Body as received.
-        body: Vec<u8>,
-        /// Server payment id.
-        payment_id: Option<String>,
-        /// Decline reason.
-        motivo: Option<String>,
-    },
+    Final(FinalAnswer),
     /// Worth retrying with the same key and bytes.
     Retry {
         /// What the server asked for, if it did.
@@ -205,7 +194,7 @@ fn problem_text(status: StatusCode, body: &[u8]) -> String {
 fn classify(status: StatusCode, retry_after: Option<Duration>, body: Vec<u8>) -> Answer {
     match status.as_u16() {
         201 | 402 => match serde_json::from_slice::<PaymentView>(&body) {
-            Ok(p) => Answer::Final {
+            Ok(p) => Answer::Final(FinalAnswer {
                 state: if p.status == "aprovado" && status == StatusCode::CREATED {
                     AttemptState::Aprovado
                 } else {
@@ -215,7 +204,7 @@ fn classify(status: StatusCode, retry_after: Option<Duration>, body: Vec<u8>) ->
                 payment_id: Some(p.id),
                 motivo: p.motivo,
                 body,
-            },
+            }),
             // A final status whose body we cannot read: the outcome is not safely known.
             Err(e) => Answer::Review {
                 reason: format!("HTTP {}: resposta ilegível ({e})", status.as_u16()),
@@ -266,9 +255,9 @@ mod tests {
     fn a_decline_is_final_with_its_reason() {
         let body = br#"{"id":"pay_1","status":"recusado","motivo":"saldo_insuficiente"}"#.to_vec();
         match classify(StatusCode::PAYMENT_REQUIRED, None, body) {
-            Answer::Final { state, motivo, .. } => {
-                assert_eq!(state, AttemptState::Recusado);
-                assert_eq!(motivo.as_deref(), Some("saldo_insuficiente"));
+            Answer::Final(f) => {
+                assert_eq!(f.state, AttemptState::Recusado);
+                assert_eq!(f.motivo.as_deref(), Some("saldo_insuficiente"));
             }
             other => panic!("{other:?}"),
         }

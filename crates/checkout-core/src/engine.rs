@@ -161,10 +161,7 @@ impl Checkout {
             .await?;
         if let PayOutcome::Created(a) = &outcome {
             tracing::info!(attempt = %a.id, key = %a.idempotency_key, valor = a.valor, "attempt stored");
-            self.inner.emit(Event::AttemptChanged {
-                attempt: Box::new(a.clone()),
-            });
-            self.inner.emit(Event::QueueChanged { queue });
+            self.inner.announce(a.clone(), queue);
             self.inner.wake.notify_one();
         }
         Ok(outcome)
@@ -174,10 +171,7 @@ impl Checkout {
     /// fixed what the server refused, for example the API key).
     pub async fn retry_review(&self, attempt_id: &str) -> Result<Attempt> {
         let (a, queue) = self.inner.outbox.retry_review(attempt_id, now_ms()).await?;
-        self.inner.emit(Event::AttemptChanged {
-            attempt: Box::new(a.clone()),
-        });
-        self.inner.emit(Event::QueueChanged { queue });
+        self.inner.announce(a.clone(), queue);
         self.inner.wake.notify_one();
         Ok(a)
     }
@@ -189,7 +183,7 @@ impl Checkout {
 
     /// Connectivity as last seen.
     pub fn connectivity(&self) -> Connectivity {
-        Connectivity::from_u8(self.inner.connectivity.load(Ordering::SeqCst))
+        self.inner.connectivity()
     }
 
     /// One attempt.
@@ -253,6 +247,14 @@ impl Inner {
     fn emit(&self, e: Event) {
         // No subscriber is fine: the outbox, not the event stream, is the record.
         let _ = self.events.send(e);
+    }
+
+    /// Tells the app that `attempt` changed and what the queue is now.
+    fn announce(&self, attempt: Attempt, queue: QueueSummary) {
+        self.emit(Event::AttemptChanged {
+            attempt: Box::new(attempt),
+        });
+        self.emit(Event::QueueChanged { queue });
     }
 
     fn stopped(&self) -> bool {
@@ -386,19 +388,7 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
         .await;
     let tries = job.tries + 1;
     let result = match answer {
-        Answer::Final {
-            state,
-            status,
-            body,
-            payment_id,
-            motivo,
-        } => TryResult::Final {
-            state,
-            status,
-            body,
-            payment_id,
-            motivo,
-        },
+        Answer::Final(answer) => TryResult::Final(answer),
         Answer::Retry {
             retry_after, error, ..
         } => {
@@ -432,10 +422,7 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
             if attempt.state != AttemptState::Pendente {
                 tracing::info!(state = attempt.state.as_str(), payment = ?attempt.payment_id, "attempt final");
             }
-            inner.emit(Event::AttemptChanged {
-                attempt: Box::new(attempt),
-            });
-            inner.emit(Event::QueueChanged { queue });
+            inner.announce(attempt, queue);
         }
         Err(e) => {
             // The try's outcome is not stored; the attempt stays due and is tried again with the

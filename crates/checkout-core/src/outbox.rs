@@ -126,22 +126,26 @@ pub struct SendJob {
     pub tries: u32,
 }
 
+/// The server's final answer to an attempt: `aprovado` (201) or `recusado` (402).
+#[derive(Debug, Clone)]
+pub struct FinalAnswer {
+    /// Final state.
+    pub state: AttemptState,
+    /// HTTP status.
+    pub status: u16,
+    /// Body as received.
+    pub body: Vec<u8>,
+    /// Server payment id.
+    pub payment_id: Option<String>,
+    /// Decline reason.
+    pub motivo: Option<String>,
+}
+
 /// How a try ended, to be recorded.
 #[derive(Debug, Clone)]
 pub enum TryResult {
-    /// The server answered finally: `aprovado` or `recusado`.
-    Final {
-        /// Final state.
-        state: AttemptState,
-        /// HTTP status.
-        status: u16,
-        /// Body as received.
-        body: Vec<u8>,
-        /// Server payment id.
-        payment_id: Option<String>,
-        /// Decline reason.
-        motivo: Option<String>,
-    },
+    /// The server answered finally.
+    Final(FinalAnswer),
     /// Try again at `next_try_at`.
     Retry {
         /// When.
@@ -383,13 +387,13 @@ impl Outbox {
         self.db
             .write(move |c| {
                 match result {
-                    TryResult::Final {
+                    TryResult::Final(FinalAnswer {
                         state,
                         status,
                         body,
                         payment_id,
                         motivo,
-                    } => exec(
+                    }) => exec(
                         c,
                         "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
                                 motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7
