@@ -12,8 +12,6 @@
 #[path = "api/postgres.rs"]
 mod postgres;
 
-use payment_api::clock::SystemClock;
-use payment_api::store::SqliteStore;
 use payment_api::Config;
 use rusqlite::{params, Connection};
 use std::sync::{Arc, Mutex};
@@ -227,10 +225,7 @@ async fn main() {
 
     let db = dir.path().join("api.db");
     let config = Config::sandbox(db.clone(), API_KEY, "loja_bench", "bench-admin");
-    let store = SqliteStore::open(&db, Arc::new(SystemClock::default())).unwrap();
-    let server = payment_api::start_with_store(config, Arc::new(store))
-        .await
-        .unwrap();
+    let server = payment_api::start(config).await.unwrap();
     let url = format!("{}/pagamentos", server.url());
     let first = tokio::task::block_in_place(|| {
         wrk(
@@ -247,12 +242,9 @@ async fn main() {
     });
     // The same replays through a second server on the same database with its cache (nearly) off,
     // so every replay reads SQLite.
-    let mut uncached = Config::sandbox(db.clone(), API_KEY, "loja_bench", "bench-admin");
+    let mut uncached = Config::sandbox(db, API_KEY, "loja_bench", "bench-admin");
     uncached.replay_cache_entries = 1;
-    let store = SqliteStore::open(&db, Arc::new(SystemClock::default())).unwrap();
-    let reader = payment_api::start_with_store(uncached, Arc::new(store))
-        .await
-        .unwrap();
+    let reader = payment_api::start(uncached).await.unwrap();
     let reader_url = format!("{}/pagamentos", reader.url());
     let replay_db = tokio::task::block_in_place(|| {
         wrk(
