@@ -92,16 +92,7 @@ async fn fault_probabilities_outside_zero_to_one_are_refused_and_change_nothing(
     assert_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation").await;
     let res = app.put_faults(&json!({"no_such_fault": 1})).await;
     assert_problem(res, StatusCode::BAD_REQUEST, "malformed-json").await;
-    let now: Value = app
-        .client
-        .get(format!("{}/admin/faults", app.url))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let now = admin_get(&app.client, &app.url, "/admin/faults").await;
     assert_eq!(now["drop_response_probability"], 0.0);
 }
 

@@ -286,6 +286,17 @@ impl TestApp {
         req.send().await
     }
 
+    /// `POST /pagamentos` with merchant A's key, this key and `body` as the JSON bytes, verbatim.
+    pub async fn post_json_text(&self, key: &str, body: &str) -> Response {
+        let auth = format!("Bearer {API_KEY}");
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Idempotency-Key", key),
+            ("Content-Type", "application/json"),
+        ];
+        self.post_raw(&headers, body.to_string()).await.unwrap()
+    }
+
     pub async fn get(&self, path: &str) -> Response {
         self.client
             .get(format!("{}{path}", self.url))
@@ -327,18 +338,25 @@ impl TestApp {
     }
 }
 
-/// The gateway ledger of the server at `base`, through its admin route.
-pub async fn ledger_at(client: &reqwest::Client, base: &str) -> Vec<Value> {
-    let v: Value = client
-        .get(format!("{base}/admin/ledger"))
+/// `GET {base}{path}` with the admin token, as JSON.
+pub async fn admin_get(client: &reqwest::Client, base: &str, path: &str) -> Value {
+    client
+        .get(format!("{base}{path}"))
         .bearer_auth(ADMIN)
         .send()
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
-    v["cobrancas"].as_array().unwrap().clone()
+        .unwrap()
+}
+
+/// The gateway ledger of the server at `base`, through its admin route.
+pub async fn ledger_at(client: &reqwest::Client, base: &str) -> Vec<Value> {
+    admin_get(client, base, "/admin/ledger").await["cobrancas"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// `POST {base}/pagamentos` with merchant A's key; the error is kept for tests of lost answers.

@@ -36,19 +36,13 @@ async fn a_bad_api_key_is_401_and_the_key_stays_free(#[case] backend: Backend) {
 async fn malformed_json_is_400_and_the_key_stays_free(#[case] backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = new_key();
-    let auth = format!("Bearer {API_KEY}");
-    let headers = [
-        ("Authorization", auth.as_str()),
-        ("Idempotency-Key", key.as_str()),
-        ("Content-Type", "application/json"),
-    ];
     for bad in [
         r#"{"valor": 100, "cartao": "tok_aprovado""#,
         "",
         "valor=100",
         "{\"valor\": 1e}",
     ] {
-        let res = app.post_raw(&headers, bad).await.unwrap();
+        let res = app.post_json_text(&key, bad).await;
         assert_problem(res, StatusCode::BAD_REQUEST, "malformed-json").await;
     }
     assert_eq!(app.stored_keys().await, 0);

@@ -41,27 +41,19 @@ fn time_is_rfc3339(s: &str) -> bool {
 async fn reordered_json_keys_and_whitespace_replay_instead_of_422(#[case] backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = new_key();
-    let auth = format!("Bearer {API_KEY}");
-    let headers = [
-        ("Authorization", auth.as_str()),
-        ("Idempotency-Key", key.as_str()),
-        ("Content-Type", "application/json"),
-    ];
     let first = app
-        .post_raw(
-            &headers,
+        .post_json_text(
+            &key,
             r#"{"valor":500,"cartao":"tok_aprovado","referencia":"r1"}"#,
         )
-        .await
-        .unwrap();
+        .await;
     let (s1, _, b1) = body_of(first).await;
     let again = app
-        .post_raw(
-            &headers,
+        .post_json_text(
+            &key,
             "{\n  \"referencia\" : \"r1\",\n  \"cartao\": \"tok_aprovado\", \"valor\": 500 }",
         )
-        .await
-        .unwrap();
+        .await;
     let (s2, replayed, b2) = body_of(again).await;
     assert_eq!((s1, s2), (StatusCode::CREATED, StatusCode::CREATED));
     assert_eq!(replayed.as_deref(), Some("true"));
