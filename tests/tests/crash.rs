@@ -2,15 +2,13 @@
 //! the write-ahead commit, while a request is in flight, and at random points. On restart every
 //! attempt completes with its stored key, and the gateway ledger has exactly one charge for each.
 
-use payment_api::clock::SystemClock;
 use payment_api::domain::MerchantId;
-use payment_api::store::{PaymentField, SqliteStore};
+use payment_api::store::PaymentField;
 use payment_api::RunningServer;
 use rand::Rng;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const API_KEY: &str = "sk_test_crash_tests";
@@ -18,12 +16,16 @@ const ADMIN: &str = "admin-crash-tests";
 
 async fn start_api(dir: &Path) -> RunningServer {
     let db = dir.join("api.db");
-    let mut config = payment_api::Config::sandbox(db.clone(), API_KEY, "loja", ADMIN);
+    let mut config = payment_api::Config::sandbox(db, API_KEY, "loja", ADMIN);
     config.slow_gateway_ms = 400;
-    let store = SqliteStore::open(&db, Arc::new(SystemClock::default())).unwrap();
-    payment_api::start_with_store(config, Arc::new(store))
-        .await
-        .unwrap()
+    payment_api::start(config).await.unwrap()
+}
+
+/// Holds every request `ms` before execution (0: no fault).
+fn set_latency(api: &RunningServer, ms: u64) {
+    let mut faults = api.state().faults();
+    faults.latency_ms = ms;
+    api.state().set_faults(faults);
 }
 
 fn driver(
@@ -143,9 +145,7 @@ async fn killed_while_requests_are_in_flight_every_attempt_completes_once() {
     let api = start_api(dir.path()).await;
     let mut total = 0;
     for (round, card) in ["tok_aprovado", "tok_lento"].into_iter().enumerate() {
-        let mut faults = api.state().faults();
-        faults.latency_ms = if card == "tok_aprovado" { 400 } else { 0 };
-        api.state().set_faults(faults);
+        set_latency(&api, if card == "tok_aprovado" { 400 } else { 0 });
         let outbox = dir.path().join(format!("outbox-{round}.db"));
         let (mut child, mut out) = driver_paying(&outbox, &api, 3, &format!("voo{round}"), card);
         let mut line = String::new();
@@ -171,9 +171,7 @@ async fn twenty_four_random_kill_points_never_double_charge_or_lose_an_attempt()
     let mut total = 0;
     for round in 0..24 {
         // Half the rounds with a slow server, so more kills land mid-request.
-        let mut faults = api.state().faults();
-        faults.latency_ms = if round % 2 == 0 { 0 } else { 150 };
-        api.state().set_faults(faults);
+        set_latency(&api, if round % 2 == 0 { 0 } else { 150 });
         let outbox = dir.path().join(format!("outbox-{round}.db"));
         let (mut child, _out) = driver(&outbox, &api, 4, &format!("r{round}"));
         let delay = rng.gen_range(0..500);

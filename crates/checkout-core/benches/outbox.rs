@@ -4,8 +4,6 @@
 
 use checkout_core::{CardToken, Centavos, Checkout, Config, SaleId};
 use durable_sqlite::reference::{percentile_ms, raw_commit_latencies};
-use payment_api::clock::SystemClock;
-use payment_api::store::SqliteStore;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,12 +15,9 @@ const QUEUED: usize = 10_000;
 const IN_FLIGHT: usize = 32;
 
 async fn start_api(db: std::path::PathBuf, listen: SocketAddr) -> payment_api::RunningServer {
-    let mut config = payment_api::Config::sandbox(db.clone(), API_KEY, "loja", "bench-admin");
+    let mut config = payment_api::Config::sandbox(db, API_KEY, "loja", "bench-admin");
     config.listen = listen;
-    let store = SqliteStore::open(&db, Arc::new(SystemClock::default())).unwrap();
-    payment_api::start_with_store(config, Arc::new(store))
-        .await
-        .unwrap()
+    payment_api::start(config).await.unwrap()
 }
 
 fn engine_config(url: &str) -> Config {

@@ -1,11 +1,8 @@
 use checkout_core::{Attempt, CardToken, Centavos, Checkout, Config, Event, PayOutcome, SaleId};
-use payment_api::clock::SystemClock;
-use payment_api::store::SqliteStore;
 use payment_api::RunningServer;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
 
@@ -50,10 +47,7 @@ impl Api {
         config.listen = self.addr;
         config.slow_gateway_ms = 1_500;
         (self.tweak)(&mut config);
-        let store = SqliteStore::open(&self.db, Arc::new(SystemClock::default())).unwrap();
-        let server = payment_api::start_with_store(config, Arc::new(store))
-            .await
-            .unwrap();
+        let server = payment_api::start(config).await.unwrap();
         self.addr = server.addr();
         self.server = Some(server);
     }
