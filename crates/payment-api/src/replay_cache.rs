@@ -20,6 +20,17 @@ pub struct Completed {
     pub completed_at: Millis,
 }
 
+/// A lookup key borrowed from the request: hashes like the stored `(String, String)` (a tuple
+/// hashes its fields in order, and `str` hashes like `String`), so a replay allocates nothing.
+#[derive(Hash)]
+struct Borrowed<'a>(&'a str, &'a str);
+
+impl quick_cache::Equivalent<(String, String)> for Borrowed<'_> {
+    fn equivalent(&self, stored: &(String, String)) -> bool {
+        self.0 == stored.0 && self.1 == stored.1
+    }
+}
+
 /// Bounded cache of completed keys.
 #[derive(Debug)]
 pub struct ReplayCache {
@@ -43,7 +54,7 @@ impl ReplayCache {
         key: &IdempotencyKey,
         now: Millis,
     ) -> Option<Arc<Completed>> {
-        let id = (merchant.to_string(), key.as_ref().to_string());
+        let id = Borrowed(merchant.as_ref(), key.as_ref());
         let hit = self.entries.get(&id)?;
         if hit.completed_at + self.retention_ms > now {
             Some(hit)
@@ -59,5 +70,42 @@ impl ReplayCache {
             (merchant.to_string(), key.as_ref().to_string()),
             Arc::new(completed),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completed(at: Millis) -> Completed {
+        Completed {
+            fingerprint: Fingerprint::from_stored("fp".into()),
+            response: StoredResponse {
+                status: 201,
+                body: b"{}".to_vec(),
+            },
+            completed_at: at,
+        }
+    }
+
+    #[test]
+    fn a_borrowed_lookup_finds_what_was_stored_until_retention_ends() {
+        let cache = ReplayCache::new(10, 1_000);
+        let (loja, other) = (
+            MerchantId::parse("loja").unwrap(),
+            MerchantId::parse("outra").unwrap(),
+        );
+        let key = IdempotencyKey::parse(b"k-1").unwrap();
+        cache.put(&loja, &key, completed(5_000));
+        assert!(cache.get(&loja, &key, 5_500).is_some());
+        assert!(
+            cache.get(&other, &key, 5_500).is_none(),
+            "scoped per merchant"
+        );
+        assert!(
+            cache.get(&loja, &key, 6_000).is_none(),
+            "expired with retention"
+        );
+        assert!(cache.get(&loja, &key, 5_500).is_none(), "and removed");
     }
 }
