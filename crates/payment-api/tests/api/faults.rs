@@ -25,11 +25,8 @@ async fn a_response_dropped_after_commit_is_replayed_on_retry_with_one_charge(
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     let payment: Value = retry.json().await.unwrap();
     let by_key: Value = app
-        .get(&format!("/pagamentos?idempotency_key={key}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+        .get_json(&format!("/pagamentos?idempotency_key={key}"))
+        .await;
     assert_eq!(by_key["pagamentos"][0]["id"], payment["id"]);
     assert_eq!(app.ledger().await.len(), 1);
 }

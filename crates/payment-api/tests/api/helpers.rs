@@ -297,6 +297,11 @@ impl TestApp {
         self.post_raw(&headers, body.to_string()).await.unwrap()
     }
 
+    /// `GET {path}` with merchant A's key, as JSON.
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.get(path).await.json().await.unwrap()
+    }
+
     pub async fn get(&self, path: &str) -> Response {
         self.client
             .get(format!("{}{path}", self.url))

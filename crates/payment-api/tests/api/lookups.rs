@@ -18,33 +18,15 @@ async fn payments_are_found_by_id_referencia_and_key_only_by_their_merchant(
         .unwrap();
     let id = paid["id"].as_str().unwrap();
 
-    let by_id: Value = app
-        .get(&format!("/pagamentos/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let by_id: Value = app.get_json(&format!("/pagamentos/{id}")).await;
     assert_eq!(by_id, paid);
-    let by_ref: Value = app
-        .get("/pagamentos?referencia=att-1")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let by_ref: Value = app.get_json("/pagamentos?referencia=att-1").await;
     assert_eq!(by_ref["pagamentos"], json!([paid]));
     let by_key: Value = app
-        .get(&format!("/pagamentos?idempotency_key={key}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+        .get_json(&format!("/pagamentos?idempotency_key={key}"))
+        .await;
     assert_eq!(by_key["pagamentos"], json!([paid]));
-    let none: Value = app
-        .get("/pagamentos?referencia=nada")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let none: Value = app.get_json("/pagamentos?referencia=nada").await;
     assert_eq!(none["pagamentos"], json!([]));
 
     let other = |path: String| {
@@ -105,7 +87,7 @@ async fn health_openapi_and_metrics_describe_the_running_server(#[case] backend:
     app.pay(&key, &approved(100)).await;
     app.pay(&key, &approved(101)).await;
 
-    let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
+    let doc: Value = app.get_json("/openapi.json").await;
     assert_eq!(doc["openapi"], "3.1.0");
     let post = &doc["paths"]["/pagamentos"]["post"];
     assert!(post["responses"]["201"].is_object() && post["responses"]["409"].is_object());

@@ -55,12 +55,7 @@ async fn the_reaper_purges_expired_keys_but_never_payments_or_keys_in_progress(
         1,
         "payments are kept forever"
     );
-    let found: Value = app
-        .get("/pagamentos?referencia=venda-77")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let found: Value = app.get_json("/pagamentos?referencia=venda-77").await;
     assert_eq!(found["pagamentos"][0]["id"], paid["id"]);
     let in_progress = app
         .pay(&slow_key, &json!({"valor": 5, "cartao": "tok_lento"}))
