@@ -91,17 +91,20 @@ fn parse_key_pair(s: &str) -> Result<(String, MerchantId), String> {
 }
 
 impl Config {
-    /// A configuration for an in-process sandbox: one merchant, one key, an admin token.
+    /// A configuration for an in-process sandbox: one merchant, one key, an admin token, and the
+    /// defaults of every flag. The process environment is not read: a `DATABASE_URL`, a key file
+    /// or a fault profile meant for a standalone server must not reach an embedded sandbox.
     pub fn sandbox(database: PathBuf, api_key: &str, merchant: &str, admin_token: &str) -> Self {
-        use clap::Parser;
-        let mut c = Self::parse_from(["payment-api"]);
+        use clap::{CommandFactory, FromArgMatches};
+        let defaults = Self::command()
+            .mut_args(|arg| arg.env(None::<&str>))
+            .get_matches_from(["payment-api"]);
+        let mut c = Self::from_arg_matches(&defaults).expect("the defaults parse");
         c.listen = "127.0.0.1:0".parse().expect("a valid address");
         c.database = database;
-        c.database_url = None;
         c.api_keys =
             vec![parse_key_pair(&format!("{api_key}={merchant}")).expect("a valid sandbox key")];
         c.admin_token = Some(admin_token.to_string());
-        c.faults = Faults::default();
         c
     }
 
@@ -143,6 +146,21 @@ mod tests {
         assert!(parse_key_pair("sk_test_123456").is_err());
         assert!(parse_key_pair("sk_test_123456=loja 1").is_err());
         assert!(parse_key_pair("short=loja").is_err());
+    }
+
+    #[test]
+    fn the_sandbox_ignores_the_environment() {
+        // Set for this process only; no other test reads these variables.
+        std::env::set_var("DATABASE_URL", "postgres://elsewhere/db");
+        std::env::set_var("PAGAR_FAULT_5XX", "1");
+        std::env::set_var("PAGAR_LEASE_MS", "1");
+        let c = Config::sandbox("x.db".into(), "sk_test_cccccccc", "loja_c", "admin");
+        for var in ["DATABASE_URL", "PAGAR_FAULT_5XX", "PAGAR_LEASE_MS"] {
+            std::env::remove_var(var);
+        }
+        assert_eq!(c.database_url, None);
+        assert_eq!(c.faults.error_5xx_probability, 0.0);
+        assert_eq!(c.lease_ms, 10_000);
     }
 
     #[test]
