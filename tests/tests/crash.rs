@@ -122,6 +122,25 @@ async fn assert_one_charge_each(outbox: &Path, api: &RunningServer) -> usize {
     all.len()
 }
 
+/// After a kill: clears the faults, lets a fresh driver finish the outbox, checks one charge per
+/// attempt, and that the ledger holds `charged_before` plus this outbox's attempts; returns that.
+async fn recover_after_kill(
+    outbox: &Path,
+    api: &RunningServer,
+    charged_before: usize,
+    context: &str,
+) -> usize {
+    api.state().set_faults(Default::default());
+    recover(outbox, api);
+    let total = charged_before + assert_one_charge_each(outbox, api).await;
+    assert_eq!(
+        api.state().store().ledger().await.unwrap().len(),
+        total,
+        "{context}"
+    );
+    total
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_right_after_the_write_ahead_commit_the_attempt_completes_on_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -152,14 +171,7 @@ async fn killed_while_requests_are_in_flight_every_attempt_completes_once() {
         out.read_line(&mut line).unwrap();
         std::thread::sleep(Duration::from_millis(150)); // the request is at the server, waiting
         kill9(&mut child);
-        api.state().set_faults(Default::default());
-        recover(&outbox, &api);
-        total += assert_one_charge_each(&outbox, &api).await;
-        assert_eq!(
-            api.state().store().ledger().await.unwrap().len(),
-            total,
-            "round with {card}"
-        );
+        total = recover_after_kill(&outbox, &api, total, &format!("round with {card}")).await;
     }
 }
 
@@ -177,13 +189,7 @@ async fn twenty_four_random_kill_points_never_double_charge_or_lose_an_attempt()
         let delay = rng.gen_range(0..500);
         std::thread::sleep(Duration::from_millis(delay));
         kill9(&mut child);
-        api.state().set_faults(Default::default());
-        recover(&outbox, &api);
-        total += assert_one_charge_each(&outbox, &api).await;
-        assert_eq!(
-            api.state().store().ledger().await.unwrap().len(),
-            total,
-            "round {round}, killed after {delay} ms"
-        );
+        let context = format!("round {round}, killed after {delay} ms");
+        total = recover_after_kill(&outbox, &api, total, &context).await;
     }
 }

@@ -5,6 +5,16 @@ use rstest_reuse::apply;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
+/// With the faults off again, the same key executes and charges once.
+async fn assert_retry_without_faults_charges_once(app: &TestApp, key: &str) {
+    app.set_faults(json!({})).await;
+    assert_eq!(
+        app.pay(key, &approved(100)).await.status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(app.ledger().await.len(), 1);
+}
+
 #[apply(stores)]
 async fn a_response_dropped_after_commit_is_replayed_on_retry_with_one_charge(
     #[case] backend: Backend,
@@ -41,12 +51,7 @@ async fn an_injected_5xx_stores_nothing_and_the_retry_executes(#[case] backend: 
     assert_eq!(p["retryable"], true);
     assert_eq!(app.stored_keys().await, 0);
     assert!(app.ledger().await.is_empty());
-    app.set_faults(json!({})).await;
-    assert_eq!(
-        app.pay(&key, &approved(100)).await.status(),
-        StatusCode::CREATED
-    );
-    assert_eq!(app.ledger().await.len(), 1);
+    assert_retry_without_faults_charges_once(&app, &key).await;
 }
 
 #[apply(stores)]
@@ -58,12 +63,7 @@ async fn a_connection_reset_before_the_body_stores_nothing(#[case] backend: Back
     let res = try_pay(&app.client, &app.url, &key, &approved(100)).await;
     assert!(res.is_err(), "the connection must be reset, got {res:?}");
     assert_eq!(app.stored_keys().await, 0);
-    app.set_faults(json!({})).await;
-    assert_eq!(
-        app.pay(&key, &approved(100)).await.status(),
-        StatusCode::CREATED
-    );
-    assert_eq!(app.ledger().await.len(), 1);
+    assert_retry_without_faults_charges_once(&app, &key).await;
 }
 
 #[apply(stores)]
