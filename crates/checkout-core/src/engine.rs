@@ -307,13 +307,17 @@ async fn probe(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
 }
 
 /// Sends due attempts, oldest first, at most `max_in_flight` at once and one per key, and sleeps
-/// until the next is due or something changes.
+/// until the next is due or something changes. The tries it starts are its own: when it stops, it
+/// ends them (an unfinished try leaves its attempt `pendente`, replayed with the same key on the
+/// next start), so that after [`Checkout::shutdown`] nothing holds the outbox any more.
 async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     let max = inner.config.max_in_flight.max(1);
+    let mut tries = tokio::task::JoinSet::new();
     loop {
         if inner.stopped() {
             break;
         }
+        while tries.try_join_next().is_some() {}
         let busy = inner.in_flight.lock().expect("in-flight lock").len();
         if inner.connectivity() != Connectivity::Offline && busy < max {
             match inner.outbox.due(now_ms(), max + busy).await {
@@ -325,7 +329,7 @@ async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
                         }
                         if in_flight.insert(job.id.clone()) {
                             let span = tracing::info_span!("attempt", attempt = %job.id, key = %job.key, tries = job.tries);
-                            tokio::spawn(run_try(inner.clone(), job).instrument(span));
+                            tries.spawn(run_try(inner.clone(), job).instrument(span));
                         }
                     }
                 }
@@ -339,6 +343,7 @@ async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
             _ = stop.changed() => break,
         }
     }
+    tries.shutdown().await;
 }
 
 async fn next_wake(inner: &Inner) -> Duration {
