@@ -12,6 +12,7 @@ fn pagar_commands() -> &'static [&'static str] {
     &[
         "app_info",
         "ui_ready",
+        "till",
         "new_sale",
         "pay",
         "attempts",

@@ -21,9 +21,10 @@ const FAULTS = {
 
 const state = {
   ready: false,
-  saleId: null,
-  attemptId: null, // the current sale's attempt
+  saleId: null, // the sale open at the till, as the outbox keeps it
+  attemptId: null, // the current sale's latest attempt
   pressing: false, // between the press and pay's answer
+  anotherCard: false, // after a review found no charge, the cashier chose to try another card
   error: null, // a refusal of the last press (nothing was stored)
   attempts: new Map(),
   queue: { count: 0, total: 0 },
@@ -38,6 +39,11 @@ function brl(centavos) {
   const c = Math.abs(centavos);
   const reais = Math.floor(c / 100).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ".");
   return `${neg ? "-" : ""}R$ ${reais},${String(c % 100).padStart(2, "0")}`;
+}
+
+/** Centavos as the amount field shows them: `1.234,56`. */
+function brlInput(centavos) {
+  return brl(centavos).replace("R$ ", "");
 }
 
 function hour(ms) {
@@ -64,14 +70,20 @@ function statusFor(a) {
       return ["recusado", `Pagamento recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`,
         "Nenhuma cobrança foi feita. Tente outro cartão."];
     case "revisao":
-      return ["revisao", "Requer revisão", a.last_error || "O servidor recusou o pedido; chame o supervisor."];
+      // Never reads as a decline: a refused try may follow one that charged and lost its answer.
+      if (!a.review_checked_at) {
+        return ["revisao", "Requer revisão — verificando se houve cobrança…",
+          `Consultando o servidor pela referência antes de qualquer nova cobrança. Não cobre de novo. (${a.last_error || "pedido recusado"})`];
+      }
+      return ["revisao", "Requer revisão — nenhuma cobrança encontrada",
+        `O servidor não tem pagamento desta venda. ${a.last_error || ""} Tente de novo com a mesma chave ou use outro cartão.`];
     default: {
       if (a.tries === 0 && state.connectivity !== "offline") {
         return ["pendente", "Processando pagamento…", "Enviando ao servidor. Não cobre de novo."];
       }
       let why;
-      if (state.connectivity === "offline") {
-        why = "Sem conexão: será enviado sozinho quando a rede voltar.";
+      if (state.connectivity !== "online") {
+        why = "Sem conexão: será enviado sozinho quando a rede voltar, com a mesma chave.";
       } else if (a.next_try_at > Date.now()) {
         why = `Nova tentativa em ${secondsUntil(a.next_try_at)} s, com a mesma chave.`;
       } else {
@@ -90,22 +102,35 @@ function render() {
   if ($("status-label").textContent !== label) $("status-label").textContent = label;
   if ($("status-detail").textContent !== detail) $("status-detail").textContent = detail;
 
-  // Disabled by state: from the press until the attempt is final; a decline may be retried
-  // with another card (a new attempt), anything else final waits for "Nova venda".
-  const live = a && a.state === "pendente";
-  const closed = a && (a.state === "aprovado" || a.state === "revisao");
-  $("pagar").disabled = !state.ready || state.pressing || Boolean(live) || Boolean(closed);
-  // A new sale may start while this one waits in the queue: it is stored and finishes by itself.
-  $("nova-venda").hidden = !a || state.pressing;
-  $("valor").disabled = Boolean(live || closed || state.pressing);
+  // Disabled by state: from the press until the attempt is final. A decline may be retried with
+  // another card (a new attempt); a review only once the server confirmed it has no charge for
+  // it and the cashier chose "Outro cartão"; an approval waits for "Nova venda".
+  const live = Boolean(a && a.state === "pendente");
+  const review = Boolean(a && a.state === "revisao");
+  const checked = review && Boolean(a.review_checked_at);
+  const approved = Boolean(a && a.state === "aprovado");
+  const offline = state.connectivity !== "online";
+  $("pagar").disabled = !state.ready || state.pressing || live || approved || (review && !(checked && state.anotherCard));
+  $("retry-review").hidden = !checked || state.pressing;
+  $("another-card").hidden = !checked || state.anotherCard || state.pressing;
+  // A new sale starts once this one is settled. A payment waiting offline was accepted under
+  // the offline caps and is sent by itself, so the next customer may be served meanwhile.
+  const settled = Boolean(a && (a.state === "recusado" || approved || checked));
+  const queued = live && state.connectivity === "offline";
+  $("nova-venda").hidden = state.pressing || !(settled || queued);
+  $("nova-venda").textContent = queued ? "Próxima venda (este pagamento segue na fila)" : "Nova venda";
+  $("valor").disabled = Boolean(live || approved || review || state.pressing);
+  $("cartao").disabled = Boolean(live || approved || (review && !state.anotherCard) || state.pressing);
   $("sale-id").textContent = state.saleId || "";
 
   const conn = $("connectivity");
   conn.dataset.state = state.connectivity;
   conn.textContent = { online: "Online", offline: "Offline", unknown: "Conectando…" }[state.connectivity];
 
-  const offline = state.connectivity === "offline";
   $("offline-banner").hidden = !offline;
+  $("offline-title").textContent = state.connectivity === "unknown"
+    ? "Verificando a conexão com o servidor de pagamentos…"
+    : "Sem conexão com o servidor de pagamentos.";
   if (offline) {
     const n = state.queue.count;
     $("offline-detail").textContent = n === 0
@@ -114,8 +139,37 @@ function render() {
   }
   $("offline-banner").dataset.count = String(state.queue.count);
 
+  renderUnfinished();
   renderHistory();
   renderQa();
+}
+
+/** The latest attempt of every other sale that is still pending or in review. */
+function unfinishedSales() {
+  const latest = new Map();
+  for (const a of state.attempts.values()) {
+    const seen = latest.get(a.sale_id);
+    if (!seen || a.created_at >= seen.created_at) latest.set(a.sale_id, a);
+  }
+  return [...latest.values()]
+    .filter((a) => a.sale_id !== state.saleId && (a.state === "pendente" || a.state === "revisao"))
+    .sort((x, y) => x.created_at - y.created_at);
+}
+
+function renderUnfinished() {
+  const open = unfinishedSales();
+  $("unfinished").hidden = open.length === 0;
+  if (open.length === 0) return;
+  $("unfinished-title").textContent = open.length === 1
+    ? "1 outra venda com pagamento não concluído:"
+    : `${open.length} outras vendas com pagamento não concluído:`;
+  $("unfinished-list").replaceChildren(...open.map((a) => {
+    const li = document.createElement("li");
+    const what = a.state === "revisao" ? "requer revisão" : "pendente — não cobre de novo";
+    li.textContent = `${a.sale_id} · ${brl(a.valor)} · ${what}`;
+    li.dataset.sale = a.sale_id;
+    return li;
+  }));
 }
 
 function cell(text, cls) {
@@ -178,7 +232,14 @@ function upsert(a) {
 }
 
 function onEvent(e) {
-  if (e.type === "attempt_changed") upsert(e.attempt);
+  if (e.type === "attempt_changed") {
+    upsert(e.attempt);
+    // A new attempt of the open sale (another card) becomes the one the screen follows.
+    const cur = current();
+    if (e.attempt.sale_id === state.saleId && (!cur || e.attempt.created_at >= cur.created_at)) {
+      state.attemptId = e.attempt.id;
+    }
+  }
   else if (e.type === "queue_changed") state.queue = e.queue;
   else if (e.type === "connectivity_changed") state.connectivity = e.connectivity;
   render();
@@ -196,6 +257,7 @@ async function press(ev) {
     const reply = await invoke("pay", { saleId: state.saleId, valor: $("valor").value, cartao: $("cartao").value });
     upsert(reply.attempt);
     state.attemptId = reply.attempt.id;
+    state.anotherCard = false;
   } catch (err) {
     state.error = err && err.message ? err.message : String(err);
   } finally {
@@ -205,12 +267,51 @@ async function press(ev) {
 }
 
 async function newSale() {
-  state.saleId = await invoke("new_sale");
+  try {
+    state.saleId = await invoke("new_sale");
+  } catch (err) {
+    state.error = err && err.message ? err.message : String(err);
+    render();
+    return;
+  }
   state.attemptId = null;
+  state.anotherCard = false;
   state.error = null;
   $("valor").value = "";
   render();
   $("valor").focus();
+}
+
+async function retryReview() {
+  const a = current();
+  if (!a) return;
+  try {
+    upsert(await invoke("retry_review", { attemptId: a.id }));
+    state.error = null;
+  } catch (err) {
+    state.error = err && err.message ? err.message : String(err);
+  }
+  render();
+}
+
+function anotherCard() {
+  state.anotherCard = true;
+  state.error = null;
+  render();
+  $("cartao").focus();
+}
+
+/** Draws the till as the outbox keeps it: the open sale (after a start, a crash or a reload). */
+async function restoreTill() {
+  const till = await invoke("till");
+  state.saleId = till.sale;
+  state.attemptId = till.attempt ? till.attempt.id : null;
+  if (till.attempt) {
+    upsert(till.attempt);
+    $("valor").value = brlInput(till.attempt.valor);
+    $("cartao").value = till.attempt.cartao;
+  }
+  for (const a of till.unfinished) upsert(a);
 }
 
 async function exportAttempts(format) {
@@ -243,6 +344,8 @@ async function refresh() {
 async function start() {
   $("pay-form").addEventListener("submit", press);
   $("nova-venda").addEventListener("click", newSale);
+  $("retry-review").addEventListener("click", retryReview);
+  $("another-card").addEventListener("click", anotherCard);
   $("export-csv").addEventListener("click", () => exportAttempts("csv"));
   $("export-json").addEventListener("click", () => exportAttempts("json"));
   $("qa-toggle").addEventListener("click", () => {
@@ -269,11 +372,12 @@ async function start() {
       $("cartao").append(opt);
     }
     $("qa-faults").disabled = !info.faults_available;
+    $("qa-offline").disabled = !info.qa;
     const channel = new Channel();
     channel.onmessage = onEvent;
     await invoke("subscribe", { onEvent: channel });
     await refresh();
-    state.saleId = await invoke("new_sale");
+    await restoreTill();
     state.ready = true;
   } catch (err) {
     const box = $("startup-error");

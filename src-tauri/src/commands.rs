@@ -5,6 +5,7 @@ use crate::error::{AppError, Result};
 use crate::session::{AppInfo, Session};
 use checkout_core::{
     export, Attempt, CardToken, Centavos, Connectivity, Event, PayOutcome, QueueSummary, SaleId,
+    Till,
 };
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -35,10 +36,17 @@ pub fn first_paint_ms() -> Option<u64> {
     FIRST_PAINT_MS.get().copied()
 }
 
-/// A fresh sale id for the next sale.
+/// The sale open at the till, with its latest attempt, and the other unsettled sales: what the
+/// window draws on start, after a crash, and after a reload.
 #[tauri::command]
-pub fn new_sale() -> String {
-    SaleId::generate().as_ref().to_string()
+pub async fn till(session: State<'_, Session>) -> Result<Till> {
+    Ok(session.get()?.checkout().till().await?)
+}
+
+/// Opens the next sale; refused while the open one's payment is still being decided.
+#[tauri::command]
+pub async fn new_sale(session: State<'_, Session>) -> Result<SaleId> {
+    Ok(session.get()?.checkout().new_sale().await?)
 }
 
 /// What `pay` answers.

@@ -30,6 +30,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
     builder.invoke_handler(tauri::generate_handler![
         commands::app_info,
         commands::ui_ready,
+        commands::till,
         commands::new_sale,
         commands::pay,
         commands::attempts,

@@ -1,49 +1,58 @@
-//! The app's network path to the payment API, as a loopback TCP relay that QA can cut.
+//! The QA relay: a SOCKS5 relay on loopback that QA's "Simular offline" can cut.
 //!
-//! checkout-core talks to the relay's address; the relay forwards every connection to the API.
-//! "Simulate offline" closes the listening socket and every relayed connection, so the engine
-//! meets real connection errors — not a flag it could peek at — and the relay rebinds the same
-//! port when the path is restored.
+//! It exists only in QA mode (the embedded sandbox, or `"qa": true`); in production the engine
+//! talks to the API directly. checkout-core sends every connection through it as a
+//! `socks5h://` proxy, so the URL, the TLS handshake (end to end, with the API's real name) and
+//! the DNS lookup per connection are the same as without it. The relay mirrors real failures:
+//! when the API cannot be reached it answers the SOCKS request with the matching error (refused,
+//! host or network unreachable), which the engine meets as a connect error, exactly as it would
+//! directly. Cutting closes the listening socket (new connections are refused by the kernel)
+//! and resets every relayed connection; restoring binds the same port again.
 
-use std::net::SocketAddr;
+use std::io::ErrorKind;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// A cuttable relay from a loopback port to `upstream`.
+/// How long the relay tries to reach the API for one connection. Longer than the engine's own
+/// connect timeout, so the engine's timeout is the one that fires, as without the relay.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A cuttable SOCKS5 relay on a loopback port.
 #[derive(Debug, Clone)]
-pub struct Link {
+pub struct QaRelay {
     inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
 struct Inner {
     local: SocketAddr,
-    upstream: SocketAddr,
     cut: watch::Sender<bool>,
     acceptor: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Link {
+impl QaRelay {
     /// Opens the relay on a free loopback port.
-    pub async fn open(upstream: SocketAddr) -> std::io::Result<Self> {
+    pub async fn open() -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let local = listener.local_addr()?;
         let (cut, _) = watch::channel(false);
-        let link = Self {
+        let relay = Self {
             inner: Arc::new(Inner {
                 local,
-                upstream,
                 cut,
                 acceptor: Mutex::new(None),
             }),
         };
-        link.serve(listener);
-        Ok(link)
+        relay.serve(listener);
+        Ok(relay)
     }
 
-    /// The address clients should use.
+    /// The relay's address (the engine's `socks_relay`).
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.local
     }
@@ -53,7 +62,7 @@ impl Link {
         *self.inner.cut.borrow()
     }
 
-    /// Cuts the path (refuse new connections, drop open ones) or restores it.
+    /// Cuts the path (refuse new connections, reset open ones) or restores it.
     pub async fn set_cut(&self, cut: bool) -> std::io::Result<()> {
         if cut == self.is_cut() {
             return Ok(());
@@ -76,17 +85,14 @@ impl Link {
         let inner = self.inner.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (upstream, mut cut) = (inner.upstream, inner.cut.subscribe());
+                let mut cut = inner.cut.subscribe();
                 tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(upstream).await else {
-                        return; // the API itself is down: the client sees the connection close
-                    };
-                    let mut client = client;
+                    let Ok(killer) = dup(&client) else { return };
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = relay(client) => {}
                         _ = cut.wait_for(|c| *c) => {
                             // Reset rather than close: a cut cable does not say goodbye.
-                            let _ = client.set_zero_linger();
+                            let _ = killer.set_zero_linger();
                         }
                     }
                 });
@@ -96,10 +102,94 @@ impl Link {
     }
 }
 
+/// A second handle on the client's socket, so a cut can reset it while the relay owns it.
+fn dup(stream: &TcpStream) -> std::io::Result<TcpStream> {
+    let std: std::net::TcpStream = socket2::SockRef::from(stream).try_clone()?.into();
+    std.set_nonblocking(true)?;
+    TcpStream::from_std(std)
+}
+
+/// SOCKS5 reply codes (RFC 1928 §6).
+const SUCCEEDED: u8 = 0x00;
+const GENERAL_FAILURE: u8 = 0x01;
+const NETWORK_UNREACHABLE: u8 = 0x03;
+const HOST_UNREACHABLE: u8 = 0x04;
+const CONNECTION_REFUSED: u8 = 0x05;
+const COMMAND_NOT_SUPPORTED: u8 = 0x07;
+const ADDRESS_NOT_SUPPORTED: u8 = 0x08;
+
+/// Serves one SOCKS5 CONNECT (no authentication) and relays its bytes.
+async fn relay(mut client: TcpStream) -> std::io::Result<()> {
+    let mut head = [0u8; 2];
+    client.read_exact(&mut head).await?;
+    let mut methods = vec![0u8; head[1] as usize];
+    client.read_exact(&mut methods).await?;
+    if head[0] != 5 || !methods.contains(&0) {
+        client.write_all(&[5, 0xff]).await?;
+        return Ok(());
+    }
+    client.write_all(&[5, 0]).await?;
+    let mut req = [0u8; 4];
+    client.read_exact(&mut req).await?;
+    if req[1] != 1 {
+        return reply(&mut client, COMMAND_NOT_SUPPORTED).await;
+    }
+    let host = match req[3] {
+        1 => {
+            let mut ip = [0u8; 4];
+            client.read_exact(&mut ip).await?;
+            Ipv4Addr::from(ip).to_string()
+        }
+        3 => {
+            let mut len = [0u8; 1];
+            client.read_exact(&mut len).await?;
+            let mut name = vec![0u8; len[0] as usize];
+            client.read_exact(&mut name).await?;
+            String::from_utf8_lossy(&name).into_owned()
+        }
+        4 => {
+            let mut ip = [0u8; 16];
+            client.read_exact(&mut ip).await?;
+            Ipv6Addr::from(ip).to_string()
+        }
+        _ => return reply(&mut client, ADDRESS_NOT_SUPPORTED).await,
+    };
+    let mut port = [0u8; 2];
+    client.read_exact(&mut port).await?;
+    let port = u16::from_be_bytes(port);
+    // Resolved here, for every connection, as the engine itself would without the relay.
+    let connected = tokio::time::timeout(
+        UPSTREAM_CONNECT_TIMEOUT,
+        TcpStream::connect((host.as_str(), port)),
+    )
+    .await;
+    let mut server = match connected {
+        Ok(Ok(server)) => server,
+        Ok(Err(e)) => {
+            let code = match e.kind() {
+                ErrorKind::ConnectionRefused => CONNECTION_REFUSED,
+                ErrorKind::NetworkUnreachable => NETWORK_UNREACHABLE,
+                ErrorKind::HostUnreachable => HOST_UNREACHABLE,
+                // A name that does not resolve: the host cannot be reached.
+                _ if e.to_string().contains("lookup") => HOST_UNREACHABLE,
+                _ => GENERAL_FAILURE,
+            };
+            return reply(&mut client, code).await;
+        }
+        Err(_) => return reply(&mut client, HOST_UNREACHABLE).await,
+    };
+    reply(&mut client, SUCCEEDED).await?;
+    tokio::io::copy_bidirectional(&mut client, &mut server).await?;
+    Ok(())
+}
+
+async fn reply(client: &mut TcpStream, code: u8) -> std::io::Result<()> {
+    client.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn echo_server() -> SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -119,22 +209,59 @@ mod tests {
         addr
     }
 
-    async fn round_trip(addr: SocketAddr) -> std::io::Result<Vec<u8>> {
-        let mut s = TcpStream::connect(addr).await?;
+    /// A SOCKS5 CONNECT to `target` by name through `relay`; returns the reply code and, when it
+    /// succeeded, the echoed bytes.
+    async fn through(relay: SocketAddr, host: &str, port: u16) -> std::io::Result<(u8, Vec<u8>)> {
+        let mut s = TcpStream::connect(relay).await?;
+        s.write_all(&[5, 1, 0]).await?;
+        let mut choice = [0u8; 2];
+        s.read_exact(&mut choice).await?;
+        let mut req = vec![5, 1, 0, 3, host.len() as u8];
+        req.extend_from_slice(host.as_bytes());
+        req.extend_from_slice(&port.to_be_bytes());
+        s.write_all(&req).await?;
+        let mut rep = [0u8; 10];
+        s.read_exact(&mut rep).await?;
+        if rep[1] != SUCCEEDED {
+            return Ok((rep[1], Vec::new()));
+        }
         s.write_all(b"oi").await?;
         let mut buf = [0u8; 2];
         s.read_exact(&mut buf).await?;
-        Ok(buf.to_vec())
+        Ok((rep[1], buf.to_vec()))
     }
 
     #[tokio::test]
-    async fn a_cut_link_refuses_connections_and_a_restored_one_relays_again() {
-        let link = Link::open(echo_server().await).await.unwrap();
-        assert_eq!(round_trip(link.local_addr()).await.unwrap(), b"oi");
-        link.set_cut(true).await.unwrap();
-        let refused = TcpStream::connect(link.local_addr()).await.unwrap_err();
-        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
-        link.set_cut(false).await.unwrap();
-        assert_eq!(round_trip(link.local_addr()).await.unwrap(), b"oi");
+    async fn the_relay_forwards_by_name_and_mirrors_a_refused_api() {
+        let relay = QaRelay::open().await.unwrap();
+        let echo = echo_server().await;
+        let (code, bytes) = through(relay.local_addr(), "localhost", echo.port())
+            .await
+            .unwrap();
+        assert_eq!((code, bytes.as_slice()), (SUCCEEDED, &b"oi"[..]));
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let (code, _) = through(relay.local_addr(), "127.0.0.1", port)
+            .await
+            .unwrap();
+        assert_eq!(
+            code, CONNECTION_REFUSED,
+            "a refused API is refused through the relay too"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cut_relay_refuses_connections_and_a_restored_one_relays_again() {
+        let relay = QaRelay::open().await.unwrap();
+        let echo = echo_server().await;
+        relay.set_cut(true).await.unwrap();
+        let refused = TcpStream::connect(relay.local_addr()).await.unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
+        relay.set_cut(false).await.unwrap();
+        let (code, bytes) = through(relay.local_addr(), "127.0.0.1", echo.port())
+            .await
+            .unwrap();
+        assert_eq!((code, bytes.as_slice()), (SUCCEEDED, &b"oi"[..]));
     }
 }

@@ -1,12 +1,11 @@
 //! What the running app holds: the checkout engine, the (embedded or external) payment API it
-//! talks to through a cuttable link, and the QA session log.
+//! talks to, the QA relay in QA mode, and the QA session log.
 
 use crate::error::{AppError, Result};
-use crate::link::Link;
+use crate::link::QaRelay;
 use crate::settings::{ApiTarget, Settings};
 use checkout_core::{Checkout, Event};
 use serde::Serialize;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,6 +50,8 @@ pub struct AppInfo {
     pub cartoes: Vec<&'static str>,
     /// Whether the QA panel can change the server's fault profile.
     pub faults_available: bool,
+    /// Whether QA mode is on ("Simular offline" available).
+    pub qa: bool,
     /// Process start to the window's first painted frame, once known.
     pub first_paint_ms: Option<u64>,
 }
@@ -58,30 +59,13 @@ pub struct AppInfo {
 /// A started session.
 pub struct Pagar {
     checkout: Checkout,
-    link: Link,
+    relay: Option<QaRelay>,
     settings: Settings,
     api_url: String,
     admin_token: Option<String>,
     _server: Option<payment_api::RunningServer>,
     http: reqwest::Client,
     log: Arc<Mutex<Vec<String>>>,
-}
-
-fn upstream_addr(url: &str) -> Result<SocketAddr> {
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| AppError::Startup(format!("PAGAR_API_URL inválida: {e}")))?;
-    if parsed.scheme() != "http" {
-        return Err(AppError::Startup(
-            "PAGAR_API_URL deve ser http:// (o caixa fala com a API pela rede local)".into(),
-        ));
-    }
-    let host = parsed.host_str().unwrap_or("127.0.0.1");
-    let port = parsed.port_or_known_default().unwrap_or(80);
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| AppError::Startup(format!("{host}:{port}: {e}")))?
-        .next()
-        .ok_or_else(|| AppError::Startup(format!("{host}:{port} não resolve")))
 }
 
 impl Pagar {
@@ -120,29 +104,51 @@ impl Pagar {
                 None,
             ),
         };
-        let link = Link::open(upstream_addr(&api_url)?)
-            .await
-            .map_err(|e| AppError::Startup(format!("rede local: {e}")))?;
-        let mut config =
-            checkout_core::Config::new(format!("http://{}", link.local_addr()), api_key);
+        let relay = if settings.qa {
+            Some(
+                QaRelay::open()
+                    .await
+                    .map_err(|e| AppError::Startup(format!("relé de QA: {e}")))?,
+            )
+        } else {
+            None
+        };
+        let mut config = checkout_core::Config::new(&api_url, api_key);
+        config.allow_insecure_http = settings.allow_insecure_http;
+        config.ca_cert = settings.ca_cert.clone();
+        config.socks_relay = relay.as_ref().map(QaRelay::local_addr);
         config.probe_interval = Duration::from_secs(1);
+        config.probe_timeout = Duration::from_millis(1500);
         config.connect_timeout = Duration::from_secs(2);
         config.backoff_cap = Duration::from_secs(10);
         let checkout = Checkout::open(settings.outbox_path(), config).await?;
+        let mut admin_http = reqwest::Client::builder()
+            .use_rustls_tls()
+            .no_proxy()
+            .timeout(Duration::from_secs(5));
+        if let Some(ca) = &settings.ca_cert {
+            // Checkout::open has read this very file already.
+            for cert in std::fs::read(ca)
+                .ok()
+                .and_then(|pem| reqwest::Certificate::from_pem_bundle(&pem).ok())
+                .unwrap_or_default()
+            {
+                admin_http = admin_http.add_root_certificate(cert);
+            }
+        }
         let log = Arc::new(Mutex::new(Vec::new()));
         spawn_logger(&checkout, log.clone());
         tracing::info!(api = %api_url, data = %settings.data_dir.display(), "Pagar started");
         Ok(Self {
             checkout,
-            link,
+            relay,
             settings,
             api_url,
             admin_token,
             _server: server,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(5))
+            http: admin_http
                 .build()
-                .expect("a plain client builds"),
+                .map_err(|e| AppError::Startup(format!("cliente HTTP: {e}")))?,
             log,
         })
     }
@@ -164,26 +170,33 @@ impl Pagar {
             export_dir: self.settings.export_dir(),
             cartoes: payment_api::payments::sandbox_tokens().collect(),
             faults_available: self.admin_token.is_some(),
+            qa: self.relay.is_some(),
             first_paint_ms: None,
         }
     }
 
     /// Whether QA has cut the network path.
     pub fn offline_simulated(&self) -> bool {
-        self.link.is_cut()
+        self.relay.as_ref().is_some_and(QaRelay::is_cut)
     }
 
-    /// Cuts or restores the app's network path to the API.
+    /// Cuts or restores the app's network path to the API (QA mode only).
     pub async fn set_offline(&self, offline: bool) -> Result<()> {
+        let relay = self.relay.as_ref().ok_or_else(|| {
+            AppError::Qa(
+                "simular offline só existe no modo QA (PAGAR_QA=1 ou \"qa\": true na configuração)"
+                    .into(),
+            )
+        })?;
         self.note(if offline {
             "QA: rede cortada (offline simulado)"
         } else {
             "QA: rede restaurada"
         });
-        self.link
+        relay
             .set_cut(offline)
             .await
-            .map_err(|e| AppError::Qa(format!("rede local: {e}")))
+            .map_err(|e| AppError::Qa(format!("relé de QA: {e}")))
     }
 
     fn admin(&self) -> Result<&str> {

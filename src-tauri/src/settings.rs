@@ -5,6 +5,11 @@
 //!   point the app at a real payment API; `PAGAR_ADMIN_TOKEN` (or `admin_token`) lets the QA
 //!   panel change its fault profile. With none of them, the app runs the payment API in-process
 //!   on loopback with a sandbox database: the embedded default.
+//! - `PAGAR_CA_CERT` (`ca_cert`): a PEM file of a private CA to trust for an `https://` API.
+//! - `PAGAR_ALLOW_INSECURE_HTTP=1` (`allow_insecure_http: true`): allow plain `http://` to a host
+//!   that is not loopback (a test network only).
+//! - `PAGAR_QA=1` (`qa: true`): QA mode with an external API: the network path goes through a
+//!   relay that "Simular offline" can cut. The embedded sandbox is always in QA mode.
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -32,6 +37,12 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// Which API.
     pub api: ApiTarget,
+    /// A private CA to trust (PEM).
+    pub ca_cert: Option<PathBuf>,
+    /// Plain `http://` allowed to a host that is not loopback.
+    pub allow_insecure_http: bool,
+    /// QA mode: the network path goes through the relay "Simular offline" cuts.
+    pub qa: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -40,6 +51,22 @@ struct FileConfig {
     api_url: Option<String>,
     api_key: Option<String>,
     admin_token: Option<String>,
+    ca_cert: Option<PathBuf>,
+    allow_insecure_http: Option<bool>,
+    qa: Option<bool>,
+}
+
+fn flag(name: &str) -> Result<Option<bool>, String> {
+    match std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .as_deref()
+    {
+        None => Ok(None),
+        Some("1" | "true" | "sim") => Ok(Some(true)),
+        Some("0" | "false" | "nao" | "não") => Ok(Some(false)),
+        Some(other) => Err(format!("{name}={other}: use 1 ou 0")),
+    }
 }
 
 impl Settings {
@@ -63,7 +90,16 @@ impl Settings {
             (Some(_), None) => return Err("PAGAR_API_URL definido sem PAGAR_API_KEY".into()),
             (None, Some(_)) => return Err("PAGAR_API_KEY definido sem PAGAR_API_URL".into()),
         };
-        Ok(Self { data_dir, api })
+        let embedded = api == ApiTarget::Embedded;
+        Ok(Self {
+            data_dir,
+            api,
+            ca_cert: env("PAGAR_CA_CERT").map(PathBuf::from).or(file.ca_cert),
+            allow_insecure_http: flag("PAGAR_ALLOW_INSECURE_HTTP")?
+                .or(file.allow_insecure_http)
+                .unwrap_or(false),
+            qa: embedded || flag("PAGAR_QA")?.or(file.qa).unwrap_or(false),
+        })
     }
 
     /// The outbox database.

@@ -18,6 +18,9 @@ fn app() -> Mocked {
     let settings = Settings {
         data_dir: dir.path().to_path_buf(),
         api: ApiTarget::Embedded,
+        ca_cert: None,
+        allow_insecure_http: false,
+        qa: true,
     };
     let app = pagar_lib::with_commands(mock_builder())
         .build(mock_context(noop_assets()))
@@ -136,6 +139,9 @@ fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
         Ok(Settings {
             data_dir: dir.path().to_path_buf(),
             api: ApiTarget::Embedded,
+            ca_cert: None,
+            allow_insecure_http: false,
+            qa: true,
         })
     };
     let first = tauri::async_runtime::block_on(Session::start(settings()));
@@ -143,4 +149,32 @@ fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
     let second = tauri::async_runtime::block_on(Session::start(settings()));
     let err = second.get().err().unwrap().to_string();
     assert!(err.contains("outra instância"), "{err}");
+}
+
+#[test]
+fn plain_http_to_a_host_that_is_not_loopback_is_refused_at_start_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = || {
+        Ok(Settings {
+            data_dir: dir.path().to_path_buf(),
+            api: ApiTarget::External {
+                // Never contacted: the address is refused before anything is opened.
+                url: "http://192.0.2.10:8080".into(),
+                key: "sk_qualquer".into(),
+                admin_token: None,
+            },
+            ca_cert: None,
+            allow_insecure_http: false,
+            qa: false,
+        })
+    };
+    let refused = tauri::async_runtime::block_on(Session::start(settings()));
+    let err = refused.get().err().expect("refused").to_string();
+    assert!(err.contains("sem criptografia"), "{err}");
+    assert!(
+        !dir.path().join("outbox.db").exists(),
+        "nothing is opened for a refused address"
+    );
+    // The opt-in (`allow_insecure_http`) is covered by checkout-core's `Config::validate` tests,
+    // which connect nowhere; a session started with it would probe that address.
 }

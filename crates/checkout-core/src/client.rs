@@ -3,6 +3,7 @@
 
 use crate::config::Config;
 use crate::domain::AttemptState;
+use crate::error::{CoreError, Result};
 use crate::outbox::{FinalAnswer, SendJob};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::StatusCode;
@@ -47,6 +48,20 @@ struct PaymentList {
 }
 
 #[derive(Deserialize)]
+struct HealthView {
+    key_retention_secs: Option<u64>,
+}
+
+/// What a `GET /health` probe learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Health {
+    /// The server answered 200.
+    pub reachable: bool,
+    /// How long it keeps idempotency keys, when it says.
+    pub key_retention: Option<Duration>,
+}
+
+#[derive(Deserialize)]
 struct Problem {
     detail: Option<String>,
     title: Option<String>,
@@ -58,23 +73,57 @@ pub struct PaymentClient {
     http: reqwest::Client,
     base: String,
     api_key: String,
+    probe_timeout: Duration,
 }
 
 impl PaymentClient {
-    /// A client with the configured timeouts. No redirects, no automatic retries.
-    pub fn new(config: &Config) -> Self {
-        let http = reqwest::Client::builder()
+    /// A client for the configured API: TLS through rustls (the system's roots, the bundled
+    /// web roots and `ca_cert`), a fresh DNS lookup for every new connection, the configured
+    /// timeouts, no redirects, no automatic retries and no proxy from the environment. Fails
+    /// with [`CoreError::Config`] for an address [`Config::validate`] refuses or an unreadable
+    /// certificate file.
+    pub fn new(config: &Config) -> Result<Self> {
+        config.validate()?;
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_idle_timeout(Duration::from_secs(30));
+        if let Some(path) = &config.ca_cert {
+            let pem = std::fs::read(path).map_err(|e| {
+                CoreError::Config(format!("certificado da CA {}: {e}", path.display()))
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                CoreError::Config(format!("certificado da CA {}: {e}", path.display()))
+            })?;
+            if certs.is_empty() {
+                return Err(CoreError::Config(format!(
+                    "certificado da CA {}: nenhum certificado PEM no arquivo",
+                    path.display()
+                )));
+            }
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        builder = match config.socks_relay {
+            // socks5h: the relay resolves the name, so DNS still happens per connection.
+            Some(relay) => builder.proxy(
+                reqwest::Proxy::all(format!("socks5h://{relay}"))
+                    .map_err(|e| CoreError::Config(format!("relé de QA {relay}: {e}")))?,
+            ),
+            None => builder.no_proxy(),
+        };
+        let http = builder
             .build()
-            .expect("a client with plain settings always builds");
-        Self {
+            .map_err(|e| CoreError::Config(format!("cliente HTTP: {e}")))?;
+        Ok(Self {
             http,
             base: config.api_url.clone(),
             api_key: config.api_key.clone(),
-        }
+            probe_timeout: config.probe_timeout,
+        })
     }
 
     /// Sends the stored bytes under the stored key.
@@ -146,20 +195,39 @@ impl PaymentClient {
         )))
     }
 
-    /// True when `GET /health` answers 200.
-    pub async fn health(&self) -> bool {
-        self.http
+    /// Probes `GET /health` within the probe timeout.
+    pub async fn health(&self) -> Health {
+        let unreachable = Health {
+            reachable: false,
+            key_retention: None,
+        };
+        let res = self
+            .http
             .get(format!("{}/health", self.base))
+            .timeout(self.probe_timeout)
             .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
+            .await;
+        let Ok(res) = res.map_err(|e| tracing::debug!(error = %e, "health probe failed")) else {
+            return unreachable;
+        };
+        if !res.status().is_success() {
+            return unreachable;
+        }
+        let view = res.json::<HealthView>().await.ok();
+        Health {
+            reachable: true,
+            key_retention: view
+                .and_then(|v| v.key_retention_secs)
+                .map(Duration::from_secs),
+        }
     }
 }
 
 fn network_error(e: &reqwest::Error) -> Answer {
-    // Only a connection that cannot be made says the server is out of reach; a slow answer on
-    // an open connection is retried without calling the store offline.
-    let offline = e.is_connect();
+    // Every way of not getting an answer means the server is out of reach as far as the till
+    // can tell: refused, unreachable, DNS, connect timeout, a reset or a close before the
+    // answer, no answer in time. Each is retried with the same key; the prober says when the
+    // server answers again.
     let what = if e.is_connect() {
         "sem conexão com o servidor"
     } else if e.is_timeout() {
@@ -169,9 +237,24 @@ fn network_error(e: &reqwest::Error) -> Answer {
     };
     Answer::Retry {
         retry_after: None,
-        error: format!("{what} ({e})"),
-        offline,
+        error: format!("{what} ({})", error_chain(e)),
+        offline: true,
     }
+}
+
+/// The error with its causes, so "error sending request" says what actually happened.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {

@@ -1,5 +1,8 @@
 //! Engine configuration, with defaults a store can run on.
 
+use crate::error::{CoreError, Result};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How the engine reaches the payment API and how patient it is.
@@ -9,6 +12,14 @@ pub struct Config {
     pub api_url: String,
     /// Bearer API key of this store's merchant.
     pub api_key: String,
+    /// Allow plain `http://` to a host that is not loopback. Off: the merchant's key and the card
+    /// tokens would cross the shop's network in clear text, so such a URL is refused.
+    pub allow_insecure_http: bool,
+    /// A PEM file of certificate authorities to trust besides the system's (a private CA).
+    pub ca_cert: Option<PathBuf>,
+    /// Route every connection through this SOCKS5 relay. Only the app's QA mode sets it (its
+    /// "simulate offline" cuts the relay); production talks to `api_url` directly.
+    pub socks_relay: Option<SocketAddr>,
     /// Time to establish a TCP connection before the try counts as offline. Default 3 s.
     pub connect_timeout: Duration,
     /// Time for a whole request before it is abandoned and retried with the same key. Default 15 s.
@@ -19,13 +30,16 @@ pub struct Config {
     pub backoff_cap: Duration,
     /// How often `/health` is probed while offline. Default 2 s.
     pub probe_interval: Duration,
+    /// How long one `/health` probe may take before it counts as offline. Default 2 s.
+    pub probe_timeout: Duration,
     /// Requests in flight at once across attempts (one per key, always). Default 8.
     pub max_in_flight: usize,
     /// While offline, refuse a payment above this many centavos. Default R$ 1.000,00.
     pub offline_max_per_payment: Option<i64>,
     /// While offline, refuse a payment that would make the waiting total pass this. Default R$ 5.000,00.
     pub offline_max_total: Option<i64>,
-    /// How long the server keeps idempotency keys (its `--key-retention-secs`). Default 24 h.
+    /// How long the server keeps idempotency keys, until the server says (its `GET /health`
+    /// advertises `key_retention_secs`; the smaller of the two is used). Default 24 h.
     pub server_key_retention: Duration,
     /// Safety margin: attempts older than retention minus this are looked up by `referencia` before
     /// being sent again. Default 1 h.
@@ -43,11 +57,15 @@ impl Config {
         Self {
             api_url: api_url.into().trim_end_matches('/').to_string(),
             api_key: api_key.into(),
+            allow_insecure_http: false,
+            ca_cert: None,
+            socks_relay: None,
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(15),
             backoff_base: Duration::from_millis(500),
             backoff_cap: Duration::from_secs(30),
             probe_interval: Duration::from_secs(2),
+            probe_timeout: Duration::from_secs(2),
             max_in_flight: 8,
             offline_max_per_payment: Some(100_000),
             offline_max_total: Some(500_000),
@@ -58,9 +76,98 @@ impl Config {
         }
     }
 
-    /// Age after which an attempt is looked up before it is sent again.
-    pub fn lookup_after(&self) -> Duration {
-        self.server_key_retention
+    /// Age after which an attempt is looked up before it is sent again, given what the server
+    /// said of its retention (if it said).
+    pub fn lookup_after(&self, advertised: Option<Duration>) -> Duration {
+        advertised
+            .map_or(self.server_key_retention, |a| {
+                a.min(self.server_key_retention)
+            })
             .saturating_sub(self.retention_margin)
+    }
+
+    /// Checks the API address: `https://` anywhere, plain `http://` only to a loopback host
+    /// unless [`Config::allow_insecure_http`] says otherwise.
+    pub fn validate(&self) -> Result<reqwest::Url> {
+        let url = reqwest::Url::parse(&self.api_url).map_err(|e| {
+            CoreError::Config(format!("endereço da API inválido ({}): {e}", self.api_url))
+        })?;
+        let host = url.host_str().unwrap_or_default();
+        match url.scheme() {
+            "https" => {}
+            "http" if is_loopback(host) || self.allow_insecure_http => {}
+            "http" => {
+                return Err(CoreError::Config(format!(
+                    "a API em {} usa http:// sem criptografia: a chave da loja e os cartões \
+                     passariam abertos pela rede. Use https:// ou, só em rede de testes, \
+                     \"allow_insecure_http\": true na configuração",
+                    self.api_url
+                )))
+            }
+            other => {
+                return Err(CoreError::Config(format!(
+                    "endereço da API com esquema {other}:// (use https://)"
+                )))
+            }
+        }
+        if host.is_empty() {
+            return Err(CoreError::Config(format!(
+                "endereço da API sem servidor: {}",
+                self.api_url
+            )));
+        }
+        Ok(url)
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(url: &str, insecure: bool) -> Result<reqwest::Url> {
+        let mut c = Config::new(url, "k");
+        c.allow_insecure_http = insecure;
+        c.validate()
+    }
+
+    #[test]
+    fn plain_http_is_refused_for_a_host_that_is_not_loopback() {
+        let err = check("http://pagamentos.loja.example:8080", false).unwrap_err();
+        assert!(err.to_string().contains("sem criptografia"), "{err}");
+        assert!(check("http://10.0.0.5", false).is_err());
+    }
+
+    #[test]
+    fn plain_http_to_loopback_https_anywhere_and_an_explicit_opt_in_are_accepted() {
+        for ok in [
+            "http://127.0.0.1:8080",
+            "http://localhost:1",
+            "http://[::1]:9",
+            "https://pagamentos.loja.example",
+        ] {
+            assert!(check(ok, false).is_ok(), "{ok}");
+        }
+        assert!(check("http://10.0.0.5", true).is_ok());
+    }
+
+    #[test]
+    fn nonsense_and_other_schemes_are_refused() {
+        assert!(check("pagamentos", false).is_err());
+        assert!(check("ftp://127.0.0.1", false).is_err());
+    }
+
+    #[test]
+    fn the_smaller_retention_wins() {
+        let c = Config::new("http://127.0.0.1", "k");
+        let hour = Duration::from_secs(3600);
+        assert_eq!(c.lookup_after(None), 23 * hour);
+        assert_eq!(c.lookup_after(Some(2 * hour)), hour);
+        assert_eq!(c.lookup_after(Some(48 * hour)), 23 * hour);
     }
 }

@@ -1,7 +1,7 @@
 //! The checkout engine: `pay` writes ahead, the dispatcher sends and retries, the prober watches
 //! connectivity, and every change is announced as an [`Event`].
 
-use crate::client::{Answer, PaymentClient};
+use crate::client::{Answer, Health, PaymentClient};
 use crate::config::Config;
 use crate::domain::{AttemptState, CardToken, Centavos, SaleId};
 use crate::error::{CoreError, Result};
@@ -10,7 +10,7 @@ use rand::Rng;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, watch, Notify};
@@ -21,7 +21,7 @@ use tracing::Instrument;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Connectivity {
-    /// Nothing tried yet.
+    /// Nothing has answered yet (the first probe is under way). Counts as offline for the caps.
     Unknown,
     /// The last request reached the server.
     Online,
@@ -68,6 +68,27 @@ pub enum Event {
     },
 }
 
+/// What the till shows: the open sale and the others still unsettled.
+#[derive(Debug, Clone, Serialize)]
+pub struct Till {
+    /// The sale open at the till.
+    pub sale: SaleId,
+    /// Its latest attempt, if it was paid.
+    pub attempt: Option<Attempt>,
+    /// The latest attempt of every other sale that is `pendente` or in `revisao`, oldest first.
+    pub unfinished: Vec<Attempt>,
+}
+
+/// What a lookup by `referencia` said of an attempt in `revisao`.
+enum ReviewCheck {
+    /// The server has a payment for it: the attempt now carries that result.
+    Settled(Box<Attempt>),
+    /// The server has none (recorded).
+    NoPayment,
+    /// The server could not be asked or did not say.
+    Unknown(String),
+}
+
 /// The engine. Cheap to clone; call [`Checkout::shutdown`] to stop it and release the outbox.
 #[derive(Debug, Clone)]
 pub struct Checkout {
@@ -84,6 +105,13 @@ struct Inner {
     wake: Notify,
     connectivity: AtomicU8,
     went_offline: Notify,
+    /// The server's key retention in seconds, as its `/health` said; 0 until it says.
+    advertised_retention: AtomicU64,
+    /// Attempts went to `revisao` unchecked, or the server came back: check them.
+    reviews_due: Notify,
+    /// True once the first `/health` probe has answered or failed: the dispatcher waits for it,
+    /// so it knows the server's key retention before it decides to resend an old attempt.
+    probed: watch::Sender<bool>,
     stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -115,20 +143,26 @@ pub fn retry_delay(
 impl Checkout {
     /// Opens the outbox at `db` (only one process may) and starts the engine. Every attempt still
     /// `pendente` is replayed at once with its stored key.
+    /// The API address is checked first (see [`Config::validate`]): a refused address fails
+    /// here with [`CoreError::Config`] and nothing is opened.
     pub async fn open(db: impl AsRef<Path>, config: Config) -> Result<Self> {
+        let client = PaymentClient::new(&config)?;
         let outbox = Outbox::open(db.as_ref(), config.busy_timeout, config.max_outbox_bytes)?;
         outbox.make_all_due(now_ms()).await?;
         let (events, _) = broadcast::channel(4096);
         let (stop, _) = watch::channel(false);
         let inner = Arc::new(Inner {
             outbox,
-            client: PaymentClient::new(&config),
+            client,
             config,
             events,
             in_flight: Mutex::new(HashSet::new()),
             wake: Notify::new(),
             connectivity: AtomicU8::new(Connectivity::Unknown.as_u8()),
             went_offline: Notify::new(),
+            advertised_retention: AtomicU64::new(0),
+            reviews_due: Notify::new(),
+            probed: watch::channel(false).0,
             stop,
             tasks: Mutex::new(Vec::new()),
         });
@@ -136,21 +170,42 @@ impl Checkout {
         let tasks = vec![
             tokio::spawn(dispatch(inner.clone(), inner.stop.subscribe())),
             tokio::spawn(probe(inner.clone(), inner.stop.subscribe())),
+            tokio::spawn(check_reviews(inner.clone(), inner.stop.subscribe())),
         ];
         inner.tasks.lock().expect("tasks lock").extend(tasks);
         Ok(Self { inner })
     }
 
     /// Pays `valor` for `sale`: returns the sale's live (or approved) attempt if it has one, or
-    /// creates one with a fresh key, durable before anything is sent. While offline, payments
-    /// above the configured caps are refused rather than queued.
+    /// creates one with a fresh key, durable before anything is sent. The sale becomes the one
+    /// open at the till. Unless the engine knows the server is online, payments above the
+    /// configured offline caps are refused rather than queued.
+    ///
+    /// A sale with an attempt in `revisao` is first looked up on the server by `referencia`: a
+    /// payment found settles the sale (returned as `Existing`), and a new attempt is made only
+    /// once the server has said it has none.
     pub async fn pay(
         &self,
         sale: SaleId,
         valor: Centavos,
         cartao: CardToken,
     ) -> Result<PayOutcome> {
-        let caps = (self.connectivity() == Connectivity::Offline).then_some((
+        for review in self.inner.outbox.attempts_of(&sale).await? {
+            if review.state != AttemptState::Revisao {
+                continue;
+            }
+            match self.inner.resolve_review(&review).await {
+                ReviewCheck::Settled(a) => return Ok(PayOutcome::Existing(*a)),
+                ReviewCheck::NoPayment => {}
+                ReviewCheck::Unknown(why) => {
+                    return Err(CoreError::ReviewUnresolved {
+                        attempt: review.id,
+                        why,
+                    })
+                }
+            }
+        }
+        let caps = (self.connectivity() != Connectivity::Online).then_some((
             self.inner.config.offline_max_per_payment,
             self.inner.config.offline_max_total,
         ));
@@ -176,6 +231,55 @@ impl Checkout {
         Ok(a)
     }
 
+    /// The sale open at the till (opening a fresh one if none ever was) with its attempts, and
+    /// every other sale whose latest attempt is not settled. What a window shows after a start,
+    /// a crash or a reload.
+    pub async fn till(&self) -> Result<Till> {
+        let sale = match self.inner.outbox.current_sale().await? {
+            Some(sale) => sale,
+            None => {
+                let sale = SaleId::generate();
+                self.inner.outbox.open_sale(sale.clone(), now_ms()).await?;
+                sale
+            }
+        };
+        let attempts = self.inner.outbox.attempts_of(&sale).await?;
+        let others = self
+            .inner
+            .outbox
+            .unfinished()
+            .await?
+            .into_iter()
+            .filter(|a| a.sale_id != sale.as_ref())
+            .collect();
+        Ok(Till {
+            sale,
+            attempt: attempts.into_iter().last(),
+            unfinished: others,
+        })
+    }
+
+    /// Opens a new sale at the till. Refused while the open sale's payment is being decided
+    /// with the server online (the customer is still at the counter: a new sale there invites a
+    /// second charge) or sits in `revisao` unchecked. A payment waiting offline does not block:
+    /// it was accepted under the offline caps and is sent by itself.
+    pub async fn new_sale(&self) -> Result<SaleId> {
+        if let Some(current) = self.inner.outbox.current_sale().await? {
+            let latest = self.inner.outbox.attempts_of(&current).await?.pop();
+            let blocks = latest.is_some_and(|a| match a.state {
+                AttemptState::Pendente => self.connectivity() == Connectivity::Online,
+                AttemptState::Revisao => a.review_checked_at.is_none(),
+                AttemptState::Aprovado | AttemptState::Recusado => false,
+            });
+            if blocks {
+                return Err(CoreError::SaleOpen(current.as_ref().to_string()));
+            }
+        }
+        let sale = SaleId::generate();
+        self.inner.outbox.open_sale(sale.clone(), now_ms()).await?;
+        Ok(sale)
+    }
+
     /// Subscribes to events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()
@@ -184,6 +288,11 @@ impl Checkout {
     /// Connectivity as last seen.
     pub fn connectivity(&self) -> Connectivity {
         self.inner.connectivity()
+    }
+
+    /// The server's key retention, once its `/health` said it.
+    pub fn advertised_retention(&self) -> Option<Duration> {
+        self.inner.advertised_retention()
     }
 
     /// One attempt.
@@ -265,6 +374,62 @@ impl Inner {
         Connectivity::from_u8(self.connectivity.load(Ordering::SeqCst))
     }
 
+    fn advertised_retention(&self) -> Option<Duration> {
+        match self.advertised_retention.load(Ordering::SeqCst) {
+            0 => None,
+            secs => Some(Duration::from_secs(secs)),
+        }
+    }
+
+    /// Probes `/health` once and records what it says.
+    async fn probe_once(&self) {
+        let Health {
+            reachable,
+            key_retention,
+        } = self.client.health().await;
+        if let Some(r) = key_retention {
+            self.advertised_retention
+                .store(r.as_secs().max(1), Ordering::SeqCst);
+        }
+        self.observe(if reachable {
+            Connectivity::Online
+        } else {
+            Connectivity::Offline
+        })
+        .await;
+    }
+
+    /// Asks the server whether it has a payment for an attempt in `revisao` and records the
+    /// answer: a payment found settles the attempt, none found marks it checked.
+    async fn resolve_review(&self, attempt: &Attempt) -> ReviewCheck {
+        let recorded = match self.client.find_by_referencia(&attempt.id).await {
+            Ok(Some(Answer::Final(found))) => {
+                tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "attempt in review did reach the server: settled from its payment");
+                self.outbox
+                    .settle_review(&attempt.id, found, now_ms())
+                    .await
+                    .map(|(a, q)| (ReviewCheck::Settled(Box::new(a.clone())), a, q))
+            }
+            Ok(None) => self
+                .outbox
+                .mark_review_checked(&attempt.id, now_ms())
+                .await
+                .map(|(a, q)| (ReviewCheck::NoPayment, a, q)),
+            Ok(Some(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }))
+            | Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
+                return ReviewCheck::Unknown(error)
+            }
+            Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
+        };
+        match recorded {
+            Ok((check, a, q)) => {
+                self.announce(a, q);
+                check
+            }
+            Err(e) => ReviewCheck::Unknown(e.to_string()),
+        }
+    }
+
     /// Records a connectivity observation; on a change, tells the app, and going offline starts
     /// the prober while coming back makes the whole queue due.
     async fn observe(&self, now: Connectivity) {
@@ -281,15 +446,26 @@ impl Inner {
                     tracing::warn!(error = %e, "could not reschedule the queue");
                 }
                 self.wake.notify_one();
+                self.reviews_due.notify_one();
             }
             _ => {}
         }
     }
 }
 
-/// Waits for the engine to go offline, then probes `/health` until the server answers.
+/// Probes `/health` once at start (so the till knows within a probe timeout whether it is online
+/// and learns the server's key retention), then, whenever the engine goes offline, probes until
+/// the server answers.
 async fn probe(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
+    tokio::select! {
+        _ = inner.probe_once() => {}
+        _ = stop.changed() => return,
+    }
+    inner.probed.send_replace(true);
     while !inner.stopped() {
+        if inner.connectivity() == Connectivity::Offline {
+            inner.went_offline.notify_one(); // went offline before this loop waited
+        }
         tokio::select! {
             _ = inner.went_offline.notified() => {}
             _ = stop.changed() => return,
@@ -299,9 +475,43 @@ async fn probe(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
                 _ = tokio::time::sleep(inner.config.probe_interval) => {}
                 _ = stop.changed() => return,
             }
-            if inner.client.health().await {
-                inner.observe(Connectivity::Online).await;
+            tokio::select! {
+                _ = inner.probe_once() => {}
+                _ = stop.changed() => return,
             }
+        }
+    }
+}
+
+/// How often attempts in `revisao` that could not be checked are looked up again.
+const REVIEW_RECHECK: Duration = Duration::from_secs(5);
+
+/// Checks attempts in `revisao` against the server by `referencia`: every one once at start,
+/// then those not yet checked whenever one is added, the server comes back, or every
+/// [`REVIEW_RECHECK`].
+async fn check_reviews(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
+    let mut unchecked_only = false;
+    loop {
+        if inner.connectivity() != Connectivity::Offline {
+            match inner.outbox.reviews(unchecked_only).await {
+                Ok(reviews) => {
+                    for review in reviews {
+                        if inner.stopped() {
+                            return;
+                        }
+                        if let ReviewCheck::Unknown(why) = inner.resolve_review(&review).await {
+                            tracing::info!(attempt = %review.id, %why, "review not checked yet");
+                        }
+                    }
+                    unchecked_only = true;
+                }
+                Err(e) => tracing::warn!(error = %e, "could not read the reviews"),
+            }
+        }
+        tokio::select! {
+            _ = inner.reviews_due.notified() => {}
+            _ = tokio::time::sleep(REVIEW_RECHECK) => {}
+            _ = stop.changed() => return,
         }
     }
 }
@@ -312,6 +522,11 @@ async fn probe(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
 /// next start), so that after [`Checkout::shutdown`] nothing holds the outbox any more.
 async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     let max = inner.config.max_in_flight.max(1);
+    let mut probed = inner.probed.subscribe();
+    tokio::select! {
+        _ = probed.wait_for(|p| *p) => {}
+        _ = stop.changed() => return,
+    }
     let mut tries = tokio::task::JoinSet::new();
     loop {
         if inner.stopped() {
@@ -352,6 +567,11 @@ async fn next_wake(inner: &Inner) -> Duration {
         return IDLE; // the prober wakes the dispatcher when the server is back
     }
     let busy = inner.in_flight.lock().expect("in-flight lock").len();
+    if busy >= inner.config.max_in_flight.max(1) {
+        // Every slot is taken: nothing can start before a try ends, and each try wakes the
+        // dispatcher when it does. Reading the outbox now would only find due work it cannot send.
+        return IDLE;
+    }
     let Ok(upcoming) = inner.outbox.upcoming(busy + 1).await else {
         return Duration::from_secs(1);
     };
@@ -364,8 +584,8 @@ async fn next_wake(inner: &Inner) -> Duration {
 }
 
 async fn run_try(inner: Arc<Inner>, job: SendJob) {
-    let lookup_first =
-        now_ms() - job.created_at > inner.config.lookup_after().as_millis() as Millis;
+    let lookup_after = inner.config.lookup_after(inner.advertised_retention());
+    let lookup_first = now_ms() - job.created_at > lookup_after.as_millis() as Millis;
     let answer = if lookup_first {
         match inner.client.find_by_referencia(&job.id).await {
             Ok(Some(found)) => {
@@ -414,11 +634,29 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
             status,
             body,
         } => {
-            tracing::warn!(%reason, "server refused the attempt; needs review");
-            TryResult::Review {
-                reason,
-                status: Some(status),
-                body: Some(body),
+            // An earlier try may have charged and lost its answer: before anything says
+            // "review", ask the server whether it has a payment for this attempt.
+            tracing::warn!(%reason, "server refused the attempt; looking it up by referencia");
+            match inner.client.find_by_referencia(&job.id).await {
+                Ok(Some(Answer::Final(found))) => {
+                    tracing::warn!(payment = ?found.payment_id, "refused now, but an earlier try was charged: settled from the server's payment");
+                    TryResult::Final(found)
+                }
+                Ok(None) => TryResult::Review {
+                    reason,
+                    status: Some(status),
+                    body: Some(body),
+                    checked: true,
+                },
+                _ => {
+                    inner.reviews_due.notify_one();
+                    TryResult::Review {
+                        reason,
+                        status: Some(status),
+                        body: Some(body),
+                        checked: false,
+                    }
+                }
             }
         }
     };

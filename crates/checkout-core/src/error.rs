@@ -13,6 +13,12 @@ pub enum CoreError {
     /// Input did not parse (amount, sale id, card token).
     #[error("{0}")]
     Invalid(String),
+    /// The configuration cannot be used (API address, certificate file).
+    #[error("configuração: {0}")]
+    Config(String),
+    /// The sale still has a payment that is not final: a new sale would invite a second charge.
+    #[error("a venda {0} ainda tem um pagamento em andamento; espere o resultado antes de começar outra")]
+    SaleOpen(String),
     /// Another process owns the outbox file.
     #[error("outra instância do Pagar já está usando {0}; feche-a antes de abrir esta")]
     AlreadyOpen(PathBuf),
@@ -38,6 +44,14 @@ pub enum CoreError {
         would_be: i64,
         /// The cap in centavos.
         cap: i64,
+    },
+    /// A sale in `revisao` could not be checked against the server before a new attempt.
+    #[error("não foi possível confirmar com o servidor se a tentativa {attempt} cobrou ({why}); nada foi enviado, tente de novo quando a conexão voltar")]
+    ReviewUnresolved {
+        /// The attempt in review.
+        attempt: String,
+        /// Why it could not be checked.
+        why: String,
     },
     /// No such attempt.
     #[error("tentativa não encontrada: {0}")]
@@ -80,12 +94,15 @@ impl Serialize for CoreError {
         use serde::ser::SerializeStruct;
         let kind = match self {
             CoreError::Invalid(_) => "invalid",
+            CoreError::Config(_) => "config",
+            CoreError::SaleOpen(_) => "sale_open",
             CoreError::AlreadyOpen(_) => "already_open",
             CoreError::StorageBusy => "storage_busy",
             CoreError::StorageFull => "storage_full",
             CoreError::Storage(_) => "storage",
             CoreError::OfflinePaymentTooLarge { .. } => "offline_payment_too_large",
             CoreError::OfflineQueueFull { .. } => "offline_queue_full",
+            CoreError::ReviewUnresolved { .. } => "review_unresolved",
             CoreError::NotFound(_) => "not_found",
             CoreError::StillPending => "still_pending",
             CoreError::Closed => "closed",

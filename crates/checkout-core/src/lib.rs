@@ -14,6 +14,6 @@ pub mod outbox;
 
 pub use config::Config;
 pub use domain::{format_brl, AttemptState, CardToken, Centavos, SaleId};
-pub use engine::{Checkout, Connectivity, Event};
+pub use engine::{Checkout, Connectivity, Event, Till};
 pub use error::{CoreError, Result};
 pub use outbox::{Attempt, PayOutcome, QueueSummary};

@@ -9,6 +9,7 @@ use rusqlite_migration::{Migrations, M};
 use serde::Serialize;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,8 +17,9 @@ use std::time::Duration;
 pub type Millis = i64;
 
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(
-        r#"
+    Migrations::new(vec![
+        M::up(
+            r#"
         CREATE TABLE attempts (
             seq             INTEGER PRIMARY KEY, -- rowid: attempts are never deleted, so it only grows
             id              TEXT    NOT NULL UNIQUE,
@@ -55,8 +57,32 @@ fn migrations() -> Migrations<'static> {
             WHEN OLD.state != 'pendente' AND NEW.state = 'pendente'
         BEGIN UPDATE queue SET count = count + 1, total = total + NEW.valor WHERE id = 1; END;
         "#,
-    )])
+        ),
+        // The open sale lives here, not only in the window, so a crash or a reload brings it back.
+        // An attempt in `revisao` is checked against the server by `referencia`; only once the
+        // server confirmed it has no payment for it may the sale get a new attempt.
+        M::up(
+            r#"
+        CREATE TABLE till (
+            id        INTEGER PRIMARY KEY CHECK (id = 1),
+            sale_id   TEXT    NOT NULL,
+            opened_at INTEGER NOT NULL
+        );
+        ALTER TABLE attempts ADD COLUMN review_checked_at INTEGER;
+        DROP INDEX attempts_one_live_per_sale;
+        CREATE UNIQUE INDEX attempts_one_live_per_sale ON attempts (sale_id)
+            WHERE state = 'pendente' OR (state = 'revisao' AND review_checked_at IS NULL);
+        CREATE INDEX attempts_by_sale ON attempts (sale_id, seq);
+        "#,
+        ),
+    ])
 }
+
+/// The states in which an attempt keeps its sale from getting another one: it may still charge
+/// (`pendente`), it did (`aprovado`), or nobody has confirmed yet that it did not (`revisao`
+/// before the server was asked by `referencia`).
+const BLOCKS_SALE: &str =
+    "(state IN ('pendente', 'aprovado') OR (state = 'revisao' AND review_checked_at IS NULL))";
 
 /// One press of Pagar for one sale.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -91,6 +117,9 @@ pub struct Attempt {
     pub created_at: Millis,
     /// Last changed (epoch ms).
     pub updated_at: Millis,
+    /// For an attempt in `revisao`: when the server confirmed it has no payment for it (looked
+    /// up by `referencia`). `None` while nobody has been able to ask.
+    pub review_checked_at: Option<Millis>,
 }
 
 /// The queue of attempts waiting for the server.
@@ -161,6 +190,8 @@ pub enum TryResult {
         status: Option<u16>,
         /// Body, if there was an answer.
         body: Option<Vec<u8>>,
+        /// The server was asked by `referencia` and has no payment for it.
+        checked: bool,
     },
 }
 
@@ -177,6 +208,8 @@ struct RequestBody<'a> {
 #[derive(Debug, Clone)]
 pub struct Outbox {
     db: Db,
+    /// Reads the dispatcher made (`due` and `upcoming`): how a test sees that it does not spin.
+    dispatch_reads: Arc<AtomicU64>,
     /// New attempts are refused past this many pages; the rest of the file (up to twice as
     /// much) stays free for recording the outcomes of the attempts already stored.
     soft_page_limit: Option<u64>,
@@ -184,7 +217,7 @@ pub struct Outbox {
 }
 
 const ATTEMPT_COLUMNS: &str = "id, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
-                               last_error, response_status, payment_id, motivo, created_at, updated_at";
+                               last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at";
 
 fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
     let state: String = r.get("state")?;
@@ -210,6 +243,7 @@ fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         motivo: r.get("motivo")?,
         created_at: r.get("created_at")?,
         updated_at: r.get("updated_at")?,
+        review_checked_at: r.get("review_checked_at")?,
     })
 }
 
@@ -229,6 +263,16 @@ fn queue(c: &Connection) -> rusqlite::Result<QueueSummary> {
                 total: r.get(1)?,
             })
         })
+}
+
+fn set_till(c: &Connection, sale: &SaleId, now: Millis) -> rusqlite::Result<usize> {
+    exec(
+        c,
+        "INSERT INTO till (id, sale_id, opened_at) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET sale_id = excluded.sale_id,
+             opened_at = CASE WHEN till.sale_id = excluded.sale_id THEN till.opened_at ELSE excluded.opened_at END",
+        params![sale.as_ref(), now],
+    )
 }
 
 /// The path of the lock file that marks an outbox as owned.
@@ -273,6 +317,7 @@ impl Outbox {
         })?;
         Ok(Self {
             db,
+            dispatch_reads: Arc::default(),
             soft_page_limit,
             _lock: Arc::new(lock),
         })
@@ -293,10 +338,12 @@ impl Outbox {
             .write(move |c| {
                 let existing = c
                     .prepare_cached(&format!(
-                        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE sale_id = ?1 AND state != 'recusado'"
+                        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE sale_id = ?1 AND {BLOCKS_SALE}
+                         ORDER BY seq DESC LIMIT 1"
                     ))?
                     .query_row([sale.as_ref()], attempt_from_row)
                     .optional()?;
+                set_till(c, &sale, now)?;
                 if let Some(a) = existing {
                     return Ok((PayOutcome::Existing(a), queue(c)?));
                 }
@@ -339,6 +386,7 @@ impl Outbox {
 
     /// Attempts due now, oldest first, at most `limit`.
     pub async fn due(&self, now: Millis, limit: usize) -> Result<Vec<SendJob>> {
+        self.dispatch_reads.fetch_add(1, Ordering::Relaxed);
         self.db
             .read(move |c| {
                 let mut st = c.prepare_cached(
@@ -363,6 +411,7 @@ impl Outbox {
 
     /// The earliest `limit` (id, next_try_at) of pending attempts.
     pub async fn upcoming(&self, limit: usize) -> Result<Vec<(String, Millis)>> {
+        self.dispatch_reads.fetch_add(1, Ordering::Relaxed);
         self.db
             .read(move |c| {
                 let mut st = c.prepare_cached(
@@ -407,12 +456,13 @@ impl Outbox {
                          WHERE id = ?1 AND state = 'pendente'",
                         params![id, next_try_at, error, now],
                     )?,
-                    TryResult::Review { reason, status, body } => exec(
+                    TryResult::Review { reason, status, body, checked } => exec(
                         c,
                         "UPDATE attempts SET state = 'revisao', last_error = ?2, response_status = ?3,
-                                response_body = ?4, tries = tries + 1, last_tried_at = ?5, updated_at = ?5
+                                response_body = ?4, tries = tries + 1, last_tried_at = ?5, updated_at = ?5,
+                                review_checked_at = CASE WHEN ?6 THEN ?5 END
                          WHERE id = ?1 AND state = 'pendente'",
-                        params![id, reason, status, body, now],
+                        params![id, reason, status, body, now, checked],
                     )?,
                 };
                 let attempt = get_attempt(c, &id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
@@ -434,14 +484,29 @@ impl Outbox {
             .await
     }
 
-    /// Puts an attempt in `revisao` back in the queue with its same key and bytes.
+    /// Puts an attempt in `revisao` back in the queue with its same key and bytes, unless its
+    /// sale has moved on to another attempt that is live or approved.
     pub async fn retry_review(&self, id: &str, now: Millis) -> Result<(Attempt, QueueSummary)> {
         let id = id.to_string();
         self.db
             .write(move |c| {
+                let other: Option<String> = c
+                    .prepare_cached(&format!(
+                        "SELECT id FROM attempts
+                         WHERE sale_id = (SELECT sale_id FROM attempts WHERE id = ?1 AND state = 'revisao')
+                           AND id != ?1 AND {BLOCKS_SALE} LIMIT 1"
+                    ))?
+                    .query_row([&id], |r| r.get(0))
+                    .optional()?;
+                if let Some(other) = other {
+                    return Err(CoreError::Invalid(format!(
+                        "esta venda já tem outro pagamento ({other}); não dá para reenviar este"
+                    )));
+                }
                 exec(
                     c,
-                    "UPDATE attempts SET state = 'pendente', next_try_at = ?2, updated_at = ?2
+                    "UPDATE attempts SET state = 'pendente', next_try_at = ?2, updated_at = ?2,
+                            review_checked_at = NULL
                      WHERE id = ?1 AND state = 'revisao'",
                     params![id, now],
                 )?;
@@ -450,6 +515,127 @@ impl Outbox {
                 Ok((attempt, queue(c)?))
             })
             .await
+    }
+
+    /// Settles an attempt in `revisao` with what the server has for its `referencia`: a payment
+    /// found means the attempt did reach the gateway.
+    pub async fn settle_review(
+        &self,
+        id: &str,
+        answer: FinalAnswer,
+        now: Millis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        let id = id.to_string();
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                            motivo = ?6, review_checked_at = ?7, updated_at = ?7
+                     WHERE id = ?1 AND state = 'revisao'",
+                    params![id, answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now],
+                )?;
+                let attempt = get_attempt(c, &id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
+                Ok((attempt, queue(c)?))
+            })
+            .await
+    }
+
+    /// Records that the server has no payment for an attempt in `revisao`.
+    pub async fn mark_review_checked(
+        &self,
+        id: &str,
+        now: Millis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        let id = id.to_string();
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE attempts SET review_checked_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'revisao'",
+                    params![id, now],
+                )?;
+                let attempt = get_attempt(c, &id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
+                Ok((attempt, queue(c)?))
+            })
+            .await
+    }
+
+    /// Attempts in `revisao`, oldest first; only those not yet checked with `unchecked_only`.
+    pub async fn reviews(&self, unchecked_only: bool) -> Result<Vec<Attempt>> {
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE state = 'revisao'
+                     AND (?1 = 0 OR review_checked_at IS NULL) ORDER BY seq"
+                ))?;
+                let rows = st
+                    .query_map([unchecked_only], attempt_from_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .await
+    }
+
+    /// The attempts of one sale, oldest first.
+    pub async fn attempts_of(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
+        let sale = sale.clone();
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE sale_id = ?1 ORDER BY seq"
+                ))?;
+                let rows = st
+                    .query_map([sale.as_ref()], attempt_from_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .await
+    }
+
+    /// The sale open at the till, if one was opened.
+    pub async fn current_sale(&self) -> Result<Option<SaleId>> {
+        self.db
+            .read(|c| {
+                let id: Option<String> = c
+                    .prepare_cached("SELECT sale_id FROM till WHERE id = 1")?
+                    .query_row([], |r| r.get(0))
+                    .optional()?;
+                id.map(|s| SaleId::parse(&s).map_err(CoreError::Storage))
+                    .transpose()
+            })
+            .await
+    }
+
+    /// Opens `sale` at the till.
+    pub async fn open_sale(&self, sale: SaleId, now: Millis) -> Result<()> {
+        self.db
+            .write(move |c| {
+                set_till(c, &sale, now)?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The latest attempt of every sale that is not settled: `pendente`, or `revisao`.
+    pub async fn unfinished(&self) -> Result<Vec<Attempt>> {
+        self.db
+            .read(|c| {
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE state IN ('pendente', 'revisao')
+                     AND seq = (SELECT max(seq) FROM attempts b WHERE b.sale_id = a.sale_id) ORDER BY seq"
+                ))?;
+                let rows = st
+                    .query_map([], attempt_from_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .await
+    }
+
+    /// How many times the dispatcher has read the outbox.
+    pub fn dispatch_reads(&self) -> u64 {
+        self.dispatch_reads.load(Ordering::Relaxed)
     }
 
     /// One attempt.

@@ -284,11 +284,25 @@ async fn list_payments(
     Ok(Json(PaymentList { pagamentos }))
 }
 
-/// Ready when the store answers.
-#[utoipa::path(get, path = "/health", responses((status = 200), (status = 503, body = Problem)))]
-async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>> {
+/// Ready when the store answers. The body also says how long completed idempotency keys are
+/// kept (`key_retention_secs`), so a client knows when a key may have been purged and an old
+/// attempt must be looked up by `referencia` before it is sent again.
+#[utoipa::path(get, path = "/health", responses((status = 200, body = Health), (status = 503, body = Problem)))]
+async fn health(State(state): State<AppState>) -> Result<Json<Health>> {
     state.store().health().await?;
-    Ok(Json(serde_json::json!({"status": "ok"})))
+    Ok(Json(Health {
+        status: "ok",
+        key_retention_secs: state.key_retention_secs(),
+    }))
+}
+
+/// `GET /health`'s answer.
+#[derive(Serialize, utoipa::ToSchema)]
+struct Health {
+    /// Always `ok` when the store answers.
+    status: &'static str,
+    /// How long completed idempotency keys are kept before the reaper deletes them.
+    key_retention_secs: u64,
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
@@ -395,7 +409,7 @@ impl utoipa::Modify for SecuritySchemes {
 #[openapi(
     info(title = "Pagar payment API", description = "Honours Idempotency-Key: each key charges at most once and replays its stored answer."),
     paths(create_payment, get_payment, list_payments, health, admin_ledger, admin_get_faults, admin_put_faults),
-    components(schemas(NovoPagamento, Payment, PaymentList, Problem, Ledger, LedgerRow, Faults)),
+    components(schemas(NovoPagamento, Payment, PaymentList, Problem, Ledger, LedgerRow, Faults, Health)),
     modifiers(&SecuritySchemes)
 )]
 pub struct ApiDoc;

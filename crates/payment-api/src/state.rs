@@ -24,6 +24,7 @@ struct Shared {
     metrics: Metrics,
     replays: ReplayCache,
     lease_ms: i64,
+    key_retention_secs: u64,
     max_body_bytes: usize,
     max_header_bytes: usize,
 }
@@ -45,6 +46,7 @@ impl AppState {
             metrics: Metrics::default(),
             replays: ReplayCache::new(config.replay_cache_entries, config.key_retention_ms()),
             lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
+            key_retention_secs: config.key_retention_secs,
             max_body_bytes: config.max_body_bytes,
             max_header_bytes: config.max_header_bytes,
         }))
@@ -93,6 +95,11 @@ impl AppState {
     /// Lease length in milliseconds.
     pub fn lease_ms(&self) -> i64 {
         self.0.lease_ms
+    }
+
+    /// How long completed keys are kept (advertised in `GET /health` for clients).
+    pub fn key_retention_secs(&self) -> u64 {
+        self.0.key_retention_secs
     }
 
     /// Body limit.

@@ -1,8 +1,8 @@
 use crate::helpers::*;
 use checkout_core::{AttemptState, PayOutcome};
+use pagar_testkit::{Fault, FaultProxy};
 use serde_json::json;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn pay_is_approved_and_the_ledger_has_one_charge_for_it() {
@@ -79,47 +79,24 @@ async fn a_response_lost_after_the_charge_is_replayed_with_the_same_key_and_paym
     assert!(api.requests("replay").await >= 1);
 }
 
-/// A TCP proxy that forwards the request and cuts both sides as soon as the server starts to
-/// answer: the server has committed, the client hears nothing. Only the first `cuts` connections
-/// are cut; later ones pass through.
-async fn cutting_proxy(upstream: std::net::SocketAddr, cuts: usize) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut n = 0;
-        loop {
-            let Ok((client, _)) = listener.accept().await else {
-                return;
-            };
-            n += 1;
-            let cut = n <= cuts;
-            tokio::spawn(async move {
-                let server = tokio::net::TcpStream::connect(upstream).await.unwrap();
-                let (mut cr, mut cw) = client.into_split();
-                let (mut sr, mut sw) = server.into_split();
-                let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
-                let mut buf = vec![0u8; 16 * 1024];
-                while let Ok(k) = sr.read(&mut buf).await {
-                    if k == 0 || cut {
-                        break; // the answer is dropped on the floor
-                    }
-                    if cw.write_all(&buf[..k]).await.is_err() {
-                        break;
-                    }
-                }
-                up.abort();
-            });
-        }
-    });
-    addr
-}
-
 #[tokio::test]
 async fn a_connection_cut_after_the_request_is_replayed_with_one_charge() {
+    // Arrange: a proxy of our own cuts every connection the moment the server answers.
     let api = Api::start().await;
-    let proxy = cutting_proxy(api.addr, 1).await;
-    let engine = Engine::open(fast_config(&format!("http://{proxy}"))).await;
+    let proxy = FaultProxy::start(api.addr).await;
+    let engine = Engine::open(fast_config(&proxy.url())).await;
+    proxy.set(Fault::CutAfterAnswer).await;
+    // Act: the server charges and commits; the client hears nothing and retries with the key.
     let attempt = engine.pay("venda-3", 990, "tok_aprovado").await;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while api.requests("first").await == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+    proxy.set(Fault::Pass).await;
+    // Assert
     let done = engine.final_state(&attempt).await;
     assert_eq!(done.state, AttemptState::Aprovado);
     assert!(done.tries >= 2);

@@ -1,4 +1,6 @@
-use checkout_core::{Attempt, CardToken, Centavos, Checkout, Config, Event, PayOutcome, SaleId};
+use checkout_core::{
+    Attempt, CardToken, Centavos, Checkout, Config, Connectivity, Event, PayOutcome, SaleId,
+};
 use payment_api::RunningServer;
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -130,10 +132,13 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Opens an engine and waits for its first health probe, so the offline caps (which apply
+    /// until the engine knows it is online) do not depend on how fast the probe is.
     pub async fn open(config: Config) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("outbox.db");
         let checkout = Checkout::open(&db, config).await.unwrap();
+        settled_connectivity(&checkout).await;
         Self {
             checkout,
             db,
@@ -164,6 +169,20 @@ impl Engine {
             .await
             .unwrap()
     }
+}
+
+/// Waits (at most 10 s) until the engine's first probe has said online or offline.
+pub async fn settled_connectivity(checkout: &Checkout) -> Connectivity {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match checkout.connectivity() {
+                Connectivity::Unknown => tokio::time::sleep(Duration::from_millis(10)).await,
+                known => return known,
+            }
+        }
+    })
+    .await
+    .expect("the first probe ended")
 }
 
 /// Receives events until `pred` matches one, for at most 20 s.

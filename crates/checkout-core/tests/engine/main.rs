@@ -3,6 +3,7 @@
 
 mod delivery;
 mod helpers;
+mod network;
 mod offline;
 mod refusals;
 mod storage;

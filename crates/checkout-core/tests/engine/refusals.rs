@@ -64,17 +64,8 @@ async fn a_422_puts_the_attempt_in_review_and_it_is_never_sent_with_another_key(
     let mut config = fast_config(&api.url());
     config.probe_interval = Duration::from_millis(1_500); // the foreign request goes first
     let engine = Engine::open(config).await;
-    let mut events = engine.checkout.subscribe();
+    assert_eq!(engine.checkout.connectivity(), Connectivity::Offline);
     let attempt = engine.pay("venda-f2", 100, "tok_aprovado").await;
-    wait_event(&mut events, |e| {
-        matches!(
-            e,
-            Event::ConnectivityChanged {
-                connectivity: Connectivity::Offline
-            }
-        )
-    })
-    .await;
     api.up().await;
     let res = reqwest::Client::new()
         .post(format!("{}/pagamentos", api.url()))
@@ -105,14 +96,20 @@ async fn a_422_puts_the_attempt_in_review_and_it_is_never_sent_with_another_key(
         1,
         "only the other request's charge"
     );
-    // The sale keeps its attempt in review: paying it again makes no second key.
-    let again = engine.pay("venda-f2", 100, "tok_aprovado").await;
-    assert_eq!(again.id, attempt.id);
+    // The engine asked the server by referencia before saying "review": it has no payment.
+    assert!(done.review_checked_at.is_some(), "{done:?}");
+    // Only then may the sale be paid again: a new attempt with a new key (another card), and
+    // the attempt in review can no longer be sent.
+    let again = engine.pay("venda-f2", 100, "tok_recusado").await;
+    assert_ne!(again.id, attempt.id);
+    assert_ne!(again.idempotency_key, attempt.idempotency_key);
+    let refused = engine.checkout.retry_review(&attempt.id).await.unwrap_err();
+    assert!(refused.to_string().contains("outro pagamento"), "{refused}");
 }
 
 #[tokio::test]
 async fn an_attempt_older_than_the_servers_key_retention_is_looked_up_before_it_is_resent() {
-    // Arrange: keys live 1 s on the server; the client knows it.
+    // Arrange: keys live 1 s on the server, which says so in /health.
     let api = Api::start_with(|c| {
         c.key_retention_secs = 1;
         c.reaper_interval_secs = 1;
@@ -122,8 +119,8 @@ async fn an_attempt_older_than_the_servers_key_retention_is_looked_up_before_it_
         .await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("outbox.db");
+    // The client's own setting says 24 h: it learns the 1 s from the server's /health.
     let mut config = fast_config(&api.url());
-    config.server_key_retention = Duration::from_millis(1_500);
     config.retention_margin = Duration::from_millis(500);
     let first = checkout_core::Checkout::open(&db, config.clone())
         .await

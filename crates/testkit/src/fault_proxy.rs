@@ -1,0 +1,259 @@
+//! A TCP proxy between a client and the payment API that fails the ways a real network does.
+//!
+//! The fault is chosen per connection when it is accepted; changing the fault resets every
+//! connection still open (as a network change would), so a client's pooled keep-alive
+//! connection cannot slip past a new fault.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How the proxy treats the connections it accepts from now on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward everything both ways.
+    Pass,
+    /// Nothing listens at the address: the kernel refuses every connection.
+    Refuse,
+    /// Accept the connection, then close it at once without reading a byte.
+    AcceptClose,
+    /// Accept and read the request, never answer (the connection hangs until the fault changes).
+    Swallow,
+    /// Forward the request; the moment the server starts answering, cut both sides. The server
+    /// has done its work; the client hears nothing.
+    CutAfterAnswer,
+    /// Answer the next `POST` itself with this status and a problem+json body, without
+    /// forwarding it (a middlebox, or a key rotated under the client); everything else, and every
+    /// later `POST`, passes.
+    RejectNextPost(u16),
+}
+
+/// A running proxy on a loopback port that stays the same across faults.
+#[derive(Debug, Clone)]
+pub struct FaultProxy {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    /// The fault in force and its generation; connections from an older generation are reset.
+    fault: watch::Sender<(u64, Fault)>,
+    reject_armed: AtomicBool,
+    acceptor: Mutex<Option<JoinHandle<()>>>,
+    accepted: AtomicU64,
+    forwarded_posts: AtomicU64,
+}
+
+impl FaultProxy {
+    /// Starts a proxy in front of `upstream`, passing everything.
+    pub async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let (fault, _) = watch::channel((0, Fault::Pass));
+        let proxy = Self {
+            inner: Arc::new(Inner {
+                addr: listener.local_addr().expect("bound"),
+                upstream,
+                fault,
+                reject_armed: AtomicBool::new(false),
+                acceptor: Mutex::new(None),
+                accepted: AtomicU64::new(0),
+                forwarded_posts: AtomicU64::new(0),
+            }),
+        };
+        proxy.serve(listener);
+        proxy
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// `http://<addr>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.inner.addr)
+    }
+
+    /// The fault in force.
+    pub fn fault(&self) -> Fault {
+        self.inner.fault.borrow().1
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.inner.accepted.load(Ordering::SeqCst)
+    }
+
+    /// `POST` requests seen and forwarded under [`Fault::RejectNextPost`] and after it.
+    pub fn forwarded_posts(&self) -> u64 {
+        self.inner.forwarded_posts.load(Ordering::SeqCst)
+    }
+
+    /// Switches the fault; every connection still open is reset.
+    pub async fn set(&self, fault: Fault) {
+        let before = self.fault();
+        self.inner
+            .reject_armed
+            .store(matches!(fault, Fault::RejectNextPost(_)), Ordering::SeqCst);
+        self.inner.fault.send_modify(|(generation, f)| {
+            *generation += 1;
+            *f = fault;
+        });
+        match (before == Fault::Refuse, fault == Fault::Refuse) {
+            (false, true) => {
+                let acceptor = self.inner.acceptor.lock().expect("acceptor lock").take();
+                if let Some(acceptor) = acceptor {
+                    acceptor.abort();
+                    let _ = acceptor.await; // the listening socket closes with the task
+                }
+            }
+            (true, false) => {
+                // The port was ours a moment ago; a few tries cover a slow release.
+                let mut listener = None;
+                for _ in 0..50 {
+                    match TcpListener::bind(self.inner.addr).await {
+                        Ok(l) => {
+                            listener = Some(l);
+                            break;
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                    }
+                }
+                self.serve(listener.expect("the proxy's port can be bound again"));
+            }
+            _ => {}
+        }
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let inner = self.inner.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                inner.accepted.fetch_add(1, Ordering::SeqCst);
+                let (generation, fault) = *inner.fault.borrow();
+                let mut changes = inner.fault.subscribe();
+                let inner = inner.clone();
+                tokio::spawn(async move {
+                    // A second handle on the socket, so a fault change can reset it while the
+                    // handler owns the stream.
+                    let Ok(killer) = dup(&client) else { return };
+                    tokio::select! {
+                        _ = handle(&inner, client, fault) => {}
+                        _ = changes.wait_for(|(g, _)| *g != generation) => {
+                            let _ = killer.set_zero_linger();
+                        }
+                    }
+                });
+            }
+        });
+        *self.inner.acceptor.lock().expect("acceptor lock") = Some(task);
+    }
+}
+
+fn dup(stream: &TcpStream) -> std::io::Result<TcpStream> {
+    let fd = socket2::SockRef::from(stream).try_clone()?;
+    let std: std::net::TcpStream = fd.into();
+    std.set_nonblocking(true)?;
+    TcpStream::from_std(std)
+}
+
+async fn handle(inner: &Inner, client: TcpStream, fault: Fault) {
+    match fault {
+        Fault::Pass => relay(inner, client, Vec::new(), false).await,
+        Fault::Refuse => {} // accepted in the instant before the listener closed: drop it
+        Fault::AcceptClose => drop(client),
+        Fault::Swallow => {
+            let mut client = client;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = client.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        Fault::CutAfterAnswer => relay(inner, client, Vec::new(), true).await,
+        Fault::RejectNextPost(status) => {
+            let mut client = client;
+            let Ok(head) = read_head(&mut client).await else {
+                return;
+            };
+            let is_post = head.starts_with(b"POST ");
+            if is_post && inner.reject_armed.swap(false, Ordering::SeqCst) {
+                let body = format!(
+                    r#"{{"type":"urn:pagar:problem:proxy","title":"recusado no caminho","status":{status},"detail":"a middlebox answered {status}","retryable":false}}"#
+                );
+                let answer = format!(
+                    "HTTP/1.1 {status} Recusado\r\nContent-Type: application/problem+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = client.write_all(answer.as_bytes()).await;
+                let _ = client.shutdown().await;
+                // Drain what the client still sends so the close is clean, not a reset.
+                let mut sink = [0u8; 1024];
+                let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                    while matches!(client.read(&mut sink).await, Ok(n) if n > 0) {}
+                })
+                .await;
+            } else {
+                relay(inner, client, head, false).await;
+            }
+        }
+    }
+}
+
+/// Reads until the end of the first request's head (or 16 KiB).
+async fn read_head(client: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        let n = client.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(head)
+}
+
+/// Forwards `client` to the upstream, `prefix` first. With `cut`, both sides are dropped (the
+/// client's with a reset) as soon as the server sends its first byte.
+async fn relay(inner: &Inner, client: TcpStream, prefix: Vec<u8>, cut: bool) {
+    let Ok(mut server) = TcpStream::connect(inner.upstream).await else {
+        let _ = client.set_zero_linger(); // the API is down: the client sees a reset
+        return;
+    };
+    if prefix.starts_with(b"POST ") {
+        inner.forwarded_posts.fetch_add(1, Ordering::SeqCst);
+    }
+    if server.write_all(&prefix).await.is_err() {
+        return;
+    }
+    let mut client = client;
+    if !cut {
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+        return;
+    }
+    {
+        let (mut cr, _) = client.split();
+        let (mut sr, mut sw) = server.split();
+        let forward = async {
+            let _ = tokio::io::copy(&mut cr, &mut sw).await;
+            std::future::pending::<()>().await
+        };
+        let mut first = [0u8; 1];
+        tokio::select! {
+            _ = forward => {}
+            _ = sr.read(&mut first) => {} // the answer starts (or the server closed): cut here
+        }
+    }
+    let _ = client.set_zero_linger(); // a cut cable does not say goodbye
+}

@@ -1,0 +1,19 @@
+//! Real parts for Pagar's end-to-end tests, shared by the engine's tests, the app's GUI tests and
+//! the cross-crate tests:
+//!
+//! - [`FaultProxy`]: a TCP proxy of our own between a client and the API that fails the ways a
+//!   shop's network does (nothing listening, accept-and-close, a swallowed request, the answer
+//!   cut after the server committed, a middlebox answering `401`), switchable while running;
+//! - [`TlsFront`]: a TLS endpoint with a certificate authority made in the test, in front of a
+//!   plain-HTTP API, so a client can be made to trust it through a `ca_cert` file;
+//! - [`ApiProcess`]: the `payment-api` binary started as its own process on port 0.
+//!
+//! Everything listens on loopback only.
+
+mod api_process;
+mod fault_proxy;
+mod tls_front;
+
+pub use api_process::{payment_api_binary, ApiProcess, ADMIN_TOKEN, API_KEY, MERCHANT};
+pub use fault_proxy::{Fault, FaultProxy};
+pub use tls_front::TlsFront;
