@@ -25,7 +25,9 @@ const state = {
   attemptId: null, // the current sale's latest attempt
   pressing: false, // between the press and pay's answer
   anotherCard: false, // after a review found no charge, the cashier chose to try another card
+  carriedOver: new Set(), // sales left unfinished by an earlier run (a crash, a restart, a reload)
   error: null, // a refusal of the last press (nothing was stored)
+  startupError: null, // the app could not start: nothing can be paid
   attempts: new Map(),
   queue: { count: 0, total: 0 },
   connectivity: "unknown",
@@ -60,6 +62,7 @@ function secondsUntil(ms) {
 
 /** The one label (and its detail) for the screen's current state. */
 function statusFor(a) {
+  if (state.startupError) return ["erro", "Pagar indisponível", "Corrija a configuração indicada acima e abra o app de novo."];
   if (state.error) return ["erro", "Pagamento não registrado", state.error];
   if (state.pressing && !a) return ["pendente", "Processando pagamento…", "Registrando o pagamento antes de enviar."];
   if (!a) return ["idle", "Pronto para cobrar.", ""];
@@ -76,14 +79,16 @@ function statusFor(a) {
           `Consultando o servidor pela referência antes de qualquer nova cobrança. Não cobre de novo. (${a.last_error || "pedido recusado"})`];
       }
       return ["revisao", "Requer revisão — nenhuma cobrança encontrada",
-        `O servidor não tem pagamento desta venda. ${a.last_error || ""} Tente de novo com a mesma chave ou use outro cartão.`];
+        `O servidor não tem pagamento desta venda (${a.last_error || "pedido recusado"}). Tente de novo com a mesma chave ou use outro cartão.`];
     default: {
       if (a.tries === 0 && state.connectivity !== "offline") {
         return ["pendente", "Processando pagamento…", "Enviando ao servidor. Não cobre de novo."];
       }
       let why;
+      // The last error's plain part ("a conexão caiu antes da resposta"), without the details.
+      const cause = a.last_error ? ` (${a.last_error.split(" (")[0]})` : "";
       if (state.connectivity !== "online") {
-        why = "Sem conexão: será enviado sozinho quando a rede voltar, com a mesma chave.";
+        why = `Sem conexão${cause}: será enviado sozinho quando a rede voltar, com a mesma chave.`;
       } else if (a.next_try_at > Date.now()) {
         why = `Nova tentativa em ${secondsUntil(a.next_try_at)} s, com a mesma chave.`;
       } else {
@@ -124,10 +129,12 @@ function render() {
   $("sale-id").textContent = state.saleId || "";
 
   const conn = $("connectivity");
-  conn.dataset.state = state.connectivity;
-  conn.textContent = { online: "Online", offline: "Offline", unknown: "Conectando…" }[state.connectivity];
+  conn.dataset.state = state.startupError ? "offline" : state.connectivity;
+  conn.textContent = state.startupError
+    ? "Parado"
+    : { online: "Online", offline: "Offline", unknown: "Conectando…" }[state.connectivity];
 
-  $("offline-banner").hidden = !offline;
+  $("offline-banner").hidden = !offline || Boolean(state.startupError);
   $("offline-title").textContent = state.connectivity === "unknown"
     ? "Verificando a conexão com o servidor de pagamentos…"
     : "Sem conexão com o servidor de pagamentos.";
@@ -144,7 +151,8 @@ function render() {
   renderQa();
 }
 
-/** The latest attempt of every other sale that is still pending or in review. */
+/** The latest attempt of every other sale still unsettled that the cashier did not just queue:
+ * left by an earlier run, or in review. */
 function unfinishedSales() {
   const latest = new Map();
   for (const a of state.attempts.values()) {
@@ -153,6 +161,7 @@ function unfinishedSales() {
   }
   return [...latest.values()]
     .filter((a) => a.sale_id !== state.saleId && (a.state === "pendente" || a.state === "revisao"))
+    .filter((a) => a.state === "revisao" || state.carriedOver.has(a.sale_id))
     .sort((x, y) => x.created_at - y.created_at);
 }
 
@@ -311,7 +320,10 @@ async function restoreTill() {
     $("valor").value = brlInput(till.attempt.valor);
     $("cartao").value = till.attempt.cartao;
   }
-  for (const a of till.unfinished) upsert(a);
+  for (const a of till.unfinished) {
+    upsert(a);
+    state.carriedOver.add(a.sale_id);
+  }
 }
 
 async function exportAttempts(format) {
@@ -381,7 +393,8 @@ async function start() {
     state.ready = true;
   } catch (err) {
     const box = $("startup-error");
-    box.textContent = err && err.message ? err.message : String(err);
+    state.startupError = err && err.message ? err.message : String(err);
+    box.textContent = state.startupError;
     box.hidden = false;
   }
   render();

@@ -120,6 +120,8 @@ impl Pagar {
         config.probe_interval = Duration::from_secs(1);
         config.probe_timeout = Duration::from_millis(1500);
         config.connect_timeout = Duration::from_secs(2);
+        // A customer waits at the counter: a request with no answer after 10 s counts as offline.
+        config.request_timeout = Duration::from_secs(10);
         config.backoff_cap = Duration::from_secs(10);
         let checkout = Checkout::open(settings.outbox_path(), config).await?;
         let mut admin_http = reqwest::Client::builder()

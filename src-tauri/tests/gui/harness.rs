@@ -50,6 +50,7 @@ pub struct GuiApp {
     driver: Group,
     xvfb: Group,
     pub data_dir: PathBuf,
+    env: Vec<(String, String)>,
     display: String,
     http: reqwest::Client,
     session_url: String,
@@ -59,17 +60,41 @@ pub struct GuiApp {
 impl GuiApp {
     /// Starts the app on `data_dir` with the embedded API and waits until its screen is ready.
     pub async fn launch(data_dir: &Path) -> Self {
-        let lock = ONE_WINDOW.lock().await;
-
-        Self::launch_locked(data_dir, lock).await
+        Self::launch_with(data_dir, &[]).await
     }
 
-    async fn launch_locked(data_dir: &Path, lock: tokio::sync::MutexGuard<'static, ()>) -> Self {
+    /// Starts the app with these extra environment variables (e.g. `PAGAR_API_URL`).
+    pub async fn launch_with(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        let lock = ONE_WINDOW.lock().await;
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Self::launch_locked(data_dir, env, lock, true).await
+    }
+
+    /// Starts the app and waits only for the page (the app may have refused to start).
+    pub async fn launch_unready(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        let lock = ONE_WINDOW.lock().await;
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Self::launch_locked(data_dir, env, lock, false).await
+    }
+
+    async fn launch_locked(
+        data_dir: &Path,
+        env: Vec<(String, String)>,
+        lock: tokio::sync::MutexGuard<'static, ()>,
+        ready: bool,
+    ) -> Self {
         let (xvfb, display) = start_xvfb();
         let (port, native_port) = (free_port(), free_port());
         let driver = in_session(
             &display,
             data_dir,
+            &env,
             &[
                 "tauri-driver",
                 "--port",
@@ -123,18 +148,47 @@ impl GuiApp {
             driver,
             xvfb,
             data_dir: data_dir.to_path_buf(),
+            env,
             display,
             http,
             session_url: format!("{url}/session/{session}"),
             _lock: lock,
         };
-        app.wait_until("the screen is ready", |a| async move {
+        if ready {
+            app.wait_ready().await;
+        }
+        app
+    }
+
+    async fn wait_ready(&self) {
+        self.wait_until("the screen is ready", |a| async move {
             a.prop("sale-id", "textContent")
                 .await
                 .is_some_and(|s| s.starts_with("venda-"))
         })
         .await;
-        app
+    }
+
+    /// Reloads the page, as a webview reload would, and waits until it is drawn again.
+    pub async fn reload(&self) {
+        self.js("document.getElementById('sale-id').textContent = ''; setTimeout(() => location.reload(), 0); return 1")
+            .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.wait_ready().await;
+    }
+
+    /// The connectivity badge's text.
+    pub async fn badge(&self) -> String {
+        self.prop("connectivity", "textContent")
+            .await
+            .unwrap_or_default()
+    }
+
+    /// The current sale's id as the screen shows it.
+    pub async fn sale_id(&self) -> String {
+        self.prop("sale-id", "textContent")
+            .await
+            .unwrap_or_default()
     }
 
     /// Kills the app process with SIGKILL and starts it again on the same data folder.
@@ -149,12 +203,13 @@ impl GuiApp {
         let GuiApp {
             driver,
             xvfb,
+            env,
             _lock,
             ..
         } = self;
         drop(driver); // the session died with the app
         drop(xvfb);
-        Self::launch_locked(&data_dir, _lock).await
+        Self::launch_locked(&data_dir, env, _lock, true).await
     }
 
     /// Runs a synchronous script in the page (one fresh HTTP request per call).
@@ -389,7 +444,12 @@ fn start_xvfb() -> (Group, String) {
 /// `command` in its own process group on a private D-Bus session, on `display`, with the app's
 /// data in `data_dir` and the embedded API. The bus has no activatable services: GTK and WebKit
 /// would otherwise start xdg-desktop-portal, which can hang on a headless machine (seen in CI).
-fn in_session(display: &str, data_dir: &Path, command: &[&str]) -> Command {
+fn in_session(
+    display: &str,
+    data_dir: &Path,
+    env: &[(String, String)],
+    command: &[&str],
+) -> Command {
     use std::os::unix::process::CommandExt;
     let bus_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gui/dbus-session.conf");
     let mut c = Command::new("dbus-run-session");
@@ -405,6 +465,9 @@ fn in_session(display: &str, data_dir: &Path, command: &[&str]) -> Command {
         .env("GTK_USE_PORTAL", "0")
         .env_remove("PAGAR_API_URL")
         .env_remove("PAGAR_API_KEY")
+        .env_remove("PAGAR_CA_CERT")
+        .env_remove("PAGAR_QA")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .process_group(0);
@@ -426,7 +489,7 @@ impl PlainWindow {
     pub async fn launch(binary: &Path, data_dir: &Path, settle: Duration) -> Self {
         let lock = ONE_WINDOW.lock().await;
         let (xvfb, display) = start_xvfb();
-        let app = in_session(&display, data_dir, &[&binary.display().to_string()])
+        let app = in_session(&display, data_dir, &[], &[&binary.display().to_string()])
             .spawn()
             .expect("dbus-run-session is installed");
         let app = Group(app);

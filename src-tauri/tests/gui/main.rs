@@ -3,5 +3,6 @@
 //! and writes screenshots to `target/screenshots/`.
 
 mod cashier;
+mod faults;
 mod harness;
 mod recovery;

@@ -1,0 +1,330 @@
+//! The window against a separately started `payment-api` process, with a TCP fault proxy of
+//! our own in between: what the cashier reads when the real network fails, and the charges the
+//! server's ledger holds once the path heals.
+
+use crate::harness::*;
+use pagar_testkit::{ApiProcess, Fault, FaultProxy, TlsFront, API_KEY};
+use std::time::{Duration, Instant};
+
+/// The API as its own process, and the proxy the app talks to.
+struct External {
+    api: ApiProcess,
+    proxy: FaultProxy,
+    url: String,
+}
+
+impl External {
+    async fn start(fault: Fault) -> Self {
+        let api = ApiProcess::start(&[]);
+        let proxy = FaultProxy::start(api.addr()).await;
+        proxy.set(fault).await;
+        let url = proxy.url();
+        Self { api, proxy, url }
+    }
+
+    async fn launch(&self, dir: &std::path::Path) -> GuiApp {
+        GuiApp::launch_with(
+            dir,
+            &[("PAGAR_API_URL", &self.url), ("PAGAR_API_KEY", API_KEY)],
+        )
+        .await
+    }
+
+    async fn charges(&self) -> usize {
+        self.api.ledger().await.len()
+    }
+}
+
+async fn pay(app: &GuiApp, valor: &str) {
+    app.type_into("valor", valor).await;
+    app.select("cartao", "tok_aprovado").await;
+    app.click("pagar").await;
+}
+
+/// Waits until the screen shows the sale waiting offline: badge, banner with count and total,
+/// the pending label, Pagar disabled.
+async fn wait_offline_with(app: &GuiApp, queue: &str) {
+    let queue = queue.to_string();
+    app.wait_until(&format!("offline with {queue}"), |a| {
+        let queue = queue.clone();
+        async move {
+            a.badge().await == "Offline"
+                && !a.hidden("offline-banner").await
+                && a.prop("offline-detail", "textContent")
+                    .await
+                    .is_some_and(|t| t.starts_with(&queue))
+                && a.status().await == "Pagamento pendente — não cobre de novo"
+        }
+    })
+    .await;
+    assert!(!app.enabled("pagar").await, "Pagar stays disabled");
+}
+
+/// The sales the "not finished" banner lists.
+async fn listed(app: &GuiApp) -> serde_json::Value {
+    app.js(
+        "return [...document.querySelectorAll('#unfinished-list li')].map(li => li.dataset.sale)",
+    )
+    .await
+}
+
+async fn wait_badge(app: &GuiApp, want: &str) {
+    app.wait_until(&format!("badge {want}"), |a| async move {
+        a.badge().await == want
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_unreachable_api_is_shown_offline_and_every_fault_ends_with_one_charge_per_sale() {
+    // Arrange: nothing listens at the API address when the app starts.
+    let ext = External::start(Fault::Refuse).await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = ext.launch(dir.path()).await;
+    let shown = Instant::now();
+    wait_badge(&app, "Offline").await;
+    assert!(
+        shown.elapsed() < Duration::from_secs(2),
+        "the badge left 'Conectando…' in {:?}",
+        shown.elapsed()
+    );
+
+    // Offline caps apply from the start (R$ 1.000,00 a payment, R$ 5.000,00 waiting in all):
+    // five sales of R$ 1.000,00 wait, a sixth of R$ 0,01 would pass the total and is refused.
+    for n in 1..=5 {
+        pay(&app, "1.000,00").await;
+        let queue = if n == 1 {
+            "1 pagamento aguardando · R$ 1.000,00".to_string()
+        } else {
+            format!("{n} pagamentos aguardando · R$ {n}.000,00")
+        };
+        wait_offline_with(&app, &queue).await;
+        if n == 1 {
+            app.screenshot("externo-recusado-na-partida").await;
+        }
+        assert_eq!(
+            app.prop("nova-venda", "textContent").await.as_deref(),
+            Some("Próxima venda (este pagamento segue na fila)")
+        );
+        app.click("nova-venda").await;
+    }
+    pay(&app, "0,01").await;
+    app.wait_status("Pagamento não registrado").await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(
+        detail.contains("a fila chegaria a R$ 5.000,01, acima do limite de R$ 5.000,00"),
+        "the cap is the reason shown: {detail}"
+    );
+    app.screenshot("externo-limite-offline").await;
+    let snapshot = app.invoke("attempts", serde_json::json!({})).await;
+    assert_eq!(
+        snapshot["ok"]["attempts"].as_array().unwrap().len(),
+        5,
+        "nothing was queued for the refused payment"
+    );
+
+    // The path heals: the banner leaves, the queue drains by itself.
+    ext.proxy.set(Fault::Pass).await;
+    app.wait_until("the queue drained", |a| async move {
+        a.badge().await == "Online"
+            && a.hidden("offline-banner").await
+            && a.js("return [...document.querySelectorAll('#history-rows .pill')].map(p => p.textContent)").await
+                == serde_json::json!(["aprovado", "aprovado", "aprovado", "aprovado", "aprovado"])
+    })
+    .await;
+    assert_eq!(ext.charges().await, 5);
+
+    // Each way of failing, one sale each, pressed while the path is broken.
+    let faults = [
+        (Fault::Refuse, "recusa"),
+        (Fault::AcceptClose, "aceita-e-fecha"),
+        (Fault::Swallow, "engole"),
+        (Fault::CutAfterAnswer, "corta-resposta"),
+    ];
+    for (n, (fault, name)) in faults.into_iter().enumerate() {
+        // The first sale is the one the cap refused (nothing stored); later ones follow an approval.
+        if !app.hidden("nova-venda").await {
+            app.click("nova-venda").await;
+            app.wait_status("Pronto para cobrar").await;
+        }
+        ext.proxy.set(fault).await;
+        let valor = format!("{},00", 11 + n);
+        pay(&app, &valor).await;
+        wait_offline_with(&app, &format!("1 pagamento aguardando · R$ {valor}")).await;
+        app.screenshot(&format!("externo-{name}")).await;
+        ext.proxy.set(Fault::Pass).await;
+        app.wait_status("Pagamento aprovado").await;
+        wait_badge(&app, "Online").await;
+        assert!(app.hidden("offline-banner").await);
+        assert!(
+            !app.enabled("pagar").await,
+            "an approved sale cannot be paid again"
+        );
+        assert_eq!(
+            ext.charges().await,
+            6 + n,
+            "{fault:?}: one charge for the sale"
+        );
+    }
+    app.close().await;
+}
+
+#[tokio::test]
+async fn killing_the_app_with_a_sale_pending_brings_the_same_sale_back_and_it_charges_once() {
+    // Arrange: the server answers but the answer is lost, and the API then stays unreachable.
+    let ext = External::start(Fault::Pass).await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = ext.launch(dir.path()).await;
+    wait_badge(&app, "Online").await;
+    ext.proxy.set(Fault::CutAfterAnswer).await;
+    pay(&app, "10,00").await;
+    wait_offline_with(&app, "1 pagamento aguardando · R$ 10,00").await;
+    assert_eq!(
+        ext.charges().await,
+        1,
+        "the server charged; the app did not hear"
+    );
+    let earlier = app.sale_id().await;
+    app.click("nova-venda").await; // "Próxima venda": the first one waits in the queue
+    pay(&app, "45,67").await;
+    wait_offline_with(&app, "2 pagamentos aguardando · R$ 55,67").await;
+    let sale = app.sale_id().await;
+
+    // A webview reload: the same sale, still pending, Pagar still disabled; the other one listed.
+    app.reload().await;
+    assert_eq!(app.sale_id().await, sale);
+    wait_offline_with(&app, "2 pagamentos aguardando · R$ 55,67").await;
+    assert_eq!(app.prop("valor", "value").await.as_deref(), Some("45,67"));
+    assert_eq!(listed(&app).await, serde_json::json!([earlier]));
+
+    // SIGKILL and a new start: the same again, with the API still unreachable.
+    let app = app.kill_and_relaunch().await;
+    assert_eq!(app.sale_id().await, sale, "the open sale came back");
+    wait_offline_with(&app, "2 pagamentos aguardando · R$ 55,67").await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(detail.contains("mesma chave"), "{detail}");
+    assert_eq!(listed(&app).await, serde_json::json!([earlier]));
+    assert_eq!(
+        app.prop("unfinished-title", "textContent").await.as_deref(),
+        Some("1 outra venda com pagamento não concluído:")
+    );
+    app.screenshot("externo-apos-kill-pendente").await;
+
+    // Act: the path heals.
+    ext.proxy.set(Fault::Pass).await;
+    // Assert: both complete by themselves: the first answered from the server's stored result.
+    app.wait_status("Pagamento aprovado").await;
+    assert_eq!(app.sale_id().await, sale);
+    app.wait_until("the other sale settled", |a| async move {
+        a.hidden("unfinished").await
+    })
+    .await;
+    assert_eq!(ext.charges().await, 2, "one charge per sale");
+    app.close().await;
+}
+
+#[tokio::test]
+async fn revisao_never_invites_a_second_charge() {
+    let ext = External::start(Fault::Pass).await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = ext.launch(dir.path()).await;
+    wait_badge(&app, "Online").await;
+    app.js("window.__labels = [];
+         const el = document.getElementById('status-label');
+         new MutationObserver(() => window.__labels.push(el.textContent))
+           .observe(el, {childList: true, characterData: true, subtree: true});")
+        .await;
+
+    // A lost 201, then a 401 from something in the path: found by referencia, shown approved.
+    ext.proxy.set(Fault::CutAfterAnswer).await;
+    pay(&app, "45,67").await;
+    let server = &ext;
+    app.wait_until("the server charged", |_| async move {
+        server.charges().await == 1
+    })
+    .await;
+    ext.proxy.set(Fault::RejectNextPost(401)).await;
+    app.wait_status("Pagamento aprovado").await;
+    assert!(!app.enabled("pagar").await);
+    assert!(app.hidden("another-card").await && app.hidden("retry-review").await);
+    let seen: Vec<String> = serde_json::from_value(app.js("return window.__labels").await).unwrap();
+    assert!(
+        seen.iter().all(|l| !l.contains("recusado")),
+        "never read as declined: {seen:?}"
+    );
+    assert_eq!(
+        ext.proxy.forwarded_posts(),
+        0,
+        "the only POST after the cut was refused"
+    );
+    assert_eq!(ext.charges().await, 1);
+    app.screenshot("revisao-encontrada-aprovada").await;
+
+    // A refusal with no earlier charge: the server confirms it has none; only then may the
+    // cashier try again with the same key, or another card.
+    app.click("nova-venda").await;
+    ext.proxy.set(Fault::RejectNextPost(401)).await;
+    pay(&app, "12,00").await;
+    app.wait_status("Requer revisão — nenhuma cobrança encontrada")
+        .await;
+    assert!(
+        !app.enabled("pagar").await,
+        "Pagar stays disabled in review"
+    );
+    assert!(!app.hidden("retry-review").await && !app.hidden("another-card").await);
+    app.screenshot("revisao-nenhuma-cobranca").await;
+    app.click("retry-review").await;
+    app.wait_status("Pagamento aprovado").await;
+    assert_eq!(ext.charges().await, 2);
+    app.close().await;
+}
+
+#[tokio::test]
+async fn the_app_pays_an_https_api_trusted_through_its_ca_file_and_refuses_plain_http_elsewhere() {
+    // Arrange: the API behind TLS with a CA made in this test.
+    let api = ApiProcess::start(&[]);
+    let tls = TlsFront::start(api.addr()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = tls.ca_pem().display().to_string();
+    let app = GuiApp::launch_with(
+        dir.path(),
+        &[
+            ("PAGAR_API_URL", &tls.url()),
+            ("PAGAR_API_KEY", API_KEY),
+            ("PAGAR_CA_CERT", &ca),
+        ],
+    )
+    .await;
+    wait_badge(&app, "Online").await;
+    pay(&app, "30,00").await;
+    app.wait_status("Pagamento aprovado").await;
+    assert_eq!(api.ledger().await.len(), 1);
+    app.screenshot("externo-https").await;
+    app.close().await;
+
+    // Plain http:// to a host that is not loopback: refused at start, never contacted.
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch_unready(
+        dir.path(),
+        &[
+            ("PAGAR_API_URL", "http://192.0.2.10:8080"),
+            ("PAGAR_API_KEY", API_KEY),
+        ],
+    )
+    .await;
+    app.wait_until("the startup error is shown", |a| async move {
+        !a.hidden("startup-error").await
+    })
+    .await;
+    let text = app.prop("startup-error", "textContent").await.unwrap();
+    assert!(
+        text.contains("sem criptografia") && text.contains("https://"),
+        "{text}"
+    );
+    assert!(!app.enabled("pagar").await);
+    assert_eq!(app.status().await, "Pagar indisponível");
+    assert_eq!(app.badge().await, "Parado");
+    assert!(app.hidden("offline-banner").await);
+    app.screenshot("http-inseguro-recusado").await;
+    app.close().await;
+}
