@@ -178,3 +178,37 @@ fn plain_http_to_a_host_that_is_not_loopback_is_refused_at_start_with_the_reason
     // The opt-in (`allow_insecure_http`) is covered by checkout-core's `Config::validate` tests,
     // which connect nowhere; a session started with it would probe that address.
 }
+
+#[test]
+fn the_till_keeps_the_open_sale_and_a_new_sale_waits_for_the_payment_online() {
+    let m = app();
+    let till = call(&m, "till", json!({})).unwrap();
+    let sale = till["sale"].clone();
+    assert!(sale.as_str().unwrap().starts_with("venda-"));
+    assert!(till["attempt"].is_null());
+    assert_eq!(
+        call(&m, "till", json!({})).unwrap()["sale"],
+        sale,
+        "the same sale until a new one"
+    );
+    // A slow card keeps the payment pending for seconds with the sandbox online.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while call(&m, "attempts", json!({})).unwrap()["connectivity"] != "online" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox is online"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let paid = call(
+        &m,
+        "pay",
+        json!({"saleId": sale, "valor": "5,00", "cartao": "tok_lento"}),
+    )
+    .unwrap();
+    let refused = call(&m, "new_sale", json!({})).unwrap_err();
+    assert_eq!(refused["kind"], "sale_open", "{refused}");
+    let till = call(&m, "till", json!({})).unwrap();
+    assert_eq!(till["sale"], sale);
+    assert_eq!(till["attempt"]["id"], paid["attempt"]["id"]);
+}

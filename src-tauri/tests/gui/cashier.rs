@@ -44,7 +44,7 @@ async fn pagar_approves_once_and_double_clicks_bursts_and_held_enter_never_charg
     app.screenshot("aprovado").await;
 
     // A double click in one tick, on a slow card: the button is disabled while pending.
-    app.click("nova-venda").await;
+    app.next_sale().await;
     app.type_into("valor", "5,00").await;
     app.select("cartao", "tok_lento").await;
     app.js("const b = document.getElementById('pagar'); b.click(); b.click();")
@@ -58,7 +58,7 @@ async fn pagar_approves_once_and_double_clicks_bursts_and_held_enter_never_charg
     assert_eq!(app.ledger_rows(), 2);
 
     // A burst of five WebDriver clicks.
-    app.click("nova-venda").await;
+    app.next_sale().await;
     app.type_into("valor", "7,00").await;
     app.select("cartao", "tok_lento").await;
     for _ in 0..5 {
@@ -69,7 +69,7 @@ async fn pagar_approves_once_and_double_clicks_bursts_and_held_enter_never_charg
     assert_eq!(app.ledger_rows(), 3);
 
     // A held Enter key in the amount field.
-    app.click("nova-venda").await;
+    app.next_sale().await;
     app.select("cartao", "tok_lento").await;
     app.type_into("valor", "8,00").await;
     app.send_keys("valor", "\u{E007}\u{E007}\u{E007}\u{E007}\u{E007}")
@@ -136,7 +136,7 @@ async fn offline_payments_wait_under_a_banner_and_drain_when_the_network_returns
         pay(&app, valor, "tok_aprovado").await;
         app.wait_status("Pagamento pendente").await;
         assert!(!app.enabled("pagar").await);
-        app.click("nova-venda").await;
+        app.next_sale().await;
     }
     app.wait_until("the banner counts three", |a| async move {
         !a.hidden("offline-banner").await

@@ -106,7 +106,7 @@ async fn an_unreachable_api_is_shown_offline_and_every_fault_ends_with_one_charg
             app.prop("nova-venda", "textContent").await.as_deref(),
             Some("Próxima venda (este pagamento segue na fila)")
         );
-        app.click("nova-venda").await;
+        app.next_sale().await;
     }
     pay(&app, "0,01").await;
     app.wait_status("Pagamento não registrado").await;
@@ -144,8 +144,7 @@ async fn an_unreachable_api_is_shown_offline_and_every_fault_ends_with_one_charg
     for (n, (fault, name)) in faults.into_iter().enumerate() {
         // The first sale is the one the cap refused (nothing stored); later ones follow an approval.
         if !app.hidden("nova-venda").await {
-            app.click("nova-venda").await;
-            app.wait_status("Pronto para cobrar").await;
+            app.next_sale().await;
         }
         ext.proxy.set(fault).await;
         let valor = format!("{},00", 11 + n);
@@ -185,7 +184,7 @@ async fn killing_the_app_with_a_sale_pending_brings_the_same_sale_back_and_it_ch
         "the server charged; the app did not hear"
     );
     let earlier = app.sale_id().await;
-    app.click("nova-venda").await; // "Próxima venda": the first one waits in the queue
+    app.next_sale().await; // "Próxima venda": the first one waits in the queue
     pay(&app, "45,67").await;
     wait_offline_with(&app, "2 pagamentos aguardando · R$ 55,67").await;
     let sale = app.sale_id().await;
@@ -262,7 +261,7 @@ async fn revisao_never_invites_a_second_charge() {
 
     // A refusal with no earlier charge: the server confirms it has none; only then may the
     // cashier try again with the same key, or another card.
-    app.click("nova-venda").await;
+    app.next_sale().await;
     ext.proxy.set(Fault::RejectNextPost(401)).await;
     pay(&app, "12,00").await;
     app.wait_status("Requer revisão — nenhuma cobrança encontrada")

@@ -177,6 +177,17 @@ impl GuiApp {
         self.wait_ready().await;
     }
 
+    /// Presses "Nova venda" (or "Próxima venda") and waits until the new sale is ready to charge.
+    pub async fn next_sale(&self) {
+        let before = self.sale_id().await;
+        self.click("nova-venda").await;
+        self.wait_until("a new sale", |a| {
+            let before = before.clone();
+            async move { a.sale_id().await != before && a.status().await == "Pronto para cobrar." }
+        })
+        .await;
+    }
+
     /// The connectivity badge's text.
     pub async fn badge(&self) -> String {
         self.prop("connectivity", "textContent")
