@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const SANDBOX_KEY: &str = "sk_sandbox_caixa_local";
 const SANDBOX_MERCHANT: &str = "loja_sandbox";
 
 /// The app's state: a started session, or why it could not start.
@@ -75,23 +74,20 @@ impl Pagar {
         let (api_url, api_key, admin_token, server) = match &settings.api {
             ApiTarget::Embedded => {
                 let admin = admin_token();
+                // A fresh key each run: nothing outside this process can pay on the sandbox.
+                let sandbox_key = format!("sk_sandbox_{}", uuid::Uuid::new_v4().simple());
                 std::fs::create_dir_all(settings.data_dir.join("sandbox"))
                     .map_err(|e| AppError::Startup(e.to_string()))?;
                 let config = payment_api::Config::sandbox(
                     settings.sandbox_db(),
-                    SANDBOX_KEY,
+                    &sandbox_key,
                     SANDBOX_MERCHANT,
                     &admin,
                 );
                 let server = payment_api::start(config)
                     .await
                     .map_err(|e| AppError::Startup(format!("API embutida: {e}")))?;
-                (
-                    server.url(),
-                    SANDBOX_KEY.to_string(),
-                    Some(admin),
-                    Some(server),
-                )
+                (server.url(), sandbox_key, Some(admin), Some(server))
             }
             ApiTarget::External {
                 url,

@@ -241,6 +241,13 @@ fn checkpoint_loop(db: std::sync::Weak<Inner>) {
     let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
 }
 
+thread_local! {
+    /// Set on the writer thread when a savepoint could not be closed cleanly (its `RELEASE` or
+    /// `ROLLBACK TO` failed): the transaction may hold writes of a job that was told it failed,
+    /// so the writer rolls the whole batch back instead of committing it.
+    static SAVEPOINT_BROKEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 fn in_savepoint<T, E: From<Error>>(
     conn: &Connection,
     f: impl FnOnce(&Connection) -> Result<T, E>,
@@ -248,16 +255,22 @@ fn in_savepoint<T, E: From<Error>>(
     conn.execute_batch("SAVEPOINT op")
         .map_err(|e| E::from(e.into()))?;
     match f(conn) {
-        Ok(v) => {
-            conn.execute_batch("RELEASE op")
-                .map_err(|e| E::from(e.into()))?;
-            Ok(v)
-        }
+        Ok(v) => match conn.execute_batch("RELEASE op") {
+            Ok(()) => Ok(v),
+            Err(e) => {
+                SAVEPOINT_BROKEN.with(|b| b.set(true));
+                Err(E::from(e.into()))
+            }
+        },
         Err(e) => {
             // After some errors (SQLITE_FULL, SQLITE_IOERR…) SQLite has already rolled the whole
             // transaction back and the savepoint is gone; the writer loop notices that.
-            if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
+            if !conn.is_autocommit()
+                && conn
+                    .execute_batch("ROLLBACK TO op; RELEASE op")
+                    .is_err()
+            {
+                SAVEPOINT_BROKEN.with(|b| b.set(true));
             }
             Err(e)
         }
@@ -282,11 +295,24 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>, max_batch: usize) {
         }
         let mut completers: Vec<Completer> = Vec::with_capacity(batch.len());
         let mut jobs = batch.into_iter();
+        SAVEPOINT_BROKEN.with(|b| b.set(false));
         for job in jobs.by_ref() {
             completers.push(job(Ok(&conn)));
-            if conn.is_autocommit() {
+            if conn.is_autocommit() || SAVEPOINT_BROKEN.with(|b| b.get()) {
                 break;
             }
+        }
+        if SAVEPOINT_BROKEN.with(|b| b.replace(false)) {
+            // A job was told it failed but its writes could not be undone alone: undo the batch.
+            let broken = rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                Some("a savepoint could not be closed; the whole batch was rolled back".into()),
+            );
+            tracing::error!("sqlite: a savepoint could not be closed; failing its batch");
+            let _ = conn.execute_batch("ROLLBACK");
+            completers.extend(jobs.map(|job| job(Err(&broken))));
+            completers.into_iter().for_each(|done| done(Err(&broken)));
+            continue;
         }
         if conn.is_autocommit() {
             // SQLite rolled the transaction back on its own: nothing of this batch is durable.
@@ -358,6 +384,34 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 100);
+    }
+
+    #[tokio::test]
+    async fn a_job_whose_savepoint_cannot_be_rolled_back_fails_its_whole_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir.path().join("t.db"), Options::default());
+        // The job writes, closes its own savepoint (so `ROLLBACK TO op` fails) and reports an
+        // error: its row must not be committed by the batch it was in.
+        let err = db
+            .write(|c| {
+                exec(c, "INSERT INTO t VALUES (7)", []).map_err(Error::from)?;
+                c.execute_batch("RELEASE op").map_err(Error::from)?;
+                Err::<(), _>(Error::WriterGone)
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::WriterGone), "{err}");
+        let n: i64 = db
+            .read(|c| {
+                c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                    .map_err(Error::from)
+            })
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "a job reported failed committed nothing");
+        db.write(|c| exec(c, "INSERT INTO t VALUES (8)", []).map_err(Error::from))
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

@@ -60,6 +60,14 @@ pub struct Config {
     /// Largest total size of request headers, in bytes (larger: 431).
     #[arg(long, env = "PAGAR_MAX_HEADER_BYTES", default_value_t = 8 * 1024)]
     pub max_header_bytes: usize,
+    /// Longest time to receive a whole request body, in milliseconds (longer: 408). A client
+    /// trickling its body cannot hold a connection for longer than this.
+    #[arg(long, env = "PAGAR_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
+    /// Web origins allowed to call the API from a browser (CORS): `*` for any, a comma-separated
+    /// list, or empty for none.
+    #[arg(long, env = "PAGAR_CORS_ORIGINS", default_value = "*")]
+    pub cors_origins: String,
     /// Shift the server's clock by this many milliseconds (tests of clock skew).
     #[arg(
         long,
@@ -74,7 +82,14 @@ pub struct Config {
     /// Fault injection at start (changeable at run time through PUT /admin/faults).
     #[command(flatten)]
     pub faults: Faults,
+    /// Running inside another process (the desktop app's sandbox): faults that would take the
+    /// host process down with it (`crash_after_charge`) are refused.
+    #[arg(skip)]
+    pub embedded: bool,
 }
+
+/// Longest lease, retention or timeout the server accepts: ten years, far inside `i64` milliseconds.
+const MAX_DURATION_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 
 fn parse_key_pair(s: &str) -> Result<(String, MerchantId), String> {
     let (key, merchant) = s
@@ -105,7 +120,43 @@ impl Config {
         c.api_keys =
             vec![parse_key_pair(&format!("{api_key}={merchant}")).expect("a valid sandbox key")];
         c.admin_token = Some(admin_token.to_string());
+        c.cors_origins = String::new(); // the app's webview never calls the sandbox itself
+        c.embedded = true;
         c
+    }
+
+    /// Refuses values that would overflow or make no sense, with the flag's name.
+    pub fn validate(&self) -> Result<(), String> {
+        let checks = [
+            ("--lease-ms", self.lease_ms, 1),
+            (
+                "--key-retention-secs",
+                self.key_retention_secs.saturating_mul(1000),
+                1000,
+            ),
+            (
+                "--reaper-interval-secs",
+                self.reaper_interval_secs.saturating_mul(1000),
+                1000,
+            ),
+            ("--body-timeout-ms", self.body_timeout_ms, 1),
+            ("--slow-gateway-ms", self.slow_gateway_ms, 0),
+        ];
+        for (flag, ms, min) in checks {
+            if ms < min || ms > MAX_DURATION_MS {
+                return Err(format!(
+                    "{flag}: fora do intervalo aceito (de {min} ms a 10 anos)"
+                ));
+            }
+        }
+        if self.clock_offset_ms.unsigned_abs() > MAX_DURATION_MS {
+            return Err("--clock-offset-ms: fora do intervalo aceito (até 10 anos)".into());
+        }
+        self.faults.validate()?;
+        if self.embedded && self.faults.crash_after_charge_probability > 0.0 {
+            return Err("crash_after_charge não existe na API embutida no app".into());
+        }
+        Ok(())
     }
 
     /// The key retention in milliseconds (the reaper's cutoff and the replay cache's horizon).
@@ -161,6 +212,23 @@ mod tests {
         assert_eq!(c.database_url, None);
         assert_eq!(c.faults.error_5xx_probability, 0.0);
         assert_eq!(c.lease_ms, 10_000);
+    }
+
+    #[test]
+    fn values_that_would_overflow_are_refused_with_the_flag_name() {
+        let mut c = Config::sandbox("x.db".into(), "sk_test_cccccccc", "loja_c", "admin");
+        assert!(c.validate().is_ok());
+        c.lease_ms = u64::MAX;
+        assert!(c.validate().unwrap_err().contains("--lease-ms"));
+        c.lease_ms = 10_000;
+        c.key_retention_secs = u64::MAX / 10;
+        assert!(c.validate().unwrap_err().contains("--key-retention-secs"));
+        c.key_retention_secs = 60;
+        c.lease_ms = 0;
+        assert!(c.validate().unwrap_err().contains("--lease-ms"));
+        c.lease_ms = 10_000;
+        c.faults.crash_after_charge_probability = 0.5;
+        assert!(c.validate().unwrap_err().contains("crash_after_charge"));
     }
 
     #[test]

@@ -66,6 +66,12 @@ pub enum ApiError {
     /// Content-Type is not JSON.
     #[error("Content-Type deve ser application/json")]
     UnsupportedMediaType,
+    /// A header that must appear once appeared more than once.
+    #[error("o cabeçalho {0} aparece mais de uma vez")]
+    DuplicateHeader(&'static str),
+    /// The body did not arrive in time.
+    #[error("o corpo não chegou inteiro em {0} ms")]
+    RequestTimeout(u64),
     /// Body over the limit.
     #[error("o corpo passa de {0} bytes")]
     PayloadTooLarge(usize),
@@ -156,6 +162,18 @@ impl ApiError {
                 "unsupported-media-type",
                 "Tipo de conteúdo não suportado",
                 false,
+            ),
+            DuplicateHeader(_) => (
+                StatusCode::BAD_REQUEST,
+                "duplicate-header",
+                "Cabeçalho repetido",
+                false,
+            ),
+            RequestTimeout(_) => (
+                StatusCode::REQUEST_TIMEOUT,
+                "request-timeout",
+                "Corpo não recebido a tempo",
+                true,
             ),
             PayloadTooLarge(_) => (
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 use utoipa::OpenApi;
 
 /// The router, with admin routes only when an admin token is configured.
@@ -25,6 +26,7 @@ pub fn app(state: AppState) -> Router {
         .route("/pagamentos", get(list_payments).post(create_payment))
         .route("/pagamentos/{id}", get(get_payment))
         .route("/health", get(health))
+        .route("/health/ready", get(ready))
         .route("/openapi.json", get(openapi))
         .route("/metrics", get(metrics));
     if state.admin_token().is_some() {
@@ -32,19 +34,38 @@ pub fn app(state: AppState) -> Router {
             .route("/admin/ledger", get(admin_ledger))
             .route("/admin/faults", get(admin_get_faults).put(admin_put_faults));
     }
-    router
+    let router = router
         .fallback(|| async { ApiError::NotFound })
-        .layer(middleware::from_fn_with_state(state.clone(), limit_headers))
-        .layer(cors())
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(state.clone(), limit_headers));
+    match cors(state.cors_origins()) {
+        Some(cors) => router.layer(cors).with_state(state),
+        None => router.with_state(state),
+    }
 }
 
-/// Browsers may call the API from any origin: it authenticates with bearer tokens only (never
-/// cookies), so a cross-origin page learns nothing it could not get with the key itself.
-fn cors() -> tower_http::cors::CorsLayer {
+/// Browsers may call the API from the configured origins (`*`: any). It authenticates with
+/// bearer tokens only (never cookies), so a cross-origin page learns nothing it could not get
+/// with the key itself; the app's embedded sandbox allows no origin at all.
+fn cors(origins: &str) -> Option<tower_http::cors::CorsLayer> {
     use axum::http::{HeaderName, Method};
-    tower_http::cors::CorsLayer::new()
-        .allow_origin(tower_http::cors::Any)
+    use tower_http::cors::AllowOrigin;
+    let origins = origins.trim();
+    let allow = if origins == "*" {
+        AllowOrigin::any()
+    } else {
+        let list: Vec<HeaderValue> = origins
+            .split(',')
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .filter_map(|o| HeaderValue::from_str(o).ok())
+            .collect();
+        if list.is_empty() {
+            return None;
+        }
+        AllowOrigin::list(list)
+    };
+    Some(tower_http::cors::CorsLayer::new()
+        .allow_origin(allow)
         .allow_methods([Method::GET, Method::POST, Method::PUT])
         .allow_headers([
             header::AUTHORIZATION,
@@ -55,7 +76,7 @@ fn cors() -> tower_http::cors::CorsLayer {
             HeaderName::from_static("idempotent-replayed"),
             header::RETRY_AFTER,
         ])
-        .max_age(std::time::Duration::from_secs(600))
+        .max_age(std::time::Duration::from_secs(600)))
 }
 
 async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) -> Response {
@@ -71,6 +92,9 @@ async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) 
 }
 
 fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<MerchantId> {
+    if headers.get_all(header::AUTHORIZATION).iter().nth(1).is_some() {
+        return Err(ApiError::DuplicateHeader("Authorization"));
+    }
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -102,8 +126,11 @@ fn is_json(headers: &HeaderMap) -> bool {
         })
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<serde_json::Value> {
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|e| {
+async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<serde_json::Value> {
+    let read = tokio::time::timeout(deadline, axum::body::to_bytes(body, limit))
+        .await
+        .map_err(|_| ApiError::RequestTimeout(deadline.as_millis() as u64))?;
+    let bytes = read.map_err(|e| {
         let too_large = std::error::Error::source(&e)
             .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
         if too_large {
@@ -112,7 +139,7 @@ async fn read_body(body: Body, limit: usize) -> Result<serde_json::Value> {
             ApiError::MalformedJson(format!("corpo incompleto: {e}"))
         }
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))
+    crate::domain::parse_json_strict(&bytes).map_err(ApiError::MalformedJson)
 }
 
 /// Body of `POST /pagamentos` (documentation; the handler validates the raw JSON itself so that
@@ -184,7 +211,7 @@ async fn create_payment(State(state): State<AppState>, req: Request) -> Response
         if !is_json(&parts.headers) {
             return Err(ApiError::UnsupportedMediaType);
         }
-        let json = read_body(body, state.max_body_bytes()).await?;
+        let json = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
         let prepared = Prepared::new(merchant, key, json)?;
         payments::create(&state, prepared, &faults, conn.as_ref()).await
     }
@@ -284,14 +311,24 @@ async fn list_payments(
     Ok(Json(PaymentList { pagamentos }))
 }
 
-/// Ready when the store answers. The body also says how long completed idempotency keys are
-/// kept (`key_retention_secs`), so a client knows when a key may have been purged and an old
+/// Liveness: the process serves HTTP. The body also says how long completed idempotency keys
+/// are kept (`key_retention_secs`), so a client knows when a key may have been purged and an old
 /// attempt must be looked up by `referencia` before it is sent again.
-#[utoipa::path(get, path = "/health", responses((status = 200, body = Health), (status = 503, body = Problem)))]
-async fn health(State(state): State<AppState>) -> Result<Json<Health>> {
-    state.store().health().await?;
-    Ok(Json(Health {
+#[utoipa::path(get, path = "/health", responses((status = 200, body = Health)))]
+async fn health(State(state): State<AppState>) -> Json<Health> {
+    Json(Health {
         status: "ok",
+        key_retention_secs: state.key_retention_secs(),
+    })
+}
+
+/// Readiness: the store answers and takes writes (SQLite: its writer thread runs; PostgreSQL: a
+/// pooled connection answers). What a load balancer should route by.
+#[utoipa::path(get, path = "/health/ready", responses((status = 200, body = Health), (status = 503, body = Problem)))]
+async fn ready(State(state): State<AppState>) -> Result<Json<Health>> {
+    state.store().ready().await?;
+    Ok(Json(Health {
+        status: "ready",
         key_retention_secs: state.key_retention_secs(),
     }))
 }
@@ -299,7 +336,7 @@ async fn health(State(state): State<AppState>) -> Result<Json<Health>> {
 /// `GET /health`'s answer.
 #[derive(Serialize, utoipa::ToSchema)]
 struct Health {
-    /// Always `ok` when the store answers.
+    /// `ok` (liveness) or `ready` (readiness).
     status: &'static str,
     /// How long completed idempotency keys are kept before the reaper deletes them.
     key_retention_secs: u64,
@@ -378,12 +415,18 @@ async fn admin_put_faults(
     body: Body,
 ) -> Result<Json<Faults>> {
     authenticate_admin(&state, &headers)?;
-    let json = read_body(body, state.max_body_bytes()).await?;
+    let json = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
     let faults: Faults =
         serde_json::from_value(json).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     faults
         .validate()
         .map_err(|e| ApiError::Validation(vec![crate::domain::FieldError::new("faults", e)]))?;
+    if state.embedded() && faults.crash_after_charge_probability > 0.0 {
+        return Err(ApiError::Validation(vec![crate::domain::FieldError::new(
+            "crash_after_charge_probability",
+            "não existe na API embutida no app: derrubaria o próprio caixa",
+        )]));
+    }
     tracing::warn!(?faults, "fault profile changed");
     state.set_faults(faults.clone());
     Ok(Json(faults))
@@ -408,7 +451,7 @@ impl utoipa::Modify for SecuritySchemes {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Pagar payment API", description = "Honours Idempotency-Key: each key charges at most once and replays its stored answer."),
-    paths(create_payment, get_payment, list_payments, health, admin_ledger, admin_get_faults, admin_put_faults),
+    paths(create_payment, get_payment, list_payments, health, ready, admin_ledger, admin_get_faults, admin_put_faults),
     components(schemas(NovoPagamento, Payment, PaymentList, Problem, Ledger, LedgerRow, Faults, Health)),
     modifiers(&SecuritySchemes)
 )]

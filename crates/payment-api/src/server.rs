@@ -113,7 +113,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>> {
 
 /// Starts serving on a given store (tests pass a store with a manual clock).
 pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> Result<RunningServer> {
-    config.faults.validate().map_err(ApiError::Startup)?;
+    config.validate().map_err(ApiError::Startup)?;
     let api_keys = config.load_api_keys().map_err(ApiError::Startup)?;
     let gateway = Arc::new(SimulatedGateway::new(
         store.clone(),

@@ -27,6 +27,9 @@ struct Shared {
     key_retention_secs: u64,
     max_body_bytes: usize,
     max_header_bytes: usize,
+    body_timeout: std::time::Duration,
+    embedded: bool,
+    cors_origins: String,
 }
 
 impl AppState {
@@ -49,6 +52,9 @@ impl AppState {
             key_retention_secs: config.key_retention_secs,
             max_body_bytes: config.max_body_bytes,
             max_header_bytes: config.max_header_bytes,
+            body_timeout: std::time::Duration::from_millis(config.body_timeout_ms),
+            embedded: config.embedded,
+            cors_origins: config.cors_origins.clone(),
         }))
     }
 
@@ -105,6 +111,21 @@ impl AppState {
     /// Body limit.
     pub fn max_body_bytes(&self) -> usize {
         self.0.max_body_bytes
+    }
+
+    /// Longest time to receive a request body.
+    pub fn body_timeout(&self) -> std::time::Duration {
+        self.0.body_timeout
+    }
+
+    /// Web origins allowed by CORS (`*`, a list, or empty).
+    pub fn cors_origins(&self) -> &str {
+        &self.0.cors_origins
+    }
+
+    /// True inside another process (the app's sandbox).
+    pub fn embedded(&self) -> bool {
+        self.0.embedded
     }
 
     /// Header limit.

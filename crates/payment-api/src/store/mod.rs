@@ -240,6 +240,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>>;
     /// Answers when the store can serve.
     async fn health(&self) -> StoreResult<()>;
+    /// Answers when the store can take writes as well (readiness): by default, [`Store::health`].
+    async fn ready(&self) -> StoreResult<()> {
+        self.health().await
+    }
     /// The store's current time.
     fn now_ms(&self) -> Millis;
 }

@@ -82,7 +82,7 @@ impl Drop for AbortOnDrop {
 
 /// `postgres://user:secret@host/db` → `postgres://user:***@host/db`, for error messages and logs.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let mut out = match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];
             match userinfo.split_once(':') {
@@ -91,7 +91,22 @@ pub fn redact(url: &str) -> String {
             }
         }
         _ => url.to_string(),
+    };
+    // `?password=…` in a URL and `password=…` in a key=value DSN (quoted or not).
+    let mut from = 0;
+    while let Some(found) = out[from..].to_ascii_lowercase().find("password=") {
+        let start = from + found + "password=".len();
+        let rest = &out[start..];
+        let len = if let Some(quoted) = rest.strip_prefix('\'') {
+            quoted.find('\'').map_or(rest.len(), |end| end + 2)
+        } else {
+            rest.find(|c: char| c == '&' || c.is_whitespace())
+                .unwrap_or(rest.len())
+        };
+        out.replace_range(start..start + len, "***");
+        from = start + 3;
     }
+    out
 }
 
 impl PgStore {
@@ -532,5 +547,24 @@ mod tests {
             "postgres://postgres@127.0.0.1/test"
         );
         assert_eq!(redact("host=/tmp dbname=x"), "host=/tmp dbname=x");
+        assert_eq!(
+            redact("postgres://u@h/db?sslmode=disable&password=s3cr3t&x=1"),
+            "postgres://u@h/db?sslmode=disable&password=***&x=1"
+        );
+        assert_eq!(
+            redact("host=h user=u password=s3cr3t dbname=d"),
+            "host=h user=u password=*** dbname=d"
+        );
+        assert_eq!(
+            redact("host=h PASSWORD='s3 cr3t' dbname=d"),
+            "host=h PASSWORD=*** dbname=d"
+        );
+        for url in [
+            "postgres://u:s3cr3t@h/d?password=s3cr3t",
+            "password=s3cr3t",
+            "host=h password='s3cr3t'",
+        ] {
+            assert!(!redact(url).contains("s3cr3t"), "{url}");
+        }
     }
 }

@@ -356,6 +356,12 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn ready(&self) -> StoreResult<()> {
+        // Through the writer: a stopped writer thread or a database that cannot take its write
+        // lock fails here, where a read would still succeed.
+        self.db.write(|_| Ok(())).await
+    }
+
     fn now_ms(&self) -> Millis {
         self.clock.now_ms()
     }
