@@ -265,11 +265,7 @@ fn in_savepoint<T, E: From<Error>>(
         Err(e) => {
             // After some errors (SQLITE_FULL, SQLITE_IOERR…) SQLite has already rolled the whole
             // transaction back and the savepoint is gone; the writer loop notices that.
-            if !conn.is_autocommit()
-                && conn
-                    .execute_batch("ROLLBACK TO op; RELEASE op")
-                    .is_err()
-            {
+            if !conn.is_autocommit() && conn.execute_batch("ROLLBACK TO op; RELEASE op").is_err() {
                 SAVEPOINT_BROKEN.with(|b| b.set(true));
             }
             Err(e)

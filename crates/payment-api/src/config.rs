@@ -48,6 +48,10 @@ pub struct Config {
     /// How long one execution holds its key before a retry may take it over, in milliseconds.
     #[arg(long, env = "PAGAR_LEASE_MS", default_value_t = 10_000)]
     pub lease_ms: u64,
+    /// How long after its lease ended an execution nobody retried is finished by the recovery
+    /// worker (from the gateway's ledger) or released, in milliseconds. It runs with the reaper.
+    #[arg(long, env = "PAGAR_RECOVERY_AFTER_MS", default_value_t = 60_000)]
+    pub recovery_after_ms: u64,
     /// How long the gateway simulator takes for `tok_lento`, in milliseconds.
     #[arg(long, env = "PAGAR_SLOW_GATEWAY_MS", default_value_t = 3_000)]
     pub slow_gateway_ms: u64,
@@ -140,6 +144,7 @@ impl Config {
                 1000,
             ),
             ("--body-timeout-ms", self.body_timeout_ms, 1),
+            ("--recovery-after-ms", self.recovery_after_ms, 0),
             ("--slow-gateway-ms", self.slow_gateway_ms, 0),
         ];
         for (flag, ms, min) in checks {

@@ -102,9 +102,12 @@ pub enum ApiError {
     /// Fault injection: 5xx before execution.
     #[error("falha injetada antes da execução")]
     InjectedFault,
-    /// No such payment for this merchant.
+    /// No such payment for this merchant, or no such route.
     #[error("pagamento não encontrado")]
     NotFound,
+    /// The route exists, not with this method.
+    #[error("método não permitido neste caminho")]
+    MethodNotAllowed,
     /// The store failed.
     #[error("armazenamento indisponível")]
     Store(#[from] StoreError),
@@ -230,6 +233,12 @@ impl ApiError {
                 true,
             ),
             NotFound => (StatusCode::NOT_FOUND, "not-found", "Não encontrado", false),
+            MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method-not-allowed",
+                "Método não permitido",
+                false,
+            ),
             Store(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store-unavailable",

@@ -13,6 +13,22 @@ pub struct GatewayResult {
     pub cobranca_id: String,
     /// Approved, or declined with a reason code.
     pub outcome: Outcome,
+    /// False when the gateway had charged this downstream key before and returned that charge.
+    pub fresh: bool,
+}
+
+impl GatewayResult {
+    /// The result a ledger row records.
+    pub fn from_ledger(row: LedgerRow, fresh: bool) -> Self {
+        Self {
+            cobranca_id: row.cobranca_id,
+            outcome: match row.motivo {
+                None => Outcome::Aprovado,
+                Some(m) => Outcome::Recusado(m),
+            },
+            fresh,
+        }
+    }
 }
 
 /// Approval or decline.
@@ -70,7 +86,7 @@ impl Gateway for SimulatedGateway {
             CardToken::Recusado => ("recusado", Some("cartao_recusado")),
             CardToken::SaldoInsuficiente => ("recusado", Some("saldo_insuficiente")),
         };
-        let row: LedgerRow = self
+        let charged = self
             .store
             .ledger_charge(LedgerCharge {
                 downstream_key,
@@ -80,13 +96,6 @@ impl Gateway for SimulatedGateway {
                 motivo,
             })
             .await?;
-        let outcome = match row.motivo {
-            None => Outcome::Aprovado,
-            Some(m) => Outcome::Recusado(m),
-        };
-        Ok(GatewayResult {
-            cobranca_id: row.cobranca_id,
-            outcome,
-        })
+        Ok(GatewayResult::from_ledger(charged.row, charged.fresh))
     }
 }

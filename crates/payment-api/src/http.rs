@@ -36,6 +36,7 @@ pub fn app(state: AppState) -> Router {
     }
     let router = router
         .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(state.clone(), limit_headers));
     match cors(state.cors_origins()) {
         Some(cors) => router.layer(cors).with_state(state),
@@ -64,19 +65,21 @@ fn cors(origins: &str) -> Option<tower_http::cors::CorsLayer> {
         }
         AllowOrigin::list(list)
     };
-    Some(tower_http::cors::CorsLayer::new()
-        .allow_origin(allow)
-        .allow_methods([Method::GET, Method::POST, Method::PUT])
-        .allow_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            HeaderName::from_static("idempotency-key"),
-        ])
-        .expose_headers([
-            HeaderName::from_static("idempotent-replayed"),
-            header::RETRY_AFTER,
-        ])
-        .max_age(std::time::Duration::from_secs(600)))
+    Some(
+        tower_http::cors::CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST, Method::PUT])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static("idempotency-key"),
+            ])
+            .expose_headers([
+                HeaderName::from_static("idempotent-replayed"),
+                header::RETRY_AFTER,
+            ])
+            .max_age(std::time::Duration::from_secs(600)),
+    )
 }
 
 async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) -> Response {
@@ -92,13 +95,22 @@ async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) 
 }
 
 fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<MerchantId> {
-    if headers.get_all(header::AUTHORIZATION).iter().nth(1).is_some() {
+    if headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
         return Err(ApiError::DuplicateHeader("Authorization"));
     }
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110 §11.1).
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
         .ok_or(ApiError::Unauthorized)?;
     state
         .merchant_for(token.trim())
@@ -360,7 +372,11 @@ fn authenticate_admin(state: &AppState, headers: &HeaderMap) -> Result<()> {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110 §11.1).
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        });
     match (given, state.admin_token()) {
         (Some(g), Some(t)) if constant_time_eq(g.trim().as_bytes(), t.as_bytes()) => Ok(()),
         _ => Err(ApiError::AdminUnauthorized),

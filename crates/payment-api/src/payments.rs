@@ -14,7 +14,7 @@ use crate::domain::{
 };
 use crate::error::{ApiError, Result};
 use crate::faults::{fires, Faults};
-use crate::gateway::Outcome as GatewayOutcome;
+use crate::gateway::{GatewayResult, Outcome as GatewayOutcome};
 use crate::http::json_response;
 use crate::metrics::Outcome;
 use crate::replay_cache::Completed;
@@ -31,6 +31,8 @@ pub struct Prepared {
     key: IdempotencyKey,
     fingerprint: Fingerprint,
     request: PaymentRequest,
+    /// The body as JSON bytes, kept with the claim for the recovery worker.
+    body: Vec<u8>,
 }
 
 impl Prepared {
@@ -43,6 +45,7 @@ impl Prepared {
             key,
             fingerprint,
             request,
+            body: serde_json::to_vec(&body).expect("a JSON value serialises"),
         })
     }
 }
@@ -118,6 +121,7 @@ async fn claim_and_execute(
             merchant: p.merchant.clone(),
             key: p.key.clone(),
             fingerprint: p.fingerprint.clone(),
+            request: p.body.clone(),
             lease_ms: state.lease_ms(),
         })
         .await?;
@@ -187,37 +191,24 @@ async fn execute(
             return Err(e.into());
         }
     };
-    state
-        .metrics()
-        .charge(charged.outcome == GatewayOutcome::Aprovado);
+    if charged.fresh {
+        state
+            .metrics()
+            .charge(charged.outcome == GatewayOutcome::Aprovado);
+    }
     if fires(faults.crash_after_charge_probability) {
         tracing::error!("fault: aborting the process after the gateway charged");
         std::process::abort();
     }
 
-    let (status_code, status, motivo) = match charged.outcome {
-        GatewayOutcome::Aprovado => (201, "aprovado", None),
-        GatewayOutcome::Recusado(m) => (402, "recusado", Some(m)),
-    };
+    if !charged.fresh {
+        if let Some(done) = reconcile(state, p, fence, &charged).await? {
+            return Ok(done);
+        }
+    }
     let created_at = state.store().now_ms();
-    let payment = Payment {
-        id: format!("pay_{}", uuid::Uuid::now_v7().simple()),
-        status: status.into(),
-        valor: p.request.valor.get(),
-        moeda: "BRL".into(),
-        motivo,
-        descricao: p.request.descricao.clone(),
-        referencia: p.request.referencia.clone(),
-        idempotency_key: p.key.as_ref().to_string(),
-        cobranca_id: charged.cobranca_id,
-        criado_em: crate::clock::rfc3339(created_at),
-        merchant: p.merchant.to_string(),
-    };
-    let body = serde_json::to_vec(&payment).expect("a payment always serialises");
-    let response = StoredResponse {
-        status: status_code,
-        body,
-    };
+    let (payment, response) = build_payment(&p.merchant, &p.key, &p.request, &charged, created_at);
+    let status_code = response.status;
     let started = Instant::now();
     let finished = state
         .store()
@@ -228,6 +219,7 @@ async fn execute(
             payment: payment.clone(),
             created_at,
             response: response.clone(),
+            fingerprint: p.fingerprint.clone(),
         })
         .await?;
     state.metrics().store_op("finish", started);
@@ -255,6 +247,164 @@ async fn execute(
             }
         }
     }
+}
+
+/// The payment and the response for a charge the gateway made.
+fn build_payment(
+    merchant: &MerchantId,
+    key: &IdempotencyKey,
+    request: &PaymentRequest,
+    charged: &GatewayResult,
+    created_at: crate::clock::Millis,
+) -> (Payment, StoredResponse) {
+    let (status, motivo) = match &charged.outcome {
+        GatewayOutcome::Aprovado => ("aprovado", None),
+        GatewayOutcome::Recusado(m) => ("recusado", Some(m.clone())),
+    };
+    let payment = Payment {
+        id: format!("pay_{}", uuid::Uuid::now_v7().simple()),
+        status: status.into(),
+        valor: request.valor.get(),
+        moeda: "BRL".into(),
+        motivo,
+        descricao: request.descricao.clone(),
+        referencia: request.referencia.clone(),
+        idempotency_key: key.as_ref().to_string(),
+        cobranca_id: charged.cobranca_id.clone(),
+        criado_em: crate::clock::rfc3339(created_at),
+        merchant: merchant.to_string(),
+    };
+    let response = response_for(&payment);
+    (payment, response)
+}
+
+/// The answer a payment was (and is again) sent as: the same bytes every time.
+fn response_for(payment: &Payment) -> StoredResponse {
+    StoredResponse {
+        status: if payment.status == "aprovado" {
+            201
+        } else {
+            402
+        },
+        body: serde_json::to_vec(payment).expect("a payment always serialises"),
+    }
+}
+
+/// The gateway returned a charge it had made before. If that charge already has its payment,
+/// this key was sent again after its retention purged it: the same request gets the original
+/// payment (answered as a replay; no second payment row), another request a 422 (and the key is
+/// left free, so the original request can still get its payment). `None`: the charge has no
+/// payment yet (a takeover after a crash), so the caller stores it.
+async fn reconcile(
+    state: &AppState,
+    p: &Prepared,
+    fence: i64,
+    charged: &GatewayResult,
+) -> Result<Option<Response>> {
+    let Some((existing, fingerprint)) = state
+        .store()
+        .payment_by_charge(&charged.cobranca_id)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let same = match fingerprint {
+        Some(fp) => fp == p.fingerprint,
+        // Stored before fingerprints were kept: compare what the payment records.
+        None => {
+            existing.valor == p.request.valor.get()
+                && existing.descricao == p.request.descricao
+                && existing.referencia == p.request.referencia
+        }
+    };
+    if !same {
+        tracing::warn!(payment = %existing.id, "key sent again after its retention with another request");
+        state.store().forget(&p.merchant, &p.key, fence).await?;
+        return Err(ApiError::FingerprintMismatch);
+    }
+    let response = response_for(&existing);
+    match state
+        .store()
+        .finish_existing(&p.merchant, &p.key, fence, &existing.id, response.clone())
+        .await?
+    {
+        FinishOutcome::Stored => {
+            tracing::info!(payment = %existing.id, "key sent again after its retention: answered with its payment");
+            remember(state, p, response.clone(), state.store().now_ms());
+            Ok(Some(replay(state, response)))
+        }
+        FinishOutcome::LeaseLost => Err(ApiError::LeaseLost),
+    }
+}
+
+/// What one pass of the recovery worker did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    /// Abandoned keys whose charge was found and whose payment is now stored.
+    pub completed: u64,
+    /// Abandoned keys the gateway never charged, released for the client's next try.
+    pub released: u64,
+}
+
+/// Brandur Leach's "completer": finishes executions abandoned after a crash without waiting for
+/// the client to retry. A key still `started` whose lease ended more than `stale_ms` ago is taken
+/// over (a new fence, so a worker that is only late can no longer write), then settled from the
+/// gateway's ledger by its downstream key: charged → its payment is stored and the answer becomes
+/// replayable (so a lookup by `referencia` finds every real charge); never charged → the key is
+/// released.
+pub async fn recover_abandoned(
+    state: &AppState,
+    stale_ms: crate::clock::Millis,
+) -> Result<Recovered> {
+    let mut done = Recovered::default();
+    for a in state.store().abandoned(stale_ms, 100).await? {
+        let Some(fence) = state
+            .store()
+            .take_over(&a.merchant, &a.key, a.fence, state.lease_ms())
+            .await?
+        else {
+            continue; // a client retry got there first
+        };
+        let downstream = DownstreamKey::derive(&a.merchant, &a.key);
+        let Some(row) = state.store().ledger_row(&downstream).await? else {
+            if state.store().forget(&a.merchant, &a.key, fence).await? {
+                tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: never charged; key released");
+                done.released += 1;
+            }
+            continue;
+        };
+        let request = a
+            .request
+            .as_deref()
+            .and_then(|b| crate::domain::parse_json_strict(b).ok())
+            .and_then(|v| PaymentRequest::from_json(&v).ok());
+        let Some(request) = request else {
+            // Claimed by a server that did not keep requests: only the client's retry can finish it.
+            state.store().release(&a.merchant, &a.key, fence).await?;
+            continue;
+        };
+        let charged = GatewayResult::from_ledger(row, false);
+        let created_at = state.store().now_ms();
+        let (payment, response) =
+            build_payment(&a.merchant, &a.key, &request, &charged, created_at);
+        let finished = state
+            .store()
+            .finish(Completion {
+                merchant: a.merchant.clone(),
+                key: a.key.clone(),
+                fence,
+                payment: payment.clone(),
+                created_at,
+                response,
+                fingerprint: a.fingerprint.clone(),
+            })
+            .await?;
+        if finished == FinishOutcome::Stored {
+            tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), payment = %payment.id, "recovery: charged before a crash; payment stored");
+            done.completed += 1;
+        }
+    }
+    Ok(done)
 }
 
 /// The card tokens the sandbox knows, for UIs that offer a choice.

@@ -144,6 +144,7 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> Result<R
         state.clone(),
         Duration::from_secs(config.reaper_interval_secs.max(1)),
         config.key_retention_ms(),
+        i64::try_from(config.recovery_after_ms).unwrap_or(i64::MAX),
     ));
     tracing::info!(%addr, admin = state.admin_token().is_some(), "payment API listening");
     Ok(RunningServer {
@@ -155,11 +156,22 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> Result<R
     })
 }
 
-async fn reap(state: AppState, every: Duration, retention_ms: i64) {
+/// Every `every`: purges completed keys past their retention, and finishes or releases
+/// executions abandoned more than `recovery_after_ms` after their lease ended.
+async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_after_ms: i64) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        match crate::payments::recover_abandoned(&state, recovery_after_ms).await {
+            Ok(r) if r == Default::default() => {}
+            Ok(r) => tracing::info!(
+                completed = r.completed,
+                released = r.released,
+                "recovery settled abandoned executions"
+            ),
+            Err(e) => tracing::warn!(error = %e, "recovery failed; will try again"),
+        }
         match state.store().purge_keys(retention_ms).await {
             Ok(0) => {}
             Ok(n) => {

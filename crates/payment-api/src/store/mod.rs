@@ -36,6 +36,25 @@ fn stored_response(
     }
 }
 
+/// An abandoned key from its stored columns.
+fn abandoned_from(
+    merchant: String,
+    key: String,
+    fence: i64,
+    fingerprint: String,
+    request: Option<Vec<u8>>,
+) -> StoreResult<Abandoned> {
+    Ok(Abandoned {
+        merchant: MerchantId::parse(&merchant)
+            .map_err(|e| StoreError::Corrupt(format!("merchant {merchant:?}: {e}")))?,
+        key: IdempotencyKey::parse(key.as_bytes())
+            .map_err(|e| StoreError::Corrupt(format!("key {key:?}: {e}")))?,
+        fence,
+        fingerprint: Fingerprint::from_stored(fingerprint),
+        request,
+    })
+}
+
 /// What a client can look its payments up by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PaymentField {
@@ -84,6 +103,9 @@ pub struct Claim {
     pub key: IdempotencyKey,
     /// Request fingerprint.
     pub fingerprint: Fingerprint,
+    /// The request body as JSON, kept with the key so the recovery worker can finish an
+    /// execution whose worker died after the charge.
+    pub request: Vec<u8>,
     /// How long this worker holds the key before another request may take over.
     pub lease_ms: Millis,
 }
@@ -157,6 +179,34 @@ pub struct Completion {
     pub created_at: Millis,
     /// The response to store for replays.
     pub response: StoredResponse,
+    /// The request's fingerprint, kept with the payment: after the key is purged, a request sent
+    /// again with it is recognised as the same (replayed) or another one (refused).
+    pub fingerprint: Fingerprint,
+}
+
+/// A started execution whose lease ended long ago: its worker died or hung.
+#[derive(Debug, Clone)]
+pub struct Abandoned {
+    /// Owner of the key.
+    pub merchant: MerchantId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The fence it was left with.
+    pub fence: i64,
+    /// Its request fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The request body, when the key was claimed by a server that keeps it.
+    pub request: Option<Vec<u8>>,
+}
+
+/// What the gateway's ledger holds for a charge call.
+#[derive(Debug, Clone)]
+pub struct Charged {
+    /// The one row for the downstream key.
+    pub row: LedgerRow,
+    /// True when this call made it; false when an earlier call had (a retry, a takeover, or
+    /// the same key sent again after its retention).
+    pub fresh: bool,
 }
 
 /// Whether a completion was written.
@@ -235,7 +285,43 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Deletes completed keys older than `retention_ms`; never keys in progress, never payments.
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64>;
     /// Records a charge once per downstream key; returns the row that holds it (new or earlier).
-    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<LedgerRow>;
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Charged>;
+    /// The ledger row of a downstream key, if it was ever charged.
+    async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>>;
+    /// The payment stored for a gateway charge (`UNIQUE (cobranca_id)`), with the fingerprint of
+    /// the request that made it (absent for payments stored before fingerprints were kept).
+    async fn payment_by_charge(
+        &self,
+        cobranca_id: &str,
+    ) -> StoreResult<Option<(Payment, Option<Fingerprint>)>>;
+    /// Completes a key with an answer for a payment that already exists (the key was purged and
+    /// the same request came again): stores the response, inserts no payment.
+    async fn finish_existing(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        payment_id: &str,
+        response: StoredResponse,
+    ) -> StoreResult<FinishOutcome>;
+    /// Deletes a key still in progress under `fence`: nothing was or will be stored for it.
+    async fn forget(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool>;
+    /// Keys still started whose lease ended more than `stale_ms` ago, oldest first.
+    async fn abandoned(&self, stale_ms: Millis, limit: usize) -> StoreResult<Vec<Abandoned>>;
+    /// Takes over an abandoned key if it is still as found (same fence, lease ended); returns
+    /// the new fence.
+    async fn take_over(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        lease_ms: Millis,
+    ) -> StoreResult<Option<i64>>;
     /// Every ledger row, oldest first.
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>>;
     /// Answers when the store can serve.

@@ -304,16 +304,20 @@ impl Store for PgStore {
             let insert = c
                 .prepare_cached(
                     "INSERT INTO idempotency_keys
-                         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
-                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, 1, 'started'
+                         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point,
+                          request_body)
+                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, 1, 'started', $6::bytea
                      FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
                      ON CONFLICT (merchant, key) DO NOTHING
                      RETURNING fence",
                 )
                 .await?;
-            if c.query_opt(&insert, &[&m, &k, &fp, &claim.lease_ms, &shift])
-                .await?
-                .is_some()
+            if c.query_opt(
+                &insert,
+                &[&m, &k, &fp, &claim.lease_ms, &shift, &claim.request],
+            )
+            .await?
+            .is_some()
             {
                 return Ok(NextAction::StartProcessing {
                     fence: 1,
@@ -379,9 +383,9 @@ impl Store for PgStore {
                      WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
                      RETURNING 1
                  )
-                 INSERT INTO payments ({PAYMENT_COLUMNS})
+                 INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
                  SELECT $6::text, $1::text, $2::text, $7::bigint, $8::text, $9::text, $10::text,
-                        $11::text, $12::text, $13::bigint
+                        $11::text, $12::text, $13::bigint, $15::text
                  FROM done"
             ))
             .await?;
@@ -404,6 +408,7 @@ impl Store for PgStore {
                     &p.cobranca_id,
                     &done.created_at,
                     &self.shift(),
+                    &done.fingerprint.as_ref(),
                 ],
             )
             .await?;
@@ -474,7 +479,7 @@ impl Store for PgStore {
         Ok(c.execute(&st, &[&retention_ms, &self.shift()]).await?)
     }
 
-    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<LedgerRow> {
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Charged> {
         let c = self.conn().await?;
         let insert = c
             .prepare_cached(&format!(
@@ -500,7 +505,10 @@ impl Store for PgStore {
             )
             .await?;
         if let Some(row) = inserted {
-            return Ok(ledger_from_row(&row));
+            return Ok(Charged {
+                row: ledger_from_row(&row),
+                fresh: true,
+            });
         }
         // Charged earlier (or by a concurrent worker that committed first): return that charge.
         let select = c
@@ -508,7 +516,142 @@ impl Store for PgStore {
                 "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1"
             ))
             .await?;
-        Ok(ledger_from_row(&c.query_one(&select, &[&dk]).await?))
+        Ok(Charged {
+            row: ledger_from_row(&c.query_one(&select, &[&dk]).await?),
+            fresh: false,
+        })
+    }
+
+    async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>> {
+        let c = self.conn().await?;
+        let select = c
+            .prepare_cached(&format!(
+                "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1"
+            ))
+            .await?;
+        Ok(c.query_opt(&select, &[&downstream_key.as_ref()])
+            .await?
+            .map(|r| ledger_from_row(&r)))
+    }
+
+    async fn payment_by_charge(
+        &self,
+        cobranca_id: &str,
+    ) -> StoreResult<Option<(Payment, Option<Fingerprint>)>> {
+        let c = self.conn().await?;
+        let select = c
+            .prepare_cached(&format!(
+                "SELECT {PAYMENT_COLUMNS}, fingerprint FROM payments WHERE cobranca_id = $1"
+            ))
+            .await?;
+        Ok(c.query_opt(&select, &[&cobranca_id]).await?.map(|r| {
+            let fp: Option<String> = r.get("fingerprint");
+            (payment_from_row(&r), fp.map(Fingerprint::from_stored))
+        }))
+    }
+
+    async fn finish_existing(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        payment_id: &str,
+        response: StoredResponse,
+    ) -> StoreResult<FinishOutcome> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "UPDATE idempotency_keys
+                 SET recovery_point = 'finished', response_status = $4, response_body = $5,
+                     payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+            )
+            .await?;
+        let updated = c
+            .execute(
+                &st,
+                &[
+                    &merchant.as_ref(),
+                    &key.as_ref(),
+                    &fence,
+                    &i32::from(response.status),
+                    &response.body,
+                    &payment_id,
+                    &self.shift(),
+                ],
+            )
+            .await?;
+        Ok(if updated == 1 {
+            FinishOutcome::Stored
+        } else {
+            FinishOutcome::LeaseLost
+        })
+    }
+
+    async fn forget(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "DELETE FROM idempotency_keys
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+            )
+            .await?;
+        Ok(c.execute(&st, &[&merchant.as_ref(), &key.as_ref(), &fence])
+            .await?
+            == 1)
+    }
+
+    async fn abandoned(&self, stale_ms: Millis, limit: usize) -> StoreResult<Vec<Abandoned>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT merchant, key, fence, fingerprint, request_body FROM idempotency_keys
+                 WHERE completed_at IS NULL AND locked_until < pagar_now_ms() + $1 - $2
+                 ORDER BY locked_until LIMIT $3",
+            )
+            .await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        c.query(&st, &[&self.shift(), &stale_ms, &limit])
+            .await?
+            .into_iter()
+            .map(|r| abandoned_from(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .collect()
+    }
+
+    async fn take_over(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        lease_ms: Millis,
+    ) -> StoreResult<Option<i64>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "UPDATE idempotency_keys SET fence = fence + 1, locked_until = now_ms + $4
+                 FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
+                   AND locked_until <= now_ms
+                 RETURNING fence",
+            )
+            .await?;
+        Ok(c.query_opt(
+            &st,
+            &[
+                &merchant.as_ref(),
+                &key.as_ref(),
+                &fence,
+                &lease_ms,
+                &self.shift(),
+            ],
+        )
+        .await?
+        .map(|r| r.get(0)))
     }
 
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>> {

@@ -11,8 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(
-        r#"
+    Migrations::new(vec![
+        M::up(
+            r#"
         CREATE TABLE idempotency_keys (
             merchant        TEXT    NOT NULL,
             key             TEXT    NOT NULL,
@@ -54,7 +55,20 @@ fn migrations() -> Migrations<'static> {
             created_at      INTEGER NOT NULL
         );
         "#,
-    )])
+        ),
+        // Recovery: the request is kept with its key (the recovery worker rebuilds a payment
+        // from it), the fingerprint with the payment (a key sent again after its retention is
+        // recognised), and one payment per gateway charge.
+        M::up(
+            r#"
+        ALTER TABLE idempotency_keys ADD COLUMN request_body BLOB;
+        ALTER TABLE payments ADD COLUMN fingerprint TEXT;
+        CREATE UNIQUE INDEX payments_cobranca ON payments (cobranca_id);
+        CREATE INDEX idempotency_keys_started ON idempotency_keys (locked_until)
+            WHERE completed_at IS NULL;
+        "#,
+        ),
+    ])
 }
 
 /// The SQLite store. Cheap to clone; clones share the writer and the read pool.
@@ -151,10 +165,10 @@ impl Store for SqliteStore {
                 let inserted = exec(
                     c,
                     "INSERT INTO idempotency_keys
-                     (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 1, 'started')
+                     (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, request_body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 1, 'started', ?6)
                  ON CONFLICT (merchant, key) DO NOTHING",
-                    params![m, k, claim.fingerprint.as_ref(), now, now + claim.lease_ms],
+                    params![m, k, claim.fingerprint.as_ref(), now, now + claim.lease_ms, claim.request],
                 )?;
                 if inserted == 1 {
                     return Ok(NextAction::StartProcessing {
@@ -225,7 +239,7 @@ impl Store for SqliteStore {
             }
             let p = &done.payment;
             c.execute(
-                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
                 params![
                     p.id,
                     done.merchant.as_ref(),
@@ -236,7 +250,8 @@ impl Store for SqliteStore {
                     p.descricao,
                     p.referencia,
                     p.cobranca_id,
-                    done.created_at
+                    done.created_at,
+                    done.fingerprint.as_ref()
                 ],
             )?;
             Ok(FinishOutcome::Stored)
@@ -311,10 +326,10 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<LedgerRow> {
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Charged> {
         let now = self.now_ms();
         self.db.write(move |c| {
-            exec(
+            let inserted = exec(
                 c,
                 "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -329,13 +344,147 @@ impl Store for SqliteStore {
                     now
                 ],
             )?;
-            Ok(c.query_row(
+            let row = c.query_row(
                 "SELECT * FROM gateway_ledger WHERE downstream_key = ?1",
                 params![charge.downstream_key.as_ref()],
                 ledger_from_row,
-            )?)
+            )?;
+            Ok(Charged { row, fresh: inserted == 1 })
         })
         .await
+    }
+
+    async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>> {
+        let dk = downstream_key.as_ref().to_string();
+        self.db
+            .read(move |c| {
+                Ok(
+                    c.prepare_cached("SELECT * FROM gateway_ledger WHERE downstream_key = ?1")?
+                        .query_row([dk], ledger_from_row)
+                        .optional()?,
+                )
+            })
+            .await
+    }
+
+    async fn payment_by_charge(
+        &self,
+        cobranca_id: &str,
+    ) -> StoreResult<Option<(Payment, Option<Fingerprint>)>> {
+        let id = cobranca_id.to_string();
+        self.db
+            .read(move |c| {
+                Ok(c.prepare_cached(&format!(
+                    "SELECT {PAYMENT_COLUMNS}, fingerprint FROM payments WHERE cobranca_id = ?1"
+                ))?
+                .query_row([id], |r| {
+                    let fp: Option<String> = r.get("fingerprint")?;
+                    Ok((payment_from_row(r)?, fp.map(Fingerprint::from_stored)))
+                })
+                .optional()?)
+            })
+            .await
+    }
+
+    async fn finish_existing(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        payment_id: &str,
+        response: StoredResponse,
+    ) -> StoreResult<FinishOutcome> {
+        let now = self.now_ms();
+        let (m, k, id) = (
+            merchant.to_string(),
+            key.as_ref().to_string(),
+            payment_id.to_string(),
+        );
+        self.db
+            .write(move |c| {
+                let updated = exec(
+                    c,
+                    "UPDATE idempotency_keys
+                     SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
+                         payment_id = ?6, completed_at = ?7, locked_until = 0
+                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                    params![m, k, fence, response.status, response.body, id, now],
+                )?;
+                Ok(if updated == 1 {
+                    FinishOutcome::Stored
+                } else {
+                    FinishOutcome::LeaseLost
+                })
+            })
+            .await
+    }
+
+    async fn forget(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                Ok(exec(
+                    c,
+                    "DELETE FROM idempotency_keys
+                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                    params![m, k, fence],
+                )? == 1)
+            })
+            .await
+    }
+
+    async fn abandoned(&self, stale_ms: Millis, limit: usize) -> StoreResult<Vec<Abandoned>> {
+        let cutoff = self.now_ms() - stale_ms;
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT merchant, key, fence, fingerprint, request_body FROM idempotency_keys
+                     WHERE completed_at IS NULL AND locked_until < ?1 ORDER BY locked_until LIMIT ?2",
+                )?;
+                let rows = st
+                    .query_map(params![cutoff, limit as i64], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get(4)?,
+                        ))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter()
+                    .map(|(m, k, fence, fp, request)| abandoned_from(m, k, fence, fp, request))
+                    .collect()
+            })
+            .await
+    }
+
+    async fn take_over(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        lease_ms: Millis,
+    ) -> StoreResult<Option<i64>> {
+        let now = self.now_ms();
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                let updated = exec(
+                    c,
+                    "UPDATE idempotency_keys SET fence = fence + 1, locked_until = ?4
+                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL
+                       AND locked_until <= ?5",
+                    params![m, k, fence, now + lease_ms, now],
+                )?;
+                Ok((updated == 1).then_some(fence + 1))
+            })
+            .await
     }
 
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>> {
@@ -378,6 +527,7 @@ mod tests {
             merchant: MerchantId::parse("loja").unwrap(),
             key: IdempotencyKey::parse(key.as_bytes()).unwrap(),
             fingerprint: Fingerprint::from_stored(fp.into()),
+            request: Vec::new(),
             lease_ms: 1_000,
         }
     }

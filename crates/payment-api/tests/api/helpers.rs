@@ -198,6 +198,9 @@ pub fn test_config(db: &TestDb) -> Config {
         payment_api::domain::MerchantId::parse("loja_b").unwrap(),
     ));
     c.slow_gateway_ms = 300;
+    // A standalone server's settings, not the embedded sandbox's.
+    c.cors_origins = "*".into();
+    c.embedded = false;
     c
 }
 

@@ -13,8 +13,10 @@ use rstest_reuse::template;
 #[tokio::test]
 async fn stores(#[case] backend: crate::helpers::Backend) {}
 
+mod bad_input;
 mod concurrency;
 mod crash;
+mod edges;
 mod faults;
 mod helpers;
 mod key_syntax;

@@ -69,31 +69,3 @@ async fn the_reaper_purges_expired_keys_but_never_payments_or_keys_in_progress(
     let metrics = app.get("/metrics").await.text().await.unwrap();
     assert!(metrics.contains("pagar_purged_keys_total 1"), "{metrics}");
 }
-
-#[apply(stores)]
-async fn a_key_reused_after_retention_never_charges_the_gateway_twice(#[case] backend: Backend) {
-    let app = TestApp::spawn_with_clock(backend, |c| {
-        c.key_retention_secs = 60;
-        c.reaper_interval_secs = 1;
-    })
-    .await;
-    let key = new_key();
-    app.pay(&key, &approved(300)).await;
-    app.advance_clock(Duration::from_secs(120));
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            app.stored_keys().await == 0
-        })
-        .await
-    );
-    let again = app.pay(&key, &approved(300)).await;
-    assert!(
-        again.headers().get("idempotent-replayed").is_none(),
-        "the key is new again"
-    );
-    assert_eq!(
-        app.ledger().await.len(),
-        1,
-        "the downstream key still guards the gateway"
-    );
-}

@@ -1,0 +1,299 @@
+//! The server's edges: what either store cannot keep is refused before any charge, a key sent
+//! again after its retention, executions abandoned after a crash, readiness, the sandbox.
+
+use crate::helpers::*;
+use crate::stores;
+use payment_api::store::{SqliteStore, Store};
+use payment_api::Config;
+use reqwest::StatusCode;
+use rstest_reuse::apply;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[apply(stores)]
+async fn text_that_a_store_cannot_keep_is_refused_before_any_charge(#[case] backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = new_key();
+    for (field, text) in [
+        ("descricao", "venda\u{0}nula"),
+        ("referencia", "ref\u{7}sino"),
+        ("descricao", "linha\nquebrada"),
+    ] {
+        let res = app
+            .pay(
+                &key,
+                &json!({"valor": 100, "cartao": "tok_aprovado", field: text}),
+            )
+            .await;
+        let problem = assert_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation").await;
+        assert_eq!(problem["errors"][0]["campo"], field, "{problem}");
+    }
+    // A lone surrogate is not text at all.
+    let res = app
+        .post_json_text(
+            &key,
+            r#"{"valor": 100, "cartao": "tok_aprovado", "descricao": "\ud800"}"#,
+        )
+        .await;
+    assert_problem(res, StatusCode::BAD_REQUEST, "malformed-json").await;
+    assert!(app.ledger().await.is_empty(), "nothing was charged");
+    assert_eq!(app.stored_keys().await, 0);
+
+    // What both stores keep: 255 characters of four bytes each, stored and replayed as sent.
+    let emoji = "🧾".repeat(255);
+    let body = json!({"valor": 100, "cartao": "tok_aprovado", "descricao": emoji});
+    let first = app.pay(&key, &body).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first = first.bytes().await.unwrap();
+    let again = app.pay(&key, &body).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.bytes().await.unwrap(), first);
+    let stored: Value = serde_json::from_slice(&first).unwrap();
+    let found = app
+        .get_json(&format!("/pagamentos/{}", stored["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(found["descricao"], emoji.as_str());
+}
+
+#[apply(stores)]
+async fn a_field_given_twice_and_a_second_authorization_header_are_refused(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let key = new_key();
+    let res = app
+        .post_json_text(
+            &key,
+            r#"{"valor": 100, "valor": 999999, "cartao": "tok_aprovado"}"#,
+        )
+        .await;
+    let problem = assert_problem(res, StatusCode::BAD_REQUEST, "malformed-json").await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("repetido"),
+        "{problem}"
+    );
+    let auth = format!("Bearer {API_KEY}");
+    let res = app
+        .post_raw(
+            &[
+                ("Authorization", auth.as_str()),
+                ("Authorization", "Bearer sk_test_outra_loja"),
+                ("Idempotency-Key", key.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            r#"{"valor": 100, "cartao": "tok_aprovado"}"#,
+        )
+        .await
+        .unwrap();
+    assert_problem(res, StatusCode::BAD_REQUEST, "duplicate-header").await;
+    assert!(app.ledger().await.is_empty());
+    assert_eq!(app.stored_keys().await, 0);
+    assert_eq!(
+        app.pay(&key, &approved(100)).await.status(),
+        StatusCode::CREATED
+    );
+}
+
+#[apply(stores)]
+async fn a_key_sent_again_after_its_retention_gets_its_payment_and_another_request_a_422(
+    #[case] backend: Backend,
+) {
+    // Arrange: keys kept 60 s of the test's clock; the reaper runs every second.
+    let app = TestApp::spawn_with_clock(backend, |c| {
+        c.key_retention_secs = 60;
+        c.reaper_interval_secs = 1;
+    })
+    .await;
+    let key = new_key();
+    let body = json!({"valor": 4321, "cartao": "tok_aprovado", "referencia": "venda-ret"});
+    let first = app.pay(&key, &body).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first = first.bytes().await.unwrap();
+    let purge = || async {
+        app.advance_clock(Duration::from_secs(120));
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                app.stored_keys().await == 0
+            })
+            .await,
+            "the reaper purged the key"
+        );
+    };
+    purge().await;
+
+    // Act + Assert: the same request, with the key purged, gets the original payment.
+    let again = app.pay(&key, &body).await;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.bytes().await.unwrap(), first, "the same bytes");
+    assert_eq!(app.db.count("payments").await, 1, "no second payment row");
+
+    // Another request under the purged key: refused, and the key stays free for the original.
+    purge().await;
+    let other = app
+        .pay(&key, &json!({"valor": 1, "cartao": "tok_aprovado"}))
+        .await;
+    assert_problem(
+        other,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+    )
+    .await;
+    assert_eq!(app.stored_keys().await, 0);
+    let original = app.pay(&key, &body).await;
+    assert_eq!(original.bytes().await.unwrap(), first);
+    assert_eq!(app.ledger().await.len(), 1);
+    assert_eq!(app.db.count("payments").await, 1);
+}
+
+/// Real process: the server aborts after the gateway charged; nobody retries. The next process's
+/// recovery worker stores the payment from the ledger, so a lookup by `referencia` finds it.
+#[apply(stores)]
+async fn a_charge_abandoned_by_a_crash_is_stored_by_the_recovery_worker_without_a_retry(
+    #[case] backend: Backend,
+) {
+    let db = TestDb::new(backend).await;
+    let client = reqwest::Client::new();
+    let key = new_key();
+    let body = json!({"valor": 7700, "cartao": "tok_aprovado", "referencia": "venda-abandonada"});
+    let mut doomed = ServerProcess::start(
+        &db,
+        &["--fault-crash-after-charge", "1", "--lease-ms", "300"],
+    );
+    assert!(try_pay(&client, &doomed.url, &key, &body).await.is_err());
+    let _ = doomed.child.wait();
+    assert_eq!(db.count("gateway_ledger").await, 1);
+    assert_eq!(db.count("payments").await, 0);
+
+    // A key abandoned before any charge is released instead.
+    let uncharged = new_key();
+    if let TestDb::Sqlite { path, .. } = &db {
+        let c = rusqlite::Connection::open(path).unwrap();
+        c.execute(
+            "INSERT INTO idempotency_keys (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
+             VALUES ('loja_a', ?1, 'fp', 0, 0, 1, 'started')",
+            [&uncharged],
+        )
+        .unwrap();
+    }
+
+    let next = ServerProcess::start(
+        &db,
+        &[
+            "--lease-ms",
+            "300",
+            "--recovery-after-ms",
+            "200",
+            "--reaper-interval-secs",
+            "1",
+        ],
+    );
+    let found = eventually(Duration::from_secs(5), || async {
+        admin_lookup(&client, &next.url, "venda-abandonada")
+            .await
+            .len()
+            == 1
+    })
+    .await;
+    assert!(
+        found,
+        "the payment appeared by referencia within one recovery interval"
+    );
+    let payments = admin_lookup(&client, &next.url, "venda-abandonada").await;
+    // The client's late retry gets that same payment, answered as a replay.
+    let res = try_pay(&client, &next.url, &key, &body).await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(res.headers()["idempotent-replayed"], "true");
+    assert_eq!(res.json::<Value>().await.unwrap()["id"], payments[0]["id"]);
+    assert_eq!(db.count("gateway_ledger").await, 1);
+    assert_eq!(db.count("payments").await, 1);
+    if matches!(db, TestDb::Sqlite { .. }) {
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                db.count("idempotency_keys").await == 1
+            })
+            .await,
+            "the uncharged abandoned key was released"
+        );
+    }
+}
+
+async fn admin_lookup(client: &reqwest::Client, url: &str, referencia: &str) -> Vec<Value> {
+    let res: Value = client
+        .get(format!("{url}/pagamentos?referencia={referencia}"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    res["pagamentos"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn readiness_fails_when_the_sqlite_writer_is_gone_while_liveness_still_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(
+        dir.path().join("api.db"),
+        Arc::new(payment_api::clock::SystemClock::default()),
+    )
+    .unwrap();
+    let config = Config::sandbox(dir.path().join("unused.db"), API_KEY, "loja_a", ADMIN);
+    let server = payment_api::start_with_store(config, Arc::new(store.clone()) as Arc<dyn Store>)
+        .await
+        .unwrap();
+    let get = |path: &'static str| {
+        let url = format!("{}{path}", server.url());
+        async move { reqwest::get(url).await.unwrap() }
+    };
+    assert_eq!(get("/health/ready").await.status(), StatusCode::OK);
+    store.close();
+    let ready = get("/health/ready").await;
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let live = get("/health").await;
+    assert_eq!(live.status(), StatusCode::OK);
+    assert!(live.json::<Value>().await.unwrap()["key_retention_secs"].is_u64());
+}
+
+#[tokio::test]
+async fn the_embedded_sandbox_allows_no_web_origin_and_no_crash_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = payment_api::start(Config::sandbox(
+        dir.path().join("sandbox.db"),
+        API_KEY,
+        "loja_a",
+        ADMIN,
+    ))
+    .await
+    .unwrap();
+    let mut standalone = Config::sandbox(dir.path().join("api.db"), API_KEY, "loja_a", ADMIN);
+    standalone.cors_origins = "*".into();
+    standalone.embedded = false;
+    let standalone = payment_api::start(standalone).await.unwrap();
+    let client = reqwest::Client::new();
+    let preflight = |url: String| {
+        client
+            .request(reqwest::Method::OPTIONS, format!("{url}/pagamentos"))
+            .header("Origin", "https://evil.example")
+            .header("Access-Control-Request-Method", "POST")
+            .send()
+    };
+    let open = preflight(standalone.url()).await.unwrap();
+    assert_eq!(open.headers()["access-control-allow-origin"], "*");
+    let closed = preflight(sandbox.url()).await.unwrap();
+    assert!(closed
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
+
+    let res = client
+        .put(format!("{}/admin/faults", sandbox.url()))
+        .bearer_auth(ADMIN)
+        .json(&json!({"crash_after_charge_probability": 1.0}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation").await;
+}
