@@ -220,14 +220,48 @@ impl Fingerprint {
         h.update(b"\n");
         h.update(path.as_bytes());
         h.update(b"\n");
-        // serde_json's default map is a BTreeMap, so serialising sorts keys and drops whitespace.
-        h.update(serde_json::to_vec(body).expect("a JSON value always serialises"));
+        let mut canonical = Vec::new();
+        write_canonical(body, &mut canonical);
+        h.update(canonical);
         Self(hex::encode(h.finalize()))
     }
 
     /// Rebuilds a fingerprint read back from the store.
     pub fn from_stored(s: String) -> Self {
         Self(s)
+    }
+}
+
+/// Compact JSON with every object's keys in byte order, whatever map serde_json was built with
+/// (its `preserve_order` feature, enabled by any crate in a build, would keep insertion order).
+/// Numbers keep serde_json's own form: `100` and `100.0` and `1e2` are different bodies.
+fn write_canonical(v: &serde_json::Value, out: &mut Vec<u8>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend(serde_json::to_vec(k).expect("a string serialises"));
+                out.push(b':');
+                write_canonical(v, out);
+            }
+            out.push(b'}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push(b'[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(b']');
+        }
+        scalar => out.extend(serde_json::to_vec(scalar).expect("a scalar serialises")),
     }
 }
 

@@ -1,0 +1,272 @@
+//! Property tests of the checkout core: R$ amounts both ways, and the outbox as a state machine
+//! (random sequences of pay, try results, restarts and retry_review) checked against a model.
+
+use checkout_core::domain::{format_brl, AttemptState, CardToken, Centavos, SaleId};
+use checkout_core::outbox::{FinalAnswer, Outbox, PayOutcome, TryResult};
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config(5_000))]
+
+    #[test]
+    fn every_amount_is_written_and_read_back_the_brazilian_way(c in 1i64..=Centavos::MAX) {
+        let written = format_brl(c);
+        prop_assert_eq!(Centavos::parse_brl(&written).unwrap().get(), c, "{}", written);
+        let typed = written.trim_start_matches("R$ ");
+        prop_assert_eq!(Centavos::parse_brl(typed).unwrap().get(), c, "{}", typed);
+        // Without the thousands dots, as a cashier may type it.
+        let plain = typed.replace('.', "");
+        prop_assert_eq!(Centavos::parse_brl(&plain).unwrap().get(), c, "{}", plain);
+    }
+
+    #[test]
+    fn anything_typed_is_read_or_refused_and_what_is_read_writes_back_the_same(s in "\\PC{0,20}") {
+        if let Ok(c) = Centavos::parse_brl(&s) {
+            prop_assert!(c.get() >= 1 && c.get() <= Centavos::MAX);
+            prop_assert_eq!(Centavos::parse_brl(&format_brl(c.get())).unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn digits_with_separators_in_the_wrong_places_are_refused(
+        int in "[0-9]{1,7}",
+        frac in "[0-9]{3,5}",
+    ) {
+        prop_assert!(Centavos::parse_brl(&format!("{int},{frac}")).is_err(), "3+ decimals");
+        prop_assert!(Centavos::parse_brl(&format!("{int}.{}", &frac[..2])).is_err(), "a dot as the decimal sign");
+    }
+}
+
+/// One step of a session at the till.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Pay sale `n` (of four) with this amount.
+    Pay { sale: usize, valor: i64 },
+    /// The server answers the `pick`-th due attempt.
+    Answer { pick: usize, answer: Answer },
+    /// Retry the `pick`-th attempt in review with its key.
+    RetryReview { pick: usize },
+    /// The app is killed and started again on the same file.
+    Restart,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Approved,
+    Declined,
+    Retry,
+    ReviewChecked,
+    ReviewUnchecked,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0usize..4, 1i64..100_000).prop_map(|(sale, valor)| Op::Pay { sale, valor }),
+        4 => (any::<usize>(), prop_oneof![
+            Just(Answer::Approved), Just(Answer::Declined), Just(Answer::Retry),
+            Just(Answer::ReviewChecked), Just(Answer::ReviewUnchecked),
+        ]).prop_map(|(pick, answer)| Op::Answer { pick, answer }),
+        1 => any::<usize>().prop_map(|pick| Op::RetryReview { pick }),
+        1 => Just(Op::Restart),
+    ]
+}
+
+fn open(path: &Path) -> Outbox {
+    Outbox::open(path, Duration::from_secs(2), None).unwrap()
+}
+
+fn final_answer(state: AttemptState) -> FinalAnswer {
+    FinalAnswer {
+        state,
+        status: if state == AttemptState::Aprovado {
+            201
+        } else {
+            402
+        },
+        body: b"{}".to_vec(),
+        payment_id: Some("pay_x".into()),
+        motivo: (state == AttemptState::Recusado).then(|| "cartao_recusado".into()),
+    }
+}
+
+/// What may block a sale from getting another attempt.
+fn blocks(a: &checkout_core::Attempt) -> bool {
+    match a.state {
+        AttemptState::Pendente | AttemptState::Aprovado => true,
+        AttemptState::Revisao => a.review_checked_at.is_none(),
+        AttemptState::Recusado => false,
+    }
+}
+
+async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
+    let path = dir.join("outbox.db");
+    let mut outbox = open(&path);
+    // The model: every attempt ever created, its key, and its final state once it had one.
+    let mut keys: HashMap<String, String> = HashMap::new();
+    let mut finals: HashMap<String, AttemptState> = HashMap::new();
+    let mut now = 1_000;
+    for op in ops {
+        now += 10;
+        match op {
+            Op::Pay { sale, valor } => {
+                let sale_id = SaleId::parse(&format!("venda-{sale}")).unwrap();
+                let before: Vec<_> = outbox.attempts_of(&sale_id).await.unwrap();
+                let live = before.iter().rev().find(|a| blocks(a)).cloned();
+                let (outcome, _) = outbox
+                    .pay(
+                        sale_id,
+                        Centavos::new(valor).unwrap(),
+                        CardToken::parse("tok_aprovado").unwrap(),
+                        None,
+                        now,
+                    )
+                    .await
+                    .unwrap();
+                match (outcome, live) {
+                    (PayOutcome::Existing(a), Some(l)) => prop_assert_eq!(a.id, l.id),
+                    (PayOutcome::Created(a), None) => {
+                        prop_assert!(
+                            !keys.values().any(|k| *k == a.idempotency_key),
+                            "a fresh key"
+                        );
+                        keys.insert(a.id, a.idempotency_key);
+                    }
+                    (outcome, live) => {
+                        prop_assert!(false, "pay gave {outcome:?} with live {live:?}")
+                    }
+                }
+            }
+            Op::Answer { pick, answer } => {
+                let due = outbox.due(i64::MAX, 100).await.unwrap();
+                for job in &due {
+                    prop_assert!(
+                        !finals.contains_key(&job.id),
+                        "a final attempt is never sent again"
+                    );
+                    prop_assert_eq!(
+                        &keys[&job.id],
+                        &job.key,
+                        "every try carries the attempt's key"
+                    );
+                }
+                if due.is_empty() {
+                    continue;
+                }
+                let job = &due[pick % due.len()];
+                let result = match answer {
+                    Answer::Approved => TryResult::Final(final_answer(AttemptState::Aprovado)),
+                    Answer::Declined => TryResult::Final(final_answer(AttemptState::Recusado)),
+                    Answer::Retry => TryResult::Retry {
+                        next_try_at: now,
+                        error: "rede".into(),
+                    },
+                    Answer::ReviewChecked | Answer::ReviewUnchecked => TryResult::Review {
+                        reason: "HTTP 401".into(),
+                        status: Some(401),
+                        body: None,
+                        checked: matches!(answer, Answer::ReviewChecked),
+                    },
+                };
+                let (a, _) = outbox.record(&job.id, result, now).await.unwrap();
+                if matches!(a.state, AttemptState::Aprovado | AttemptState::Recusado) {
+                    finals.insert(a.id, a.state);
+                }
+            }
+            Op::RetryReview { pick } => {
+                let reviews = outbox.reviews(false).await.unwrap();
+                if reviews.is_empty() {
+                    continue;
+                }
+                let r = &reviews[pick % reviews.len()];
+                let others_block = outbox
+                    .attempts_of(&SaleId::parse(&r.sale_id).unwrap())
+                    .await
+                    .unwrap()
+                    .iter()
+                    .any(|o| o.id != r.id && blocks(o));
+                match outbox.retry_review(&r.id, now).await {
+                    Ok((a, _)) => {
+                        prop_assert!(
+                            !others_block,
+                            "retried while another attempt holds the sale"
+                        );
+                        prop_assert_eq!(a.state, AttemptState::Pendente);
+                        prop_assert_eq!(&a.idempotency_key, &keys[&a.id], "the same key");
+                    }
+                    Err(_) => prop_assert!(others_block, "refused only when the sale moved on"),
+                }
+            }
+            Op::Restart => {
+                outbox.close();
+                drop(outbox);
+                outbox = open(&path);
+            }
+        }
+        // Invariants after every step, read from the file itself.
+        let all = outbox.list().await.unwrap();
+        prop_assert_eq!(all.len(), keys.len(), "no attempt is ever lost");
+        let mut holding: HashMap<&str, usize> = HashMap::new();
+        for a in &all {
+            prop_assert_eq!(&keys[&a.id], &a.idempotency_key, "an attempt keeps its key");
+            if let Some(f) = finals.get(&a.id) {
+                prop_assert_eq!(*f, a.state, "a final attempt never changes");
+            }
+            if matches!(a.state, AttemptState::Pendente)
+                || (a.state == AttemptState::Revisao && a.review_checked_at.is_none())
+            {
+                *holding.entry(a.sale_id.as_str()).or_default() += 1;
+            }
+        }
+        prop_assert!(
+            holding.values().all(|n| *n <= 1),
+            "one live attempt per sale: {holding:?}"
+        );
+        let queue = outbox.queue().await.unwrap();
+        let pending: Vec<_> = all
+            .iter()
+            .filter(|a| a.state == AttemptState::Pendente)
+            .collect();
+        prop_assert_eq!(
+            queue.count,
+            pending.len() as u64,
+            "the queue count follows the attempts"
+        );
+        prop_assert_eq!(queue.total, pending.iter().map(|a| a.valor).sum::<i64>());
+    }
+    outbox.close();
+    Ok(())
+}
+
+/// A folder for each case's outbox: in memory where the machine has one (the properties are
+/// about the state machine; fsync speed is not).
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+proptest! {
+    #![proptest_config(config(2_000))]
+
+    #[test]
+    fn the_outbox_never_sends_a_final_attempt_again_never_loses_one_and_keeps_one_live_per_sale(
+        ops in prop::collection::vec(op(), 1..16)
+    ) {
+        let dir = scratch();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(run(ops, dir.path()))?;
+    }
+}
