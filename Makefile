@@ -17,7 +17,12 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/$(PG_DATABASE)
 GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libsoup-3.0-dev \
 	libxdo-dev libssl-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick
 
-.PHONY: run api replicas test lint unit bench deps-bench deps-gui deps-pg fmt clean-sandbox
+.PHONY: run api replicas test lint unit bench trials deps-bench deps-gui deps-pg fmt clean-sandbox
+
+TRIALS ?= 10000
+SEED ?= 1
+STORE ?= mixed
+JOBS ?= 8
 
 ## run: open the cashier app on its embedded default (in-process payment API, sandbox database).
 run: deps-gui
@@ -82,6 +87,12 @@ bench: deps-bench deps-gui deps-pg
 	$(CARGO) bench -p checkout-core --bench outbox
 	$(CARGO) build --release -p pagar --example blank_window
 	$(CARGO) bench -p pagar --bench startup
+
+## trials: randomized end-to-end fault trials with a checker (TRIALS, SEED, STORE=sqlite|postgres|mixed,
+## JOBS); a failing seed replays with `make trials TRIALS=1 SEED=<seed>`.
+trials: deps-pg
+	$(CARGO) build --release -p payment-api -p pagar-e2e --bins
+	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS)
 
 deps-bench:
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update && $(SUDO) apt-get install -y wrk; }

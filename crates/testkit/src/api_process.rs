@@ -20,43 +20,83 @@ pub fn payment_api_binary() -> PathBuf {
         return bin.into();
     }
     let exe = std::env::current_exe().expect("the test knows its own path");
-    // <target>/<profile>/deps/<test binary> → <target>/<profile>/payment-api
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("a test binary lives in <target>/<profile>/deps");
-    let bin = profile_dir.join("payment-api");
-    assert!(
-        bin.exists(),
-        "{} is missing: build it with `cargo build -p payment-api` (make test does)",
-        bin.display()
-    );
+    // A binary lives in <target>/<profile>/, a test binary in <target>/<profile>/deps/.
+    let candidates: Vec<PathBuf> = exe
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("payment-api"))
+        .collect();
+    let bin = candidates
+        .iter()
+        .find(|b| b.exists())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "payment-api is missing beside {}: build it with `cargo build -p payment-api` (make test does)",
+                exe.display()
+            )
+        });
     bin
 }
 
-/// A `payment-api` process on a loopback port of its own, with a SQLite database in a temporary
-/// folder, [`API_KEY`] and [`ADMIN_TOKEN`]. Killed when dropped.
+/// The store a [`ApiProcess`] runs on.
+#[derive(Debug, Clone)]
+pub enum ApiDatabase {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL (several processes may share it).
+    Postgres(String),
+}
+
+/// How to start a [`ApiProcess`].
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// Its store.
+    pub database: ApiDatabase,
+    /// Its merchant key and merchant.
+    pub api_key: String,
+    /// The merchant of `api_key`.
+    pub merchant: String,
+    /// More flags (`--lease-ms`, faults…).
+    pub extra: Vec<String>,
+    /// Where its log goes (appended), instead of the test's own stderr.
+    pub log: Option<PathBuf>,
+}
+
+/// A `payment-api` process on a loopback port of its own, with [`ADMIN_TOKEN`]. Killed when dropped.
 pub struct ApiProcess {
     child: Child,
     addr: SocketAddr,
-    db: PathBuf,
-    extra: Vec<String>,
-    _dir: tempfile::TempDir,
+    options: ApiOptions,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl ApiProcess {
-    /// Starts the server with `extra` flags (e.g. `["--key-retention-secs", "60"]`).
+    /// Starts the server on a SQLite database in a temporary folder, with [`API_KEY`] for
+    /// [`MERCHANT`] and `extra` flags (e.g. `["--key-retention-secs", "60"]`).
     pub fn start(extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("a temporary folder");
-        let db = dir.path().join("api.db");
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let (child, addr) = spawn(&db, "127.0.0.1:0", &extra);
+        let options = ApiOptions {
+            database: ApiDatabase::Sqlite(dir.path().join("api.db")),
+            api_key: API_KEY.into(),
+            merchant: MERCHANT.into(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            log: None,
+        };
+        let mut api = Self::spawn(options);
+        api._dir = Some(dir);
+        api
+    }
+
+    /// Starts the server as `options` say, on a free port.
+    pub fn spawn(options: ApiOptions) -> Self {
+        let (child, addr) = spawn(&options, "127.0.0.1:0");
         Self {
             child,
             addr,
-            db,
-            extra,
-            _dir: dir,
+            options,
+            _dir: None,
         }
     }
 
@@ -79,8 +119,13 @@ impl ApiProcess {
     /// Starts it again on the same address and database.
     pub fn restart(&mut self) {
         self.kill();
-        let (child, _) = spawn(&self.db, &self.addr.to_string(), &self.extra);
+        let (child, _) = spawn(&self.options, &self.addr.to_string());
         self.child = child;
+    }
+
+    /// True while the process runs (it may have aborted itself: a crash fault).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Every real charge, from the gateway ledger (`GET /admin/ledger`).
@@ -116,8 +161,9 @@ impl Drop for ApiProcess {
     }
 }
 
-fn spawn(db: &std::path::Path, listen: &str, extra: &[String]) -> (Child, SocketAddr) {
-    let mut child = Command::new(payment_api_binary())
+fn spawn(options: &ApiOptions, listen: &str) -> (Child, SocketAddr) {
+    let mut command = Command::new(payment_api_binary());
+    command
         .args([
             "--listen",
             listen,
@@ -125,16 +171,29 @@ fn spawn(db: &std::path::Path, listen: &str, extra: &[String]) -> (Child, Socket
             ADMIN_TOKEN,
             "--api-key",
         ])
-        .arg(format!("{API_KEY}={MERCHANT}"))
-        .arg("--database")
-        .arg(db)
-        .args(extra)
+        .arg(format!("{}={}", options.api_key, options.merchant))
+        .args(&options.extra)
         .env("RUST_LOG", "warn")
         .env_remove("DATABASE_URL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("payment-api starts");
+        .stdout(Stdio::piped());
+    match &options.database {
+        ApiDatabase::Sqlite(path) => command.arg("--database").arg(path),
+        ApiDatabase::Postgres(url) => command.arg("--database-url").arg(url),
+    };
+    match &options.log {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("the log file opens");
+            command.stderr(file).env("RUST_LOG", "error");
+        }
+        None => {
+            command.stderr(Stdio::inherit());
+        }
+    }
+    let mut child = command.spawn().expect("payment-api starts");
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().expect("piped"))
         .read_line(&mut line)

@@ -31,6 +31,10 @@ pub enum Fault {
     /// forwarding it (a middlebox, or a key rotated under the client); everything else, and every
     /// later `POST`, passes.
     RejectNextPost(u16),
+    /// Forward everything, each chunk held this many milliseconds (a slow link).
+    Delay(u64),
+    /// Forward everything eight bytes at a time with a pause between (a starved link).
+    Starved,
 }
 
 /// A running proxy on a loopback port that stays the same across faults.
@@ -42,7 +46,9 @@ pub struct FaultProxy {
 #[derive(Debug)]
 struct Inner {
     addr: SocketAddr,
-    upstream: SocketAddr,
+    /// Where connections go, round robin (several replicas behind one address).
+    upstreams: Vec<SocketAddr>,
+    next: AtomicU64,
     /// The fault in force and its generation; connections from an older generation are reset.
     fault: watch::Sender<(u64, Fault)>,
     reject_armed: AtomicBool,
@@ -54,6 +60,13 @@ struct Inner {
 impl FaultProxy {
     /// Starts a proxy in front of `upstream`, passing everything.
     pub async fn start(upstream: SocketAddr) -> Self {
+        Self::balancing(vec![upstream]).await
+    }
+
+    /// Starts a proxy that spreads connections over `upstreams` round robin (a load balancer in
+    /// front of replicas), passing everything.
+    pub async fn balancing(upstreams: Vec<SocketAddr>) -> Self {
+        assert!(!upstreams.is_empty(), "at least one upstream");
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port");
@@ -61,7 +74,8 @@ impl FaultProxy {
         let proxy = Self {
             inner: Arc::new(Inner {
                 addr: listener.local_addr().expect("bound"),
-                upstream,
+                upstreams,
+                next: AtomicU64::new(0),
                 fault,
                 reject_armed: AtomicBool::new(false),
                 acceptor: Mutex::new(None),
@@ -169,6 +183,8 @@ fn dup(stream: &TcpStream) -> std::io::Result<TcpStream> {
 async fn handle(inner: &Inner, client: TcpStream, fault: Fault) {
     match fault {
         Fault::Pass => relay(inner, client, Vec::new(), false).await,
+        Fault::Delay(ms) => slow_relay(inner, client, 64 * 1024, Duration::from_millis(ms)).await,
+        Fault::Starved => slow_relay(inner, client, 8, Duration::from_millis(5)).await,
         Fault::Refuse => {} // accepted in the instant before the listener closed: drop it
         Fault::AcceptClose => drop(client),
         Fault::Swallow => {
@@ -224,10 +240,47 @@ async fn read_head(client: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     Ok(head)
 }
 
+impl Inner {
+    fn upstream(&self) -> SocketAddr {
+        let n = self.next.fetch_add(1, Ordering::SeqCst) as usize;
+        self.upstreams[n % self.upstreams.len()]
+    }
+}
+
+/// Forwards both ways in chunks of at most `chunk` bytes, each held `pause` first.
+async fn slow_relay(inner: &Inner, client: TcpStream, chunk: usize, pause: Duration) {
+    let Ok(server) = TcpStream::connect(inner.upstream()).await else {
+        let _ = client.set_zero_linger();
+        return;
+    };
+    let (cr, cw) = client.into_split();
+    let (sr, sw) = server.into_split();
+    tokio::join!(pump(cr, sw, chunk, pause), pump(sr, cw, chunk, pause));
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    chunk: usize,
+    pause: Duration,
+) {
+    let mut buf = vec![0u8; chunk];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
 /// Forwards `client` to the upstream, `prefix` first. With `cut`, both sides are dropped (the
 /// client's with a reset) as soon as the server sends its first byte.
 async fn relay(inner: &Inner, client: TcpStream, prefix: Vec<u8>, cut: bool) {
-    let Ok(mut server) = TcpStream::connect(inner.upstream).await else {
+    let Ok(mut server) = TcpStream::connect(inner.upstream()).await else {
         let _ = client.set_zero_linger(); // the API is down: the client sees a reset
         return;
     };

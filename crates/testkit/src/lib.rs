@@ -14,6 +14,8 @@ mod api_process;
 mod fault_proxy;
 mod tls_front;
 
-pub use api_process::{payment_api_binary, ApiProcess, ADMIN_TOKEN, API_KEY, MERCHANT};
+pub use api_process::{
+    payment_api_binary, ApiDatabase, ApiOptions, ApiProcess, ADMIN_TOKEN, API_KEY, MERCHANT,
+};
 pub use fault_proxy::{Fault, FaultProxy};
 pub use tls_front::TlsFront;
