@@ -17,7 +17,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/$(PG_DATABASE)
 GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libsoup-3.0-dev \
 	libxdo-dev libssl-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick
 
-.PHONY: run api replicas test lint unit bench trials deps-bench deps-gui deps-pg fmt clean-sandbox
+.PHONY: run api replicas test lint unit bench trials deps-bench deps-gui deps-pg deps-trials fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -72,7 +72,7 @@ deps-pg:
 
 ## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window;
 ## the API suite also runs on PostgreSQL).
-test: deps-gui deps-pg lint unit
+test: deps-gui deps-pg deps-trials lint unit
 
 lint:
 	$(CARGO) fmt --all --check
@@ -90,9 +90,13 @@ bench: deps-bench deps-gui deps-pg
 
 ## trials: randomized end-to-end fault trials with a checker (TRIALS, SEED, STORE=sqlite|postgres|mixed,
 ## JOBS); a failing seed replays with `make trials TRIALS=1 SEED=<seed>`.
-trials: deps-pg
+trials: deps-pg deps-trials
 	$(CARGO) build --release -p payment-api -p pagar-e2e --bins
 	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS)
+
+## deps-trials: libfaketime, which the trials use to jump a till's wall clock.
+deps-trials:
+	@dpkg -s faketime >/dev/null 2>&1 || { $(SUDO) apt-get update && $(SUDO) apt-get install -y faketime; }
 
 deps-bench:
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update && $(SUDO) apt-get install -y wrk; }

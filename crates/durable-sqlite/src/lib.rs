@@ -273,6 +273,14 @@ fn in_savepoint<T, E: From<Error>>(
     }
 }
 
+/// The error every job of an aborted batch hears.
+fn batch_aborted(why: &str) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+        Some(why.into()),
+    )
+}
+
 fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>, max_batch: usize) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -300,10 +308,8 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>, max_batch: usize) {
         }
         if SAVEPOINT_BROKEN.with(|b| b.replace(false)) {
             // A job was told it failed but its writes could not be undone alone: undo the batch.
-            let broken = rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-                Some("a savepoint could not be closed; the whole batch was rolled back".into()),
-            );
+            let broken =
+                batch_aborted("a savepoint could not be closed; the whole batch was rolled back");
             tracing::error!("sqlite: a savepoint could not be closed; failing its batch");
             let _ = conn.execute_batch("ROLLBACK");
             completers.extend(jobs.map(|job| job(Err(&broken))));
@@ -312,11 +318,8 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>, max_batch: usize) {
         }
         if conn.is_autocommit() {
             // SQLite rolled the transaction back on its own: nothing of this batch is durable.
-            let lost = rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-                Some(
-                    "the transaction was rolled back by SQLite after an error in its batch".into(),
-                ),
+            let lost = batch_aborted(
+                "the transaction was rolled back by SQLite after an error in its batch",
             );
             tracing::error!("sqlite: transaction rolled back by SQLite; failing its batch");
             completers.extend(jobs.map(|job| job(Err(&lost))));

@@ -62,6 +62,8 @@ pub struct ApiOptions {
     pub extra: Vec<String>,
     /// Where its log goes (appended), instead of the test's own stderr.
     pub log: Option<PathBuf>,
+    /// Its address (`None`: a free port on 127.0.0.1).
+    pub listen: Option<SocketAddr>,
 }
 
 /// A `payment-api` process on a loopback port of its own, with [`ADMIN_TOKEN`]. Killed when dropped.
@@ -83,6 +85,7 @@ impl ApiProcess {
             merchant: MERCHANT.into(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             log: None,
+            listen: None,
         };
         let mut api = Self::spawn(options);
         api._dir = Some(dir);
@@ -91,7 +94,10 @@ impl ApiProcess {
 
     /// Starts the server as `options` say, on a free port.
     pub fn spawn(options: ApiOptions) -> Self {
-        let (child, addr) = spawn(&options, "127.0.0.1:0");
+        let listen = options
+            .listen
+            .map_or_else(|| "127.0.0.1:0".to_string(), |a| a.to_string());
+        let (child, addr) = spawn(&options, &listen);
         Self {
             child,
             addr,

@@ -66,10 +66,14 @@ impl FaultProxy {
     /// Starts a proxy that spreads connections over `upstreams` round robin (a load balancer in
     /// front of replicas), passing everything.
     pub async fn balancing(upstreams: Vec<SocketAddr>) -> Self {
+        Self::balancing_on("127.0.0.1:0".parse().expect("an address"), upstreams).await
+    }
+
+    /// [`FaultProxy::balancing`] on a chosen address (a port outside the ephemeral range cannot
+    /// be taken by an outgoing connection while the proxy refuses).
+    pub async fn balancing_on(listen: SocketAddr, upstreams: Vec<SocketAddr>) -> Self {
         assert!(!upstreams.is_empty(), "at least one upstream");
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a loopback port");
+        let listener = TcpListener::bind(listen).await.expect("a loopback port");
         let (fault, _) = watch::channel((0, Fault::Pass));
         let proxy = Self {
             inner: Arc::new(Inner {

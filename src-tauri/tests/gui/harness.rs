@@ -65,22 +65,21 @@ impl GuiApp {
 
     /// Starts the app with these extra environment variables (e.g. `PAGAR_API_URL`).
     pub async fn launch_with(data_dir: &Path, env: &[(&str, &str)]) -> Self {
-        let lock = ONE_WINDOW.lock().await;
-        let env = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Self::launch_locked(data_dir, env, lock, true).await
+        Self::launch_env(data_dir, env, true).await
     }
 
     /// Starts the app and waits only for the page (the app may have refused to start).
     pub async fn launch_unready(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::launch_env(data_dir, env, false).await
+    }
+
+    async fn launch_env(data_dir: &Path, env: &[(&str, &str)], ready: bool) -> Self {
         let lock = ONE_WINDOW.lock().await;
         let env = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Self::launch_locked(data_dir, env, lock, false).await
+        Self::launch_locked(data_dir, env, lock, ready).await
     }
 
     async fn launch_locked(

@@ -5,7 +5,8 @@
 //! pressing Pagar twice at once), their sales (approve, decline, slow cards; amounts near the
 //! offline caps), and a schedule of faults: the server's fault profile, the TCP fault proxy
 //! between tills and servers, `SIGKILL` of a till, `SIGKILL` and restart of a server or replica,
-//! PostgreSQL connections terminated. Then the faults stop, every till restarts, the queues
+//! PostgreSQL connections terminated, a till restarted with its wall clock jumped (libfaketime:
+//! an hour back or ahead, or past the server's 24 h key retention). Then the faults stop, every till restarts, the queues
 //! drain, and the checker reads the databases themselves:
 //!
 //! - (a) at most one ledger charge per (merchant, Idempotency-Key);
@@ -28,6 +29,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// This run's id (milliseconds at start), which scopes its merchants.
+static RUN_ID: std::sync::LazyLock<u128> = std::sync::LazyLock::new(|| {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+});
 
 const INVARIANTS: [&str; 6] = [
     "(a) one charge per key",
@@ -104,6 +112,7 @@ enum Action {
     KillServer(usize),
     RestartServer(usize),
     PgTerminate,
+    ClockJump(usize, i64),
 }
 
 impl Action {
@@ -114,6 +123,7 @@ impl Action {
             Action::KillServer(_) => "kill -9 a server",
             Action::RestartServer(_) => "restart a server",
             Action::PgTerminate => "pg_terminate_backend",
+            Action::ClockJump(..) => "a till's clock jumps",
         }
     }
 }
@@ -163,7 +173,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
         } else {
             rng.gen_range(0..window_ms)
         };
-        let action = match rng.gen_range(0..16) {
+        let action = match rng.gen_range(0..17) {
             0 => Action::ServerFaults(
                 "server: latency",
                 json!({"latency_ms": rng.gen_range(50..400)}),
@@ -196,6 +206,10 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
             11 => Action::Proxy("proxy: starved", Fault::Starved),
             12 | 13 => Action::KillTill(rng.gen_range(0..tills.len())),
             14 => Action::KillServer(rng.gen_range(0..replicas.unwrap_or(1))),
+            15 => Action::ClockJump(
+                rng.gen_range(0..tills.len()),
+                [-3_600, 3_600, 25 * 3_600][rng.gen_range(0..3)],
+            ),
             _ if postgres => Action::PgTerminate,
             _ => Action::Proxy("proxy: pass", Fault::Pass),
         };
@@ -221,13 +235,51 @@ struct Till {
     child: Option<Child>,
 }
 
+/// Ports for servers and proxies, below the kernel's ephemeral range (32768–60999) so that a
+/// port freed by a killed server or a refusing proxy cannot be taken by an outgoing connection
+/// before it is bound again; handed out round robin and checked free.
+fn next_port() -> std::net::SocketAddr {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 20_000;
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{}", 10_000 + n)
+            .parse()
+            .expect("an address");
+        if std::net::TcpListener::bind(addr).is_ok() {
+            return addr;
+        }
+    }
+}
+
 fn trial_client() -> PathBuf {
     let exe = std::env::current_exe().expect("the runner knows its path");
     exe.with_file_name("trial-client")
 }
 
+/// libfaketime, which shifts a process's wall clock (not its monotonic clock, so its timers run).
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
 fn start_till(outbox: &Path, url: &str, key: &str, plan: &str, drain_secs: u64) -> Child {
-    Command::new(trial_client())
+    start_till_at(outbox, url, key, plan, drain_secs, 0)
+}
+
+/// A till whose wall clock is `shift_secs` off (0: the real clock).
+fn start_till_at(
+    outbox: &Path,
+    url: &str,
+    key: &str,
+    plan: &str,
+    drain_secs: u64,
+    shift_secs: i64,
+) -> Child {
+    let mut command = Command::new(trial_client());
+    if shift_secs != 0 {
+        command
+            .env("LD_PRELOAD", FAKETIME)
+            .env("FAKETIME", format!("{shift_secs:+}s"))
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    }
+    command
         .arg(outbox)
         .arg(url)
         .arg(key)
@@ -273,8 +325,10 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
         ..Outcome::default()
     };
     let dir = tempfile::tempdir_in(&root).expect("a trial folder");
-    let merchant = format!("m{}", plan.seed);
-    let key = format!("sk_trial_{}", plan.seed);
+    // Per run, so PostgreSQL trials sharing one database never see an earlier run's rows.
+    let run = *RUN_ID;
+    let merchant = format!("m{}_{run}", plan.seed);
+    let key = format!("sk_trial_{}_{run}", plan.seed);
     let log = dir.path().join("servers.log");
     let database = match plan.replicas {
         None => ApiDatabase::Sqlite(dir.path().join("api.db")),
@@ -299,11 +353,18 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
         .map(String::from)
         .to_vec(),
         log: Some(log.clone()),
+        listen: None,
     };
     let mut servers: Vec<ApiProcess> = (0..plan.replicas.unwrap_or(1))
-        .map(|_| ApiProcess::spawn(options.clone()))
+        .map(|_| {
+            ApiProcess::spawn(ApiOptions {
+                listen: Some(next_port()),
+                ..options.clone()
+            })
+        })
         .collect();
-    let proxy = FaultProxy::balancing(servers.iter().map(ApiProcess::addr).collect()).await;
+    let proxy =
+        FaultProxy::balancing_on(next_port(), servers.iter().map(ApiProcess::addr).collect()).await;
     let url = proxy.url();
     let mut tills: Vec<Till> = plan
         .tills
@@ -346,6 +407,18 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
             Action::RestartServer(i) => {
                 if killed.remove(i) {
                     servers[*i].restart();
+                }
+            }
+            Action::ClockJump(i, shift) => {
+                if let Some(child) = tills[*i].child.as_mut() {
+                    kill(child);
+                }
+                if Path::new(FAKETIME).exists() {
+                    tills[*i].child =
+                        Some(start_till_at(&tills[*i].outbox, &url, &key, "", 10, *shift));
+                } else {
+                    out.notes
+                        .push(format!("{FAKETIME} is missing: install faketime"));
                 }
             }
             Action::PgTerminate => {
@@ -677,8 +750,16 @@ async fn check(
     }
     // (e)
     let text = std::fs::read_to_string(log).unwrap_or_default();
+    // Injected: the crash fault, and PostgreSQL sessions ended by `pg_terminate_backend` (any
+    // PostgreSQL trial's: they share one database), which a request then meets as a closed
+    // connection and answers 503 retryable.
+    let injected = [
+        "fault: aborting the process",
+        "SQLSTATE 57P01",
+        "connection closed",
+    ];
     for line in text.lines().filter(|l| l.contains("ERROR")) {
-        if !line.contains("fault: aborting the process") {
+        if !injected.iter().any(|i| line.contains(i)) {
             out.violations[4] += 1;
             out.notes.push(format!("(e) {line}"));
         }
