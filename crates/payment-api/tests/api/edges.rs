@@ -297,3 +297,50 @@ async fn the_embedded_sandbox_allows_no_web_origin_and_no_crash_fault() {
         .unwrap();
     assert_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation").await;
 }
+
+/// The store refuses the payment row after the gateway charged (a disk, a constraint, a broken
+/// connection: here a trigger). What happens: the request answers 503 `store-unavailable`,
+/// retryable; the key stays held by its lease; a retry after the lease takes it over and gets the
+/// same charge back from the gateway (never a second one), and tries to store it again. While
+/// the store keeps refusing, every retry answers 503 the same way, with no new charge; once it
+/// can store, the next retry (or the recovery worker) completes the payment.
+#[apply(stores)]
+async fn a_store_failure_after_the_charge_never_charges_again_and_completes_once_the_store_can(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn_with_clock(backend, |c| c.lease_ms = 1_000).await;
+    app.db
+        .execute(
+            "CREATE TRIGGER refuse AFTER INSERT ON payments WHEN NEW.descricao = 'falhar'
+             BEGIN SELECT RAISE(ABORT, 'disco recusou'); END;",
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN IF NEW.descricao = 'falhar' THEN RAISE EXCEPTION 'disco recusou'; END IF; RETURN NEW; END $$;
+             CREATE TRIGGER refuse BEFORE INSERT ON payments FOR EACH ROW EXECUTE FUNCTION refuse();",
+        )
+        .await;
+    let key = new_key();
+    let body = json!({"valor": 555, "cartao": "tok_aprovado", "descricao": "falhar"});
+    for _ in 0..3 {
+        let res = app.pay(&key, &body).await;
+        let problem =
+            assert_problem(res, StatusCode::SERVICE_UNAVAILABLE, "store-unavailable").await;
+        assert_eq!(problem["retryable"], true);
+        app.advance_clock(Duration::from_millis(1_001)); // the lease ends; the next try takes over
+    }
+    assert_eq!(
+        app.ledger().await.len(),
+        1,
+        "charged once, however often it is retried"
+    );
+    assert_eq!(app.db.count("payments").await, 0);
+
+    app.db
+        .execute("DROP TRIGGER refuse;", "DROP TRIGGER refuse ON payments;")
+        .await;
+    let res = app.pay(&key, &body).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let again = app.pay(&key, &body).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(app.ledger().await.len(), 1);
+    assert_eq!(app.db.count("payments").await, 1);
+}

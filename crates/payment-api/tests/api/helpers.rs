@@ -116,6 +116,26 @@ impl TestDb {
 }
 
 impl TestDb {
+    /// Runs `sqlite` or `postgres` (whichever store this is) on the database itself.
+    pub async fn execute(&self, sqlite: &str, postgres: &str) {
+        match self {
+            Self::Sqlite { path, .. } => {
+                let c = rusqlite::Connection::open(path).unwrap();
+                c.busy_timeout(Duration::from_secs(5)).unwrap();
+                c.execute_batch(sqlite).unwrap();
+            }
+            Self::Postgres { url, .. } => {
+                let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                let driver = tokio::spawn(conn);
+                client.batch_execute(postgres).await.unwrap();
+                drop(client);
+                let _ = driver.await;
+            }
+        }
+    }
+
     /// Ends every server connection to this PostgreSQL database (a failover, a restart).
     pub async fn terminate_connections(&self) -> i64 {
         let Self::Postgres { name, .. } = self else {
