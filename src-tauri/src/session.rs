@@ -5,6 +5,7 @@ use crate::error::{AppError, Result};
 use crate::link::QaRelay;
 use crate::settings::{ApiTarget, Settings};
 use checkout_core::{Checkout, Event};
+use durable_sqlite::private;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -69,14 +70,16 @@ pub struct Pagar {
 
 impl Pagar {
     async fn start(settings: Settings) -> Result<Self> {
-        std::fs::create_dir_all(&settings.data_dir)
+        // The data folder holds payments and may hold the merchant's key: the owner's alone.
+        private::create_dir(&settings.data_dir)
+            .and_then(|()| private::tighten(&settings.config_path(), 0o600))
             .map_err(|e| AppError::Startup(format!("{}: {e}", settings.data_dir.display())))?;
         let (api_url, api_key, admin_token, server) = match &settings.api {
             ApiTarget::Embedded => {
                 let admin = admin_token();
                 // A fresh key each run: nothing outside this process can pay on the sandbox.
                 let sandbox_key = format!("sk_sandbox_{}", uuid::Uuid::new_v4().simple());
-                std::fs::create_dir_all(settings.data_dir.join("sandbox"))
+                private::create_dir(&settings.data_dir.join("sandbox"))
                     .map_err(|e| AppError::Startup(e.to_string()))?;
                 let config = payment_api::Config::sandbox(
                     settings.sandbox_db(),
@@ -250,15 +253,14 @@ impl Pagar {
     /// Writes `bytes` to the export folder as `<stem>-<timestamp>.<ext>` and returns the path.
     pub fn write_export(&self, stem: &str, ext: &str, bytes: &[u8]) -> Result<PathBuf> {
         let dir = self.settings.export_dir();
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| AppError::Qa(format!("{}: {e}", dir.display())))?;
+        private::create_dir(&dir).map_err(|e| AppError::Qa(format!("{}: {e}", dir.display())))?;
         let stamp = time::OffsetDateTime::now_utc()
             .format(time::macros::format_description!(
                 "[year][month][day]-[hour][minute][second]"
             ))
             .unwrap_or_default();
         let path = dir.join(format!("{stem}-{stamp}.{ext}"));
-        std::fs::write(&path, bytes)
+        private::write_file(&path, bytes)
             .map_err(|e| AppError::Qa(format!("{}: {e}", path.display())))?;
         self.note(&format!("exportado {}", path.display()));
         Ok(path)

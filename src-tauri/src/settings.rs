@@ -102,6 +102,11 @@ impl Settings {
         })
     }
 
+    /// The configuration file.
+    pub fn config_path(&self) -> PathBuf {
+        self.data_dir.join("config.json")
+    }
+
     /// The outbox database.
     pub fn outbox_path(&self) -> PathBuf {
         self.data_dir.join("outbox.db")

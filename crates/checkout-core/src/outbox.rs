@@ -287,13 +287,13 @@ impl Outbox {
     /// process holds it.
     pub fn open(path: &Path, busy_timeout: Duration, max_bytes: Option<u64>) -> Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
+            durable_sqlite::private::create_dir(dir)
                 .map_err(|e| CoreError::Storage(format!("{}: {e}", dir.display())))?;
         }
         let lock_file = lock_path(path);
+        durable_sqlite::private::create_file(&lock_file)
+            .map_err(|e| CoreError::Storage(format!("{}: {e}", lock_file.display())))?;
         let lock = File::options()
-            .create(true)
-            .truncate(false)
             .write(true)
             .open(&lock_file)
             .map_err(|e| CoreError::Storage(format!("{}: {e}", lock_file.display())))?;

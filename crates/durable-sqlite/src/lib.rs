@@ -9,6 +9,8 @@
 //!
 //! Used by the payment API's store and by the checkout outbox.
 
+pub mod private;
+
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -32,6 +34,9 @@ pub enum Error {
     /// The writer thread is gone (closed, or the database could not be opened).
     #[error("the database writer is not running")]
     WriterGone,
+    /// The database file could not be created or made private.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
 }
 
 impl Error {
@@ -40,7 +45,7 @@ impl Error {
         match self {
             Error::Sqlite(e) => e.sqlite_error_code(),
             Error::Batch { code, .. } => *code,
-            Error::WriterGone => None,
+            Error::WriterGone | Error::Io(_) => None,
         }
     }
 
@@ -125,6 +130,11 @@ impl Db {
         E: From<Error>,
     {
         let path = path.as_ref().to_path_buf();
+        // Created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the mode of
+        // the database file, so they are private too.
+        private::create_file(&path)
+            .and_then(|()| private::tighten_database(&path))
+            .map_err(|e| E::from(Error::Io(e)))?;
         let mut conn = connect(&path, &options).map_err(|e| E::from(e.into()))?;
         migrate(&mut conn)?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)

@@ -94,16 +94,21 @@ impl ApiProcess {
 
     /// Starts the server as `options` say, on a free port.
     pub fn spawn(options: ApiOptions) -> Self {
+        Self::try_spawn(options).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`ApiProcess::spawn`], with a failure to start as an error (its reason is in its log).
+    pub fn try_spawn(options: ApiOptions) -> Result<Self, String> {
         let listen = options
             .listen
             .map_or_else(|| "127.0.0.1:0".to_string(), |a| a.to_string());
-        let (child, addr) = spawn(&options, &listen);
-        Self {
+        let (child, addr) = spawn(&options, &listen)?;
+        Ok(Self {
             child,
             addr,
             options,
             _dir: None,
-        }
+        })
     }
 
     /// Where it listens.
@@ -124,9 +129,15 @@ impl ApiProcess {
 
     /// Starts it again on the same address and database.
     pub fn restart(&mut self) {
+        self.try_restart().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`ApiProcess::restart`], with a failure to start as an error.
+    pub fn try_restart(&mut self) -> Result<(), String> {
         self.kill();
-        let (child, _) = spawn(&self.options, &self.addr.to_string());
+        let (child, _) = spawn(&self.options, &self.addr.to_string())?;
         self.child = child;
+        Ok(())
     }
 
     /// True while the process runs (it may have aborted itself: a crash fault).
@@ -167,7 +178,7 @@ impl Drop for ApiProcess {
     }
 }
 
-fn spawn(options: &ApiOptions, listen: &str) -> (Child, SocketAddr) {
+fn spawn(options: &ApiOptions, listen: &str) -> Result<(Child, SocketAddr), String> {
     let mut command = Command::new(payment_api_binary());
     command
         .args([
@@ -199,14 +210,18 @@ fn spawn(options: &ApiOptions, listen: &str) -> (Child, SocketAddr) {
             command.stderr(Stdio::inherit());
         }
     }
-    let mut child = command.spawn().expect("payment-api starts");
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("payment-api does not start: {e}"))?;
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().expect("piped"))
         .read_line(&mut line)
-        .expect("its first line");
-    let url = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("payment-api did not start (stderr above): {line:?}"));
-    (child, url.parse().expect("an address"))
+        .map_err(|e| format!("payment-api's first line: {e}"))?;
+    let Some(url) = line.trim().strip_prefix("listening on http://") else {
+        let _ = child.wait();
+        return Err(format!(
+            "payment-api did not start on {listen} (its log says why): {line:?}"
+        ));
+    };
+    Ok((child, url.parse().expect("an address")))
 }

@@ -72,8 +72,18 @@ impl FaultProxy {
     /// [`FaultProxy::balancing`] on a chosen address (a port outside the ephemeral range cannot
     /// be taken by an outgoing connection while the proxy refuses).
     pub async fn balancing_on(listen: SocketAddr, upstreams: Vec<SocketAddr>) -> Self {
+        Self::try_balancing_on(listen, upstreams)
+            .await
+            .expect("a loopback port")
+    }
+
+    /// [`FaultProxy::balancing_on`], with a port that cannot be bound as an error.
+    pub async fn try_balancing_on(
+        listen: SocketAddr,
+        upstreams: Vec<SocketAddr>,
+    ) -> std::io::Result<Self> {
         assert!(!upstreams.is_empty(), "at least one upstream");
-        let listener = TcpListener::bind(listen).await.expect("a loopback port");
+        let listener = TcpListener::bind(listen).await?;
         let (fault, _) = watch::channel((0, Fault::Pass));
         let proxy = Self {
             inner: Arc::new(Inner {
@@ -88,7 +98,7 @@ impl FaultProxy {
             }),
         };
         proxy.serve(listener);
-        proxy
+        Ok(proxy)
     }
 
     /// The address clients connect to.

@@ -462,7 +462,24 @@ fn in_session(
 ) -> Command {
     use std::os::unix::process::CommandExt;
     let bus_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gui/dbus-session.conf");
-    let mut c = Command::new("dbus-run-session");
+    // `UMASK` in `env` is not passed on: it runs the whole session under that umask.
+    let umask = env
+        .iter()
+        .find(|(k, _)| k == "UMASK")
+        .map(|(_, v)| v.as_str());
+    let mut c = match umask {
+        Some(mask) => {
+            let mut c = Command::new("sh");
+            c.args([
+                "-c",
+                "umask \"$0\" && exec \"$@\"",
+                mask,
+                "dbus-run-session",
+            ]);
+            c
+        }
+        None => Command::new("dbus-run-session"),
+    };
     c.arg(format!("--config-file={}", bus_config.display()))
         .arg("--")
         .args(command)
@@ -477,7 +494,11 @@ fn in_session(
         .env_remove("PAGAR_API_KEY")
         .env_remove("PAGAR_CA_CERT")
         .env_remove("PAGAR_QA")
-        .envs(env.iter().map(|(k, v)| (k, v)))
+        .envs(
+            env.iter()
+                .filter(|(k, _)| k != "UMASK")
+                .map(|(k, v)| (k, v)),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .process_group(0);

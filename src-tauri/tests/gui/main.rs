@@ -3,6 +3,7 @@
 //! and writes screenshots to `target/screenshots/`.
 
 mod cashier;
+mod data_at_rest;
 mod faults;
 mod harness;
 mod recovery;

@@ -251,6 +251,43 @@ fn next_port() -> std::net::SocketAddr {
     }
 }
 
+/// A server on a port of its own; a few tries, since a start can fail for reasons outside the
+/// trial (PostgreSQL out of connections while many trials run at once).
+fn start_server(options: &ApiOptions) -> Result<ApiProcess, String> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        match ApiProcess::try_spawn(ApiOptions {
+            listen: Some(next_port()),
+            ..options.clone()
+        }) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(last)
+}
+
+/// Brings a server back on its own address (it was killed, or aborted itself).
+fn revive(server: &mut ApiProcess, notes: &mut Vec<String>) {
+    for _ in 0..5 {
+        if server.try_restart().is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    notes.push(format!(
+        "setup: a server on {} did not start again",
+        server.addr()
+    ));
+}
+
+fn last_lines(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(3)..].join(" | ")
+}
+
 fn trial_client() -> PathBuf {
     let exe = std::env::current_exe().expect("the runner knows its path");
     exe.with_file_name("trial-client")
@@ -355,16 +392,22 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
         log: Some(log.clone()),
         listen: None,
     };
-    let mut servers: Vec<ApiProcess> = (0..plan.replicas.unwrap_or(1))
-        .map(|_| {
-            ApiProcess::spawn(ApiOptions {
-                listen: Some(next_port()),
-                ..options.clone()
-            })
-        })
-        .collect();
-    let proxy =
-        FaultProxy::balancing_on(next_port(), servers.iter().map(ApiProcess::addr).collect()).await;
+    let mut servers: Vec<ApiProcess> = Vec::new();
+    for _ in 0..plan.replicas.unwrap_or(1) {
+        match start_server(&options) {
+            Ok(s) => servers.push(s),
+            Err(e) => {
+                out.notes.push(format!("setup: {e}: {}", last_lines(&log)));
+                return out;
+            }
+        }
+    }
+    let upstreams: Vec<_> = servers.iter().map(ApiProcess::addr).collect();
+    let proxy = loop {
+        if let Ok(p) = FaultProxy::try_balancing_on(next_port(), upstreams.clone()).await {
+            break p;
+        }
+    };
     let url = proxy.url();
     let mut tills: Vec<Till> = plan
         .tills
@@ -406,7 +449,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
             }
             Action::RestartServer(i) => {
                 if killed.remove(i) {
-                    servers[*i].restart();
+                    revive(&mut servers[*i], &mut out.notes);
                 }
             }
             Action::ClockJump(i, shift) => {
@@ -431,9 +474,9 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
             }
         }
         // A crash fault takes a server down by itself: bring it back, as a supervisor would.
-        for s in servers.iter_mut() {
-            if !s.is_running() {
-                s.restart();
+        for (i, s) in servers.iter_mut().enumerate() {
+            if !killed.contains(&i) && !s.is_running() {
+                revive(s, &mut out.notes);
             }
         }
     }
@@ -444,7 +487,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
     proxy.set(Fault::Pass).await;
     for s in servers.iter_mut() {
         if !s.is_running() {
-            s.restart();
+            revive(s, &mut out.notes);
         }
     }
     for s in &servers {
@@ -454,7 +497,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
     loop {
         for s in servers.iter_mut() {
             if !s.is_running() {
-                s.restart(); // a crash fault that fired just before it was turned off
+                revive(s, &mut out.notes); // a crash fault that fired just before it was off
             }
         }
         let mut all_done = true;

@@ -344,3 +344,43 @@ async fn a_store_failure_after_the_charge_never_charges_again_and_completes_once
     assert_eq!(app.ledger().await.len(), 1);
     assert_eq!(app.db.count("payments").await, 1);
 }
+
+/// The standalone server's SQLite files are the owner's alone, whatever the umask it starts under.
+#[tokio::test]
+async fn the_servers_sqlite_files_are_0600_under_a_permissive_umask() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("api.db");
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "umask 0000 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_payment-api"))
+        .args(["--listen", "127.0.0.1:0", "--api-key"])
+        .arg(format!("{API_KEY}=loja_a"))
+        .arg("--database")
+        .arg(&db)
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let res = try_pay(&reqwest::Client::new(), &url, &new_key(), &approved(100))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    for suffix in ["", "-wal", "-shm"] {
+        let path = format!("{}{suffix}", db.display());
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{path}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
