@@ -15,7 +15,8 @@ PG_DATABASE ?= pagar
 PG_URL ?= postgres://postgres@127.0.0.1:5432/$(PG_DATABASE)
 
 GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libsoup-3.0-dev \
-	libxdo-dev libssl-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick
+	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
+	gnome-keyring
 
 .PHONY: run api replicas test lint unit bench trials deps-bench deps-gui deps-pg deps-trials fmt clean-sandbox
 

@@ -384,6 +384,10 @@ async function start() {
       $("cartao").append(opt);
     }
     $("qa-faults").disabled = !info.faults_available;
+    if (info.notices.length > 0) {
+      $("notice").textContent = info.notices.join(" · ");
+      $("notice").hidden = false;
+    }
     $("qa-offline").disabled = !info.qa;
     const channel = new Channel();
     channel.onmessage = onEvent;

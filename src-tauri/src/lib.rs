@@ -4,6 +4,7 @@
 pub mod commands;
 pub mod error;
 pub mod link;
+pub mod secrets;
 pub mod session;
 pub mod settings;
 

@@ -52,6 +52,10 @@ pub struct AppInfo {
     pub faults_available: bool,
     /// Whether QA mode is on ("Simular offline" available).
     pub qa: bool,
+    /// Where the API key was read from (`keyring`, `config.json`, `ambiente`).
+    pub secrets_from: &'static str,
+    /// What the cashier should know about the setup.
+    pub notices: Vec<String>,
     /// Process start to the window's first painted frame, once known.
     pub first_paint_ms: Option<u64>,
 }
@@ -172,6 +176,8 @@ impl Pagar {
             cartoes: payment_api::payments::sandbox_tokens().collect(),
             faults_available: self.admin_token.is_some(),
             qa: self.relay.is_some(),
+            secrets_from: self.settings.secrets_from,
+            notices: self.settings.notices.clone(),
             first_paint_ms: None,
         }
     }

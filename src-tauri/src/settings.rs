@@ -10,6 +10,9 @@
 //!   that is not loopback (a test network only).
 //! - `PAGAR_QA=1` (`qa: true`): QA mode with an external API: the network path goes through a
 //!   relay that "Simular offline" can cut. The embedded sandbox is always in QA mode.
+//! - `PAGAR_SECRET_STORE=keyring` (`secret_store: "keyring"`): the API key and admin token live in
+//!   the desktop's secret store; a key found in `config.json` is moved there and removed from the
+//!   file. Where no secret store runs, the app says so and keeps using the file (`0600`).
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -43,6 +46,10 @@ pub struct Settings {
     pub allow_insecure_http: bool,
     /// QA mode: the network path goes through the relay "Simular offline" cuts.
     pub qa: bool,
+    /// Where the secrets were read from: `keyring`, `config.json`, or `ambiente`.
+    pub secrets_from: &'static str,
+    /// What the cashier should know about the setup (e.g. the secret store is unavailable).
+    pub notices: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -54,6 +61,7 @@ struct FileConfig {
     ca_cert: Option<PathBuf>,
     allow_insecure_http: Option<bool>,
     qa: Option<bool>,
+    secret_store: Option<String>,
 }
 
 fn flag(name: &str) -> Result<Option<bool>, String> {
@@ -75,8 +83,36 @@ impl Settings {
         let data_dir = std::env::var_os("PAGAR_DATA_DIR")
             .map(PathBuf::from)
             .unwrap_or(default_data_dir);
-        let file = read_file_config(&data_dir)?;
+        let mut file = read_file_config(&data_dir)?;
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let keyring = match env("PAGAR_SECRET_STORE")
+            .or(file.secret_store.clone())
+            .as_deref()
+        {
+            None | Some("file" | "arquivo") => false,
+            Some("keyring" | "cofre") => true,
+            Some(other) => {
+                return Err(format!(
+                    "secret_store {other:?}: use \"keyring\" (cofre do sistema) ou \"file\""
+                ))
+            }
+        };
+        let mut notices = Vec::new();
+        let mut secrets_from = "config.json";
+        if keyring {
+            match secrets_in_keyring(&data_dir, &mut file) {
+                Ok(()) => secrets_from = "keyring",
+                Err(why) => {
+                    tracing::warn!(%why, "secret store unavailable; using config.json (0600)");
+                    notices.push(format!(
+                        "{why}: a chave da API fica em config.json, legível só por este usuário"
+                    ));
+                }
+            }
+        }
+        if env("PAGAR_API_KEY").is_some() {
+            secrets_from = "ambiente";
+        }
         let url = env("PAGAR_API_URL").or(file.api_url);
         let key = env("PAGAR_API_KEY").or(file.api_key);
         let admin_token = env("PAGAR_ADMIN_TOKEN").or(file.admin_token);
@@ -99,6 +135,8 @@ impl Settings {
                 .or(file.allow_insecure_http)
                 .unwrap_or(false),
             qa: embedded || flag("PAGAR_QA")?.or(file.qa).unwrap_or(false),
+            secrets_from,
+            notices,
         })
     }
 
@@ -121,6 +159,45 @@ impl Settings {
     pub fn export_dir(&self) -> PathBuf {
         self.data_dir.join("exports")
     }
+}
+
+/// Moves the secrets `config.json` holds into the secret store (and out of the file), then reads
+/// them from the store into `file`. Fails when no secret store answers.
+fn secrets_in_keyring(dir: &Path, file: &mut FileConfig) -> Result<(), String> {
+    use crate::secrets::{self, Secret};
+    let in_file = [
+        (Secret::ApiKey, file.api_key.clone()),
+        (Secret::AdminToken, file.admin_token.clone()),
+    ];
+    let mut moved = false;
+    for (secret, value) in &in_file {
+        if let Some(v) = value {
+            secrets::set(*secret, v)?;
+            moved = true;
+        }
+    }
+    if moved {
+        let path = dir.join("config.json");
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(obj) = json.as_object_mut() {
+            obj.remove("api_key");
+            obj.remove("admin_token");
+        }
+        let pretty = serde_json::to_vec_pretty(&json).expect("JSON serialises");
+        durable_sqlite::private::write_file(&path, &pretty)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        tracing::info!(path = %path.display(), "secrets moved from config.json to the secret store");
+    }
+    let (api_key, admin_token) = (
+        secrets::get(Secret::ApiKey)?,
+        secrets::get(Secret::AdminToken)?,
+    );
+    file.api_key = api_key;
+    file.admin_token = admin_token;
+    Ok(())
 }
 
 fn read_file_config(dir: &Path) -> Result<FileConfig, String> {

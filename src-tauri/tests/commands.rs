@@ -21,6 +21,8 @@ fn app() -> Mocked {
         ca_cert: None,
         allow_insecure_http: false,
         qa: true,
+        secrets_from: "config.json",
+        notices: Vec::new(),
     };
     let app = pagar_lib::with_commands(mock_builder())
         .build(mock_context(noop_assets()))
@@ -142,6 +144,8 @@ fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
             ca_cert: None,
             allow_insecure_http: false,
             qa: true,
+            secrets_from: "config.json",
+            notices: Vec::new(),
         })
     };
     let first = tauri::async_runtime::block_on(Session::start(settings()));
@@ -166,6 +170,8 @@ fn plain_http_to_a_host_that_is_not_loopback_is_refused_at_start_with_the_reason
             ca_cert: None,
             allow_insecure_http: false,
             qa: false,
+            secrets_from: "config.json",
+            notices: Vec::new(),
         })
     };
     let refused = tauri::async_runtime::block_on(Session::start(settings()));

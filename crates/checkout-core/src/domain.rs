@@ -138,6 +138,20 @@ impl AsRef<str> for SaleId {
 #[serde(try_from = "String", into = "String")]
 pub struct CardToken(String);
 
+/// A card token as exports and logs may show it: its kind prefix and last four characters
+/// (`tok_…vado`), never the whole token.
+pub fn mask_card(token: &str) -> String {
+    let chars: Vec<char> = token.chars().collect();
+    let show = if chars.len() > 8 { 4 } else { chars.len() / 4 };
+    let tail: String = chars[chars.len() - show..].iter().collect();
+    let prefix = token
+        .split_once('_')
+        .map(|(p, _)| format!("{p}_"))
+        .filter(|p| p.len() <= 5 && p.chars().count() + show < chars.len())
+        .unwrap_or_default();
+    format!("{prefix}…{tail}")
+}
+
 impl CardToken {
     /// Parses a card token.
     pub fn parse(s: &str) -> Result<Self, String> {
@@ -217,6 +231,14 @@ impl AttemptState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_card_token_is_shown_masked() {
+        assert_eq!(mask_card("tok_aprovado"), "tok_…vado");
+        assert_eq!(mask_card("tok_saldo_insuficiente"), "tok_…ente");
+        assert_eq!(mask_card("abcd"), "…d");
+        assert!(!mask_card("tok_4111111111111111").contains("41111111"));
+    }
 
     #[test]
     fn brl_amounts_are_parsed_the_way_a_cashier_types_them() {

@@ -1,6 +1,6 @@
 //! End-of-day reconciliation: every attempt as CSV or JSON.
 
-use crate::domain::format_brl;
+use crate::domain::{format_brl, mask_card};
 use crate::error::{CoreError, Result};
 use crate::outbox::{Attempt, Millis};
 use serde::Serialize;
@@ -24,7 +24,8 @@ struct Row<'a> {
     state: &'static str,
     valor_centavos: i64,
     valor: String,
-    cartao: &'a str,
+    /// Masked (`tok_…vado`): an export never carries a whole card token.
+    cartao: String,
     tries: u32,
     payment_id: &'a str,
     motivo: &'a str,
@@ -41,7 +42,7 @@ fn row(a: &Attempt) -> Row<'_> {
         state: a.state.as_str(),
         valor_centavos: a.valor,
         valor: format_brl(a.valor),
-        cartao: &a.cartao,
+        cartao: mask_card(&a.cartao),
         tries: a.tries,
         payment_id: a.payment_id.as_deref().unwrap_or(""),
         motivo: a.motivo.as_deref().unwrap_or(""),

@@ -3,7 +3,7 @@
 //! server's ledger holds once the path heals.
 
 use crate::harness::*;
-use pagar_testkit::{ApiProcess, Fault, FaultProxy, TlsFront, API_KEY};
+use pagar_testkit::{ApiProcess, Fault, FaultProxy, TlsFront, ADMIN_TOKEN, API_KEY};
 use std::time::{Duration, Instant};
 
 /// The API as its own process, and the proxy the app talks to.
@@ -285,12 +285,16 @@ async fn the_app_pays_an_https_api_trusted_through_its_ca_file_and_refuses_plain
     let tls = TlsFront::start(api.addr()).await;
     let dir = tempfile::tempdir().unwrap();
     let ca = tls.ca_pem().display().to_string();
+    let log = dir.path().join("app.log").display().to_string();
     let app = GuiApp::launch_with(
         dir.path(),
         &[
             ("PAGAR_API_URL", &tls.url()),
             ("PAGAR_API_KEY", API_KEY),
+            ("PAGAR_ADMIN_TOKEN", ADMIN_TOKEN),
             ("PAGAR_CA_CERT", &ca),
+            ("RUST_LOG", "debug"),
+            ("STDERR_FILE", &log),
         ],
     )
     .await;
@@ -299,7 +303,31 @@ async fn the_app_pays_an_https_api_trusted_through_its_ca_file_and_refuses_plain
     app.wait_status("Pagamento aprovado").await;
     assert_eq!(api.ledger().await.len(), 1);
     app.screenshot("externo-https").await;
+
+    // No log line and no export carries the API key, the admin token or a whole card token.
+    let mut written = vec![std::fs::read_to_string(&log).unwrap()];
+    for (cmd, args) in [
+        ("export_attempts", serde_json::json!({"format": "csv"})),
+        ("export_attempts", serde_json::json!({"format": "json"})),
+        ("qa_export_log", serde_json::json!({})),
+    ] {
+        let path = app.invoke(cmd, args).await["ok"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        written.push(std::fs::read_to_string(path).unwrap());
+    }
     app.close().await;
+    written[0] = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        written[0].lines().count() > 5,
+        "the app logged at debug level"
+    );
+    for text in &written {
+        for secret in [API_KEY, ADMIN_TOKEN, "tok_aprovado"] {
+            assert!(!text.contains(secret), "{secret} written in:\n{text}");
+        }
+    }
 
     // Plain http:// to a host that is not loopback: refused at start, never contacted.
     let dir = tempfile::tempdir().unwrap();

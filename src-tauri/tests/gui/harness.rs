@@ -462,11 +462,17 @@ fn in_session(
 ) -> Command {
     use std::os::unix::process::CommandExt;
     let bus_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gui/dbus-session.conf");
-    // `UMASK` in `env` is not passed on: it runs the whole session under that umask.
+    // `UMASK` and `STDERR_FILE` in `env` are not passed on: the whole session runs under that
+    // umask, and its log (the app's included) goes to that file.
     let umask = env
         .iter()
         .find(|(k, _)| k == "UMASK")
         .map(|(_, v)| v.as_str());
+    let stderr = env
+        .iter()
+        .find(|(k, _)| k == "STDERR_FILE")
+        .map(|(_, v)| Stdio::from(std::fs::File::create(v).expect("the log file")))
+        .unwrap_or_else(Stdio::inherit);
     let mut c = match umask {
         Some(mask) => {
             let mut c = Command::new("sh");
@@ -496,11 +502,11 @@ fn in_session(
         .env_remove("PAGAR_QA")
         .envs(
             env.iter()
-                .filter(|(k, _)| k != "UMASK")
+                .filter(|(k, _)| k != "UMASK" && k != "STDERR_FILE")
                 .map(|(k, v)| (k, v)),
         )
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .process_group(0);
     c
 }

@@ -109,6 +109,10 @@ async fn every_attempt_is_exported_as_csv_and_json() {
             && lines[1].contains("\"R$ 1.234,56\"")
     );
     assert!(lines[2].contains("recusado") && lines[2].contains("cartao_recusado"));
+    assert!(
+        !csv.contains("tok_aprovado") && csv.contains("tok_…vado"),
+        "masked card"
+    );
     let json: serde_json::Value =
         serde_json::from_slice(&checkout_core::export::to_json(&attempts).unwrap()).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 2);
