@@ -839,6 +839,8 @@ fn main() -> std::process::ExitCode {
         );
         let started = Instant::now();
         let jobs = Arc::new(tokio::sync::Semaphore::new(args.jobs.max(1)));
+        let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let total = args.trials;
         let mut handles = Vec::new();
         for i in 0..args.trials {
             let plan = draw(args.seed + i, args.store);
@@ -847,9 +849,14 @@ fn main() -> std::process::ExitCode {
             }
             let permit = jobs.clone().acquire_owned().await.expect("semaphore");
             let (pg, root) = (args.pg_url.clone(), root.clone());
+            let done = done.clone();
             handles.push(tokio::spawn(async move {
                 let out = run_trial(plan, pg, root).await;
                 drop(permit);
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if n % 1_000 == 0 && n < total {
+                    eprintln!("… {n} of {total} trials done");
+                }
                 out
             }));
         }
