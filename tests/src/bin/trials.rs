@@ -854,7 +854,7 @@ fn main() -> std::process::ExitCode {
                 let out = run_trial(plan, pg, root).await;
                 drop(permit);
                 let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if n % 1_000 == 0 && n < total {
+                if n.is_multiple_of(1_000) && n < total {
                     eprintln!("… {n} of {total} trials done");
                 }
                 out
