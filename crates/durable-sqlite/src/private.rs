@@ -7,9 +7,13 @@
 use std::io;
 use std::path::Path;
 
-/// Creates `dir` (and its parents) and makes `dir` itself `0700`.
+/// Creates `dir` (and its parents) `0700`, and tightens `dir` itself if it existed more open.
 pub fn create_dir(dir: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
     tighten(dir, 0o700)
 }
 
@@ -88,6 +92,10 @@ mod tests {
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
         tighten_database(&f).unwrap();
         assert_eq!(mode(&f), 0o600);
+        let fresh = open_dir.join("a").join("b");
+        create_dir(&fresh).unwrap();
+        assert_eq!(mode(&fresh), 0o700);
+        assert_eq!(mode(&open_dir.join("a")), 0o700);
         let new = open_dir.join("novo");
         write_file(&new, b"segredo").unwrap();
         assert_eq!(mode(&new), 0o600);
