@@ -73,6 +73,7 @@ fn migrations() -> Migrations<'static> {
         CREATE UNIQUE INDEX attempts_one_live_per_sale ON attempts (sale_id)
             WHERE state = 'pendente' OR (state = 'revisao' AND review_checked_at IS NULL);
         CREATE INDEX attempts_by_sale ON attempts (sale_id, seq);
+        CREATE INDEX attempts_review ON attempts (seq) WHERE state = 'revisao';
         "#,
         ),
     ])
@@ -275,6 +276,12 @@ fn set_till(c: &Connection, sale: &SaleId, now: Millis) -> rusqlite::Result<usiz
     )
 }
 
+/// An attempt as a write left it, with the queue: what every change announces.
+fn after_change(c: &Connection, id: &str) -> Result<(Attempt, QueueSummary)> {
+    let attempt = get_attempt(c, id)?.ok_or_else(|| CoreError::NotFound(id.to_string()))?;
+    Ok((attempt, queue(c)?))
+}
+
 /// The path of the lock file that marks an outbox as owned.
 pub fn lock_path(db: &Path) -> PathBuf {
     let mut p = db.as_os_str().to_owned();
@@ -465,8 +472,7 @@ impl Outbox {
                         params![id, reason, status, body, now, checked],
                     )?,
                 };
-                let attempt = get_attempt(c, &id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
-                Ok((attempt, queue(c)?))
+                after_change(c, &id)
             })
             .await
     }
@@ -510,9 +516,7 @@ impl Outbox {
                      WHERE id = ?1 AND state = 'revisao'",
                     params![id, now],
                 )?;
-                let attempt =
-                    get_attempt(c, &id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
-                Ok((attempt, queue(c)?))
+                after_change(c, &id)
             })
             .await
     }
@@ -535,8 +539,7 @@ impl Outbox {
                      WHERE id = ?1 AND state = 'revisao'",
                     params![id, answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now],
                 )?;
-                let attempt = get_attempt(c, &id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
-                Ok((attempt, queue(c)?))
+                after_change(c, &id)
             })
             .await
     }
@@ -555,8 +558,7 @@ impl Outbox {
                     "UPDATE attempts SET review_checked_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'revisao'",
                     params![id, now],
                 )?;
-                let attempt = get_attempt(c, &id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
-                Ok((attempt, queue(c)?))
+                after_change(c, &id)
             })
             .await
     }
