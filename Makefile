@@ -18,7 +18,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring
 
-.PHONY: run api replicas test lint unit bench trials deps-bench deps-gui deps-pg deps-trials fmt clean-sandbox
+.PHONY: run api replicas test lint unit bench trials deps-bench deps-gui deps-pg deps-trials deps-openapi fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -73,7 +73,7 @@ deps-pg:
 
 ## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window;
 ## the API suite also runs on PostgreSQL).
-test: deps-gui deps-pg deps-trials lint unit
+test: deps-gui deps-pg deps-trials deps-openapi lint unit
 
 lint:
 	$(CARGO) fmt --all --check
@@ -94,6 +94,11 @@ bench: deps-bench deps-gui deps-pg
 trials: deps-pg deps-trials
 	$(CARGO) build --release -p payment-api -p pagar-e2e --bins
 	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS)
+
+## deps-openapi: the OpenAPI validator the API's document is checked with.
+deps-openapi:
+	@python3 -c 'import openapi_spec_validator' 2>/dev/null || python3 -m pip install --quiet openapi-spec-validator \
+		|| python3 -m pip install --quiet --break-system-packages openapi-spec-validator
 
 ## deps-trials: libfaketime, which the trials use to jump a till's wall clock.
 deps-trials:

@@ -191,15 +191,25 @@ pub struct Problem {
     post,
     path = "/pagamentos",
     request_body = NovoPagamento,
-    params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters; bare or sf-string form")),
+    params(("Idempotency-Key" = String, Header, description = "Required. 1–255 visible ASCII characters (0x21–0x7E); the bare form `abc` and the structured-field string `\"abc\"` are the same key. A fresh UUID per checkout attempt.")),
     responses(
-        (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays)", body = Payment),
-        (status = 402, description = "Declined; stored and replayed like an approval", body = Payment),
-        (status = 400, description = "Bad key or malformed JSON; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays)", body = Payment,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key"))),
+        (status = 402, description = "Declined; stored and replayed like an approval", body = Payment,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key"))),
+        (status = 400, description = "Bad key, malformed JSON, a field given twice, or `Authorization` sent twice; nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Bad API key; nothing stored", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Same key in progress; retry after `Retry-After`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field, or key reused with another body", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Unavailable; retry with the same key", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body did not arrive in time; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Same key in progress, or its execution taken over; retry after `Retry-After` with the same key", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying with the same key"))),
+        (status = 413, description = "Body over 16 KiB; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Content-Type is not JSON; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (`validation`), or key reused with another body (`idempotency-key-reused`)", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited; retry after `Retry-After` with the same key", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying with the same key"))),
+        (status = 431, description = "Headers over 8 KiB; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Unavailable; retry with the same key", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying with the same key"))),
     ),
     security(("bearer" = []))
 )]
@@ -268,6 +278,7 @@ async fn get_payment(
 
 /// Lookup by exactly one of the parameters.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PaymentQuery {
     /// The client's reference.
     referencia: Option<String>,
@@ -289,8 +300,9 @@ pub struct PaymentList {
     path = "/pagamentos",
     params(PaymentQuery),
     responses(
-        (status = 200, body = PaymentList),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "The payments found (oldest first); empty when none", body = PaymentList),
+        (status = 400, description = "Not exactly one of `referencia` and `idempotency_key`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Bad API key", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

@@ -21,6 +21,7 @@ mod faults;
 mod helpers;
 mod key_syntax;
 mod lookups;
+mod openapi;
 mod rejections;
 mod replay;
 mod replicas;
