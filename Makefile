@@ -95,10 +95,13 @@ trials: deps-pg deps-trials
 	$(CARGO) build --release -p payment-api -p pagar-e2e --bins
 	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS)
 
-## deps-openapi: the OpenAPI validator the API's document is checked with.
+## deps-openapi: the OpenAPI validator the API's document is checked with, and the generator of
+## the client the integration test builds from it.
+OPENAPI_PY := openapi-spec-validator openapi-python-client
 deps-openapi:
-	@python3 -c 'import openapi_spec_validator' 2>/dev/null || python3 -m pip install --quiet openapi-spec-validator \
-		|| python3 -m pip install --quiet --break-system-packages openapi-spec-validator
+	@{ python3 -c 'import openapi_spec_validator' 2>/dev/null && command -v openapi-python-client >/dev/null; } \
+		|| python3 -m pip install --quiet $(OPENAPI_PY) \
+		|| python3 -m pip install --quiet --break-system-packages $(OPENAPI_PY)
 
 ## deps-trials: libfaketime, which the trials use to jump a till's wall clock.
 deps-trials:

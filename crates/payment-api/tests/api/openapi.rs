@@ -3,7 +3,10 @@
 //! the Idempotency-Key header required, every answer the server can send with its headers.
 
 use crate::helpers::*;
+use crate::stores;
+use rstest_reuse::apply;
 use serde_json::Value;
+use std::path::Path;
 use std::process::Command;
 
 #[tokio::test]
@@ -65,5 +68,79 @@ async fn the_served_openapi_document_validates_and_describes_every_answer() {
         );
     }
     assert!(responses["201"]["headers"]["Idempotent-Replayed"].is_object());
+    // The examples are answers the server really sent: same fields as a payment made now.
+    let example = &responses["201"]["content"]["application/json"]["example"];
+    let real: Value = app
+        .pay(
+            &new_key(),
+            &serde_json::json!({"valor": 1234, "cartao": "tok_aprovado", "referencia": "venda-0042"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(example), keys(&real), "{example} vs {real}");
+    assert_eq!(
+        responses["409"]["content"]["application/problem+json"]["example"]["type"],
+        "urn:pagar:problem:key-in-progress"
+    );
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+}
+
+/// An integrator's path, on both stores: a Python client generated from the served document by
+/// `openapi-python-client` (nothing edited) pays, replays, meets a 409 and looks payments up.
+#[apply(stores)]
+async fn a_client_generated_from_the_document_pays_replays_meets_a_409_and_looks_up(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn_with(backend, |c| c.slow_gateway_ms = 2_000).await;
+    let text = reqwest::get(format!("{}/openapi.json", app.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("openapi.json");
+    std::fs::write(&doc, text).unwrap();
+    let generated = Command::new("openapi-python-client")
+        .args(["generate", "--meta", "none", "--path"])
+        .arg(&doc)
+        .current_dir(dir.path())
+        .output()
+        .expect("openapi-python-client runs (make deps-openapi installs it)");
+    assert!(
+        generated.status.success(),
+        "generation failed: {}{}",
+        String::from_utf8_lossy(&generated.stdout),
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/api/generated_client.py");
+    let out = tokio::task::spawn_blocking({
+        let (url, dir) = (app.url.clone(), dir.path().to_path_buf());
+        move || {
+            Command::new("python3")
+                .arg(script)
+                .arg(url)
+                .arg(API_KEY)
+                .env("PYTHONPATH", dir)
+                .output()
+                .expect("python3 runs")
+        }
+    })
+    .await
+    .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("generated client: ok"), "{said}");
+    assert_eq!(app.ledger().await.len(), 2, "one charge per key");
 }
