@@ -9,9 +9,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-#[tokio::test]
-async fn the_served_openapi_document_validates_and_describes_every_answer() {
-    let app = TestApp::spawn(Backend::Sqlite).await;
+/// The document as the running server serves it, saved as `openapi.json` in a new folder.
+async fn served_document(app: &TestApp) -> (String, tempfile::TempDir, std::path::PathBuf) {
     let text = reqwest::get(format!("{}/openapi.json", app.url))
         .await
         .unwrap()
@@ -21,6 +20,13 @@ async fn the_served_openapi_document_validates_and_describes_every_answer() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("openapi.json");
     std::fs::write(&path, &text).unwrap();
+    (text, dir, path)
+}
+
+#[tokio::test]
+async fn the_served_openapi_document_validates_and_describes_every_answer() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (text, _dir, path) = served_document(&app).await;
     let out = Command::new("python3")
         .args(["-m", "openapi_spec_validator"])
         .arg(&path)
@@ -99,15 +105,7 @@ async fn a_client_generated_from_the_document_pays_replays_meets_a_409_and_looks
     #[case] backend: Backend,
 ) {
     let app = TestApp::spawn_with(backend, |c| c.slow_gateway_ms = 2_000).await;
-    let text = reqwest::get(format!("{}/openapi.json", app.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let doc = dir.path().join("openapi.json");
-    std::fs::write(&doc, text).unwrap();
+    let (_, dir, doc) = served_document(&app).await;
     let generated = Command::new("openapi-python-client")
         .args(["generate", "--meta", "none", "--path"])
         .arg(&doc)
