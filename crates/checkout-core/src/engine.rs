@@ -5,7 +5,7 @@ use crate::client::{Answer, Health, PaymentClient};
 use crate::config::Config;
 use crate::domain::{AttemptState, CardToken, Centavos, SaleId};
 use crate::error::{CoreError, Result};
-use crate::outbox::{Attempt, Millis, Outbox, PayOutcome, QueueSummary, SendJob, TryResult};
+use crate::outbox::{Attempt, Millis, Outbox, Paid, PayOutcome, QueueSummary, SendJob, TryResult};
 use rand::Rng;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -190,30 +190,32 @@ impl Checkout {
         valor: Centavos,
         cartao: CardToken,
     ) -> Result<PayOutcome> {
-        for review in self.inner.outbox.attempts_of(&sale).await? {
-            if review.state != AttemptState::Revisao {
-                continue;
-            }
-            match self.inner.resolve_review(&review).await {
-                ReviewCheck::Settled(a) => return Ok(PayOutcome::Existing(*a)),
-                ReviewCheck::NoPayment => {}
-                ReviewCheck::Unknown(why) => {
-                    return Err(CoreError::ReviewUnresolved {
-                        attempt: review.id,
-                        why,
-                    })
-                }
-            }
-        }
         let caps = (self.connectivity() != Connectivity::Online).then_some((
             self.inner.config.offline_max_per_payment,
             self.inner.config.offline_max_total,
         ));
-        let (outcome, queue) = self
-            .inner
-            .outbox
-            .pay(sale, valor, cartao, caps, now_ms())
+        let outbox = &self.inner.outbox;
+        let paid = outbox
+            .pay_unless(sale.clone(), valor, cartao.clone(), caps, now_ms(), true)
             .await?;
+        let (outcome, queue) = match paid {
+            Paid::Done(outcome, queue) => (outcome, queue),
+            Paid::ReviewFirst(reviews) => {
+                for review in reviews {
+                    match self.inner.resolve_review(&review).await {
+                        ReviewCheck::Settled(a) => return Ok(PayOutcome::Existing(*a)),
+                        ReviewCheck::NoPayment => {}
+                        ReviewCheck::Unknown(why) => {
+                            return Err(CoreError::ReviewUnresolved {
+                                attempt: review.id,
+                                why,
+                            })
+                        }
+                    }
+                }
+                outbox.pay(sale, valor, cartao, caps, now_ms()).await?
+            }
+        };
         if let PayOutcome::Created(a) = &outcome {
             tracing::info!(attempt = %a.id, key = %a.idempotency_key, valor = a.valor, "attempt stored");
             self.inner.announce(a.clone(), queue);

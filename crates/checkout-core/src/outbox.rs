@@ -141,6 +141,17 @@ pub enum PayOutcome {
     Existing(Attempt),
 }
 
+/// What [`Outbox::pay_unless`] did.
+#[derive(Debug)]
+// The large variant is the usual one: boxing it would allocate on every payment.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Paid {
+    /// Paid (or found the sale's attempt), as [`Outbox::pay`] does.
+    Done(PayOutcome, QueueSummary),
+    /// Nothing was stored: the sale's attempts in `revisao` must be asked about first.
+    ReviewFirst(Vec<Attempt>),
+}
+
 /// The bytes one try sends.
 #[derive(Debug, Clone)]
 pub struct SendJob {
@@ -276,6 +287,17 @@ fn set_till(c: &Connection, sale: &SaleId, now: Millis) -> rusqlite::Result<usiz
     )
 }
 
+/// The attempts `tail` (a `WHERE … ORDER BY …`) selects.
+fn select_attempts(
+    c: &Connection,
+    tail: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<Attempt>> {
+    c.prepare_cached(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts {tail}"))?
+        .query_map(params, attempt_from_row)?
+        .collect()
+}
+
 /// An attempt as a write left it, with the queue: what every change announces.
 fn after_change(c: &Connection, id: &str) -> Result<(Attempt, QueueSummary)> {
     let attempt = get_attempt(c, id)?.ok_or_else(|| CoreError::NotFound(id.to_string()))?;
@@ -340,6 +362,28 @@ impl Outbox {
         caps: Option<(Option<i64>, Option<i64>)>,
         now: Millis,
     ) -> Result<(PayOutcome, QueueSummary)> {
+        match self
+            .pay_unless(sale, valor, cartao, caps, now, false)
+            .await?
+        {
+            Paid::Done(outcome, queue) => Ok((outcome, queue)),
+            Paid::ReviewFirst(_) => unreachable!("not asked to stop for reviews"),
+        }
+    }
+
+    /// [`Outbox::pay`], except that with `stop_for_reviews` a sale that would get a new attempt
+    /// while it has attempts in `revisao` is left as it is and those attempts are returned: the
+    /// engine asks the server about them first. The check runs in the same write, so the usual
+    /// payment (a sale with no review) costs no extra read.
+    pub(crate) async fn pay_unless(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        cartao: CardToken,
+        caps: Option<(Option<i64>, Option<i64>)>,
+        now: Millis,
+        stop_for_reviews: bool,
+    ) -> Result<Paid> {
         let soft_page_limit = self.soft_page_limit;
         self.db
             .write(move |c| {
@@ -352,7 +396,17 @@ impl Outbox {
                     .optional()?;
                 set_till(c, &sale, now)?;
                 if let Some(a) = existing {
-                    return Ok((PayOutcome::Existing(a), queue(c)?));
+                    return Ok(Paid::Done(PayOutcome::Existing(a), queue(c)?));
+                }
+                if stop_for_reviews {
+                    let reviews = select_attempts(
+                        c,
+                        "WHERE sale_id = ?1 AND state = 'revisao' ORDER BY seq",
+                        [sale.as_ref()],
+                    )?;
+                    if !reviews.is_empty() {
+                        return Ok(Paid::ReviewFirst(reviews));
+                    }
                 }
                 if let Some((per_payment, total)) = caps {
                     if let Some(cap) = per_payment.filter(|cap| valor.get() > *cap) {
@@ -386,7 +440,7 @@ impl Outbox {
                     params![id, sale.as_ref(), key, valor.get(), cartao.as_ref(), body, now],
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");
-                Ok((PayOutcome::Created(created), queue(c)?))
+                Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))
             })
             .await
     }
@@ -567,14 +621,11 @@ impl Outbox {
     pub async fn reviews(&self, unchecked_only: bool) -> Result<Vec<Attempt>> {
         self.db
             .read(move |c| {
-                let mut st = c.prepare_cached(&format!(
-                    "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE state = 'revisao'
-                     AND (?1 = 0 OR review_checked_at IS NULL) ORDER BY seq"
-                ))?;
-                let rows = st
-                    .query_map([unchecked_only], attempt_from_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok(rows)
+                Ok(select_attempts(
+                    c,
+                    "WHERE state = 'revisao' AND (?1 = 0 OR review_checked_at IS NULL) ORDER BY seq",
+                    [unchecked_only],
+                )?)
             })
             .await
     }
@@ -584,13 +635,11 @@ impl Outbox {
         let sale = sale.clone();
         self.db
             .read(move |c| {
-                let mut st = c.prepare_cached(&format!(
-                    "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE sale_id = ?1 ORDER BY seq"
-                ))?;
-                let rows = st
-                    .query_map([sale.as_ref()], attempt_from_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok(rows)
+                Ok(select_attempts(
+                    c,
+                    "WHERE sale_id = ?1 ORDER BY seq",
+                    [sale.as_ref()],
+                )?)
             })
             .await
     }
@@ -623,14 +672,13 @@ impl Outbox {
     pub async fn unfinished(&self) -> Result<Vec<Attempt>> {
         self.db
             .read(|c| {
-                let mut st = c.prepare_cached(&format!(
-                    "SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE state IN ('pendente', 'revisao')
-                     AND seq = (SELECT max(seq) FROM attempts b WHERE b.sale_id = a.sale_id) ORDER BY seq"
-                ))?;
-                let rows = st
-                    .query_map([], attempt_from_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok(rows)
+                Ok(select_attempts(
+                    c,
+                    "WHERE state IN ('pendente', 'revisao')
+                     AND seq = (SELECT max(seq) FROM attempts b WHERE b.sale_id = attempts.sale_id)
+                     ORDER BY seq",
+                    [],
+                )?)
             })
             .await
     }
@@ -649,15 +697,7 @@ impl Outbox {
     /// Every attempt, oldest first.
     pub async fn list(&self) -> Result<Vec<Attempt>> {
         self.db
-            .read(|c| {
-                let mut st = c.prepare_cached(&format!(
-                    "SELECT {ATTEMPT_COLUMNS} FROM attempts ORDER BY seq"
-                ))?;
-                let rows = st
-                    .query_map([], attempt_from_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok(rows)
-            })
+            .read(|c| Ok(select_attempts(c, "ORDER BY seq", [])?))
             .await
     }
 

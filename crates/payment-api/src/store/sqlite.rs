@@ -98,6 +98,35 @@ impl SqliteStore {
     }
 }
 
+/// Stores the answer of a key and marks it finished, if `fence` still holds it. True when it did.
+fn complete_key(
+    c: &rusqlite::Connection,
+    merchant: &str,
+    key: &str,
+    fence: i64,
+    response: &StoredResponse,
+    payment_id: &str,
+    now: Millis,
+) -> rusqlite::Result<bool> {
+    let updated = exec(
+        c,
+        "UPDATE idempotency_keys
+         SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
+             payment_id = ?6, completed_at = ?7, locked_until = 0
+         WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+        params![
+            merchant,
+            key,
+            fence,
+            response.status,
+            response.body,
+            payment_id,
+            now
+        ],
+    )?;
+    Ok(updated == 1)
+}
+
 fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<Payment> {
     Ok(Payment {
         id: r.get("id")?,
@@ -218,23 +247,8 @@ impl Store for SqliteStore {
     async fn finish(&self, done: Completion) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
         self.db.write(move |c| {
-            let updated = exec(
-                c,
-                "UPDATE idempotency_keys
-                 SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
-                     payment_id = ?6, completed_at = ?7, locked_until = 0
-                 WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
-                params![
-                    done.merchant.as_ref(),
-                    done.key.as_ref(),
-                    done.fence,
-                    done.response.status,
-                    done.response.body,
-                    done.payment.id,
-                    now
-                ],
-            )?;
-            if updated == 0 {
+            let (m, k) = (done.merchant.as_ref(), done.key.as_ref());
+            if !complete_key(c, m, k, done.fence, &done.response, &done.payment.id, now)? {
                 return Ok(FinishOutcome::LeaseLost);
             }
             let p = &done.payment;
@@ -402,15 +416,7 @@ impl Store for SqliteStore {
         );
         self.db
             .write(move |c| {
-                let updated = exec(
-                    c,
-                    "UPDATE idempotency_keys
-                     SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
-                         payment_id = ?6, completed_at = ?7, locked_until = 0
-                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
-                    params![m, k, fence, response.status, response.body, id, now],
-                )?;
-                Ok(if updated == 1 {
+                Ok(if complete_key(c, &m, &k, fence, &response, &id, now)? {
                     FinishOutcome::Stored
                 } else {
                     FinishOutcome::LeaseLost

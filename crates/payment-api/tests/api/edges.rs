@@ -348,7 +348,6 @@ async fn a_store_failure_after_the_charge_never_charges_again_and_completes_once
 /// The standalone server's SQLite files are the owner's alone, whatever the umask it starts under.
 #[tokio::test]
 async fn the_servers_sqlite_files_are_0600_under_a_permissive_umask() {
-    use std::io::BufRead;
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("api.db");
@@ -363,15 +362,7 @@ async fn the_servers_sqlite_files_are_0600_under_a_permissive_umask() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
+    let url = listening_url(&mut child);
     let res = try_pay(&reqwest::Client::new(), &url, &new_key(), &approved(100))
         .await
         .unwrap();

@@ -444,6 +444,19 @@ pub async fn assert_problem(res: Response, status: StatusCode, slug: &str) -> Va
     p
 }
 
+/// The URL a `payment-api` process says it listens on (its first line on stdout).
+pub fn listening_url(child: &mut Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the server did not start (its stderr is above): {line:?}"))
+        .to_string()
+}
+
 /// The `payment-api` binary, started as its own process on port 0.
 pub struct ServerProcess {
     pub child: Child,
@@ -468,16 +481,7 @@ impl ServerProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("the server did not start (its stderr is above): {line:?}"))
-            .to_string();
+        let url = listening_url(&mut child);
         Self { child, url }
     }
 
