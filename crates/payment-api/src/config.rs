@@ -106,7 +106,10 @@ fn parse_key_pair(s: &str) -> Result<(String, MerchantId), String> {
             "chave de API {key:?}: use pelo menos 8 caracteres ASCII visíveis"
         ));
     }
-    Ok((key.to_string(), MerchantId::parse(merchant.trim())?))
+    Ok((
+        key.to_string(),
+        MerchantId::parse(merchant.trim()).map_err(|e| e.to_string())?,
+    ))
 }
 
 impl Config {

@@ -2,9 +2,9 @@
 //! as `application/problem+json` (RFC 9457) with a stable `type`, a `title` and `retryable`.
 
 use crate::domain::{FieldError, KeyError};
+use crate::schema::Problem;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 
 /// Result alias for the crate.
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -117,18 +117,6 @@ pub enum ApiError {
     /// The server could not start (bad configuration, port taken, database unreadable).
     #[error("{0}")]
     Startup(String),
-}
-
-#[derive(Serialize)]
-struct Problem<'a> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    title: &'a str,
-    status: u16,
-    detail: String,
-    retryable: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    errors: Option<&'a [FieldError]>,
 }
 
 impl ApiError {

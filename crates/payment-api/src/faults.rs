@@ -1,6 +1,9 @@
 //! Fault injection for tests and manual QA (SPEC §2.4). Off by default.
 
+use crate::conn::ConnHandle;
+use crate::error::ApiError;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// The fault profile. Each fault fires independently with its probability (0.0–1.0).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args, utoipa::ToSchema)]
@@ -104,7 +107,60 @@ impl Faults {
     }
 }
 
+/// The seam: the four places a request can meet a fault, in the order it passes them. Nothing
+/// else in the server reads a probability.
+impl Faults {
+    /// Before the body is read: the connection may be reset (the client sees a reset, nothing is
+    /// stored).
+    pub fn before_body(&self, conn: Option<&ConnHandle>) -> Result<(), ApiError> {
+        match conn {
+            Some(conn) if fires(self.reset_before_body_probability) => {
+                tracing::warn!("fault: reset before reading the body");
+                conn.reset();
+                Err(ApiError::InjectedFault)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Before execution: latency, then a 429 or a 503 (nothing stored, the key stays free).
+    pub async fn before_execution(&self) -> Result<(), ApiError> {
+        if self.latency_ms > 0 && fires(self.latency_probability) {
+            tokio::time::sleep(Duration::from_millis(self.latency_ms)).await;
+        }
+        if fires(self.rate_limit_probability) {
+            tracing::warn!("fault: 429 before execution");
+            return Err(ApiError::RateLimited);
+        }
+        if fires(self.error_5xx_probability) {
+            tracing::warn!("fault: 503 before execution");
+            return Err(ApiError::InjectedFault);
+        }
+        Ok(())
+    }
+
+    /// Between the gateway's charge and storing the payment: the process may abort (the
+    /// recovery worker and the downstream key must then settle the charge).
+    pub fn after_charge(&self) {
+        if fires(self.crash_after_charge_probability) {
+            tracing::error!("fault: aborting the process after the gateway charged");
+            std::process::abort();
+        }
+    }
+
+    /// After a first execution's answer is durable: the connection may be cut, so the client
+    /// never hears an answer the server keeps.
+    pub fn after_commit(&self, conn: Option<&ConnHandle>) {
+        if let Some(conn) = conn {
+            if fires(self.drop_response_probability) {
+                tracing::warn!("fault: dropping the response after commit");
+                conn.close();
+            }
+        }
+    }
+}
+
 /// Draws whether a fault with probability `p` fires now.
-pub fn fires(p: f64) -> bool {
+fn fires(p: f64) -> bool {
     p > 0.0 && (p >= 1.0 || rand::random::<f64>() < p)
 }

@@ -1,6 +1,6 @@
 //! The card gateway the server charges through, and the bundled simulator with its ledger.
 
-use crate::domain::{CardToken, Centavos, DownstreamKey, MerchantId};
+use crate::domain::{CardToken, Centavos, DownstreamKey, MerchantId, PaymentStatus};
 use crate::error::StoreError;
 use crate::store::{LedgerCharge, LedgerRow, Store};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ pub struct GatewayResult {
     /// The gateway's charge id.
     pub cobranca_id: String,
     /// Approved, or declined with a reason code.
-    pub outcome: Outcome,
+    pub decision: ChargeDecision,
     /// False when the gateway had charged this downstream key before and returned that charge.
     pub fresh: bool,
 }
@@ -22,18 +22,18 @@ impl GatewayResult {
     pub fn from_ledger(row: LedgerRow, fresh: bool) -> Self {
         Self {
             cobranca_id: row.cobranca_id,
-            outcome: match row.motivo {
-                None => Outcome::Aprovado,
-                Some(m) => Outcome::Recusado(m),
+            decision: match row.motivo {
+                None => ChargeDecision::Aprovado,
+                Some(m) => ChargeDecision::Recusado(m),
             },
             fresh,
         }
     }
 }
 
-/// Approval or decline.
+/// What the gateway decided for one charge: approval or decline.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ChargeDecision {
     /// Approved.
     Aprovado,
     /// Declined with a reason code.
@@ -78,20 +78,20 @@ impl Gateway for SimulatedGateway {
         cartao: CardToken,
     ) -> Result<GatewayResult, StoreError> {
         let (status, motivo) = match cartao {
-            CardToken::Aprovado => ("aprovado", None),
+            CardToken::Aprovado => (PaymentStatus::Aprovado, None),
             CardToken::Lento => {
                 tokio::time::sleep(self.slow).await;
-                ("aprovado", None)
+                (PaymentStatus::Aprovado, None)
             }
-            CardToken::Recusado => ("recusado", Some("cartao_recusado")),
-            CardToken::SaldoInsuficiente => ("recusado", Some("saldo_insuficiente")),
+            CardToken::Recusado => (PaymentStatus::Recusado, Some("cartao_recusado")),
+            CardToken::SaldoInsuficiente => (PaymentStatus::Recusado, Some("saldo_insuficiente")),
         };
         let charged = self
             .store
             .ledger_charge(LedgerCharge {
                 downstream_key,
                 merchant: merchant.clone(),
-                valor: valor.get(),
+                valor,
                 status,
                 motivo,
             })

@@ -15,6 +15,7 @@ pub mod http;
 pub mod metrics;
 pub mod payments;
 pub mod replay_cache;
+pub mod schema;
 pub mod server;
 pub mod state;
 pub mod store;

@@ -10,7 +10,7 @@ use std::time::Instant;
 /// How a `POST /pagamentos` ended.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
-pub enum Outcome {
+pub enum RequestOutcome {
     /// Executed for the first time (or taken over after a lease expired).
     first,
     /// Stored response replayed.
@@ -27,7 +27,7 @@ pub enum Outcome {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
-    outcome: Outcome,
+    outcome: RequestOutcome,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -91,7 +91,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts one payment request.
-    pub fn request(&self, outcome: Outcome) {
+    pub fn request(&self, outcome: RequestOutcome) {
         self.requests.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
@@ -122,15 +122,15 @@ impl Metrics {
     }
 }
 
-impl Outcome {
+impl RequestOutcome {
     /// The outcome an error stands for.
     pub fn rejected_or_failed(e: &crate::error::ApiError) -> Self {
         use crate::error::ApiError::*;
         match e {
-            KeyInProgress { .. } => Outcome::in_progress,
-            FingerprintMismatch => Outcome::mismatch,
-            LeaseLost | Store(_) | Internal(_) => Outcome::failed,
-            _ => Outcome::rejected,
+            KeyInProgress { .. } => RequestOutcome::in_progress,
+            FingerprintMismatch => RequestOutcome::mismatch,
+            LeaseLost | Store(_) | Internal(_) => RequestOutcome::failed,
+            _ => RequestOutcome::rejected,
         }
     }
 }

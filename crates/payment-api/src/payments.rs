@@ -8,21 +8,29 @@
 //! 3. **finish** — insert the payment and store the response in one transaction, only if this
 //!    worker's fence still holds the key (recovery point `finished`).
 
-use crate::conn::ConnHandle;
 use crate::domain::{
-    CardToken, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentRequest,
+    CardToken, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId, PaymentRequest,
+    PaymentStatus,
 };
 use crate::error::{ApiError, Result};
-use crate::faults::{fires, Faults};
-use crate::gateway::{GatewayResult, Outcome as GatewayOutcome};
-use crate::http::json_response;
-use crate::metrics::Outcome;
+use crate::faults::Faults;
+use crate::gateway::{ChargeDecision, GatewayResult};
+use crate::metrics::RequestOutcome;
 use crate::replay_cache::Completed;
+use crate::schema::PaymentBody;
 use crate::state::AppState;
 use crate::store::{Claim, Completion, FinishOutcome, NextAction, Payment, StoredResponse};
-use axum::response::Response;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracing::Instrument;
+
+/// How a request that was not refused is answered. The HTTP layer turns it into a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// This request executed the payment; the answer is durable.
+    First(StoredResponse),
+    /// The key completed earlier: its stored answer, to be sent again byte for byte.
+    Replay(StoredResponse),
+}
 
 /// A request that passed every check that happens before execution.
 #[derive(Debug)]
@@ -51,68 +59,42 @@ impl Prepared {
 }
 
 /// Runs a prepared request: replays, refuses, or executes it exactly once.
-pub async fn create(
-    state: &AppState,
-    p: Prepared,
-    faults: &Faults,
-    conn: Option<&ConnHandle>,
-) -> Result<Response> {
-    let span = tracing::info_span!("pagamento", merchant = %p.merchant, key = p.key.as_ref());
-    async move {
-        if faults.latency_ms > 0 && fires(faults.latency_probability) {
-            tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
-        }
-        if fires(faults.rate_limit_probability) {
-            tracing::warn!("fault: 429 before execution");
-            return Err(ApiError::RateLimited);
-        }
-        if fires(faults.error_5xx_probability) {
-            tracing::warn!("fault: 503 before execution");
-            return Err(ApiError::InjectedFault);
-        }
+pub async fn create(state: &AppState, p: Prepared, faults: &Faults) -> Result<Answer> {
+    faults.before_execution().await?;
 
-        // Fast path: a completed key is replayed from memory or a read connection, without
-        // queueing a write. The claim below still decides every key that is not completed.
-        let now = state.store().now_ms();
-        if let Some(done) = state.replays().get(&p.merchant, &p.key, now) {
-            if done.fingerprint != p.fingerprint {
-                return Err(ApiError::FingerprintMismatch);
-            }
-            return Ok(replay(state, done.response.clone()));
+    // Fast path: a completed key is replayed from memory or a read connection, without
+    // queueing a write. The claim below still decides every key that is not completed.
+    let now = state.store().now_ms();
+    if let Some(done) = state.replays().get(&p.merchant, &p.key, now) {
+        if done.fingerprint != p.fingerprint {
+            return Err(ApiError::FingerprintMismatch);
         }
-        let started = Instant::now();
-        let existing = state.store().lookup_key(&p.merchant, &p.key).await?;
-        state.metrics().store_op("lookup_key", started);
-        if let Some(record) = existing {
-            if record.fingerprint != p.fingerprint {
-                return Err(ApiError::FingerprintMismatch);
-            }
-            if let (Some(saved), Some(completed_at)) = (record.response, record.completed_at) {
-                remember(state, &p, saved.clone(), completed_at);
-                return Ok(replay(state, saved));
-            }
-        }
-
-        // From the claim on, the work runs in its own task: a client that hangs up (a timeout,
-        // a dropped Wi-Fi) must not cancel an execution halfway, or every retry would find the
-        // key held by a worker that no longer exists.
-        let task = tokio::spawn(
-            claim_and_execute(state.clone(), p, faults.clone(), conn.cloned())
-                .instrument(tracing::Span::current()),
-        );
-        task.await
-            .map_err(|e| ApiError::Internal(format!("execution task failed: {e}")))?
+        return Ok(replay(state, done.response.clone()));
     }
-    .instrument(span)
-    .await
+    let started = Instant::now();
+    let existing = state.store().lookup_key(&p.merchant, &p.key).await?;
+    state.metrics().store_op("lookup_key", started);
+    if let Some(record) = existing {
+        if record.fingerprint != p.fingerprint {
+            return Err(ApiError::FingerprintMismatch);
+        }
+        if let (Some(saved), Some(completed_at)) = (record.response, record.completed_at) {
+            remember(state, &p, saved.clone(), completed_at);
+            return Ok(replay(state, saved));
+        }
+    }
+
+    // From the claim on, the work runs in its own task: a client that hangs up (a timeout,
+    // a dropped Wi-Fi) must not cancel an execution halfway, or every retry would find the
+    // key held by a worker that no longer exists.
+    let task = tokio::spawn(
+        claim_and_execute(state.clone(), p, faults.clone()).instrument(tracing::Span::current()),
+    );
+    task.await
+        .map_err(|e| ApiError::Internal(format!("execution task failed: {e}")))?
 }
 
-async fn claim_and_execute(
-    state: AppState,
-    p: Prepared,
-    faults: Faults,
-    conn: Option<ConnHandle>,
-) -> Result<Response> {
+async fn claim_and_execute(state: AppState, p: Prepared, faults: Faults) -> Result<Answer> {
     let state = &state;
     let started = Instant::now();
     let next = state
@@ -138,7 +120,7 @@ async fn claim_and_execute(
             if takeover {
                 tracing::warn!(fence, "lease expired: taking over the key");
             }
-            execute(state, &p, fence, &faults, conn.as_ref()).await
+            execute(state, &p, fence, &faults).await
         }
     }
 }
@@ -160,23 +142,17 @@ fn remember(
     );
 }
 
-fn replay(state: &AppState, saved: StoredResponse) -> Response {
-    state.metrics().request(Outcome::replay);
+fn replay(state: &AppState, saved: StoredResponse) -> Answer {
+    state.metrics().request(RequestOutcome::replay);
     tracing::info!(
         status = saved.status,
         replay = true,
         "replayed stored response"
     );
-    json_response(saved.status, saved.body, true)
+    Answer::Replay(saved)
 }
 
-async fn execute(
-    state: &AppState,
-    p: &Prepared,
-    fence: i64,
-    faults: &Faults,
-    conn: Option<&ConnHandle>,
-) -> Result<Response> {
+async fn execute(state: &AppState, p: &Prepared, fence: i64, faults: &Faults) -> Result<Answer> {
     let downstream = DownstreamKey::derive(&p.merchant, &p.key);
     let charged = state
         .gateway()
@@ -194,12 +170,9 @@ async fn execute(
     if charged.fresh {
         state
             .metrics()
-            .charge(charged.outcome == GatewayOutcome::Aprovado);
+            .charge(charged.decision == ChargeDecision::Aprovado);
     }
-    if fires(faults.crash_after_charge_probability) {
-        tracing::error!("fault: aborting the process after the gateway charged");
-        std::process::abort();
-    }
+    faults.after_charge();
 
     if !charged.fresh {
         if let Some(done) = reconcile(state, p, fence, &charged).await? {
@@ -208,7 +181,6 @@ async fn execute(
     }
     let created_at = state.store().now_ms();
     let (payment, response) = build_payment(&p.merchant, &p.key, &p.request, &charged, created_at);
-    let status_code = response.status;
     let started = Instant::now();
     let finished = state
         .store()
@@ -217,7 +189,6 @@ async fn execute(
             key: p.key.clone(),
             fence,
             payment: payment.clone(),
-            created_at,
             response: response.clone(),
             fingerprint: p.fingerprint.clone(),
         })
@@ -226,15 +197,9 @@ async fn execute(
     match finished {
         FinishOutcome::Stored => {
             remember(state, p, response.clone(), created_at);
-            state.metrics().request(Outcome::first);
-            tracing::info!(status = status_code, payment = %payment.id, replay = false, "payment executed");
-            if fires(faults.drop_response_probability) {
-                if let Some(conn) = conn {
-                    tracing::warn!(payment = %payment.id, "fault: dropping the response after commit");
-                    conn.close();
-                }
-            }
-            Ok(json_response(response.status, response.body, false))
+            state.metrics().request(RequestOutcome::first);
+            tracing::info!(status = response.status, payment = %payment.id, replay = false, "payment executed");
+            Ok(Answer::First(response))
         }
         FinishOutcome::LeaseLost => {
             // A retry took the key over while we ran; whatever it stored is the answer.
@@ -257,22 +222,21 @@ fn build_payment(
     charged: &GatewayResult,
     created_at: crate::clock::Millis,
 ) -> (Payment, StoredResponse) {
-    let (status, motivo) = match &charged.outcome {
-        GatewayOutcome::Aprovado => ("aprovado", None),
-        GatewayOutcome::Recusado(m) => ("recusado", Some(m.clone())),
+    let (status, motivo) = match &charged.decision {
+        ChargeDecision::Aprovado => (PaymentStatus::Aprovado, None),
+        ChargeDecision::Recusado(m) => (PaymentStatus::Recusado, Some(m.clone())),
     };
     let payment = Payment {
-        id: format!("pay_{}", uuid::Uuid::now_v7().simple()),
-        status: status.into(),
-        valor: request.valor.get(),
-        moeda: "BRL".into(),
+        id: PaymentId::new(),
+        status,
+        valor: request.valor,
         motivo,
         descricao: request.descricao.clone(),
         referencia: request.referencia.clone(),
-        idempotency_key: key.as_ref().to_string(),
+        idempotency_key: key.clone(),
         cobranca_id: charged.cobranca_id.clone(),
-        criado_em: crate::clock::rfc3339(created_at),
-        merchant: merchant.to_string(),
+        created_at,
+        merchant: merchant.clone(),
     };
     let response = response_for(&payment);
     (payment, response)
@@ -281,12 +245,8 @@ fn build_payment(
 /// The answer a payment was (and is again) sent as: the same bytes every time.
 fn response_for(payment: &Payment) -> StoredResponse {
     StoredResponse {
-        status: if payment.status == "aprovado" {
-            201
-        } else {
-            402
-        },
-        body: serde_json::to_vec(payment).expect("a payment always serialises"),
+        status: payment.status.http_status(),
+        body: PaymentBody::bytes_of(payment),
     }
 }
 
@@ -300,7 +260,7 @@ async fn reconcile(
     p: &Prepared,
     fence: i64,
     charged: &GatewayResult,
-) -> Result<Option<Response>> {
+) -> Result<Option<Answer>> {
     let Some((existing, fingerprint)) = state
         .store()
         .payment_by_charge(&charged.cobranca_id)
@@ -312,7 +272,7 @@ async fn reconcile(
         Some(fp) => fp == p.fingerprint,
         // Stored before fingerprints were kept: compare what the payment records.
         None => {
-            existing.valor == p.request.valor.get()
+            existing.valor == p.request.valor
                 && existing.descricao == p.request.descricao
                 && existing.referencia == p.request.referencia
         }
@@ -394,7 +354,6 @@ pub async fn recover_abandoned(
                 key: a.key.clone(),
                 fence,
                 payment: payment.clone(),
-                created_at,
                 response,
                 fingerprint: a.fingerprint.clone(),
             })

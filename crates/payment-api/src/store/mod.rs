@@ -3,6 +3,7 @@
 //! A store owns its clock: lease and retention times are read where the data lives, so that
 //! every process sharing one database agrees on them.
 
+mod claim;
 mod postgres;
 mod sqlite;
 
@@ -10,9 +11,10 @@ pub use postgres::{redact, PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;
-use crate::domain::{DownstreamKey, Fingerprint, IdempotencyKey, MerchantId};
+use crate::domain::{
+    Centavos, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId, PaymentStatus,
+};
 use crate::error::StoreError;
-use serde::Serialize;
 
 /// Result of store operations.
 pub type StoreResult<T> = std::result::Result<T, StoreError>;
@@ -132,36 +134,69 @@ pub enum NextAction {
     FingerprintMismatch,
 }
 
-/// A payment as it is stored and returned by lookups.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+/// A payment as it is stored: final, typed, and owned by its merchant. The JSON clients see is
+/// [`crate::schema::PaymentBody`], made from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payment {
     /// `pay_…`
-    pub id: String,
-    /// `aprovado` or `recusado`.
-    pub status: String,
-    /// Amount in centavos.
-    pub valor: i64,
-    /// Always `BRL`.
-    pub moeda: String,
+    pub id: PaymentId,
+    /// Owner.
+    pub merchant: MerchantId,
+    /// The idempotency key that created it.
+    pub idempotency_key: IdempotencyKey,
+    /// Amount charged.
+    pub valor: Centavos,
+    /// Approved or declined.
+    pub status: PaymentStatus,
     /// Decline reason code (`cartao_recusado`, `saldo_insuficiente`), for declines only.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub motivo: Option<String>,
     /// Free text from the request.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub descricao: Option<String>,
     /// Client reference from the request.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub referencia: Option<String>,
-    /// The idempotency key that created it.
-    pub idempotency_key: String,
     /// The gateway's charge id.
     pub cobranca_id: String,
-    /// Creation time, RFC 3339.
-    pub criado_em: String,
-    #[serde(skip)]
-    #[schema(ignore)]
-    /// Owner (not serialised: it is the caller).
-    pub merchant: String,
+    /// Creation time (store clock).
+    pub created_at: Millis,
+}
+
+/// The columns of a `payments` row as a driver reads them; [`PaymentColumns::parse`] is the one
+/// place both stores turn them into a [`Payment`], so a row no domain type accepts is reported as
+/// corrupt the same way on each.
+#[derive(Debug)]
+struct PaymentColumns {
+    id: String,
+    merchant: String,
+    idempotency_key: String,
+    valor: i64,
+    status: String,
+    motivo: Option<String>,
+    descricao: Option<String>,
+    referencia: Option<String>,
+    cobranca_id: String,
+    created_at: Millis,
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {e}"))
+}
+
+impl PaymentColumns {
+    fn parse(self) -> StoreResult<Payment> {
+        Ok(Payment {
+            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
+            idempotency_key: IdempotencyKey::parse(self.idempotency_key.as_bytes())
+                .map_err(|e| corrupt("idempotency_key", e))?,
+            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
+            status: PaymentStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
+            id: PaymentId::from_stored(self.id),
+            motivo: self.motivo,
+            descricao: self.descricao,
+            referencia: self.referencia,
+            cobranca_id: self.cobranca_id,
+            created_at: self.created_at,
+        })
+    }
 }
 
 /// The write that completes a key: the payment row and the response, in one transaction.
@@ -175,8 +210,6 @@ pub struct Completion {
     pub fence: i64,
     /// The payment to insert.
     pub payment: Payment,
-    /// Its creation time, the same instant as `payment.criado_em`.
-    pub created_at: Millis,
     /// The response to store for replays.
     pub response: StoredResponse,
     /// The request's fingerprint, kept with the payment: after the key is purged, a request sent
@@ -219,22 +252,48 @@ pub enum FinishOutcome {
 }
 
 /// One charge the gateway simulator executed.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerRow {
     /// The gateway's charge id.
     pub cobranca_id: String,
     /// Key derived from (merchant, idempotency key); unique.
     pub downstream_key: String,
     /// Merchant charged for.
-    pub merchant: String,
-    /// Amount in centavos.
-    pub valor: i64,
-    /// `aprovado` or `recusado`.
-    pub status: String,
+    pub merchant: MerchantId,
+    /// Amount charged.
+    pub valor: Centavos,
+    /// Approved or declined.
+    pub status: PaymentStatus,
     /// Decline reason, if declined.
     pub motivo: Option<String>,
     /// Execution time, epoch ms.
-    pub criado_em_ms: Millis,
+    pub created_at: Millis,
+}
+
+/// The columns of a `gateway_ledger` row as a driver reads them (see [`PaymentColumns`]).
+#[derive(Debug)]
+struct LedgerColumns {
+    cobranca_id: String,
+    downstream_key: String,
+    merchant: String,
+    valor: i64,
+    status: String,
+    motivo: Option<String>,
+    created_at: Millis,
+}
+
+impl LedgerColumns {
+    fn parse(self) -> StoreResult<LedgerRow> {
+        Ok(LedgerRow {
+            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
+            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
+            status: PaymentStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
+            cobranca_id: self.cobranca_id,
+            downstream_key: self.downstream_key,
+            motivo: self.motivo,
+            created_at: self.created_at,
+        })
+    }
 }
 
 /// A charge to record in the ledger (at most once per downstream key).
@@ -244,10 +303,10 @@ pub struct LedgerCharge {
     pub downstream_key: DownstreamKey,
     /// Merchant.
     pub merchant: MerchantId,
-    /// Amount in centavos.
-    pub valor: i64,
-    /// `aprovado` or `recusado`.
-    pub status: &'static str,
+    /// Amount.
+    pub valor: Centavos,
+    /// Approved or declined.
+    pub status: PaymentStatus,
     /// Decline reason.
     pub motivo: Option<&'static str>,
 }
@@ -274,7 +333,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         fence: i64,
     ) -> StoreResult<()>;
     /// A payment by id, for its merchant.
-    async fn payment(&self, merchant: &MerchantId, id: &str) -> StoreResult<Option<Payment>>;
+    async fn payment(&self, merchant: &MerchantId, id: &PaymentId) -> StoreResult<Option<Payment>>;
     /// Payments whose `field` is `value`, for its merchant, oldest first.
     async fn payments_by(
         &self,
@@ -301,7 +360,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         merchant: &MerchantId,
         key: &IdempotencyKey,
         fence: i64,
-        payment_id: &str,
+        payment_id: &PaymentId,
         response: StoredResponse,
     ) -> StoreResult<FinishOutcome>;
     /// Deletes a key still in progress under `fence`: nothing was or will be stored for it.

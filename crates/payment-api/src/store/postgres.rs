@@ -231,32 +231,33 @@ async fn measure_offset(pool: &Pool, local: &dyn Clock, offset: &AtomicI64) -> S
     Ok(())
 }
 
-fn payment_from_row(r: &Row) -> Payment {
-    Payment {
-        id: r.get("id"),
-        merchant: r.get("merchant"),
-        idempotency_key: r.get("idempotency_key"),
-        valor: r.get("valor"),
-        moeda: "BRL".into(),
-        status: r.get("status"),
-        motivo: r.get("motivo"),
-        descricao: r.get("descricao"),
-        referencia: r.get("referencia"),
-        cobranca_id: r.get("cobranca_id"),
-        criado_em: crate::clock::rfc3339(r.get("created_at")),
+fn payment_from_row(r: &Row) -> StoreResult<Payment> {
+    PaymentColumns {
+        id: r.try_get("id")?,
+        merchant: r.try_get("merchant")?,
+        idempotency_key: r.try_get("idempotency_key")?,
+        valor: r.try_get("valor")?,
+        status: r.try_get("status")?,
+        motivo: r.try_get("motivo")?,
+        descricao: r.try_get("descricao")?,
+        referencia: r.try_get("referencia")?,
+        cobranca_id: r.try_get("cobranca_id")?,
+        created_at: r.try_get("created_at")?,
     }
+    .parse()
 }
 
-fn ledger_from_row(r: &Row) -> LedgerRow {
-    LedgerRow {
-        cobranca_id: r.get("cobranca_id"),
-        downstream_key: r.get("downstream_key"),
-        merchant: r.get("merchant"),
-        valor: r.get("valor"),
-        status: r.get("status"),
-        motivo: r.get("motivo"),
-        criado_em_ms: r.get("created_at"),
+fn ledger_from_row(r: &Row) -> StoreResult<LedgerRow> {
+    LedgerColumns {
+        cobranca_id: r.try_get("cobranca_id")?,
+        downstream_key: r.try_get("downstream_key")?,
+        merchant: r.try_get("merchant")?,
+        valor: r.try_get("valor")?,
+        status: r.try_get("status")?,
+        motivo: r.try_get("motivo")?,
+        created_at: r.try_get("created_at")?,
     }
+    .parse()
 }
 
 const LEDGER_COLUMNS: &str =
@@ -306,7 +307,7 @@ impl Store for PgStore {
                     "INSERT INTO idempotency_keys
                          (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point,
                           request_body)
-                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, 1, 'started', $6::bytea
+                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $7::bigint, 'started', $6::bytea
                      FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
                      ON CONFLICT (merchant, key) DO NOTHING
                      RETURNING fence",
@@ -314,15 +315,20 @@ impl Store for PgStore {
                 .await?;
             if c.query_opt(
                 &insert,
-                &[&m, &k, &fp, &claim.lease_ms, &shift, &claim.request],
+                &[
+                    &m,
+                    &k,
+                    &fp,
+                    &claim.lease_ms,
+                    &shift,
+                    &claim.request,
+                    &claim::FIRST_FENCE,
+                ],
             )
             .await?
             .is_some()
             {
-                return Ok(NextAction::StartProcessing {
-                    fence: 1,
-                    takeover: false,
-                });
+                return Ok(claim::inserted());
             }
             // The key exists: decide under its row lock.
             let tx = c.transaction().await?;
@@ -337,33 +343,31 @@ impl Store for PgStore {
                 tx.rollback().await?;
                 continue;
             };
-            let (locked_until, fence, now): (i64, i64, i64) = (row.get(1), row.get(2), row.get(5));
-            let action = if row.get::<_, &str>(0) != fp {
-                NextAction::FingerprintMismatch
-            } else if let Some(saved) =
-                stored_response(row.get::<_, Option<i32>>(3).map(i64::from), row.get(4))?
+            let held = claim::HeldKey {
+                fingerprint: Fingerprint::from_stored(row.try_get(0)?),
+                locked_until: row.try_get(1)?,
+                fence: row.try_get(2)?,
+                response: stored_response(
+                    row.try_get::<_, Option<i32>>(3)?.map(i64::from),
+                    row.try_get(4)?,
+                )?,
+            };
+            let decision = claim::decide(held, &claim.fingerprint, row.try_get(5)?, claim.lease_ms);
+            if let claim::Decision::TakeOver {
+                fence,
+                locked_until,
+            } = decision
             {
-                NextAction::ReturnSavedResponse(saved)
-            } else if locked_until > now {
-                NextAction::InProgress {
-                    retry_after_ms: locked_until - now,
-                }
-            } else {
-                // The holder's lease ran out (it crashed or stalled): take over with a new
-                // fence so the stale worker can no longer write.
                 let takeover = tx
                     .prepare_cached(
                         "UPDATE idempotency_keys SET fence = $3, locked_until = $4
                          WHERE merchant = $1 AND key = $2",
                     )
                     .await?;
-                tx.execute(&takeover, &[&m, &k, &(fence + 1), &(now + claim.lease_ms)])
+                tx.execute(&takeover, &[&m, &k, &fence, &locked_until])
                     .await?;
-                NextAction::StartProcessing {
-                    fence: fence + 1,
-                    takeover: true,
-                }
-            };
+            }
+            let action = decision.action();
             tx.commit().await?;
             return Ok(action);
         }
@@ -399,14 +403,14 @@ impl Store for PgStore {
                     &done.fence,
                     &i32::from(done.response.status),
                     &done.response.body,
-                    &p.id,
-                    &p.valor,
-                    &p.status,
+                    &p.id.as_ref(),
+                    &p.valor.get(),
+                    &p.status.as_str(),
                     &p.motivo,
                     &p.descricao,
                     &p.referencia,
                     &p.cobranca_id,
-                    &done.created_at,
+                    &p.created_at,
                     &self.shift(),
                     &done.fingerprint.as_ref(),
                 ],
@@ -437,17 +441,18 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn payment(&self, merchant: &MerchantId, id: &str) -> StoreResult<Option<Payment>> {
+    async fn payment(&self, merchant: &MerchantId, id: &PaymentId) -> StoreResult<Option<Payment>> {
         let c = self.conn().await?;
         let st = c
             .prepare_cached(&format!(
                 "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = $1 AND id = $2"
             ))
             .await?;
-        Ok(c.query_opt(&st, &[&merchant.as_ref(), &id])
+        c.query_opt(&st, &[&merchant.as_ref(), &id.as_ref()])
             .await?
             .as_ref()
-            .map(payment_from_row))
+            .map(payment_from_row)
+            .transpose()
     }
 
     async fn payments_by(
@@ -465,7 +470,7 @@ impl Store for PgStore {
             ))
             .await?;
         let rows = c.query(&st, &[&merchant.as_ref(), &value]).await?;
-        Ok(rows.iter().map(payment_from_row).collect())
+        rows.iter().map(payment_from_row).collect()
     }
 
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
@@ -497,8 +502,8 @@ impl Store for PgStore {
                     &format!("ch_{}", uuid::Uuid::now_v7().simple()),
                     &dk,
                     &charge.merchant.as_ref(),
-                    &charge.valor,
-                    &charge.status,
+                    &charge.valor.get(),
+                    &charge.status.as_str(),
                     &charge.motivo,
                     &self.shift(),
                 ],
@@ -506,7 +511,7 @@ impl Store for PgStore {
             .await?;
         if let Some(row) = inserted {
             return Ok(Charged {
-                row: ledger_from_row(&row),
+                row: ledger_from_row(&row)?,
                 fresh: true,
             });
         }
@@ -517,7 +522,7 @@ impl Store for PgStore {
             ))
             .await?;
         Ok(Charged {
-            row: ledger_from_row(&c.query_one(&select, &[&dk]).await?),
+            row: ledger_from_row(&c.query_one(&select, &[&dk]).await?)?,
             fresh: false,
         })
     }
@@ -529,9 +534,10 @@ impl Store for PgStore {
                 "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1"
             ))
             .await?;
-        Ok(c.query_opt(&select, &[&downstream_key.as_ref()])
+        c.query_opt(&select, &[&downstream_key.as_ref()])
             .await?
-            .map(|r| ledger_from_row(&r)))
+            .map(|r| ledger_from_row(&r))
+            .transpose()
     }
 
     async fn payment_by_charge(
@@ -544,10 +550,13 @@ impl Store for PgStore {
                 "SELECT {PAYMENT_COLUMNS}, fingerprint FROM payments WHERE cobranca_id = $1"
             ))
             .await?;
-        Ok(c.query_opt(&select, &[&cobranca_id]).await?.map(|r| {
-            let fp: Option<String> = r.get("fingerprint");
-            (payment_from_row(&r), fp.map(Fingerprint::from_stored))
-        }))
+        c.query_opt(&select, &[&cobranca_id])
+            .await?
+            .map(|r| {
+                let fp: Option<String> = r.try_get("fingerprint")?;
+                Ok((payment_from_row(&r)?, fp.map(Fingerprint::from_stored)))
+            })
+            .transpose()
     }
 
     async fn finish_existing(
@@ -555,7 +564,7 @@ impl Store for PgStore {
         merchant: &MerchantId,
         key: &IdempotencyKey,
         fence: i64,
-        payment_id: &str,
+        payment_id: &PaymentId,
         response: StoredResponse,
     ) -> StoreResult<FinishOutcome> {
         let c = self.conn().await?;
@@ -576,7 +585,7 @@ impl Store for PgStore {
                     &fence,
                     &i32::from(response.status),
                     &response.body,
-                    &payment_id,
+                    &payment_id.as_ref(),
                     &self.shift(),
                 ],
             )
@@ -662,7 +671,7 @@ impl Store for PgStore {
                 &[],
             )
             .await?;
-        Ok(rows.iter().map(ledger_from_row).collect())
+        rows.iter().map(ledger_from_row).collect()
     }
 
     async fn health(&self) -> StoreResult<()> {

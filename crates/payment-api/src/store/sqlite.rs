@@ -10,64 +10,12 @@ use rusqlite_migration::{Migrations, M};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The schema, one file per version under `migrations/sqlite/` (PostgreSQL's are beside it).
+/// Applied versions are tracked in `PRAGMA user_version`; a file is never edited once released.
 fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
-        M::up(
-            r#"
-        CREATE TABLE idempotency_keys (
-            merchant        TEXT    NOT NULL,
-            key             TEXT    NOT NULL,
-            fingerprint     TEXT    NOT NULL,
-            created_at      INTEGER NOT NULL,
-            locked_until    INTEGER NOT NULL,
-            fence           INTEGER NOT NULL,
-            recovery_point  TEXT    NOT NULL CHECK (recovery_point IN ('started', 'finished')),
-            response_status INTEGER,
-            response_body   BLOB,
-            payment_id      TEXT,
-            completed_at    INTEGER,
-            UNIQUE (merchant, key)
-        );
-        CREATE INDEX idempotency_keys_completed_at ON idempotency_keys (completed_at)
-            WHERE completed_at IS NOT NULL;
-        CREATE TABLE payments (
-            id              TEXT    PRIMARY KEY,
-            merchant        TEXT    NOT NULL,
-            idempotency_key TEXT    NOT NULL,
-            valor           INTEGER NOT NULL CHECK (valor > 0),
-            status          TEXT    NOT NULL CHECK (status IN ('aprovado', 'recusado')),
-            motivo          TEXT,
-            descricao       TEXT,
-            referencia      TEXT,
-            cobranca_id     TEXT    NOT NULL,
-            created_at      INTEGER NOT NULL
-        );
-        CREATE INDEX payments_referencia ON payments (merchant, referencia);
-        CREATE INDEX payments_key ON payments (merchant, idempotency_key);
-        CREATE TABLE gateway_ledger (
-            seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-            cobranca_id     TEXT    NOT NULL UNIQUE,
-            downstream_key  TEXT    NOT NULL UNIQUE,
-            merchant        TEXT    NOT NULL,
-            valor           INTEGER NOT NULL,
-            status          TEXT    NOT NULL,
-            motivo          TEXT,
-            created_at      INTEGER NOT NULL
-        );
-        "#,
-        ),
-        // Recovery: the request is kept with its key (the recovery worker rebuilds a payment
-        // from it), the fingerprint with the payment (a key sent again after its retention is
-        // recognised), and one payment per gateway charge.
-        M::up(
-            r#"
-        ALTER TABLE idempotency_keys ADD COLUMN request_body BLOB;
-        ALTER TABLE payments ADD COLUMN fingerprint TEXT;
-        CREATE UNIQUE INDEX payments_cobranca ON payments (cobranca_id);
-        CREATE INDEX idempotency_keys_started ON idempotency_keys (locked_until)
-            WHERE completed_at IS NULL;
-        "#,
-        ),
+        M::up(include_str!("../../migrations/sqlite/V1__init.sql")),
+        M::up(include_str!("../../migrations/sqlite/V2__recovery.sql")),
     ])
 }
 
@@ -127,31 +75,30 @@ fn complete_key(
     Ok(updated == 1)
 }
 
-fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<Payment> {
-    Ok(Payment {
+fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<PaymentColumns> {
+    Ok(PaymentColumns {
         id: r.get("id")?,
         merchant: r.get("merchant")?,
         idempotency_key: r.get("idempotency_key")?,
         valor: r.get("valor")?,
-        moeda: "BRL".into(),
         status: r.get("status")?,
         motivo: r.get("motivo")?,
         descricao: r.get("descricao")?,
         referencia: r.get("referencia")?,
         cobranca_id: r.get("cobranca_id")?,
-        criado_em: crate::clock::rfc3339(r.get("created_at")?),
+        created_at: r.get("created_at")?,
     })
 }
 
-fn ledger_from_row(r: &Row<'_>) -> rusqlite::Result<LedgerRow> {
-    Ok(LedgerRow {
+fn ledger_from_row(r: &Row<'_>) -> rusqlite::Result<LedgerColumns> {
+    Ok(LedgerColumns {
         cobranca_id: r.get("cobranca_id")?,
         downstream_key: r.get("downstream_key")?,
         merchant: r.get("merchant")?,
         valor: r.get("valor")?,
         status: r.get("status")?,
         motivo: r.get("motivo")?,
-        criado_em_ms: r.get("created_at")?,
+        created_at: r.get("created_at")?,
     })
 }
 
@@ -195,17 +142,14 @@ impl Store for SqliteStore {
                     c,
                     "INSERT INTO idempotency_keys
                      (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, request_body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 1, 'started', ?6)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?7, 'started', ?6)
                  ON CONFLICT (merchant, key) DO NOTHING",
-                    params![m, k, claim.fingerprint.as_ref(), now, now + claim.lease_ms, claim.request],
+                    params![m, k, claim.fingerprint.as_ref(), now, now + claim.lease_ms, claim.request, claim::FIRST_FENCE],
                 )?;
                 if inserted == 1 {
-                    return Ok(NextAction::StartProcessing {
-                        fence: 1,
-                        takeover: false,
-                    });
+                    return Ok(claim::inserted());
                 }
-                let (fp, locked_until, fence, status, body): (
+                let (fingerprint, locked_until, fence, status, body): (
                     String,
                     i64,
                     i64,
@@ -217,29 +161,22 @@ impl Store for SqliteStore {
                     params![m, k],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                 )?;
-                if fp != claim.fingerprint.as_ref() {
-                    return Ok(NextAction::FingerprintMismatch);
+                let held = claim::HeldKey {
+                    fingerprint: Fingerprint::from_stored(fingerprint),
+                    locked_until,
+                    fence,
+                    response: stored_response(status, body)?,
+                };
+                let decision = claim::decide(held, &claim.fingerprint, now, claim.lease_ms);
+                if let claim::Decision::TakeOver { fence, locked_until } = decision {
+                    exec(
+                        c,
+                        "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
+                         WHERE merchant = ?1 AND key = ?2",
+                        params![m, k, fence, locked_until],
+                    )?;
                 }
-                if let Some(saved) = stored_response(status, body)? {
-                    return Ok(NextAction::ReturnSavedResponse(saved));
-                }
-                if locked_until > now {
-                    return Ok(NextAction::InProgress {
-                        retry_after_ms: locked_until - now,
-                    });
-                }
-                // The holder's lease ran out (it crashed or stalled): take over with a new fence so
-                // the stale worker can no longer write.
-                exec(
-                    c,
-                    "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
-                 WHERE merchant = ?1 AND key = ?2",
-                    params![m, k, fence + 1, now + claim.lease_ms],
-                )?;
-                Ok(NextAction::StartProcessing {
-                    fence: fence + 1,
-                    takeover: true,
-                })
+                Ok(decision.action())
             })
             .await
     }
@@ -248,23 +185,23 @@ impl Store for SqliteStore {
         let now = self.now_ms();
         self.db.write(move |c| {
             let (m, k) = (done.merchant.as_ref(), done.key.as_ref());
-            if !complete_key(c, m, k, done.fence, &done.response, &done.payment.id, now)? {
+            if !complete_key(c, m, k, done.fence, &done.response, done.payment.id.as_ref(), now)? {
                 return Ok(FinishOutcome::LeaseLost);
             }
             let p = &done.payment;
             c.execute(
                 &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
                 params![
-                    p.id,
+                    p.id.as_ref(),
                     done.merchant.as_ref(),
                     done.key.as_ref(),
-                    p.valor,
-                    p.status,
+                    p.valor.get(),
+                    p.status.as_str(),
                     p.motivo,
                     p.descricao,
                     p.referencia,
                     p.cobranca_id,
-                    done.created_at,
+                    p.created_at,
                     done.fingerprint.as_ref()
                 ],
             )?;
@@ -293,18 +230,20 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn payment(&self, merchant: &MerchantId, id: &str) -> StoreResult<Option<Payment>> {
+    async fn payment(&self, merchant: &MerchantId, id: &PaymentId) -> StoreResult<Option<Payment>> {
         let (m, id) = (merchant.to_string(), id.to_string());
         self.db
             .read(move |c| {
-                Ok(c.query_row(
+                c.query_row(
                     &format!(
                         "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND id = ?2"
                     ),
                     params![m, id],
                     payment_from_row,
                 )
-                .optional()?)
+                .optional()?
+                .map(PaymentColumns::parse)
+                .transpose()
             })
             .await
     }
@@ -322,7 +261,7 @@ impl Store for SqliteStore {
                 "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
             ))?;
             let rows = st.query_map(params![m, v], payment_from_row)?.collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
+            rows.into_iter().map(PaymentColumns::parse).collect()
         })
         .await
     }
@@ -352,8 +291,8 @@ impl Store for SqliteStore {
                     format!("ch_{}", uuid::Uuid::now_v7().simple()),
                     charge.downstream_key.as_ref(),
                     charge.merchant.as_ref(),
-                    charge.valor,
-                    charge.status,
+                    charge.valor.get(),
+                    charge.status.as_str(),
                     charge.motivo,
                     now
                 ],
@@ -362,7 +301,7 @@ impl Store for SqliteStore {
                 "SELECT * FROM gateway_ledger WHERE downstream_key = ?1",
                 params![charge.downstream_key.as_ref()],
                 ledger_from_row,
-            )?;
+            )?.parse()?;
             Ok(Charged { row, fresh: inserted == 1 })
         })
         .await
@@ -372,11 +311,11 @@ impl Store for SqliteStore {
         let dk = downstream_key.as_ref().to_string();
         self.db
             .read(move |c| {
-                Ok(
-                    c.prepare_cached("SELECT * FROM gateway_ledger WHERE downstream_key = ?1")?
-                        .query_row([dk], ledger_from_row)
-                        .optional()?,
-                )
+                c.prepare_cached("SELECT * FROM gateway_ledger WHERE downstream_key = ?1")?
+                    .query_row([dk], ledger_from_row)
+                    .optional()?
+                    .map(LedgerColumns::parse)
+                    .transpose()
             })
             .await
     }
@@ -388,14 +327,19 @@ impl Store for SqliteStore {
         let id = cobranca_id.to_string();
         self.db
             .read(move |c| {
-                Ok(c.prepare_cached(&format!(
-                    "SELECT {PAYMENT_COLUMNS}, fingerprint FROM payments WHERE cobranca_id = ?1"
-                ))?
-                .query_row([id], |r| {
-                    let fp: Option<String> = r.get("fingerprint")?;
-                    Ok((payment_from_row(r)?, fp.map(Fingerprint::from_stored)))
-                })
-                .optional()?)
+                let Some((row, fp)) = c
+                    .prepare_cached(&format!(
+                        "SELECT {PAYMENT_COLUMNS}, fingerprint FROM payments WHERE cobranca_id = ?1"
+                    ))?
+                    .query_row([id], |r| {
+                        let fp: Option<String> = r.get("fingerprint")?;
+                        Ok((payment_from_row(r)?, fp))
+                    })
+                    .optional()?
+                else {
+                    return Ok(None);
+                };
+                Ok(Some((row.parse()?, fp.map(Fingerprint::from_stored))))
             })
             .await
     }
@@ -405,7 +349,7 @@ impl Store for SqliteStore {
         merchant: &MerchantId,
         key: &IdempotencyKey,
         fence: i64,
-        payment_id: &str,
+        payment_id: &PaymentId,
         response: StoredResponse,
     ) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
@@ -500,7 +444,7 @@ impl Store for SqliteStore {
                 let rows = st
                     .query_map([], ledger_from_row)?
                     .collect::<Result<Vec<_>, _>>()?;
-                Ok(rows)
+                rows.into_iter().map(LedgerColumns::parse).collect()
             })
             .await
     }

@@ -1,14 +1,23 @@
 //! HTTP surface: routes, handlers, the OpenAPI document. Handlers are thin: they parse headers and
 //! bodies into domain types and call [`crate::payments`].
 
+mod extract;
+mod openapi;
+
+pub use extract::{Admin, Key, Merchant};
+pub use openapi::ApiDoc;
+
 use crate::conn::ConnHandle;
-use crate::domain::{IdempotencyKey, KeyError, MerchantId};
+use crate::domain::{FieldError, PaymentId};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::metrics::Outcome;
-use crate::payments::{self, Prepared};
+use crate::metrics::RequestOutcome;
+use crate::payments::{self, Answer, Prepared};
+use crate::schema::{
+    Health, Ledger, LedgerEntry, NovoPagamento, PaymentBody, PaymentList, Problem,
+};
 use crate::state::AppState;
-use crate::store::{LedgerRow, Payment, PaymentField};
+use crate::store::{PaymentField, StoredResponse};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -16,7 +25,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::time::Duration;
 use utoipa::OpenApi;
 
@@ -37,7 +46,8 @@ pub fn app(state: AppState) -> Router {
     let router = router
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(middleware::from_fn_with_state(state.clone(), limit_headers));
+        .layer(middleware::from_fn_with_state(state.clone(), limit_headers))
+        .layer(trace_layer());
     match cors(state.cors_origins()) {
         Some(cors) => router.layer(cors).with_state(state),
         None => router.with_state(state),
@@ -82,6 +92,39 @@ fn cors(origins: &str) -> Option<tower_http::cors::CorsLayer> {
     )
 }
 
+/// The request-span layer: spans only (its own per-request log lines are off).
+type RequestTrace = tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    fn(&Request) -> tracing::Span,
+    (),
+    (),
+    (),
+    (),
+    (),
+>;
+
+/// One span per request, with the merchant, the key and the outcome filled in as they become
+/// known; every log line of the request (including its execution task) carries them.
+fn trace_layer() -> RequestTrace {
+    fn span(req: &Request) -> tracing::Span {
+        tracing::info_span!(
+            "request",
+            method = %req.method(),
+            path = req.uri().path(),
+            merchant = tracing::field::Empty,
+            key = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        )
+    }
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(span as fn(&Request) -> tracing::Span)
+        .on_request(())
+        .on_response(())
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(())
+}
+
 async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let size: usize = req
         .headers()
@@ -92,38 +135,6 @@ async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) 
         return ApiError::HeadersTooLarge(state.max_header_bytes()).into_response();
     }
     next.run(req).await
-}
-
-fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<MerchantId> {
-    if headers
-        .get_all(header::AUTHORIZATION)
-        .iter()
-        .nth(1)
-        .is_some()
-    {
-        return Err(ApiError::DuplicateHeader("Authorization"));
-    }
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            // The scheme is case-insensitive (RFC 9110 §11.1).
-            let (scheme, token) = v.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then_some(token)
-        })
-        .ok_or(ApiError::Unauthorized)?;
-    state
-        .merchant_for(token.trim())
-        .ok_or(ApiError::Unauthorized)
-}
-
-fn idempotency_key(headers: &HeaderMap) -> Result<IdempotencyKey> {
-    let mut values = headers.get_all("idempotency-key").iter();
-    let first = values.next().ok_or(KeyError::Missing)?;
-    if values.next().is_some() {
-        return Err(KeyError::Duplicate.into());
-    }
-    Ok(IdempotencyKey::parse(first.as_bytes())?)
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
@@ -151,39 +162,7 @@ async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<serde
             ApiError::MalformedJson(format!("corpo incompleto: {e}"))
         }
     })?;
-    crate::domain::parse_json_strict(&bytes).map_err(ApiError::MalformedJson)
-}
-
-/// Body of `POST /pagamentos` (documentation; the handler validates the raw JSON itself so that
-/// every field error is reported and the fingerprint covers the body as sent).
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct NovoPagamento {
-    /// Amount in centavos, 1–100 000 000.
-    valor: i64,
-    /// Card token: `tok_aprovado`, `tok_recusado`, `tok_saldo_insuficiente`, `tok_lento`.
-    cartao: String,
-    /// Free text, up to 255 characters.
-    descricao: Option<String>,
-    /// Client reference, up to 255 characters; findable forever with `GET /pagamentos?referencia=`.
-    referencia: Option<String>,
-}
-
-/// An RFC 9457 problem.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct Problem {
-    /// Stable type URI, `urn:pagar:problem:<slug>`.
-    #[serde(rename = "type")]
-    kind: String,
-    /// Short summary.
-    title: String,
-    /// HTTP status.
-    status: u16,
-    /// What happened, in pt-BR.
-    detail: String,
-    /// Whether retrying the same request with the same key may succeed.
-    retryable: bool,
+    crate::domain::parse_json_strict(&bytes).map_err(|e| ApiError::MalformedJson(e.0))
 }
 
 /// Creates a payment, or replays the stored answer for a key already used.
@@ -193,10 +172,10 @@ pub struct Problem {
     request_body = NovoPagamento,
     params(("Idempotency-Key" = String, Header, description = "Required. 1–255 visible ASCII characters (0x21–0x7E); the bare form `abc` and the structured-field string `\"abc\"` are the same key. A fresh UUID per checkout attempt.")),
     responses(
-        (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays)", body = Payment,
+        (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays)", body = PaymentBody,
             headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key")),
             example = json!({"id":"pay_01a22fa12b2a7548958ed7ad12747e3e","status":"aprovado","valor":1234,"moeda":"BRL","referencia":"venda-0042","idempotency_key":"2b0a4a52-0d57-4b0e-9f43-3c1d1f1e2a10","cobranca_id":"ch_01a22fa12b2a7548958ed7ac30b17adf","criado_em":"2026-12-01T03:23:41.226Z"})),
-        (status = 402, description = "Declined; stored and replayed like an approval", body = Payment,
+        (status = 402, description = "Declined; stored and replayed like an approval", body = PaymentBody,
             headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key")),
             example = json!({"id":"pay_01a22fa12b3774db88f5b4bd68d1e52c","status":"recusado","valor":500,"moeda":"BRL","motivo":"saldo_insuficiente","idempotency_key":"k-recusa-1","cobranca_id":"ch_01a22fa12b3774db88f5b4bcbe75a3e6","criado_em":"2026-12-01T03:23:41.239Z"})),
         (status = 400, description = "Bad key, malformed JSON, a field given twice, or `Authorization` sent twice; nothing stored", body = Problem, content_type = "application/problem+json"),
@@ -217,42 +196,55 @@ pub struct Problem {
     ),
     security(("bearer" = []))
 )]
-async fn create_payment(State(state): State<AppState>, req: Request) -> Response {
+pub(crate) async fn create_payment(
+    State(state): State<AppState>,
+    merchant: Result<Merchant>,
+    key: Result<Key>,
+    req: Request,
+) -> Response {
     let conn = req
         .extensions()
         .get::<ConnectInfo<ConnHandle>>()
         .map(|c| c.0.clone());
+    let faults = state.faults();
     let result = async {
+        let (Merchant(merchant), Key(key)) = (merchant?, key?);
+        faults.before_body(conn.as_ref())?;
         let (parts, body) = req.into_parts();
-        let merchant = authenticate(&state, &parts.headers)?;
-        let key = idempotency_key(&parts.headers)?;
-        let faults = state.faults();
-        if crate::faults::fires(faults.reset_before_body_probability) {
-            if let Some(conn) = &conn {
-                tracing::warn!(key = key.as_ref(), %merchant, "fault: reset before reading the body");
-                conn.reset();
-                return Err(ApiError::InjectedFault);
-            }
-        }
         if !is_json(&parts.headers) {
             return Err(ApiError::UnsupportedMediaType);
         }
         let json = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
         let prepared = Prepared::new(merchant, key, json)?;
-        payments::create(&state, prepared, &faults, conn.as_ref()).await
+        payments::create(&state, prepared, &faults).await
     }
     .await;
-    result.unwrap_or_else(|e| {
-        let (status, slug, _, _) = e.describe();
-        tracing::info!(
-            status = status.as_u16(),
-            problem = slug,
-            replay = false,
-            "payment request not executed"
-        );
-        state.metrics().request(Outcome::rejected_or_failed(&e));
-        e.into_response()
-    })
+    let span = tracing::Span::current();
+    match result {
+        Ok(Answer::First(stored)) => {
+            span.record("outcome", "first");
+            faults.after_commit(conn.as_ref());
+            stored_response(stored, false)
+        }
+        Ok(Answer::Replay(stored)) => {
+            span.record("outcome", "replay");
+            stored_response(stored, true)
+        }
+        Err(e) => {
+            let (status, slug, _, _) = e.describe();
+            span.record("outcome", slug);
+            tracing::info!(
+                status = status.as_u16(),
+                problem = slug,
+                replay = false,
+                "payment request not executed"
+            );
+            state
+                .metrics()
+                .request(RequestOutcome::rejected_or_failed(&e));
+            e.into_response()
+        }
+    }
 }
 
 /// One payment of the caller's merchant.
@@ -261,22 +253,21 @@ async fn create_payment(State(state): State<AppState>, req: Request) -> Response
     path = "/pagamentos/{id}",
     params(("id" = String, Path, description = "`pay_…`")),
     responses(
-        (status = 200, body = Payment),
+        (status = 200, body = PaymentBody),
         (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
-async fn get_payment(
+pub(crate) async fn get_payment(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Merchant(merchant): Merchant,
     Path(id): Path<String>,
-) -> Result<Json<Payment>> {
-    let merchant = authenticate(&state, &headers)?;
+) -> Result<Json<PaymentBody>> {
     state
         .store()
-        .payment(&merchant, &id)
+        .payment(&merchant, &PaymentId::from_stored(id))
         .await?
-        .map(Json)
+        .map(|p| Json(PaymentBody::from(&p)))
         .ok_or(ApiError::NotFound)
 }
 
@@ -288,13 +279,6 @@ pub struct PaymentQuery {
     referencia: Option<String>,
     /// The idempotency key that created the payment.
     idempotency_key: Option<String>,
-}
-
-/// Payments found by a lookup.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct PaymentList {
-    /// Oldest first; empty when none.
-    pagamentos: Vec<Payment>,
 }
 
 /// Finds payments by `referencia` or by `idempotency_key`, for a client resolving an attempt whose
@@ -310,12 +294,11 @@ pub struct PaymentList {
     ),
     security(("bearer" = []))
 )]
-async fn list_payments(
+pub(crate) async fn list_payments(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Merchant(merchant): Merchant,
     query: std::result::Result<Query<PaymentQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PaymentList>> {
-    let merchant = authenticate(&state, &headers)?;
     let Query(q) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let pagamentos = match (q.referencia, q.idempotency_key) {
         (Some(r), None) => {
@@ -336,14 +319,16 @@ async fn list_payments(
             ))
         }
     };
-    Ok(Json(PaymentList { pagamentos }))
+    Ok(Json(PaymentList {
+        pagamentos: pagamentos.iter().map(PaymentBody::from).collect(),
+    }))
 }
 
 /// Liveness: the process serves HTTP. The body also says how long completed idempotency keys
 /// are kept (`key_retention_secs`), so a client knows when a key may have been purged and an old
 /// attempt must be looked up by `referencia` before it is sent again.
 #[utoipa::path(get, path = "/health", responses((status = 200, body = Health)))]
-async fn health(State(state): State<AppState>) -> Json<Health> {
+pub(crate) async fn health(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
         key_retention_secs: state.key_retention_secs(),
@@ -353,21 +338,12 @@ async fn health(State(state): State<AppState>) -> Json<Health> {
 /// Readiness: the store answers and takes writes (SQLite: its writer thread runs; PostgreSQL: a
 /// pooled connection answers). What a load balancer should route by.
 #[utoipa::path(get, path = "/health/ready", responses((status = 200, body = Health), (status = 503, body = Problem)))]
-async fn ready(State(state): State<AppState>) -> Result<Json<Health>> {
+pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Health>> {
     state.store().ready().await?;
     Ok(Json(Health {
         status: "ready",
         key_retention_secs: state.key_retention_secs(),
     }))
-}
-
-/// `GET /health`'s answer.
-#[derive(Serialize, utoipa::ToSchema)]
-struct Health {
-    /// `ok` (liveness) or `ready` (readiness).
-    status: &'static str,
-    /// How long completed idempotency keys are kept before the reaper deletes them.
-    key_retention_secs: u64,
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
@@ -384,39 +360,16 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     )
 }
 
-fn authenticate_admin(state: &AppState, headers: &HeaderMap) -> Result<()> {
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            // The scheme is case-insensitive (RFC 9110 §11.1).
-            let (scheme, token) = v.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then_some(token)
-        });
-    match (given, state.admin_token()) {
-        (Some(g), Some(t)) if constant_time_eq(g.trim().as_bytes(), t.as_bytes()) => Ok(()),
-        _ => Err(ApiError::AdminUnauthorized),
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The gateway ledger: one row per real charge.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Ledger {
-    /// Number of rows.
-    total: usize,
-    /// Rows, oldest first.
-    cobrancas: Vec<LedgerRow>,
-}
-
 /// QA: the gateway ledger, every merchant.
 #[utoipa::path(get, path = "/admin/ledger", responses((status = 200, body = Ledger)), security(("admin" = [])))]
-async fn admin_ledger(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Ledger>> {
-    authenticate_admin(&state, &headers)?;
-    let cobrancas = state.store().ledger().await?;
+pub(crate) async fn admin_ledger(State(state): State<AppState>, _: Admin) -> Result<Json<Ledger>> {
+    let cobrancas: Vec<LedgerEntry> = state
+        .store()
+        .ledger()
+        .await?
+        .iter()
+        .map(LedgerEntry::from)
+        .collect();
     Ok(Json(Ledger {
         total: cobrancas.len(),
         cobrancas,
@@ -425,11 +378,10 @@ async fn admin_ledger(State(state): State<AppState>, headers: HeaderMap) -> Resu
 
 /// QA: the fault profile in force.
 #[utoipa::path(get, path = "/admin/faults", responses((status = 200, body = Faults)), security(("admin" = [])))]
-async fn admin_get_faults(
+pub(crate) async fn admin_get_faults(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _: Admin,
 ) -> Result<Json<Faults>> {
-    authenticate_admin(&state, &headers)?;
     Ok(Json(state.faults()))
 }
 
@@ -441,20 +393,19 @@ async fn admin_get_faults(
     responses((status = 200, body = Faults), (status = 422, body = Problem, content_type = "application/problem+json")),
     security(("admin" = []))
 )]
-async fn admin_put_faults(
+pub(crate) async fn admin_put_faults(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _: Admin,
     body: Body,
 ) -> Result<Json<Faults>> {
-    authenticate_admin(&state, &headers)?;
     let json = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
     let faults: Faults =
         serde_json::from_value(json).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     faults
         .validate()
-        .map_err(|e| ApiError::Validation(vec![crate::domain::FieldError::new("faults", e)]))?;
+        .map_err(|e| ApiError::Validation(vec![FieldError::new("faults", e)]))?;
     if state.embedded() && faults.crash_after_charge_probability > 0.0 {
-        return Err(ApiError::Validation(vec![crate::domain::FieldError::new(
+        return Err(ApiError::Validation(vec![FieldError::new(
             "crash_after_charge_probability",
             "não existe na API embutida no app: derrubaria o próprio caixa",
         )]));
@@ -464,35 +415,10 @@ async fn admin_put_faults(
     Ok(Json(faults))
 }
 
-struct SecuritySchemes;
-
-impl utoipa::Modify for SecuritySchemes {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        let components = openapi.components.get_or_insert_with(Default::default);
-        for name in ["bearer", "admin"] {
-            components.add_security_scheme(
-                name,
-                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-            );
-        }
-    }
-}
-
-/// The OpenAPI document, generated from the handlers' annotations.
-#[derive(OpenApi)]
-#[openapi(
-    info(title = "Pagar payment API", description = "Honours Idempotency-Key: each key charges at most once and replays its stored answer."),
-    paths(create_payment, get_payment, list_payments, health, ready, admin_ledger, admin_get_faults, admin_put_faults),
-    components(schemas(NovoPagamento, Payment, PaymentList, Problem, Ledger, LedgerRow, Faults, Health)),
-    modifiers(&SecuritySchemes)
-)]
-pub struct ApiDoc;
-
-/// Shared by handlers that reply with stored bytes.
-pub fn json_response(status: u16, body: Vec<u8>, replayed: bool) -> Response {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut res = (status, body).into_response();
+/// A stored answer as it is sent, the first time and on every replay.
+fn stored_response(stored: StoredResponse, replayed: bool) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut res = (status, stored.body).into_response();
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

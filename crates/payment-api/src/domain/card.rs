@@ -1,0 +1,55 @@
+//! Card tokens the gateway knows.
+
+use std::fmt;
+
+/// A `cartao` that is not one of the gateway's tokens.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cartao desconhecido: use um token de cartão válido")]
+pub struct UnknownCard;
+
+/// A card token the gateway knows. Unknown tokens are rejected before anything is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardToken {
+    /// `tok_aprovado`: approved.
+    Aprovado,
+    /// `tok_recusado`: declined with `cartao_recusado`.
+    Recusado,
+    /// `tok_saldo_insuficiente`: declined with `saldo_insuficiente`.
+    SaldoInsuficiente,
+    /// `tok_lento`: approved after the gateway's slow delay.
+    Lento,
+}
+
+impl CardToken {
+    /// Every token the simulator knows, in the order a UI would list them.
+    pub const ALL: [CardToken; 4] = [
+        CardToken::Aprovado,
+        CardToken::Recusado,
+        CardToken::SaldoInsuficiente,
+        CardToken::Lento,
+    ];
+
+    /// Parses a token string.
+    pub fn parse(s: &str) -> Result<Self, UnknownCard> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or(UnknownCard)
+    }
+
+    /// The wire form of the token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CardToken::Aprovado => "tok_aprovado",
+            CardToken::Recusado => "tok_recusado",
+            CardToken::SaldoInsuficiente => "tok_saldo_insuficiente",
+            CardToken::Lento => "tok_lento",
+        }
+    }
+}
+
+impl fmt::Display for CardToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

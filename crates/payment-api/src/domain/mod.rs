@@ -1,0 +1,20 @@
+//! Domain types: parse, don't validate. Each type's constructor is the only way in, and its
+//! error says what was wrong in a type of its own. One concept per file.
+
+mod card;
+mod fingerprint;
+mod json;
+mod key;
+mod merchant;
+mod money;
+mod payment;
+mod request;
+
+pub use card::{CardToken, UnknownCard};
+pub use fingerprint::Fingerprint;
+pub use json::{parse_json_strict, MalformedJson};
+pub use key::{DownstreamKey, IdempotencyKey, KeyError};
+pub use merchant::{InvalidMerchant, MerchantId};
+pub use money::{AmountError, Centavos, MAX_VALOR_CENTAVOS};
+pub use payment::{PaymentId, PaymentStatus, UnknownStatus};
+pub use request::{FieldError, PaymentRequest, MAX_TEXT_LEN};

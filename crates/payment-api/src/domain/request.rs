@@ -1,0 +1,124 @@
+//! The body of `POST /pagamentos`, validated.
+
+use super::{CardToken, Centavos};
+use serde::Serialize;
+
+/// A validated `POST /pagamentos` body.
+#[derive(Debug, Clone)]
+pub struct PaymentRequest {
+    /// Amount in centavos.
+    pub valor: Centavos,
+    /// Card token.
+    pub cartao: CardToken,
+    /// Free text shown on statements.
+    pub descricao: Option<String>,
+    /// The client's own reference (the checkout app sends its attempt id).
+    pub referencia: Option<String>,
+}
+/// Longest `descricao` and `referencia`, in characters.
+pub const MAX_TEXT_LEN: usize = 255;
+
+impl PaymentRequest {
+    /// Validates a parsed JSON body. Every problem is reported, not just the first.
+    pub fn from_json(body: &serde_json::Value) -> Result<Self, Vec<FieldError>> {
+        let Some(obj) = body.as_object() else {
+            return Err(vec![FieldError::new("", "o corpo deve ser um objeto JSON")]);
+        };
+        let mut errors = Vec::new();
+        let valor = match obj.get("valor") {
+            None => Err(super::AmountError::Missing),
+            Some(v) => Centavos::from_json(v),
+        }
+        .map_err(|e| errors.push(FieldError::new("valor", e.to_string())))
+        .ok();
+        let cartao = match obj.get("cartao") {
+            None | Some(serde_json::Value::Null) => Err("cartao é obrigatório".to_string()),
+            Some(serde_json::Value::String(s)) => CardToken::parse(s).map_err(|e| e.to_string()),
+            Some(_) => Err("cartao deve ser um texto".to_string()),
+        }
+        .map_err(|e| errors.push(FieldError::new("cartao", e)))
+        .ok();
+        let mut text = |name: &'static str| match obj.get(name) {
+            None | Some(serde_json::Value::Null) => None,
+            // Control characters (NUL above all: PostgreSQL cannot store it in text) are refused
+            // here, before any charge, so that no request can charge and then fail to be stored.
+            Some(serde_json::Value::String(s)) if s.chars().any(char::is_control) => {
+                errors.push(FieldError::new(
+                    name,
+                    format!("{name} não pode ter caracteres de controle (como \\u0000)"),
+                ));
+                None
+            }
+            Some(serde_json::Value::String(s)) if s.chars().count() <= MAX_TEXT_LEN => {
+                Some(s.clone())
+            }
+            Some(serde_json::Value::String(_)) => {
+                errors.push(FieldError::new(
+                    name,
+                    format!("{name} deve ter no máximo {MAX_TEXT_LEN} caracteres"),
+                ));
+                None
+            }
+            Some(_) => {
+                errors.push(FieldError::new(name, format!("{name} deve ser um texto")));
+                None
+            }
+        };
+        let descricao = text("descricao");
+        let referencia = text("referencia");
+        for k in obj.keys() {
+            if !["valor", "cartao", "descricao", "referencia"].contains(&k.as_str()) {
+                errors.push(FieldError::new(k.clone(), "campo desconhecido"));
+            }
+        }
+        match (valor, cartao) {
+            (Some(valor), Some(cartao)) if errors.is_empty() => Ok(Self {
+                valor,
+                cartao,
+                descricao,
+                referencia,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+/// One invalid field of a request body.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct FieldError {
+    /// The field's name (empty for the body as a whole).
+    pub campo: String,
+    /// What is wrong with it, in pt-BR.
+    pub erro: String,
+}
+
+impl FieldError {
+    /// An error on one field.
+    pub fn new(campo: impl Into<String>, erro: impl Into<String>) -> Self {
+        Self {
+            campo: campo.into(),
+            erro: erro.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_unknown_card_token_is_a_validation_error() {
+        let err = PaymentRequest::from_json(&json!({"valor": 100, "cartao": "tok_qualquer"}))
+            .unwrap_err();
+        assert_eq!(err[0].campo, "cartao");
+    }
+
+    #[test]
+    fn the_articles_body_is_a_valid_request() {
+        let req =
+            PaymentRequest::from_json(&json!({"valor": 100, "cartao": "tok_aprovado"})).unwrap();
+        assert_eq!(req.valor.get(), 100);
+        assert_eq!(req.cartao, CardToken::Aprovado);
+    }
+}

@@ -1,0 +1,31 @@
+//! The OpenAPI document, generated from the handlers' annotations (utoipa).
+
+use super::*;
+use crate::schema::{
+    Health, Ledger, LedgerEntry, NovoPagamento, PaymentBody, PaymentList, Problem,
+};
+
+struct SecuritySchemes;
+
+impl utoipa::Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for name in ["bearer", "admin"] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+        }
+    }
+}
+
+/// The OpenAPI document, generated from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Pagar payment API", description = "Honours Idempotency-Key: each key charges at most once and replays its stored answer."),
+    paths(create_payment, get_payment, list_payments, health, ready, admin_ledger, admin_get_faults, admin_put_faults),
+    components(schemas(NovoPagamento, PaymentBody, PaymentList, Problem, Ledger, LedgerEntry, Faults, Health)),
+    modifiers(&SecuritySchemes)
+)]
+pub struct ApiDoc;

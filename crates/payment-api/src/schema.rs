@@ -1,0 +1,155 @@
+//! The API's public JSON: what clients read and what the OpenAPI document describes.
+//!
+//! Stored rows ([`crate::store::Payment`], [`crate::store::LedgerRow`]) are typed for the
+//! server's own use; the bodies here are made from them in one place, so a column can change
+//! without changing the wire, and the wire cannot change by accident.
+
+use crate::clock::{rfc3339, Millis};
+use crate::domain::FieldError;
+use crate::store::{LedgerRow, Payment};
+use serde::{Deserialize, Serialize};
+
+/// A payment as `POST /pagamentos` answers it and lookups return it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = Payment)]
+pub struct PaymentBody {
+    /// `pay_…`
+    pub id: String,
+    /// `aprovado` or `recusado`.
+    pub status: &'static str,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// Always `BRL`.
+    pub moeda: &'static str,
+    /// Decline reason code (`cartao_recusado`, `saldo_insuficiente`), for declines only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub motivo: Option<String>,
+    /// Free text from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descricao: Option<String>,
+    /// Client reference from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub referencia: Option<String>,
+    /// The idempotency key that created it.
+    pub idempotency_key: String,
+    /// The gateway's charge id.
+    pub cobranca_id: String,
+    /// Creation time, RFC 3339.
+    pub criado_em: String,
+}
+
+impl From<&Payment> for PaymentBody {
+    fn from(p: &Payment) -> Self {
+        Self {
+            id: p.id.to_string(),
+            status: p.status.as_str(),
+            valor: p.valor.get(),
+            moeda: "BRL",
+            motivo: p.motivo.clone(),
+            descricao: p.descricao.clone(),
+            referencia: p.referencia.clone(),
+            idempotency_key: p.idempotency_key.as_ref().to_string(),
+            cobranca_id: p.cobranca_id.clone(),
+            criado_em: rfc3339(p.created_at),
+        }
+    }
+}
+
+impl PaymentBody {
+    /// The bytes a payment is answered with, first and on every replay.
+    pub fn bytes_of(p: &Payment) -> Vec<u8> {
+        serde_json::to_vec(&Self::from(p)).expect("a payment always serialises")
+    }
+}
+
+/// Payments found by a lookup.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PaymentList {
+    /// Oldest first; empty when none.
+    pub pagamentos: Vec<PaymentBody>,
+}
+
+/// Body of `POST /pagamentos` (documentation; the handler validates the raw JSON itself so that
+/// every field error is reported and the fingerprint covers the body as sent).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct NovoPagamento {
+    /// Amount in centavos, 1–100 000 000.
+    valor: i64,
+    /// Card token: `tok_aprovado`, `tok_recusado`, `tok_saldo_insuficiente`, `tok_lento`.
+    cartao: String,
+    /// Free text, up to 255 characters.
+    descricao: Option<String>,
+    /// Client reference, up to 255 characters; findable forever with `GET /pagamentos?referencia=`.
+    referencia: Option<String>,
+}
+
+/// An RFC 9457 problem: the body of every error.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem<'a> {
+    /// Stable type URI, `urn:pagar:problem:<slug>`.
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    /// Short summary.
+    pub title: &'a str,
+    /// HTTP status.
+    pub status: u16,
+    /// What happened, in pt-BR.
+    pub detail: String,
+    /// Whether retrying the same request with the same key may succeed.
+    pub retryable: bool,
+    /// Each invalid field, for `validation` problems.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<&'a [FieldError]>,
+}
+
+/// One charge in the gateway's ledger (admin route).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LedgerEntry {
+    /// The gateway's charge id.
+    pub cobranca_id: String,
+    /// Key derived from (merchant, idempotency key); unique.
+    pub downstream_key: String,
+    /// Merchant charged for.
+    pub merchant: String,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// `aprovado` or `recusado`.
+    pub status: &'static str,
+    /// Decline reason, if declined.
+    pub motivo: Option<String>,
+    /// Execution time, epoch ms.
+    pub criado_em_ms: Millis,
+}
+
+impl From<&LedgerRow> for LedgerEntry {
+    fn from(r: &LedgerRow) -> Self {
+        Self {
+            cobranca_id: r.cobranca_id.clone(),
+            downstream_key: r.downstream_key.clone(),
+            merchant: r.merchant.to_string(),
+            valor: r.valor.get(),
+            status: r.status.as_str(),
+            motivo: r.motivo.clone(),
+            criado_em_ms: r.created_at,
+        }
+    }
+}
+
+/// The gateway ledger: one row per real charge.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Ledger {
+    /// Number of rows.
+    pub total: usize,
+    /// Rows, oldest first.
+    pub cobrancas: Vec<LedgerEntry>,
+}
+
+/// `GET /health`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` (liveness) or `ready` (readiness).
+    pub status: &'static str,
+    /// How long completed idempotency keys are kept before the reaper deletes them.
+    pub key_retention_secs: u64,
+}
