@@ -18,7 +18,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring
 
-.PHONY: run api replicas test lint unit bench trials deps-bench deps-gui deps-pg deps-trials deps-openapi fmt clean-sandbox
+.PHONY: run api replicas test lint unit ui-test bench trials deps-bench deps-gui deps-pg deps-trials deps-openapi deps-node fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -73,7 +73,7 @@ deps-pg:
 
 ## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window;
 ## the API suite also runs on PostgreSQL).
-test: deps-gui deps-pg deps-trials deps-openapi lint unit
+test: deps-gui deps-pg deps-trials deps-openapi deps-node lint ui-test unit
 
 lint:
 	$(CARGO) fmt --all --check
@@ -81,6 +81,15 @@ lint:
 
 unit:
 	$(CARGO) test --workspace
+
+## ui-test: the screen's state module (ui/state.js) under Node's own test runner.
+ui-test: deps-node
+	node --test ui/test/
+
+## deps-node: Node.js (18 or newer: its built-in test runner) for the screen's unit tests.
+deps-node:
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)' 2>/dev/null \
+		|| { $(SUDO) apt-get update && $(SUDO) apt-get install -y nodejs; }
 
 ## bench: throughput and latency against SQLite's raw durable commit rate (needs wrk).
 bench: deps-bench deps-gui deps-pg

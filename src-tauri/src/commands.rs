@@ -4,9 +4,10 @@
 use crate::error::{AppError, Result};
 use crate::session::{AppInfo, Session};
 use checkout_core::{
-    export, Attempt, CardToken, Centavos, Connectivity, Event, PayOutcome, QueueSummary, SaleId,
-    Till,
+    export, Attempt, AttemptId, CardToken, Centavos, Connectivity, Event, PayOutcome, QueueSummary,
+    SaleId, Till,
 };
+use payment_api::faults::Faults;
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -66,9 +67,9 @@ pub async fn pay(
     valor: String,
     cartao: String,
 ) -> Result<PayReply> {
-    let sale = SaleId::parse(&sale_id).map_err(AppError::Invalid)?;
-    let valor = Centavos::parse_brl(&valor).map_err(AppError::Invalid)?;
-    let cartao = CardToken::parse(&cartao).map_err(AppError::Invalid)?;
+    let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
+    let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
+    let cartao = CardToken::parse(&cartao).map_err(AppError::invalid)?;
     let reply = match session.get()?.checkout().pay(sale, valor, cartao).await? {
         PayOutcome::Created(attempt) => PayReply {
             attempt,
@@ -149,7 +150,11 @@ pub async fn export_attempts(session: State<'_, Session>, format: String) -> Res
 /// Sends an attempt in review again with its same key.
 #[tauri::command]
 pub async fn retry_review(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
-    Ok(session.get()?.checkout().retry_review(&attempt_id).await?)
+    Ok(session
+        .get()?
+        .checkout()
+        .retry_review(&AttemptId::from_stored(attempt_id))
+        .await?)
 }
 
 /// QA: cuts (or restores) the app's network path to the API.
@@ -160,7 +165,7 @@ pub async fn qa_set_offline(session: State<'_, Session>, offline: bool) -> Resul
 
 /// QA: the server's fault profile.
 #[tauri::command]
-pub async fn qa_get_faults(session: State<'_, Session>) -> Result<serde_json::Value> {
+pub async fn qa_get_faults(session: State<'_, Session>) -> Result<Faults> {
     session.get()?.faults().await
 }
 
@@ -169,7 +174,10 @@ pub async fn qa_get_faults(session: State<'_, Session>) -> Result<serde_json::Va
 pub async fn qa_set_faults(
     session: State<'_, Session>,
     faults: serde_json::Value,
-) -> Result<serde_json::Value> {
+) -> Result<Faults> {
+    // Read here, not by Tauri, so a field the server does not know gets the panel's message.
+    let faults: Faults = serde_json::from_value(faults)
+        .map_err(|e| AppError::Qa(format!("perfil recusado: {e}")))?;
     session.get()?.set_faults(faults).await
 }
 

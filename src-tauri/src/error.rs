@@ -22,6 +22,13 @@ pub enum AppError {
     Qa(String),
 }
 
+impl AppError {
+    /// Input a domain type refused, with that type's message.
+    pub fn invalid(e: impl std::fmt::Display) -> Self {
+        AppError::Invalid(e.to_string())
+    }
+}
+
 impl Serialize for AppError {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         match self {

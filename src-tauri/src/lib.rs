@@ -1,6 +1,7 @@
 //! Pagar, the cashier app: a Tauri v2 shell over `checkout-core`. `main.rs` only calls [`run`];
 //! [`app`] builds the app generic over the runtime so tests can use `tauri::test::mock_builder()`.
 
+pub mod admin;
 pub mod commands;
 pub mod error;
 pub mod link;

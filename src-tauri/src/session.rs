@@ -1,11 +1,13 @@
 //! What the running app holds: the checkout engine, the (embedded or external) payment API it
 //! talks to, the QA relay in QA mode, and the QA session log.
 
+use crate::admin::AdminClient;
 use crate::error::{AppError, Result};
 use crate::link::QaRelay;
 use crate::settings::{ApiTarget, Settings};
 use checkout_core::{Checkout, Event};
 use durable_sqlite::private;
+use payment_api::faults::Faults;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -14,13 +16,13 @@ use std::time::Duration;
 const SANDBOX_MERCHANT: &str = "loja_sandbox";
 
 /// The app's state: a started session, or why it could not start.
-pub struct Session(std::result::Result<Pagar, String>);
+pub struct Session(std::result::Result<Running, String>);
 
 impl Session {
     /// Starts everything; a failure is kept so the window can say what went wrong.
     pub async fn start(settings: std::result::Result<Settings, String>) -> Self {
         let started = match settings {
-            Ok(s) => Pagar::start(s).await.map_err(|e| e.to_string()),
+            Ok(s) => Running::start(s).await.map_err(|e| e.to_string()),
             Err(e) => Err(e),
         };
         if let Err(e) = &started {
@@ -30,7 +32,7 @@ impl Session {
     }
 
     /// The running session, or the startup error.
-    pub fn get(&self) -> Result<&Pagar> {
+    pub fn get(&self) -> Result<&Running> {
         self.0.as_ref().map_err(|e| AppError::Startup(e.clone()))
     }
 }
@@ -60,19 +62,18 @@ pub struct AppInfo {
     pub first_paint_ms: Option<u64>,
 }
 
-/// A started session.
-pub struct Pagar {
+/// A session that started: what [`Session::get`] gives every command.
+pub struct Running {
     checkout: Checkout,
     relay: Option<QaRelay>,
     settings: Settings,
     api_url: String,
-    admin_token: Option<String>,
+    admin: Option<AdminClient>,
     _server: Option<payment_api::RunningServer>,
-    http: reqwest::Client,
     log: Arc<Mutex<Vec<String>>>,
 }
 
-impl Pagar {
+impl Running {
     async fn start(settings: Settings) -> Result<Self> {
         // The data folder holds payments and may hold the merchant's key: the owner's alone.
         private::create_dir(&settings.data_dir)
@@ -127,20 +128,9 @@ impl Pagar {
         config.request_timeout = Duration::from_secs(10);
         config.backoff_cap = Duration::from_secs(10);
         let checkout = Checkout::open(settings.outbox_path(), config).await?;
-        let mut admin_http = reqwest::Client::builder()
-            .use_rustls_tls()
-            .no_proxy()
-            .timeout(Duration::from_secs(5));
-        if let Some(ca) = &settings.ca_cert {
-            // Checkout::open has read this very file already.
-            for cert in std::fs::read(ca)
-                .ok()
-                .and_then(|pem| reqwest::Certificate::from_pem_bundle(&pem).ok())
-                .unwrap_or_default()
-            {
-                admin_http = admin_http.add_root_certificate(cert);
-            }
-        }
+        let admin = admin_token
+            .map(|token| AdminClient::new(&api_url, token, settings.ca_cert.as_deref()))
+            .transpose()?;
         let log = Arc::new(Mutex::new(Vec::new()));
         spawn_logger(&checkout, log.clone());
         tracing::info!(api = %api_url, data = %settings.data_dir.display(), "Pagar started");
@@ -149,11 +139,8 @@ impl Pagar {
             relay,
             settings,
             api_url,
-            admin_token,
+            admin,
             _server: server,
-            http: admin_http
-                .build()
-                .map_err(|e| AppError::Startup(format!("cliente HTTP: {e}")))?,
             log,
         })
     }
@@ -174,7 +161,7 @@ impl Pagar {
             data_dir: self.settings.data_dir.clone(),
             export_dir: self.settings.export_dir(),
             cartoes: payment_api::payments::sandbox_tokens().collect(),
-            faults_available: self.admin_token.is_some(),
+            faults_available: self.admin.is_some(),
             qa: self.relay.is_some(),
             secrets_from: self.settings.secrets_from,
             notices: self.settings.notices.clone(),
@@ -206,54 +193,24 @@ impl Pagar {
             .map_err(|e| AppError::Qa(format!("relé de QA: {e}")))
     }
 
-    fn admin(&self) -> Result<&str> {
-        self.admin_token.as_deref().ok_or_else(|| {
+    fn admin(&self) -> Result<&AdminClient> {
+        self.admin.as_ref().ok_or_else(|| {
             AppError::Qa("perfil de falhas indisponível: configure PAGAR_ADMIN_TOKEN".into())
         })
     }
 
     /// The server's fault profile.
-    pub async fn faults(&self) -> Result<serde_json::Value> {
-        let res = self
-            .http
-            .get(format!("{}/admin/faults", self.api_url))
-            .bearer_auth(self.admin()?)
-            .send()
-            .await
-            .map_err(|e| AppError::Qa(format!("servidor inacessível: {e}")))?;
-        res.json().await.map_err(|e| AppError::Qa(e.to_string()))
+    pub async fn faults(&self) -> Result<Faults> {
+        self.admin()?.faults().await
     }
 
     /// Replaces the server's fault profile.
-    pub async fn set_faults(&self, faults: serde_json::Value) -> Result<serde_json::Value> {
-        self.note(&format!("QA: perfil de falhas {faults}"));
-        let res = self
-            .http
-            .put(format!("{}/admin/faults", self.api_url))
-            .bearer_auth(self.admin()?)
-            .json(&faults)
-            .send()
-            .await
-            .map_err(|e| AppError::Qa(format!("servidor inacessível: {e}")))?;
-        let ok = res.status().is_success();
-        let body: serde_json::Value = res.json().await.map_err(|e| AppError::Qa(e.to_string()))?;
-        if ok {
-            Ok(body)
-        } else {
-            let fields: Vec<&str> = body["errors"]
-                .as_array()
-                .map(|errs| errs.iter().filter_map(|e| e["erro"].as_str()).collect())
-                .unwrap_or_default();
-            let why = if fields.is_empty() {
-                body["detail"]
-                    .as_str()
-                    .unwrap_or("erro desconhecido")
-                    .to_string()
-            } else {
-                fields.join("; ")
-            };
-            Err(AppError::Qa(format!("perfil recusado: {why}")))
-        }
+    pub async fn set_faults(&self, faults: Faults) -> Result<Faults> {
+        self.note(&format!(
+            "QA: perfil de falhas {}",
+            serde_json::to_string(&faults).unwrap_or_default()
+        ));
+        self.admin()?.set_faults(&faults).await
     }
 
     /// Writes `bytes` to the export folder as `<stem>-<timestamp>.<ext>` and returns the path.

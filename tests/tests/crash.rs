@@ -112,7 +112,11 @@ async fn assert_one_charge_each(outbox: &Path, api: &RunningServer) -> usize {
             .await
             .unwrap();
         assert_eq!(by_ref.len(), 1, "one payment for attempt {id}");
-        assert_eq!(&by_ref[0].idempotency_key, key, "paid under its stored key");
+        assert_eq!(
+            by_ref[0].idempotency_key.as_ref(),
+            key,
+            "paid under its stored key"
+        );
         let charges = ledger
             .iter()
             .filter(|r| r.cobranca_id == by_ref[0].cobranca_id)

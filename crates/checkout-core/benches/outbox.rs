@@ -23,8 +23,7 @@ async fn start_api(db: std::path::PathBuf, listen: SocketAddr) -> payment_api::R
 fn engine_config(url: &str) -> Config {
     let mut c = Config::new(url, API_KEY);
     c.max_in_flight = IN_FLIGHT;
-    c.offline_max_per_payment = None;
-    c.offline_max_total = None;
+    c.offline_caps = checkout_core::outbox::OfflineCaps::default();
     c.probe_interval = Duration::from_millis(100);
     c
 }

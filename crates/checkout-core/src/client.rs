@@ -35,11 +35,20 @@ pub enum Answer {
     },
 }
 
+/// A payment as the server answers it: only what the engine records.
 #[derive(Deserialize)]
 struct PaymentView {
     id: String,
-    status: String,
+    status: ServerStatus,
     motivo: Option<String>,
+}
+
+/// The server's two final statuses. Any other is not a final answer the engine can record.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum ServerStatus {
+    Aprovado,
+    Recusado,
 }
 
 #[derive(Deserialize)]
@@ -61,8 +70,9 @@ pub struct Health {
     pub key_retention: Option<Duration>,
 }
 
+/// The parts of the server's problem+json the engine shows.
 #[derive(Deserialize)]
-struct Problem {
+struct ServerProblem {
     detail: Option<String>,
     title: Option<String>,
 }
@@ -132,7 +142,7 @@ impl PaymentClient {
             .http
             .post(format!("{}/pagamentos", self.base))
             .bearer_auth(&self.api_key)
-            .header("Idempotency-Key", &job.key)
+            .header("Idempotency-Key", job.key.as_ref())
             .header("Content-Type", "application/json")
             .body(job.body.clone())
             .send()
@@ -267,7 +277,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 fn problem_text(status: StatusCode, body: &[u8]) -> String {
-    let detail = serde_json::from_slice::<Problem>(body)
+    let detail = serde_json::from_slice::<ServerProblem>(body)
         .ok()
         .and_then(|p| p.detail.or(p.title))
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
@@ -277,17 +287,27 @@ fn problem_text(status: StatusCode, body: &[u8]) -> String {
 fn classify(status: StatusCode, retry_after: Option<Duration>, body: Vec<u8>) -> Answer {
     match status.as_u16() {
         201 | 402 => match serde_json::from_slice::<PaymentView>(&body) {
-            Ok(p) => Answer::Final(FinalAnswer {
-                state: if p.status == "aprovado" && status == StatusCode::CREATED {
-                    AttemptState::Aprovado
-                } else {
-                    AttemptState::Recusado
-                },
-                status: status.as_u16(),
-                payment_id: Some(p.id),
-                motivo: p.motivo,
-                body,
-            }),
+            Ok(p) => {
+                let state = match (status.as_u16(), p.status) {
+                    (201, ServerStatus::Aprovado) => AttemptState::Aprovado,
+                    (402, ServerStatus::Recusado) => AttemptState::Recusado,
+                    // A status that contradicts its HTTP code: not safely known.
+                    _ => {
+                        return Answer::Review {
+                            reason: format!("HTTP {}: resposta incoerente", status.as_u16()),
+                            status: status.as_u16(),
+                            body,
+                        }
+                    }
+                };
+                Answer::Final(FinalAnswer {
+                    state,
+                    status: status.as_u16(),
+                    payment_id: Some(p.id),
+                    motivo: p.motivo,
+                    body,
+                })
+            }
             // A final status whose body we cannot read: the outcome is not safely known.
             Err(e) => Answer::Review {
                 reason: format!("HTTP {}: resposta ilegível ({e})", status.as_u16()),
@@ -343,6 +363,29 @@ mod tests {
                 assert_eq!(f.motivo.as_deref(), Some("saldo_insuficiente"));
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_status_that_contradicts_its_http_code_or_is_unknown_needs_review() {
+        for (code, body) in [
+            (StatusCode::CREATED, r#"{"id":"pay_1","status":"recusado"}"#),
+            (
+                StatusCode::PAYMENT_REQUIRED,
+                r#"{"id":"pay_1","status":"aprovado"}"#,
+            ),
+            (
+                StatusCode::CREATED,
+                r#"{"id":"pay_1","status":"estornado"}"#,
+            ),
+        ] {
+            assert!(
+                matches!(
+                    classify(code, None, body.as_bytes().to_vec()),
+                    Answer::Review { .. }
+                ),
+                "{code} {body}"
+            );
         }
     }
 

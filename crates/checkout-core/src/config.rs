@@ -1,6 +1,8 @@
 //! Engine configuration, with defaults a store can run on.
 
+use crate::domain::Centavos;
 use crate::error::{CoreError, Result};
+use crate::outbox::OfflineCaps;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,10 +36,9 @@ pub struct Config {
     pub probe_timeout: Duration,
     /// Requests in flight at once across attempts (one per key, always). Default 8.
     pub max_in_flight: usize,
-    /// While offline, refuse a payment above this many centavos. Default R$ 1.000,00.
-    pub offline_max_per_payment: Option<i64>,
-    /// While offline, refuse a payment that would make the waiting total pass this. Default R$ 5.000,00.
-    pub offline_max_total: Option<i64>,
+    /// While offline (or not yet known online), refuse a payment above `per_payment` (default
+    /// R$ 1.000,00) or one that would make the waiting total pass `total` (default R$ 5.000,00).
+    pub offline_caps: OfflineCaps,
     /// How long the server keeps idempotency keys, until the server says (its `GET /health`
     /// advertises `key_retention_secs`; the smaller of the two is used). Default 24 h.
     pub server_key_retention: Duration,
@@ -67,8 +68,10 @@ impl Config {
             probe_interval: Duration::from_secs(2),
             probe_timeout: Duration::from_secs(2),
             max_in_flight: 8,
-            offline_max_per_payment: Some(100_000),
-            offline_max_total: Some(500_000),
+            offline_caps: OfflineCaps {
+                per_payment: Centavos::new(100_000).ok(),
+                total: Centavos::new(500_000).ok(),
+            },
             server_key_retention: Duration::from_secs(24 * 3600),
             retention_margin: Duration::from_secs(3600),
             busy_timeout: Duration::from_secs(2),

@@ -3,6 +3,36 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Milliseconds since the Unix epoch: every instant the engine stores or compares.
+pub type UnixMillis = i64;
+
+/// Why a text is not an amount.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AmountError {
+    /// Nothing typed.
+    #[error("informe o valor")]
+    Empty,
+    /// Zero or negative.
+    #[error("o valor deve ser maior que zero")]
+    NotPositive,
+    /// Over R$ 1.000.000,00 (or too many digits to count).
+    #[error("o valor deve ser no máximo R$ 1.000.000,00")]
+    TooLarge,
+    /// Not written as `1.234,56`.
+    #[error("valor inválido: {0:?} (use o formato 1.234,56)")]
+    Format(String),
+}
+
+/// A sale id that is not 1–64 visible ASCII characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("identificador de venda inválido: {0:?}")]
+pub struct InvalidSaleId(pub String);
+
+/// A card token that is not 1–64 of `[A-Za-z0-9_]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("token de cartão inválido: {0:?}")]
+pub struct InvalidCard(pub String);
+
 /// An amount in centavos (BRL). Positive, at most R$ 1.000.000,00.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "i64", into = "i64")]
@@ -13,23 +43,23 @@ impl Centavos {
     pub const MAX: i64 = 100_000_000;
 
     /// An amount of `v` centavos, `1..=MAX`.
-    pub fn new(v: i64) -> Result<Self, String> {
+    pub fn new(v: i64) -> Result<Self, AmountError> {
         if v <= 0 {
-            Err("o valor deve ser maior que zero".into())
+            Err(AmountError::NotPositive)
         } else if v > Self::MAX {
-            Err("o valor deve ser no máximo R$ 1.000.000,00".into())
+            Err(AmountError::TooLarge)
         } else {
             Ok(Self(v))
         }
     }
 
     /// Parses what a cashier types: `1234,56`, `1.234,56`, `R$ 10`, `10,5`. At most two decimals.
-    pub fn parse_brl(input: &str) -> Result<Self, String> {
+    pub fn parse_brl(input: &str) -> Result<Self, AmountError> {
         let s = input.trim().trim_start_matches("R$").trim();
         if s.is_empty() {
-            return Err("informe o valor".into());
+            return Err(AmountError::Empty);
         }
-        let invalid = || format!("valor inválido: {input:?} (use o formato 1.234,56)");
+        let invalid = || AmountError::Format(input.to_string());
         let (int, frac) = match s.split_once(',') {
             Some((i, f)) => (i, Some(f)),
             None => (s, None),
@@ -44,12 +74,12 @@ impl Centavos {
             return Err(invalid());
         }
         let int: String = int.chars().filter(|c| *c != '.').collect();
-        let reais: i64 = int.parse().map_err(|_| "valor grande demais".to_string())?;
+        let reais: i64 = int.parse().map_err(|_| AmountError::TooLarge)?;
         let cents: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
         let total = reais
             .checked_mul(100)
             .and_then(|v| v.checked_add(cents))
-            .ok_or_else(|| "valor grande demais".to_string())?;
+            .ok_or(AmountError::TooLarge)?;
         Self::new(total)
     }
 
@@ -60,8 +90,8 @@ impl Centavos {
 }
 
 impl TryFrom<i64> for Centavos {
-    type Error = String;
-    fn try_from(v: i64) -> Result<Self, String> {
+    type Error = AmountError;
+    fn try_from(v: i64) -> Result<Self, AmountError> {
         Self::new(v)
     }
 }
@@ -100,11 +130,11 @@ pub struct SaleId(String);
 
 impl SaleId {
     /// Parses a sale id.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, InvalidSaleId> {
         if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic()) {
             Ok(Self(s.to_string()))
         } else {
-            Err(format!("identificador de venda inválido: {s:?}"))
+            Err(InvalidSaleId(s.to_string()))
         }
     }
 
@@ -115,8 +145,8 @@ impl SaleId {
 }
 
 impl TryFrom<String> for SaleId {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = InvalidSaleId;
+    fn try_from(s: String) -> Result<Self, InvalidSaleId> {
         Self::parse(&s)
     }
 }
@@ -130,6 +160,12 @@ impl From<SaleId> for String {
 impl AsRef<str> for SaleId {
     fn as_ref(&self) -> &str {
         &self.0
+    }
+}
+
+impl fmt::Display for SaleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -154,21 +190,26 @@ pub fn mask_card(token: &str) -> String {
 
 impl CardToken {
     /// Parses a card token.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, InvalidCard> {
         if !s.is_empty()
             && s.len() <= 64
             && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         {
             Ok(Self(s.to_string()))
         } else {
-            Err(format!("token de cartão inválido: {s:?}"))
+            Err(InvalidCard(s.to_string()))
         }
+    }
+
+    /// The token as exports and logs may show it (see [`mask_card`]).
+    pub fn masked(&self) -> String {
+        mask_card(&self.0)
     }
 }
 
 impl TryFrom<String> for CardToken {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = InvalidCard;
+    fn try_from(s: String) -> Result<Self, InvalidCard> {
         Self::parse(&s)
     }
 }
@@ -182,6 +223,66 @@ impl From<CardToken> for String {
 impl AsRef<str> for CardToken {
     fn as_ref(&self) -> &str {
         &self.0
+    }
+}
+
+/// An attempt's local id, `att_` and a UUIDv7; also the `referencia` the server stores, so an
+/// attempt whose answer was lost can be found again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AttemptId(String);
+
+impl AttemptId {
+    /// A new, time-ordered id.
+    pub fn generate() -> Self {
+        Self(format!("att_{}", uuid::Uuid::now_v7().simple()))
+    }
+
+    /// An id as stored or as a window sent it back (an unknown id simply finds nothing).
+    pub fn from_stored(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+}
+
+impl AsRef<str> for AttemptId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AttemptId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The `Idempotency-Key` of one attempt: a random UUIDv4, made once when the attempt is stored
+/// and carried by every try of it. There is no other way to make one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// A fresh key (only [`crate::outbox::Outbox::pay`] makes one, with its attempt).
+    pub(crate) fn generate() -> Self {
+        Self(uuid::Uuid::new_v4().to_string())
+    }
+
+    /// A key as stored.
+    pub(crate) fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl AsRef<str> for IdempotencyKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -200,6 +301,27 @@ pub enum AttemptState {
 }
 
 impl AttemptState {
+    /// Every state, in the order a screen lists them. [`AttemptState::position`] is an exhaustive
+    /// match, and a test checks `ALL[s.position()] == s` for every entry: a new variant that is not
+    /// added here fails to compile there or fails that test. The outbox's `CHECK` constraint and
+    /// the window's labels (`ui/state.js`) are checked against this list by tests too.
+    pub const ALL: [AttemptState; 4] = [
+        AttemptState::Pendente,
+        AttemptState::Aprovado,
+        AttemptState::Recusado,
+        AttemptState::Revisao,
+    ];
+
+    /// This state's index in [`AttemptState::ALL`].
+    pub const fn position(self) -> usize {
+        match self {
+            AttemptState::Pendente => 0,
+            AttemptState::Aprovado => 1,
+            AttemptState::Recusado => 2,
+            AttemptState::Revisao => 3,
+        }
+    }
+
     /// The stored form.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -212,14 +334,7 @@ impl AttemptState {
 
     /// Parses the stored form.
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Pendente,
-            Self::Aprovado,
-            Self::Recusado,
-            Self::Revisao,
-        ]
-        .into_iter()
-        .find(|st| st.as_str() == s)
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
     /// True for states the engine will not change by itself.
@@ -277,13 +392,18 @@ mod tests {
 
     #[test]
     fn a_state_round_trips_through_its_stored_form() {
-        for s in [
-            AttemptState::Pendente,
-            AttemptState::Aprovado,
-            AttemptState::Recusado,
-            AttemptState::Revisao,
-        ] {
+        for (i, s) in AttemptState::ALL.into_iter().enumerate() {
+            assert_eq!(
+                s.position(),
+                i,
+                "AttemptState::ALL lists {s:?} once, in place"
+            );
             assert_eq!(AttemptState::parse(s.as_str()), Some(s));
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                serde_json::json!(s.as_str()),
+                "the window reads the stored form"
+            );
         }
         assert!(!AttemptState::Pendente.is_final());
     }

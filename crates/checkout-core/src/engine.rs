@@ -3,9 +3,10 @@
 
 use crate::client::{Answer, Health, PaymentClient};
 use crate::config::Config;
+use crate::domain::{AttemptId, UnixMillis};
 use crate::domain::{AttemptState, CardToken, Centavos, SaleId};
 use crate::error::{CoreError, Result};
-use crate::outbox::{Attempt, Millis, Outbox, Paid, PayOutcome, QueueSummary, SendJob, TryResult};
+use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, SendJob, TryResult};
 use rand::Rng;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -101,7 +102,7 @@ struct Inner {
     client: PaymentClient,
     config: Config,
     events: broadcast::Sender<Event>,
-    in_flight: Mutex<HashSet<String>>,
+    in_flight: Mutex<HashSet<AttemptId>>,
     wake: Notify,
     connectivity: AtomicU8,
     went_offline: Notify,
@@ -116,10 +117,10 @@ struct Inner {
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
-fn now_ms() -> Millis {
+fn now_ms() -> UnixMillis {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
+        .map(|d| d.as_millis() as UnixMillis)
         .unwrap_or(0)
 }
 
@@ -190,10 +191,8 @@ impl Checkout {
         valor: Centavos,
         cartao: CardToken,
     ) -> Result<PayOutcome> {
-        let caps = (self.connectivity() != Connectivity::Online).then_some((
-            self.inner.config.offline_max_per_payment,
-            self.inner.config.offline_max_total,
-        ));
+        let caps =
+            (self.connectivity() != Connectivity::Online).then_some(self.inner.config.offline_caps);
         let outbox = &self.inner.outbox;
         let paid = outbox
             .pay_unless(sale.clone(), valor, cartao.clone(), caps, now_ms(), true)
@@ -217,7 +216,7 @@ impl Checkout {
             }
         };
         if let PayOutcome::Created(a) = &outcome {
-            tracing::info!(attempt = %a.id, key = %a.idempotency_key, valor = a.valor, "attempt stored");
+            tracing::info!(attempt = %a.id, key = %a.idempotency_key, valor = a.valor.get(), "attempt stored");
             self.inner.announce(a.clone(), queue);
             self.inner.wake.notify_one();
         }
@@ -226,7 +225,7 @@ impl Checkout {
 
     /// Puts an attempt in `revisao` back in the queue, with its same key and bytes (after a person
     /// fixed what the server refused, for example the API key).
-    pub async fn retry_review(&self, attempt_id: &str) -> Result<Attempt> {
+    pub async fn retry_review(&self, attempt_id: &AttemptId) -> Result<Attempt> {
         let (a, queue) = self.inner.outbox.retry_review(attempt_id, now_ms()).await?;
         self.inner.announce(a.clone(), queue);
         self.inner.wake.notify_one();
@@ -252,7 +251,7 @@ impl Checkout {
             .unfinished()
             .await?
             .into_iter()
-            .filter(|a| a.sale_id != sale.as_ref())
+            .filter(|a| a.sale_id != sale)
             .collect();
         Ok(Till {
             sale,
@@ -298,12 +297,12 @@ impl Checkout {
     }
 
     /// One attempt.
-    pub async fn attempt(&self, id: &str) -> Result<Attempt> {
+    pub async fn attempt(&self, id: &AttemptId) -> Result<Attempt> {
         self.inner
             .outbox
             .get(id)
             .await?
-            .ok_or_else(|| CoreError::NotFound(id.into()))
+            .ok_or_else(|| CoreError::NotFound(id.to_string()))
     }
 
     /// Every attempt, oldest first.
@@ -322,7 +321,7 @@ impl Checkout {
     }
 
     /// Waits until the attempt leaves `pendente`, for at most `limit`.
-    pub async fn wait_final(&self, id: &str, limit: Duration) -> Result<Attempt> {
+    pub async fn wait_final(&self, id: &AttemptId, limit: Duration) -> Result<Attempt> {
         let mut events = self.subscribe();
         let deadline = tokio::time::Instant::now() + limit;
         loop {
@@ -333,7 +332,7 @@ impl Checkout {
             loop {
                 match tokio::time::timeout_at(deadline, events.recv()).await {
                     Err(_) => return Err(CoreError::StillPending),
-                    Ok(Ok(Event::AttemptChanged { attempt })) if attempt.id == id => break,
+                    Ok(Ok(Event::AttemptChanged { attempt })) if attempt.id == *id => break,
                     Ok(Ok(_)) => continue,
                     Ok(Err(broadcast::error::RecvError::Lagged(_))) => break,
                     Ok(Err(broadcast::error::RecvError::Closed)) => return Err(CoreError::Closed),
@@ -404,7 +403,7 @@ impl Inner {
     /// Asks the server whether it has a payment for an attempt in `revisao` and records the
     /// answer: a payment found settles the attempt, none found marks it checked.
     async fn resolve_review(&self, attempt: &Attempt) -> ReviewCheck {
-        let recorded = match self.client.find_by_referencia(&attempt.id).await {
+        let recorded = match self.client.find_by_referencia(attempt.id.as_ref()).await {
             Ok(Some(Answer::Final(found))) => {
                 tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "attempt in review did reach the server: settled from its payment");
                 self.outbox
@@ -587,9 +586,9 @@ async fn next_wake(inner: &Inner) -> Duration {
 
 async fn run_try(inner: Arc<Inner>, job: SendJob) {
     let lookup_after = inner.config.lookup_after(inner.advertised_retention());
-    let lookup_first = now_ms() - job.created_at > lookup_after.as_millis() as Millis;
+    let lookup_first = now_ms() - job.created_at > lookup_after.as_millis() as UnixMillis;
     let answer = if lookup_first {
-        match inner.client.find_by_referencia(&job.id).await {
+        match inner.client.find_by_referencia(job.id.as_ref()).await {
             Ok(Some(found)) => {
                 tracing::info!(
                     "older than the server's key retention: found by referencia, not sent again"
@@ -627,7 +626,7 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
             );
             tracing::info!(%error, delay_ms = delay.as_millis() as u64, "try failed; will retry with the same key");
             TryResult::Retry {
-                next_try_at: now_ms() + delay.as_millis() as Millis,
+                next_try_at: now_ms() + delay.as_millis() as UnixMillis,
                 error,
             }
         }
@@ -639,7 +638,7 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
             // An earlier try may have charged and lost its answer: before anything says
             // "review", ask the server whether it has a payment for this attempt.
             tracing::warn!(%reason, "server refused the attempt; looking it up by referencia");
-            match inner.client.find_by_referencia(&job.id).await {
+            match inner.client.find_by_referencia(job.id.as_ref()).await {
                 Ok(Some(Answer::Final(found))) => {
                     tracing::warn!(payment = ?found.payment_id, "refused now, but an earlier try was charged: settled from the server's payment");
                     TryResult::Final(found)

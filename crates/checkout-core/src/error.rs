@@ -49,7 +49,7 @@ pub enum CoreError {
     #[error("não foi possível confirmar com o servidor se a tentativa {attempt} cobrou ({why}); nada foi enviado, tente de novo quando a conexão voltar")]
     ReviewUnresolved {
         /// The attempt in review.
-        attempt: String,
+        attempt: crate::domain::AttemptId,
         /// Why it could not be checked.
         why: String,
     },

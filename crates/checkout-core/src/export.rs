@@ -1,11 +1,11 @@
 //! End-of-day reconciliation: every attempt as CSV or JSON.
 
-use crate::domain::{format_brl, mask_card};
+use crate::domain::UnixMillis;
 use crate::error::{CoreError, Result};
-use crate::outbox::{Attempt, Millis};
+use crate::outbox::Attempt;
 use serde::Serialize;
 
-fn rfc3339(ms: Millis) -> String {
+fn rfc3339(ms: UnixMillis) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
         .ok()
         .and_then(|t| {
@@ -36,13 +36,13 @@ struct Row<'a> {
 
 fn row(a: &Attempt) -> Row<'_> {
     Row {
-        attempt_id: &a.id,
-        sale_id: &a.sale_id,
-        idempotency_key: &a.idempotency_key,
+        attempt_id: a.id.as_ref(),
+        sale_id: a.sale_id.as_ref(),
+        idempotency_key: a.idempotency_key.as_ref(),
         state: a.state.as_str(),
-        valor_centavos: a.valor,
-        valor: format_brl(a.valor),
-        cartao: mask_card(&a.cartao),
+        valor_centavos: a.valor.get(),
+        valor: a.valor.to_string(),
+        cartao: a.cartao.masked(),
         tries: a.tries,
         payment_id: a.payment_id.as_deref().unwrap_or(""),
         motivo: a.motivo.as_deref().unwrap_or(""),

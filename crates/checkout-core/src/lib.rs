@@ -13,7 +13,10 @@ pub mod export;
 pub mod outbox;
 
 pub use config::Config;
-pub use domain::{format_brl, mask_card, AttemptState, CardToken, Centavos, SaleId};
+pub use domain::{
+    format_brl, mask_card, AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, SaleId,
+    UnixMillis,
+};
 pub use engine::{Checkout, Connectivity, Event, Till};
 pub use error::{CoreError, Result};
 pub use outbox::{Attempt, PayOutcome, QueueSummary};

@@ -1,7 +1,9 @@
 //! Property tests of the checkout core: R$ amounts both ways, and the outbox as a state machine
 //! (random sequences of pay, try results, restarts and retry_review) checked against a model.
 
-use checkout_core::domain::{format_brl, AttemptState, CardToken, Centavos, SaleId};
+use checkout_core::domain::{
+    format_brl, AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, SaleId,
+};
 use checkout_core::outbox::{FinalAnswer, Outbox, PayOutcome, TryResult};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -112,8 +114,8 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
     let path = dir.join("outbox.db");
     let mut outbox = open(&path);
     // The model: every attempt ever created, its key, and its final state once it had one.
-    let mut keys: HashMap<String, String> = HashMap::new();
-    let mut finals: HashMap<String, AttemptState> = HashMap::new();
+    let mut keys: HashMap<AttemptId, IdempotencyKey> = HashMap::new();
+    let mut finals: HashMap<AttemptId, AttemptState> = HashMap::new();
     let mut now = 1_000;
     for op in ops {
         now += 10;
@@ -189,7 +191,7 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                 }
                 let r = &reviews[pick % reviews.len()];
                 let others_block = outbox
-                    .attempts_of(&SaleId::parse(&r.sale_id).unwrap())
+                    .attempts_of(&r.sale_id)
                     .await
                     .unwrap()
                     .iter()
@@ -215,7 +217,7 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
         // Invariants after every step, read from the file itself.
         let all = outbox.list().await.unwrap();
         prop_assert_eq!(all.len(), keys.len(), "no attempt is ever lost");
-        let mut holding: HashMap<&str, usize> = HashMap::new();
+        let mut holding: HashMap<&SaleId, usize> = HashMap::new();
         for a in &all {
             prop_assert_eq!(&keys[&a.id], &a.idempotency_key, "an attempt keeps its key");
             if let Some(f) = finals.get(&a.id) {
@@ -224,7 +226,7 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
             if matches!(a.state, AttemptState::Pendente)
                 || (a.state == AttemptState::Revisao && a.review_checked_at.is_none())
             {
-                *holding.entry(a.sale_id.as_str()).or_default() += 1;
+                *holding.entry(&a.sale_id).or_default() += 1;
             }
         }
         prop_assert!(
@@ -241,7 +243,10 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
             pending.len() as u64,
             "the queue count follows the attempts"
         );
-        prop_assert_eq!(queue.total, pending.iter().map(|a| a.valor).sum::<i64>());
+        prop_assert_eq!(
+            queue.total,
+            pending.iter().map(|a| a.valor.get()).sum::<i64>()
+        );
     }
     outbox.close();
     Ok(())

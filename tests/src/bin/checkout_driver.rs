@@ -25,7 +25,7 @@ async fn main() -> std::process::ExitCode {
     config.backoff_base = Duration::from_millis(50);
     config.backoff_cap = Duration::from_millis(300);
     config.probe_interval = Duration::from_millis(100);
-    config.offline_max_total = None;
+    config.offline_caps.total = None;
     let checkout = match Checkout::open(db, config).await {
         Ok(c) => c,
         Err(e) => {

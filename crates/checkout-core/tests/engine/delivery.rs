@@ -19,7 +19,7 @@ async fn pay_is_approved_and_the_ledger_has_one_charge_for_it() {
     assert_eq!(done.idempotency_key, attempt.idempotency_key);
     let ledger = api.ledger().await;
     assert_eq!(ledger.len(), 1);
-    assert_eq!(ledger[0].valor, 1_234);
+    assert_eq!(ledger[0].valor.get(), 1_234);
     let body: serde_json::Value = serde_json::from_slice(
         &engine
             .checkout
@@ -32,7 +32,7 @@ async fn pay_is_approved_and_the_ledger_has_one_charge_for_it() {
     .unwrap();
     assert_eq!(
         body["referencia"],
-        attempt.id.as_str(),
+        attempt.id.as_ref(),
         "the attempt id travels as referencia"
     );
     assert_eq!(engine.checkout.queue().await.unwrap().count, 0);
@@ -155,7 +155,13 @@ async fn a_decline_is_final_and_the_sale_may_then_be_paid_with_a_new_key() {
     );
     let ledger = api.ledger().await;
     assert_eq!(ledger.len(), 2);
-    assert_eq!(ledger.iter().filter(|r| r.status == "aprovado").count(), 1);
+    assert_eq!(
+        ledger
+            .iter()
+            .filter(|r| r.status.as_str() == "aprovado")
+            .count(),
+        1
+    );
 }
 
 #[tokio::test]

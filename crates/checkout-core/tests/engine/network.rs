@@ -2,6 +2,7 @@
 //! endpoint with a private CA, and what the engine says about connectivity through each.
 
 use crate::helpers::*;
+use checkout_core::outbox::OfflineCaps;
 use checkout_core::{
     AttemptState, CardToken, Centavos, Checkout, Connectivity, CoreError, Event, SaleId,
 };
@@ -84,8 +85,10 @@ async fn with_nothing_listening_at_start_the_engine_says_offline_at_once_and_cap
     let proxy = FaultProxy::start(api.addr).await;
     proxy.set(Fault::Refuse).await;
     let mut config = fast_config(&proxy.url());
-    config.offline_max_per_payment = Some(50_000);
-    config.offline_max_total = Some(80_000);
+    config.offline_caps = OfflineCaps {
+        per_payment: Some(Centavos::new(50_000).unwrap()),
+        total: Some(Centavos::new(80_000).unwrap()),
+    };
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let checkout = Checkout::open(dir.path().join("outbox.db"), config)
@@ -181,8 +184,7 @@ async fn the_dispatcher_does_not_spin_when_every_slot_is_busy() {
     let mut config = fast_config(&api.url());
     config.max_in_flight = 8;
     config.request_timeout = Duration::from_secs(30);
-    config.offline_max_per_payment = None;
-    config.offline_max_total = None;
+    config.offline_caps = OfflineCaps::default();
     let engine = Engine::open(config).await;
     api.set_faults(json!({"latency_ms": 5_000})).await;
     for i in 0..50 {

@@ -1,4 +1,5 @@
 use crate::helpers::*;
+use checkout_core::outbox::OfflineCaps;
 use checkout_core::{
     AttemptState, CardToken, Centavos, Checkout, Connectivity, CoreError, Event, SaleId,
 };
@@ -51,8 +52,10 @@ async fn offline_caps_refuse_a_payment_instead_of_queueing_it() {
     let mut api = Api::start().await;
     api.down().await;
     let mut config = fast_config(&api.url());
-    config.offline_max_per_payment = Some(50_000);
-    config.offline_max_total = Some(80_000);
+    config.offline_caps = OfflineCaps {
+        per_payment: Some(Centavos::new(50_000).unwrap()),
+        total: Some(Centavos::new(80_000).unwrap()),
+    };
     let engine = Engine::open(config).await;
     engine.pay("venda-c1", 40_000, "tok_aprovado").await;
     assert_eq!(engine.checkout.connectivity(), Connectivity::Offline);

@@ -70,7 +70,7 @@ async fn a_422_puts_the_attempt_in_review_and_it_is_never_sent_with_another_key(
     let res = reqwest::Client::new()
         .post(format!("{}/pagamentos", api.url()))
         .bearer_auth(API_KEY)
-        .header("Idempotency-Key", &attempt.idempotency_key)
+        .header("Idempotency-Key", attempt.idempotency_key.as_ref())
         .json(&json!({"valor": 999, "cartao": "tok_aprovado"}))
         .send()
         .await

@@ -39,7 +39,7 @@ async fn a_full_disk_refuses_the_payment_and_nothing_reaches_the_server() {
     api.down().await; // keep every attempt pending so the outbox only grows
     let mut config = fast_config(&api.url());
     config.max_outbox_bytes = Some(64 * 1024);
-    config.offline_max_total = None;
+    config.offline_caps.total = None;
     let engine = Engine::open(config).await;
     let mut refused = None;
     for i in 0..2_000 {
@@ -104,7 +104,7 @@ async fn every_attempt_is_exported_as_csv_and_json() {
     assert_eq!(lines.len(), 3);
     assert!(lines[0].starts_with("attempt_id,sale_id,idempotency_key,state,valor_centavos"));
     assert!(
-        lines[1].contains(&a.idempotency_key)
+        lines[1].contains(a.idempotency_key.as_ref())
             && lines[1].contains("aprovado")
             && lines[1].contains("\"R$ 1.234,56\"")
     );

@@ -1,0 +1,433 @@
+//! The write-ahead outbox: every attempt, its key and its exact request bytes, durable in SQLite
+//! before the first byte goes on the network.
+
+mod caps;
+mod lock;
+mod records;
+mod schema;
+mod wire;
+
+pub use caps::OfflineCaps;
+pub use lock::lock_path;
+pub(crate) use records::Paid;
+pub use records::{Attempt, FinalAnswer, PayOutcome, QueueSummary, SendJob, TryResult};
+
+use crate::domain::{AttemptId, CardToken, Centavos, IdempotencyKey, SaleId, UnixMillis};
+use crate::error::{CoreError, Result};
+use caps::PageLimit;
+use durable_sqlite::{exec, Db, Options};
+use rusqlite::{params, OptionalExtension};
+use schema::{
+    after_change, attempt_from_row, get_attempt, migrations, queue, select_attempts, set_till,
+    ATTEMPT_COLUMNS, BLOCKS_SALE,
+};
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wire::RequestBody;
+
+/// The outbox database, owned by exactly one process.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    db: Db,
+    /// Reads the dispatcher made (`due` and `upcoming`): how a test sees that it does not spin.
+    dispatch_reads: Arc<AtomicU64>,
+    /// New attempts are refused past this size; the rest of the file (as much again) stays
+    /// free for recording the outcomes of the attempts already stored.
+    page_limit: Option<PageLimit>,
+    _lock: Arc<File>,
+}
+
+impl Outbox {
+    /// Opens (creating and migrating) the outbox at `path`. Fails with `AlreadyOpen` when another
+    /// process holds it.
+    pub fn open(path: &Path, busy_timeout: Duration, max_bytes: Option<u64>) -> Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            durable_sqlite::private::create_dir(dir)
+                .map_err(|e| CoreError::Storage(format!("{}: {e}", dir.display())))?;
+        }
+        let lock = lock::acquire(path)?;
+        let page_limit = max_bytes.map(PageLimit::for_bytes);
+        let options = Options {
+            busy_timeout,
+            max_page_count: page_limit.map(PageLimit::hard),
+            ..Options::default()
+        };
+        let db = Db::open(path, options, |c| {
+            migrations().to_latest(c).map_err(CoreError::from)
+        })?;
+        Ok(Self {
+            db,
+            dispatch_reads: Arc::default(),
+            page_limit,
+            _lock: Arc::new(lock),
+        })
+    }
+
+    /// Returns the sale's live or approved attempt, or durably creates a new one. `caps` are
+    /// given while offline.
+    pub async fn pay(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        cartao: CardToken,
+        caps: Option<OfflineCaps>,
+        now: UnixMillis,
+    ) -> Result<(PayOutcome, QueueSummary)> {
+        match self
+            .pay_unless(sale, valor, cartao, caps, now, false)
+            .await?
+        {
+            Paid::Done(outcome, queue) => Ok((outcome, queue)),
+            Paid::ReviewFirst(_) => unreachable!("not asked to stop for reviews"),
+        }
+    }
+
+    /// [`Outbox::pay`], except that with `stop_for_reviews` a sale that would get a new attempt
+    /// while it has attempts in `revisao` is left as it is and those attempts are returned: the
+    /// engine asks the server about them first. The check runs in the same write, so the usual
+    /// payment (a sale with no review) costs no extra read.
+    pub(crate) async fn pay_unless(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        cartao: CardToken,
+        caps: Option<OfflineCaps>,
+        now: UnixMillis,
+        stop_for_reviews: bool,
+    ) -> Result<Paid> {
+        let page_limit = self.page_limit;
+        self.db
+            .write(move |c| {
+                let existing = c
+                    .prepare_cached(&format!(
+                        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE sale_id = ?1 AND {BLOCKS_SALE}
+                         ORDER BY seq DESC LIMIT 1"
+                    ))?
+                    .query_row([sale.as_ref()], attempt_from_row)
+                    .optional()?;
+                set_till(c, &sale, now)?;
+                if let Some(a) = existing {
+                    return Ok(Paid::Done(PayOutcome::Existing(a), queue(c)?));
+                }
+                if stop_for_reviews {
+                    let reviews = select_attempts(
+                        c,
+                        "WHERE sale_id = ?1 AND state = 'revisao' ORDER BY seq",
+                        [sale.as_ref()],
+                    )?;
+                    if !reviews.is_empty() {
+                        return Ok(Paid::ReviewFirst(reviews));
+                    }
+                }
+                if let Some(caps) = caps {
+                    caps.check(valor, queue(c)?.total)?;
+                }
+                if let Some(limit) = page_limit {
+                    limit.check(c.query_row("PRAGMA page_count", [], |r| r.get(0))?)?;
+                }
+                let id = AttemptId::generate();
+                let key = IdempotencyKey::generate();
+                let body = RequestBody::bytes(valor, &cartao, &id, &sale);
+                exec(
+                    c,
+                    "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
+                                           next_try_at, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pendente', ?7, ?7, ?7)",
+                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao.as_ref(), body, now],
+                )?;
+                let created = get_attempt(c, &id)?.expect("just inserted");
+                Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))
+            })
+            .await
+    }
+
+    /// Attempts due now, oldest first, at most `limit`.
+    pub async fn due(&self, now: UnixMillis, limit: usize) -> Result<Vec<SendJob>> {
+        self.dispatch_reads.fetch_add(1, Ordering::Relaxed);
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT id, idempotency_key, request_body, created_at, tries FROM attempts
+                     WHERE state = 'pendente' AND next_try_at <= ?1 ORDER BY seq LIMIT ?2",
+                )?;
+                let jobs = st
+                    .query_map(params![now, limit as i64], |r| {
+                        Ok(SendJob {
+                            id: AttemptId::from_stored(r.get::<_, String>(0)?),
+                            key: IdempotencyKey::from_stored(r.get(1)?),
+                            body: r.get(2)?,
+                            created_at: r.get(3)?,
+                            tries: r.get(4)?,
+                        })
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(jobs)
+            })
+            .await
+    }
+
+    /// The earliest `limit` (id, next_try_at) of pending attempts.
+    pub async fn upcoming(&self, limit: usize) -> Result<Vec<(AttemptId, UnixMillis)>> {
+        self.dispatch_reads.fetch_add(1, Ordering::Relaxed);
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT id, next_try_at FROM attempts WHERE state = 'pendente' ORDER BY next_try_at LIMIT ?1",
+                )?;
+                let rows = st
+                    .query_map([limit as i64], |r| {
+                        Ok((AttemptId::from_stored(r.get::<_, String>(0)?), r.get(1)?))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .await
+    }
+
+    /// Records how a try ended. Only a `pendente` attempt changes; returns it as it is now.
+    pub async fn record(
+        &self,
+        id: &AttemptId,
+        result: TryResult,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        let id = id.clone();
+        self.db
+            .write(move |c| {
+                match result {
+                    TryResult::Final(FinalAnswer {
+                        state,
+                        status,
+                        body,
+                        payment_id,
+                        motivo,
+                    }) => exec(
+                        c,
+                        "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                                motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7
+                         WHERE id = ?1 AND state = 'pendente'",
+                        params![id.as_ref(), state.as_str(), status, body, payment_id, motivo, now],
+                    )?,
+                    TryResult::Retry { next_try_at, error } => exec(
+                        c,
+                        "UPDATE attempts SET next_try_at = ?2, last_error = ?3, tries = tries + 1,
+                                last_tried_at = ?4, updated_at = ?4
+                         WHERE id = ?1 AND state = 'pendente'",
+                        params![id.as_ref(), next_try_at, error, now],
+                    )?,
+                    TryResult::Review { reason, status, body, checked } => exec(
+                        c,
+                        "UPDATE attempts SET state = 'revisao', last_error = ?2, response_status = ?3,
+                                response_body = ?4, tries = tries + 1, last_tried_at = ?5, updated_at = ?5,
+                                review_checked_at = CASE WHEN ?6 THEN ?5 END
+                         WHERE id = ?1 AND state = 'pendente'",
+                        params![id.as_ref(), reason, status, body, now, checked],
+                    )?,
+                };
+                after_change(c, &id)
+            })
+            .await
+    }
+
+    /// Makes every pending attempt due at `now` (the server is reachable again).
+    pub async fn make_all_due(&self, now: UnixMillis) -> Result<usize> {
+        self.db
+            .write(move |c| {
+                Ok(exec(
+                    c,
+                    "UPDATE attempts SET next_try_at = ?1 WHERE state = 'pendente' AND next_try_at > ?1",
+                    [now],
+                )?)
+            })
+            .await
+    }
+
+    /// Puts an attempt in `revisao` back in the queue with its same key and bytes, unless its
+    /// sale has moved on to another attempt that is live or approved.
+    pub async fn retry_review(
+        &self,
+        id: &AttemptId,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        let id = id.clone();
+        self.db
+            .write(move |c| {
+                let other: Option<String> = c
+                    .prepare_cached(&format!(
+                        "SELECT id FROM attempts
+                         WHERE sale_id = (SELECT sale_id FROM attempts WHERE id = ?1 AND state = 'revisao')
+                           AND id != ?1 AND {BLOCKS_SALE} LIMIT 1"
+                    ))?
+                    .query_row([id.as_ref()], |r| r.get(0))
+                    .optional()?;
+                if let Some(other) = other {
+                    return Err(CoreError::Invalid(format!(
+                        "esta venda já tem outro pagamento ({other}); não dá para reenviar este"
+                    )));
+                }
+                exec(
+                    c,
+                    "UPDATE attempts SET state = 'pendente', next_try_at = ?2, updated_at = ?2,
+                            review_checked_at = NULL
+                     WHERE id = ?1 AND state = 'revisao'",
+                    params![id.as_ref(), now],
+                )?;
+                after_change(c, &id)
+            })
+            .await
+    }
+
+    /// Settles an attempt in `revisao` with what the server has for its `referencia`: a payment
+    /// found means the attempt did reach the gateway.
+    pub async fn settle_review(
+        &self,
+        id: &AttemptId,
+        answer: FinalAnswer,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        let id = id.clone();
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                            motivo = ?6, review_checked_at = ?7, updated_at = ?7
+                     WHERE id = ?1 AND state = 'revisao'",
+                    params![id.as_ref(), answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now],
+                )?;
+                after_change(c, &id)
+            })
+            .await
+    }
+
+    /// Records that the server has no payment for an attempt in `revisao`.
+    pub async fn mark_review_checked(
+        &self,
+        id: &AttemptId,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        let id = id.clone();
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE attempts SET review_checked_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'revisao'",
+                    params![id.as_ref(), now],
+                )?;
+                after_change(c, &id)
+            })
+            .await
+    }
+
+    /// Attempts in `revisao`, oldest first; only those not yet checked with `unchecked_only`.
+    pub async fn reviews(&self, unchecked_only: bool) -> Result<Vec<Attempt>> {
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE state = 'revisao' AND (?1 = 0 OR review_checked_at IS NULL) ORDER BY seq",
+                    [unchecked_only],
+                )?)
+            })
+            .await
+    }
+
+    /// The attempts of one sale, oldest first.
+    pub async fn attempts_of(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
+        let sale = sale.clone();
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE sale_id = ?1 ORDER BY seq",
+                    [sale.as_ref()],
+                )?)
+            })
+            .await
+    }
+
+    /// The sale open at the till, if one was opened.
+    pub async fn current_sale(&self) -> Result<Option<SaleId>> {
+        self.db
+            .read(|c| {
+                let id: Option<String> = c
+                    .prepare_cached("SELECT sale_id FROM till WHERE id = 1")?
+                    .query_row([], |r| r.get(0))
+                    .optional()?;
+                id.map(|s| SaleId::parse(&s).map_err(|e| CoreError::Storage(e.to_string())))
+                    .transpose()
+            })
+            .await
+    }
+
+    /// Opens `sale` at the till.
+    pub async fn open_sale(&self, sale: SaleId, now: UnixMillis) -> Result<()> {
+        self.db
+            .write(move |c| {
+                set_till(c, &sale, now)?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The latest attempt of every sale that is not settled: `pendente`, or `revisao`.
+    pub async fn unfinished(&self) -> Result<Vec<Attempt>> {
+        self.db
+            .read(|c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE state IN ('pendente', 'revisao')
+                     AND seq = (SELECT max(seq) FROM attempts b WHERE b.sale_id = attempts.sale_id)
+                     ORDER BY seq",
+                    [],
+                )?)
+            })
+            .await
+    }
+
+    /// How many times the dispatcher has read the outbox.
+    pub fn dispatch_reads(&self) -> u64 {
+        self.dispatch_reads.load(Ordering::Relaxed)
+    }
+
+    /// One attempt.
+    pub async fn get(&self, id: &AttemptId) -> Result<Option<Attempt>> {
+        let id = id.clone();
+        self.db.read(move |c| Ok(get_attempt(c, &id)?)).await
+    }
+
+    /// Every attempt, oldest first.
+    pub async fn list(&self) -> Result<Vec<Attempt>> {
+        self.db
+            .read(|c| Ok(select_attempts(c, "ORDER BY seq", [])?))
+            .await
+    }
+
+    /// The queue now.
+    pub async fn queue(&self) -> Result<QueueSummary> {
+        self.db.read(|c| Ok(queue(c)?)).await
+    }
+
+    /// The exact bytes stored for an attempt's request.
+    pub async fn request_body(&self, id: &AttemptId) -> Result<Option<Vec<u8>>> {
+        let id = id.clone();
+        self.db
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT request_body FROM attempts WHERE id = ?1",
+                    [id.as_ref()],
+                    |r| r.get(0),
+                )
+                .optional()?)
+            })
+            .await
+    }
+
+    /// Stops the writer; the lock is released when the last clone is dropped.
+    pub fn close(&self) {
+        self.db.close();
+    }
+}

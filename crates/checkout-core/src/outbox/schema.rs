@@ -1,0 +1,177 @@
+//! The outbox's schema and the SQL every write and read shares: migrations (one file per
+//! version under `migrations/`), the columns of an attempt and their mapping to [`Attempt`].
+
+use super::records::{Attempt, QueueSummary};
+use crate::domain::{
+    AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, SaleId, UnixMillis,
+};
+use crate::error::{CoreError, Result};
+use durable_sqlite::exec;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite_migration::{Migrations, M};
+
+/// The schema, one file per version; applied versions are tracked in `PRAGMA user_version`.
+pub(super) fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![
+        M::up(include_str!("../../migrations/V1__attempts.sql")),
+        M::up(include_str!("../../migrations/V2__till.sql")),
+    ])
+}
+
+/// The states in which an attempt keeps its sale from getting another one: it may still charge
+/// (`pendente`), it did (`aprovado`), or nobody has confirmed yet that it did not (`revisao`
+/// before the server was asked by `referencia`).
+pub(super) const BLOCKS_SALE: &str =
+    "(state IN ('pendente', 'aprovado') OR (state = 'revisao' AND review_checked_at IS NULL))";
+
+pub(super) const ATTEMPT_COLUMNS: &str = "id, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
+                               last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at";
+
+/// A column that a domain type refuses, reported as SQLite's own conversion error.
+fn refused(column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Text,
+        format!("{column}: {e}").into(),
+    )
+}
+
+/// An attempt from its row: every column through its domain type, so a row the types refuse is
+/// an error here rather than a wrong value later.
+pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
+    let state: String = r.get("state")?;
+    Ok(Attempt {
+        id: AttemptId::from_stored(r.get::<_, String>("id")?),
+        sale_id: SaleId::parse(&r.get::<_, String>("sale_id")?)
+            .map_err(|e| refused("sale_id", e))?,
+        idempotency_key: IdempotencyKey::from_stored(r.get("idempotency_key")?),
+        valor: Centavos::new(r.get("valor")?).map_err(|e| refused("valor", e))?,
+        cartao: CardToken::parse(&r.get::<_, String>("cartao")?)
+            .map_err(|e| refused("cartao", e))?,
+        state: AttemptState::parse(&state).ok_or_else(|| refused("state", &state))?,
+        tries: r.get("tries")?,
+        next_try_at: r.get("next_try_at")?,
+        last_tried_at: r.get("last_tried_at")?,
+        last_error: r.get("last_error")?,
+        response_status: r.get("response_status")?,
+        payment_id: r.get("payment_id")?,
+        motivo: r.get("motivo")?,
+        created_at: r.get("created_at")?,
+        updated_at: r.get("updated_at")?,
+        review_checked_at: r.get("review_checked_at")?,
+    })
+}
+
+pub(super) fn get_attempt(c: &Connection, id: &AttemptId) -> rusqlite::Result<Option<Attempt>> {
+    c.prepare_cached(&format!(
+        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"
+    ))?
+    .query_row([id.as_ref()], attempt_from_row)
+    .optional()
+}
+
+pub(super) fn queue(c: &Connection) -> rusqlite::Result<QueueSummary> {
+    c.prepare_cached("SELECT count, total FROM queue WHERE id = 1")?
+        .query_row([], |r| {
+            Ok(QueueSummary {
+                count: r.get::<_, i64>(0)?.max(0) as u64,
+                total: r.get(1)?,
+            })
+        })
+}
+
+pub(super) fn set_till(c: &Connection, sale: &SaleId, now: UnixMillis) -> rusqlite::Result<usize> {
+    exec(
+        c,
+        "INSERT INTO till (id, sale_id, opened_at) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET sale_id = excluded.sale_id,
+             opened_at = CASE WHEN till.sale_id = excluded.sale_id THEN till.opened_at ELSE excluded.opened_at END",
+        params![sale.as_ref(), now],
+    )
+}
+
+/// The attempts `tail` (a `WHERE … ORDER BY …`) selects.
+pub(super) fn select_attempts(
+    c: &Connection,
+    tail: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<Attempt>> {
+    c.prepare_cached(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts {tail}"))?
+        .query_map(params, attempt_from_row)?
+        .collect()
+}
+
+/// An attempt as a write left it, with the queue: what every change announces.
+pub(super) fn after_change(c: &Connection, id: &AttemptId) -> Result<(Attempt, QueueSummary)> {
+    let attempt = get_attempt(c, id)?.ok_or_else(|| CoreError::NotFound(id.to_string()))?;
+    Ok((attempt, queue(c)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The states the `CHECK` constraint of `attempts.state` allows, read from the schema SQLite
+    /// actually holds after every migration.
+    fn checked_states() -> Vec<String> {
+        let mut c = Connection::open_in_memory().unwrap();
+        migrations().to_latest(&mut c).unwrap();
+        let sql: String = c
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'attempts'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let list = sql
+            .split_once("state IN (")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .map(|(list, _)| list)
+            .expect("attempts.state has a CHECK (state IN (…))");
+        list.split(',')
+            .map(|s| s.trim().trim_matches('\'').to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_schema_allows_exactly_the_attempt_states_of_the_domain() {
+        let mut schema = checked_states();
+        let mut domain: Vec<String> = AttemptState::ALL
+            .iter()
+            .map(|s| s.as_str().to_string())
+            .collect();
+        schema.sort();
+        domain.sort();
+        assert_eq!(
+            schema, domain,
+            "a new AttemptState needs a migration that widens the CHECK (and a look at the \
+             triggers and partial indexes that name states)"
+        );
+    }
+
+    #[test]
+    fn migrations_are_valid_and_each_state_can_be_stored() {
+        let mut c = Connection::open_in_memory().unwrap();
+        migrations().validate().unwrap();
+        migrations().to_latest(&mut c).unwrap();
+        for (i, s) in AttemptState::ALL.iter().enumerate() {
+            c.execute(
+                "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body,
+                                       state, next_try_at, created_at, updated_at)
+                 VALUES (?1, ?1, ?1, 100, 'tok_aprovado', x'7b7d', ?2, 0, 0, 0)",
+                params![format!("att_{i}"), s.as_str()],
+            )
+            .unwrap();
+        }
+        let refused = c.execute(
+            "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body,
+                                   state, next_try_at, created_at, updated_at)
+             VALUES ('x', 'x', 'x', 100, 'tok_aprovado', x'7b7d', 'estornado', 0, 0, 0)",
+            [],
+        );
+        assert!(
+            refused.is_err(),
+            "an unknown state is refused by the schema"
+        );
+    }
+}

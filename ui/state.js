@@ -1,0 +1,238 @@
+// The cashier screen's state and every decision about what it shows: labels, which buttons are
+// live, what an event changes. No DOM and no Tauri here, so `node --test ui/test/` checks it.
+// view.js draws what this module decides; app.js wires both to the app's commands.
+
+/** Every attempt state the engine has (checkout-core's `AttemptState::ALL`; a Rust test in
+ * src-tauri/tests/command_list.rs fails when the two lists differ), with the word the history
+ * shows for it and whether the engine is done with it. */
+export const STATES = {
+  pendente: { pill: "pendente", final: false },
+  aprovado: { pill: "aprovado", final: true },
+  recusado: { pill: "recusado", final: true },
+  revisao: { pill: "revisão", final: true },
+};
+
+/** Names of the sandbox's test cards (the tokens themselves come from the app). */
+export const CARD_LABELS = {
+  tok_aprovado: "Aprovado (teste)",
+  tok_recusado: "Recusado (teste)",
+  tok_saldo_insuficiente: "Saldo insuficiente (teste)",
+  tok_lento: "Lento, aprova em segundos (teste)",
+};
+
+/** Decline reasons the gateway gives, as a cashier reads them. */
+export const MOTIVOS = { cartao_recusado: "cartão recusado", saldo_insuficiente: "saldo insuficiente" };
+
+/** The QA panel's fault profiles. */
+export const FAULTS = {
+  none: {},
+  latency: { latency_ms: 2000 },
+  drop: { drop_response_probability: 1.0 },
+  error5xx: { error_5xx_probability: 0.5 },
+};
+
+/** A fresh screen state. */
+export function createState() {
+  return {
+    ready: false,
+    saleId: null, // the sale open at the till, as the outbox keeps it
+    attemptId: null, // the current sale's latest attempt
+    pressing: false, // between the press and pay's answer
+    anotherCard: false, // after a review found no charge, the cashier chose to try another card
+    carriedOver: new Set(), // sales left unfinished by an earlier run (a crash, a restart, a reload)
+    error: null, // a refusal of the last press (nothing was stored)
+    startupError: null, // the app could not start: nothing can be paid
+    attempts: new Map(),
+    queue: { count: 0, total: 0 },
+    connectivity: "unknown",
+    offlineSimulated: false,
+  };
+}
+
+/** Centavos the Brazilian way: `R$ 1.234,56`. */
+export function brl(centavos) {
+  const neg = centavos < 0;
+  const c = Math.abs(centavos);
+  const reais = Math.floor(c / 100).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ".");
+  return `${neg ? "-" : ""}R$ ${reais},${String(c % 100).padStart(2, "0")}`;
+}
+
+/** Centavos as the amount field shows them: `1.234,56`. */
+export function brlInput(centavos) {
+  return brl(centavos).replace("R$ ", "");
+}
+
+/** Seconds from `now` until `ms`, never negative. */
+export function secondsUntil(ms, now) {
+  return Math.max(0, Math.ceil((ms - now) / 1000));
+}
+
+/** The message of a command's refusal. */
+export function errorText(err) {
+  return err && err.message ? err.message : String(err);
+}
+
+/** The attempt the screen follows: the open sale's latest. */
+export function current(state) {
+  return state.attemptId ? state.attempts.get(state.attemptId) : null;
+}
+
+/** The one label (and its detail) for the screen's current state: [kind, label, detail]. */
+export function statusFor(state, a, now) {
+  if (state.startupError) return ["erro", "Pagar indisponível", "Corrija a configuração indicada acima e abra o app de novo."];
+  if (state.error) return ["erro", "Pagamento não registrado", state.error];
+  if (state.pressing && !a) return ["pendente", "Processando pagamento…", "Registrando o pagamento antes de enviar."];
+  if (!a) return ["idle", "Pronto para cobrar.", ""];
+  switch (a.state) {
+    case "aprovado":
+      return ["aprovado", "Pagamento aprovado", `${brl(a.valor)} · ${a.payment_id || ""}`];
+    case "recusado":
+      return ["recusado", `Pagamento recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`,
+        "Nenhuma cobrança foi feita. Tente outro cartão."];
+    case "revisao":
+      // Never reads as a decline: a refused try may follow one that charged and lost its answer.
+      if (!a.review_checked_at) {
+        return ["revisao", "Requer revisão — verificando se houve cobrança…",
+          `Consultando o servidor pela referência antes de qualquer nova cobrança. Não cobre de novo. (${a.last_error || "pedido recusado"})`];
+      }
+      return ["revisao", "Requer revisão — nenhuma cobrança encontrada",
+        `O servidor não tem pagamento desta venda (${a.last_error || "pedido recusado"}). Tente de novo com a mesma chave ou use outro cartão.`];
+    case "pendente": {
+      if (a.tries === 0 && state.connectivity !== "offline") {
+        return ["pendente", "Processando pagamento…", "Enviando ao servidor. Não cobre de novo."];
+      }
+      let why;
+      // The last error's plain part ("a conexão caiu antes da resposta"), without the details.
+      const cause = a.last_error ? ` (${a.last_error.split(" (")[0]})` : "";
+      if (state.connectivity !== "online") {
+        why = `Sem conexão${cause}: será enviado sozinho quando a rede voltar, com a mesma chave.`;
+      } else if (a.next_try_at > now) {
+        why = `Nova tentativa em ${secondsUntil(a.next_try_at, now)} s, com a mesma chave.`;
+      } else {
+        why = "Enviando de novo, com a mesma chave.";
+      }
+      return ["pendente", "Pagamento pendente — não cobre de novo", why];
+    }
+    default:
+      // A state this screen does not know (a newer engine): never "ready", never "approved".
+      return ["erro", `Estado desconhecido: ${a.state} — não cobre de novo`,
+        "Esta versão da tela não conhece este estado. Confira o pagamento no histórico antes de cobrar."];
+  }
+}
+
+/** Which controls are live: the Pagar button is disabled from the press until the attempt is
+ * final (by state, not by a timer). A decline may be retried with another card (a new attempt);
+ * a review only once the server confirmed it has no charge for it and the cashier chose "Outro
+ * cartão"; an approval waits for "Nova venda". */
+export function controls(state, a) {
+  const known = Boolean(a && STATES[a.state]);
+  const live = Boolean(a && (a.state === "pendente" || !known));
+  const review = Boolean(a && a.state === "revisao");
+  const checked = review && Boolean(a.review_checked_at);
+  const approved = Boolean(a && a.state === "aprovado");
+  // A new sale starts once this one is settled. A payment waiting offline was accepted under
+  // the offline caps and is sent by itself, so the next customer may be served meanwhile.
+  const settled = Boolean(a && (a.state === "recusado" || approved || checked));
+  const queued = live && known && state.connectivity === "offline";
+  return {
+    pagarDisabled: !state.ready || state.pressing || live || approved || (review && !(checked && state.anotherCard)),
+    retryReviewHidden: !checked || state.pressing,
+    anotherCardHidden: !checked || state.anotherCard || state.pressing,
+    novaVendaHidden: state.pressing || !(settled || queued),
+    novaVendaText: queued ? "Próxima venda (este pagamento segue na fila)" : "Nova venda",
+    valorDisabled: Boolean(live || approved || review || state.pressing),
+    cartaoDisabled: Boolean(live || approved || (review && !state.anotherCard) || state.pressing),
+  };
+}
+
+/** The connectivity pill's text. */
+export function connectivityText(state) {
+  if (state.startupError) return "Parado";
+  return { online: "Online", offline: "Offline", unknown: "Conectando…" }[state.connectivity];
+}
+
+/** The offline banner's title and detail. */
+export function offlineBanner(state) {
+  const title = state.connectivity === "unknown"
+    ? "Verificando a conexão com o servidor de pagamentos…"
+    : "Sem conexão com o servidor de pagamentos.";
+  const n = state.queue.count;
+  const detail = n === 0
+    ? "Nenhum pagamento aguardando."
+    : `${n} ${n === 1 ? "pagamento aguardando" : "pagamentos aguardando"} · ${brl(state.queue.total)} — serão enviados sozinhos quando a rede voltar.`;
+  return { title, detail };
+}
+
+/** The latest attempt of every other sale still unsettled that the cashier did not just queue:
+ * left by an earlier run, or in review. */
+export function unfinishedSales(state) {
+  const latest = new Map();
+  for (const a of state.attempts.values()) {
+    const seen = latest.get(a.sale_id);
+    if (!seen || a.created_at >= seen.created_at) latest.set(a.sale_id, a);
+  }
+  return [...latest.values()]
+    .filter((a) => a.sale_id !== state.saleId && (a.state === "pendente" || a.state === "revisao"))
+    .filter((a) => a.state === "revisao" || state.carriedOver.has(a.sale_id))
+    .sort((x, y) => x.created_at - y.created_at);
+}
+
+/** What the history's pill says for a state (an unknown one as it is). */
+export function pillText(stateName) {
+  return STATES[stateName] ? STATES[stateName].pill : stateName;
+}
+
+/** The QA table's "next try" cell. */
+export function nextTryText(a, now) {
+  if (a.state !== "pendente") return "—";
+  return a.next_try_at > now ? `em ${secondsUntil(a.next_try_at, now)} s` : "agora";
+}
+
+/** The newest `limit` attempts, newest first. */
+export function newest(state, limit) {
+  return [...state.attempts.values()].sort((x, y) => y.created_at - x.created_at).slice(0, limit);
+}
+
+/** Keeps the newest view of an attempt: `pay`'s answer can arrive after the events that followed it. */
+export function upsert(state, a) {
+  const old = state.attempts.get(a.id);
+  const rank = (x) => [x.updated_at, x.tries, x.state === "pendente" ? 0 : 1];
+  const newer = (x, y) => {
+    const [rx, ry] = [rank(x), rank(y)];
+    for (let i = 0; i < rx.length; i++) if (rx[i] !== ry[i]) return rx[i] > ry[i];
+    return true;
+  };
+  if (!old || newer(a, old)) state.attempts.set(a.id, a);
+}
+
+/** Applies one engine event. */
+export function applyEvent(state, e) {
+  if (e.type === "attempt_changed") {
+    upsert(state, e.attempt);
+    // A new attempt of the open sale (another card) becomes the one the screen follows.
+    const cur = current(state);
+    if (e.attempt.sale_id === state.saleId && (!cur || e.attempt.created_at >= cur.created_at)) {
+      state.attemptId = e.attempt.id;
+    }
+  } else if (e.type === "queue_changed") state.queue = e.queue;
+  else if (e.type === "connectivity_changed") state.connectivity = e.connectivity;
+}
+
+/** Applies a full snapshot (on start, and after the event stream lagged). */
+export function applySnapshot(state, snap) {
+  state.attempts = new Map(snap.attempts.map((a) => [a.id, a]));
+  state.queue = snap.queue;
+  state.connectivity = snap.connectivity;
+  state.offlineSimulated = snap.offline_simulated;
+}
+
+/** Applies the till as the outbox keeps it: the open sale and the others left unfinished. */
+export function applyTill(state, till) {
+  state.saleId = till.sale;
+  state.attemptId = till.attempt ? till.attempt.id : null;
+  if (till.attempt) upsert(state, till.attempt);
+  for (const a of till.unfinished) {
+    upsert(state, a);
+    state.carriedOver.add(a.sale_id);
+  }
+}

@@ -1,0 +1,133 @@
+// Unit tests of the screen's decisions (node --test ui/test/, run by `make test`).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  applyEvent, applyTill, brl, brlInput, controls, createState, current, nextTryText, pillText,
+  STATES, statusFor, unfinishedSales, upsert,
+} from "../state.js";
+
+const NOW = 1_000_000;
+
+function attempt(over = {}) {
+  return {
+    id: "att_1", sale_id: "venda-1", idempotency_key: "k", valor: 123456, cartao: "tok_aprovado",
+    state: "pendente", tries: 0, next_try_at: NOW, last_tried_at: null, last_error: null,
+    response_status: null, payment_id: null, motivo: null, created_at: NOW, updated_at: NOW,
+    review_checked_at: null, ...over,
+  };
+}
+
+function ready(a) {
+  const s = createState();
+  s.ready = true;
+  s.connectivity = "online";
+  s.saleId = "venda-1";
+  if (a) {
+    upsert(s, a);
+    s.attemptId = a.id;
+  }
+  return s;
+}
+
+test("amounts read the Brazilian way", () => {
+  assert.equal(brl(123456), "R$ 1.234,56");
+  assert.equal(brl(5), "R$ 0,05");
+  assert.equal(brl(-100), "-R$ 1,00");
+  assert.equal(brlInput(100000000), "1.000.000,00");
+});
+
+test("every known state has its own label and none reads as unknown", () => {
+  const labels = new Set();
+  for (const name of Object.keys(STATES)) {
+    const a = attempt({ state: name, review_checked_at: name === "revisao" ? NOW : null });
+    const [kind, label] = statusFor(ready(a), a, NOW);
+    assert.equal(kind, name, `${name} is drawn as itself`);
+    assert.ok(!label.startsWith("Estado desconhecido"), label);
+    labels.add(label);
+  }
+  assert.equal(labels.size, Object.keys(STATES).length, "one label per state");
+});
+
+test("an unknown state is never shown as pending, ready or approved, and Pagar stays off", () => {
+  const a = attempt({ state: "estornado" });
+  const s = ready(a);
+  const [kind, label] = statusFor(s, a, NOW);
+  assert.equal(kind, "erro");
+  assert.match(label, /Estado desconhecido: estornado — não cobre de novo/);
+  const c = controls(s, a);
+  assert.equal(c.pagarDisabled, true);
+  assert.equal(c.novaVendaHidden, true, "not settled, not queued");
+  assert.equal(pillText("estornado"), "estornado");
+});
+
+test("pending says not to charge again, and why it waits", () => {
+  const s = ready();
+  const a = attempt({ tries: 2, next_try_at: NOW + 4_000, last_error: "a conexão caiu antes da resposta (reset)" });
+  upsert(s, a);
+  s.attemptId = a.id;
+  assert.deepEqual(statusFor(s, a, NOW).slice(0, 2), ["pendente", "Pagamento pendente — não cobre de novo"]);
+  assert.match(statusFor(s, a, NOW)[2], /Nova tentativa em 4 s, com a mesma chave/);
+  s.connectivity = "offline";
+  assert.match(statusFor(s, a, NOW)[2], /^Sem conexão \(a conexão caiu antes da resposta\): será enviado sozinho/);
+  assert.equal(nextTryText(a, NOW), "em 4 s");
+  assert.equal(nextTryText(attempt({ state: "aprovado" }), NOW), "—");
+});
+
+test("Pagar is off from the press until the attempt is final", () => {
+  const s = ready();
+  assert.equal(controls(s, null).pagarDisabled, false);
+  s.pressing = true;
+  assert.equal(controls(s, null).pagarDisabled, true, "while pay runs");
+  s.pressing = false;
+  for (const [st, off] of [["pendente", true], ["aprovado", true], ["recusado", false]]) {
+    assert.equal(controls(s, attempt({ state: st })).pagarDisabled, off, st);
+  }
+  const review = attempt({ state: "revisao" });
+  assert.equal(controls(s, review).pagarDisabled, true, "review not yet checked");
+  const checked = attempt({ state: "revisao", review_checked_at: NOW });
+  assert.equal(controls(s, checked).pagarDisabled, true, "checked, but the cashier has not chosen another card");
+  s.anotherCard = true;
+  assert.equal(controls(s, checked).pagarDisabled, false);
+});
+
+test("a payment waiting offline lets the next sale start; online it does not", () => {
+  const s = ready();
+  const a = attempt();
+  assert.equal(controls(s, a).novaVendaHidden, true);
+  s.connectivity = "offline";
+  const c = controls(s, a);
+  assert.equal(c.novaVendaHidden, false);
+  assert.equal(c.novaVendaText, "Próxima venda (este pagamento segue na fila)");
+  assert.equal(controls(s, attempt({ state: "aprovado" })).novaVendaText, "Nova venda");
+});
+
+test("a late pay answer never replaces a newer view of the attempt", () => {
+  const s = ready();
+  upsert(s, attempt({ state: "aprovado", tries: 1, updated_at: NOW + 10 }));
+  upsert(s, attempt({ state: "pendente", tries: 0, updated_at: NOW }));
+  assert.equal(s.attempts.get("att_1").state, "aprovado");
+});
+
+test("an event for the open sale makes its new attempt the current one", () => {
+  const s = ready(attempt({ state: "recusado" }));
+  applyEvent(s, { type: "attempt_changed", attempt: attempt({ id: "att_2", created_at: NOW + 1 }) });
+  assert.equal(current(s).id, "att_2");
+  applyEvent(s, { type: "attempt_changed", attempt: attempt({ id: "att_3", sale_id: "venda-9", created_at: NOW + 2 }) });
+  assert.equal(current(s).id, "att_2", "another sale's attempt does not take the screen");
+  applyEvent(s, { type: "connectivity_changed", connectivity: "offline" });
+  assert.equal(s.connectivity, "offline");
+});
+
+test("sales left unfinished by an earlier run are listed; ones queued now are not", () => {
+  const s = createState();
+  applyTill(s, {
+    sale: "venda-3",
+    attempt: attempt({ id: "att_3", sale_id: "venda-3" }),
+    unfinished: [attempt({ id: "att_1", sale_id: "venda-1" })],
+  });
+  upsert(s, attempt({ id: "att_2", sale_id: "venda-2" }));
+  upsert(s, attempt({ id: "att_4", sale_id: "venda-4", state: "revisao" }));
+  assert.deepEqual(unfinishedSales(s).map((a) => a.sale_id).sort(), ["venda-1", "venda-4"]);
+  assert.equal(s.saleId, "venda-3");
+  assert.equal(current(s).id, "att_3");
+});
