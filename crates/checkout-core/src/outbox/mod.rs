@@ -144,6 +144,21 @@ impl Outbox {
             .await
     }
 
+    /// Runs `f` on one attempt in the writer, then reads the attempt back with the queue, in the
+    /// same transaction: what every change announces.
+    async fn change<F>(&self, id: &AttemptId, f: F) -> Result<(Attempt, QueueSummary)>
+    where
+        F: FnOnce(&rusqlite::Connection, &AttemptId) -> Result<()> + Send + 'static,
+    {
+        let id = id.clone();
+        self.db
+            .write(move |c| {
+                f(c, &id)?;
+                after_change(c, &id)
+            })
+            .await
+    }
+
     /// Attempts due now, oldest first, at most `limit`.
     pub async fn due(&self, now: UnixMillis, limit: usize) -> Result<Vec<SendJob>> {
         self.dispatch_reads.fetch_add(1, Ordering::Relaxed);
@@ -194,42 +209,40 @@ impl Outbox {
         result: TryResult,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
-        let id = id.clone();
-        self.db
-            .write(move |c| {
-                match result {
-                    TryResult::Final(FinalAnswer {
-                        state,
-                        status,
-                        body,
-                        payment_id,
-                        motivo,
-                    }) => exec(
-                        c,
-                        "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
-                                motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7
-                         WHERE id = ?1 AND state = 'pendente'",
-                        params![id.as_ref(), state.as_str(), status, body, payment_id, motivo, now],
-                    )?,
-                    TryResult::Retry { next_try_at, error } => exec(
-                        c,
-                        "UPDATE attempts SET next_try_at = ?2, last_error = ?3, tries = tries + 1,
-                                last_tried_at = ?4, updated_at = ?4
-                         WHERE id = ?1 AND state = 'pendente'",
-                        params![id.as_ref(), next_try_at, error, now],
-                    )?,
-                    TryResult::Review { reason, status, body, checked } => exec(
-                        c,
-                        "UPDATE attempts SET state = 'revisao', last_error = ?2, response_status = ?3,
-                                response_body = ?4, tries = tries + 1, last_tried_at = ?5, updated_at = ?5,
-                                review_checked_at = CASE WHEN ?6 THEN ?5 END
-                         WHERE id = ?1 AND state = 'pendente'",
-                        params![id.as_ref(), reason, status, body, now, checked],
-                    )?,
-                };
-                after_change(c, &id)
-            })
-            .await
+        self.change(id, move |c, id| {
+            match result {
+                TryResult::Final(FinalAnswer {
+                    state,
+                    status,
+                    body,
+                    payment_id,
+                    motivo,
+                }) => exec(
+                    c,
+                    "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                            motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7
+                     WHERE id = ?1 AND state = 'pendente'",
+                    params![id.as_ref(), state.as_str(), status, body, payment_id, motivo, now],
+                )?,
+                TryResult::Retry { next_try_at, error } => exec(
+                    c,
+                    "UPDATE attempts SET next_try_at = ?2, last_error = ?3, tries = tries + 1,
+                            last_tried_at = ?4, updated_at = ?4
+                     WHERE id = ?1 AND state = 'pendente'",
+                    params![id.as_ref(), next_try_at, error, now],
+                )?,
+                TryResult::Review { reason, status, body, checked } => exec(
+                    c,
+                    "UPDATE attempts SET state = 'revisao', last_error = ?2, response_status = ?3,
+                            response_body = ?4, tries = tries + 1, last_tried_at = ?5, updated_at = ?5,
+                            review_checked_at = CASE WHEN ?6 THEN ?5 END
+                     WHERE id = ?1 AND state = 'pendente'",
+                    params![id.as_ref(), reason, status, body, now, checked],
+                )?,
+            };
+            Ok(())
+        })
+        .await
     }
 
     /// Makes every pending attempt due at `now` (the server is reachable again).
@@ -252,32 +265,30 @@ impl Outbox {
         id: &AttemptId,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
-        let id = id.clone();
-        self.db
-            .write(move |c| {
-                let other: Option<String> = c
-                    .prepare_cached(&format!(
-                        "SELECT id FROM attempts
-                         WHERE sale_id = (SELECT sale_id FROM attempts WHERE id = ?1 AND state = 'revisao')
-                           AND id != ?1 AND {BLOCKS_SALE} LIMIT 1"
-                    ))?
-                    .query_row([id.as_ref()], |r| r.get(0))
-                    .optional()?;
-                if let Some(other) = other {
-                    return Err(CoreError::Invalid(format!(
-                        "esta venda já tem outro pagamento ({other}); não dá para reenviar este"
-                    )));
-                }
-                exec(
-                    c,
-                    "UPDATE attempts SET state = 'pendente', next_try_at = ?2, updated_at = ?2,
-                            review_checked_at = NULL
-                     WHERE id = ?1 AND state = 'revisao'",
-                    params![id.as_ref(), now],
-                )?;
-                after_change(c, &id)
-            })
-            .await
+        self.change(id, move |c, id| {
+            let other: Option<String> = c
+                .prepare_cached(&format!(
+                    "SELECT id FROM attempts
+                     WHERE sale_id = (SELECT sale_id FROM attempts WHERE id = ?1 AND state = 'revisao')
+                       AND id != ?1 AND {BLOCKS_SALE} LIMIT 1"
+                ))?
+                .query_row([id.as_ref()], |r| r.get(0))
+                .optional()?;
+            if let Some(other) = other {
+                return Err(CoreError::Invalid(format!(
+                    "esta venda já tem outro pagamento ({other}); não dá para reenviar este"
+                )));
+            }
+            exec(
+                c,
+                "UPDATE attempts SET state = 'pendente', next_try_at = ?2, updated_at = ?2,
+                        review_checked_at = NULL
+                 WHERE id = ?1 AND state = 'revisao'",
+                params![id.as_ref(), now],
+            )?;
+            Ok(())
+        })
+        .await
     }
 
     /// Settles an attempt in `revisao` with what the server has for its `referencia`: a payment
@@ -288,19 +299,17 @@ impl Outbox {
         answer: FinalAnswer,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
-        let id = id.clone();
-        self.db
-            .write(move |c| {
-                exec(
-                    c,
-                    "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
-                            motivo = ?6, review_checked_at = ?7, updated_at = ?7
-                     WHERE id = ?1 AND state = 'revisao'",
-                    params![id.as_ref(), answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now],
-                )?;
-                after_change(c, &id)
-            })
-            .await
+        self.change(id, move |c, id| {
+            exec(
+                c,
+                "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                        motivo = ?6, review_checked_at = ?7, updated_at = ?7
+                 WHERE id = ?1 AND state = 'revisao'",
+                params![id.as_ref(), answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now],
+            )?;
+            Ok(())
+        })
+        .await
     }
 
     /// Records that the server has no payment for an attempt in `revisao`.
@@ -309,17 +318,15 @@ impl Outbox {
         id: &AttemptId,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
-        let id = id.clone();
-        self.db
-            .write(move |c| {
-                exec(
-                    c,
-                    "UPDATE attempts SET review_checked_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'revisao'",
-                    params![id.as_ref(), now],
-                )?;
-                after_change(c, &id)
-            })
-            .await
+        self.change(id, move |c, id| {
+            exec(
+                c,
+                "UPDATE attempts SET review_checked_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'revisao'",
+                params![id.as_ref(), now],
+            )?;
+            Ok(())
+        })
+        .await
     }
 
     /// Attempts in `revisao`, oldest first; only those not yet checked with `unchecked_only`.
