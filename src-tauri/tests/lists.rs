@@ -133,18 +133,19 @@ fn the_window_calls_only_commands_that_exist() {
 fn the_window_knows_every_attempt_state_and_no_other() {
     let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/state.js"))
         .expect("ui/state.js");
-    let states: BTreeSet<String> = between(&src, "export const STATES = {", "};")
+    // Each entry is one line: `name: { pill: "…", final: true|false },`.
+    let states: BTreeSet<(String, bool)> = between(&src, "export const STATES = {", "};")
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with("//"))
-        .map(|l| ident(l).to_string())
+        .map(|l| (ident(l).to_string(), l.contains("final: true")))
         .collect();
-    let engine: BTreeSet<String> = checkout_core::AttemptState::ALL
+    let engine: BTreeSet<(String, bool)> = checkout_core::AttemptState::ALL
         .iter()
-        .map(|s| s.as_str().to_string())
+        .map(|s| (s.as_str().to_string(), s.is_final()))
         .collect();
     assert_eq!(
         states, engine,
-        "ui/state.js STATES must list exactly checkout-core's AttemptState::ALL"
+        "ui/state.js STATES must list exactly checkout-core's AttemptState::ALL, each final as the engine says"
     );
 }

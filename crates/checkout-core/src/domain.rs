@@ -339,7 +339,10 @@ impl AttemptState {
 
     /// True for states the engine will not change by itself.
     pub fn is_final(self) -> bool {
-        !matches!(self, AttemptState::Pendente)
+        match self {
+            AttemptState::Pendente => false,
+            AttemptState::Aprovado | AttemptState::Recusado | AttemptState::Revisao => true,
+        }
     }
 }
 
