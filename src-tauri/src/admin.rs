@@ -17,18 +17,18 @@ pub struct AdminClient {
 
 /// The parts of a problem+json the panel shows.
 #[derive(Debug, Deserialize)]
-struct ApiProblem {
+struct ServerProblem {
     detail: Option<String>,
     #[serde(default)]
-    errors: Vec<ApiFieldError>,
+    errors: Vec<ServerFieldError>,
 }
 
 #[derive(Debug, Deserialize)]
-struct ApiFieldError {
+struct ServerFieldError {
     erro: String,
 }
 
-impl ApiProblem {
+impl ServerProblem {
     /// What went wrong, in the server's words: every field error, or the detail.
     fn reason(self) -> String {
         if self.errors.is_empty() {
@@ -107,8 +107,8 @@ impl AdminClient {
             serde_json::from_slice(&bytes)
                 .map_err(|e| AppError::Qa(format!("{what}: resposta ilegível ({e})")))
         } else {
-            let why = serde_json::from_slice::<ApiProblem>(&bytes)
-                .map(ApiProblem::reason)
+            let why = serde_json::from_slice::<ServerProblem>(&bytes)
+                .map(ServerProblem::reason)
                 .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
             Err(AppError::Qa(format!("{what}: {why}")))
         }
