@@ -4,7 +4,7 @@
 
 import {
   applyEvent, applySnapshot, applyTill, brlInput, CARD_LABELS, createState, current, errorText,
-  FAULTS, upsert,
+  FAULTS, snapshotMark, upsert,
 } from "./state.js";
 import { $, fillCards, render, renderQa } from "./view.js";
 
@@ -98,7 +98,8 @@ async function qa(action, done) {
 }
 
 async function refresh() {
-  applySnapshot(state, await invoke("attempts"));
+  const mark = snapshotMark(state);
+  applySnapshot(state, await invoke("attempts"), mark);
   draw();
 }
 

@@ -46,6 +46,9 @@ export function createState() {
     queue: { count: 0, total: 0 },
     connectivity: "unknown",
     offlineSimulated: false,
+    // How many queue and connectivity events have arrived: a snapshot asked for before one of
+    // them must not put back the older value it read.
+    seen: { queue: 0, connectivity: 0 },
   };
 }
 
@@ -214,15 +217,27 @@ export function applyEvent(state, e) {
     if (e.attempt.sale_id === state.saleId && (!cur || e.attempt.created_at >= cur.created_at)) {
       state.attemptId = e.attempt.id;
     }
-  } else if (e.type === "queue_changed") state.queue = e.queue;
-  else if (e.type === "connectivity_changed") state.connectivity = e.connectivity;
+  } else if (e.type === "queue_changed") {
+    state.queue = e.queue;
+    state.seen.queue += 1;
+  } else if (e.type === "connectivity_changed") {
+    state.connectivity = e.connectivity;
+    state.seen.connectivity += 1;
+  }
 }
 
-/** Applies a full snapshot (on start, and after the event stream lagged). */
-export function applySnapshot(state, snap) {
-  state.attempts = new Map(snap.attempts.map((a) => [a.id, a]));
-  state.queue = snap.queue;
-  state.connectivity = snap.connectivity;
+/** What a snapshot asked for now must not overwrite if newer events arrive before its answer. */
+export function snapshotMark(state) {
+  return { ...state.seen };
+}
+
+/** Applies a full snapshot (on start, and after the event stream lagged), asked for at `mark`:
+ * an attempt keeps its newest view, and the queue and connectivity are taken from the snapshot
+ * only if no event about them arrived while it was on its way. */
+export function applySnapshot(state, snap, mark) {
+  for (const a of snap.attempts) upsert(state, a);
+  if (state.seen.queue === mark.queue) state.queue = snap.queue;
+  if (state.seen.connectivity === mark.connectivity) state.connectivity = snap.connectivity;
   state.offlineSimulated = snap.offline_simulated;
 }
 

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  applyEvent, applyTill, brl, brlInput, controls, createState, current, nextTryText, pillText,
+  applyEvent, applySnapshot, applyTill, snapshotMark, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert,
 } from "../state.js";
 
@@ -130,4 +130,26 @@ test("sales left unfinished by an earlier run are listed; ones queued now are no
   assert.deepEqual(unfinishedSales(s).map((a) => a.sale_id).sort(), ["venda-1", "venda-4"]);
   assert.equal(s.saleId, "venda-3");
   assert.equal(current(s).id, "att_3");
+});
+
+test("a snapshot that left before an event does not put back what the event replaced", () => {
+  const s = ready();
+  s.connectivity = "unknown";
+  const mark = snapshotMark(s);
+  // The probe's event arrives while the snapshot (read while still unknown) is on its way.
+  applyEvent(s, { type: "connectivity_changed", connectivity: "offline" });
+  applyEvent(s, { type: "attempt_changed", attempt: attempt({ state: "aprovado", tries: 1, updated_at: NOW + 5 }) });
+  applySnapshot(s, {
+    attempts: [attempt({ state: "pendente", updated_at: NOW })],
+    queue: { count: 1, total: 123456 },
+    connectivity: "unknown",
+    offline_simulated: false,
+  }, mark);
+  assert.equal(s.connectivity, "offline");
+  assert.equal(s.attempts.get("att_1").state, "aprovado");
+  assert.deepEqual(s.queue, { count: 1, total: 123456 }, "no queue event came: the snapshot's");
+  const later = snapshotMark(s);
+  applySnapshot(s, { attempts: [], queue: { count: 0, total: 0 }, connectivity: "online", offline_simulated: true }, later);
+  assert.equal(s.connectivity, "online", "nothing newer: the snapshot wins");
+  assert.equal(s.offlineSimulated, true);
 });
