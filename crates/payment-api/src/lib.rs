@@ -12,6 +12,7 @@ pub mod error;
 pub mod faults;
 pub mod gateway;
 pub mod http;
+pub mod listing;
 pub mod metrics;
 pub mod payments;
 pub mod replay_cache;

@@ -237,6 +237,7 @@ fn build_payment(
         cobranca_id: charged.cobranca_id.clone(),
         created_at,
         merchant: merchant.clone(),
+        terminal: request.terminal.clone(),
     };
     let response = response_for(&payment);
     (payment, response)

@@ -36,6 +36,9 @@ pub struct PaymentBody {
     pub cobranca_id: String,
     /// Creation time, RFC 3339.
     pub criado_em: String,
+    /// The till that sent it, when it said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
 }
 
 impl From<&Payment> for PaymentBody {
@@ -51,6 +54,7 @@ impl From<&Payment> for PaymentBody {
             idempotency_key: p.idempotency_key.as_ref().to_string(),
             cobranca_id: p.cobranca_id.clone(),
             criado_em: rfc3339(p.created_at),
+            terminal: p.terminal.as_ref().map(ToString::to_string),
         }
     }
 }
@@ -62,11 +66,15 @@ impl PaymentBody {
     }
 }
 
-/// Payments found by a lookup.
+/// Payments found by a lookup, or one page of a time range.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PaymentList {
     /// Oldest first; empty when none.
     pub pagamentos: Vec<PaymentBody>,
+    /// A time range only: the `cursor` of the next page, or `null` on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub proximo: Option<Option<String>>,
 }
 
 /// Body of `POST /pagamentos` (documentation; the handler validates the raw JSON itself so that
@@ -82,6 +90,8 @@ pub struct NovoPagamento {
     descricao: Option<String>,
     /// Client reference, up to 255 characters; findable forever with `GET /pagamentos?referencia=`.
     referencia: Option<String>,
+    /// The till that sends it (1–64 of `A-Z a-z 0-9 _ . -`); a time range can be filtered by it.
+    terminal: Option<String>,
 }
 
 /// An RFC 9457 problem: the body of every error.

@@ -9,6 +9,7 @@ mod merchant;
 mod money;
 mod payment;
 mod request;
+mod terminal;
 
 pub use card::{CardToken, UnknownCard};
 pub use fingerprint::Fingerprint;
@@ -18,3 +19,4 @@ pub use merchant::{InvalidMerchant, MerchantId};
 pub use money::{AmountError, Centavos, MAX_VALOR_CENTAVOS};
 pub use payment::{PaymentId, PaymentStatus, UnknownStatus};
 pub use request::{FieldError, PaymentRequest, MAX_TEXT_LEN};
+pub use terminal::{InvalidTerminal, TerminalId};

@@ -1,6 +1,6 @@
 //! The body of `POST /pagamentos`, validated.
 
-use super::{CardToken, Centavos};
+use super::{CardToken, Centavos, TerminalId};
 use serde::Serialize;
 
 /// A validated `POST /pagamentos` body.
@@ -14,6 +14,8 @@ pub struct PaymentRequest {
     pub descricao: Option<String>,
     /// The client's own reference (the checkout app sends its attempt id).
     pub referencia: Option<String>,
+    /// The till that sent it, when it says.
+    pub terminal: Option<TerminalId>,
 }
 /// Longest `descricao` and `referencia`, in characters.
 pub const MAX_TEXT_LEN: usize = 255;
@@ -66,8 +68,18 @@ impl PaymentRequest {
         };
         let descricao = text("descricao");
         let referencia = text("referencia");
+        let terminal = match obj.get("terminal") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) => TerminalId::parse(s)
+                .map_err(|e| errors.push(FieldError::new("terminal", e.to_string())))
+                .ok(),
+            Some(_) => {
+                errors.push(FieldError::new("terminal", "terminal deve ser um texto"));
+                None
+            }
+        };
         for k in obj.keys() {
-            if !["valor", "cartao", "descricao", "referencia"].contains(&k.as_str()) {
+            if !["valor", "cartao", "descricao", "referencia", "terminal"].contains(&k.as_str()) {
                 errors.push(FieldError::new(k.clone(), "campo desconhecido"));
             }
         }
@@ -77,6 +89,7 @@ impl PaymentRequest {
                 cartao,
                 descricao,
                 referencia,
+                terminal,
             }),
             _ => Err(errors),
         }

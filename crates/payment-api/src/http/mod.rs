@@ -11,6 +11,7 @@ use crate::conn::ConnHandle;
 use crate::domain::{FieldError, PaymentId};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
+use crate::listing::{Cursor, RangeParams};
 use crate::metrics::RequestOutcome;
 use crate::payments::{self, Answer, Prepared};
 use crate::schema::{
@@ -271,7 +272,8 @@ pub(crate) async fn get_payment(
         .ok_or(ApiError::NotFound)
 }
 
-/// Lookup by exactly one of the parameters.
+/// A lookup by exactly one of `referencia` and `idempotency_key`, or a time range (`desde` and
+/// `ate`, with `cursor`, `limite` and `terminal`).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct PaymentQuery {
@@ -279,6 +281,16 @@ pub struct PaymentQuery {
     referencia: Option<String>,
     /// The idempotency key that created the payment.
     idempotency_key: Option<String>,
+    /// Range: from this instant (inclusive), RFC 3339 with an offset, e.g. `2026-12-01T00:00:00-03:00`.
+    desde: Option<String>,
+    /// Range: up to this instant (exclusive), RFC 3339; at most 92 days after `desde`.
+    ate: Option<String>,
+    /// Range: the `proximo` of the previous page.
+    cursor: Option<String>,
+    /// Range: page size, 1–1000 (default 100).
+    limite: Option<String>,
+    /// Range: only payments sent with this `terminal`.
+    terminal: Option<String>,
 }
 
 /// Finds payments by `referencia` or by `idempotency_key`, for a client resolving an attempt whose
@@ -288,9 +300,10 @@ pub struct PaymentQuery {
     path = "/pagamentos",
     params(PaymentQuery),
     responses(
-        (status = 200, description = "The payments found (oldest first); empty when none", body = PaymentList),
-        (status = 400, description = "Not exactly one of `referencia` and `idempotency_key`", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "The payments found (oldest first); empty when none. A range answers one page in `(criado_em, id)` order and `proximo`, the cursor of the next page (`null` on the last): each payment that existed when the listing began is on exactly one page, however many are added meanwhile", body = PaymentList),
+        (status = 400, description = "Not exactly one of `referencia`, `idempotency_key` and a range", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Bad API key", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A bad range: `desde`/`ate` missing or not RFC 3339, `ate` not after `desde` or over 92 days later, a bad `limite`, `cursor` or `terminal`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -300,6 +313,37 @@ pub(crate) async fn list_payments(
     query: std::result::Result<Query<PaymentQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PaymentList>> {
     let Query(q) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
+    let range = RangeParams {
+        desde: q.desde,
+        ate: q.ate,
+        cursor: q.cursor,
+        limite: q.limite,
+        terminal: q.terminal,
+    };
+    if range.any() {
+        if q.referencia.is_some() || q.idempotency_key.is_some() {
+            return Err(ApiError::BadQuery(
+                "informe referencia, idempotency_key ou um intervalo (desde e ate), não mais de um"
+                    .into(),
+            ));
+        }
+        let page = range.parse().map_err(ApiError::Validation)?;
+        let found = state.store().payments_page(&merchant, &page).await?;
+        let proximo = (found.len() == page.limit)
+            .then(|| found.last())
+            .flatten()
+            .map(|last| {
+                Cursor {
+                    created_at: last.created_at,
+                    id: last.id.clone(),
+                }
+                .encode()
+            });
+        return Ok(Json(PaymentList {
+            pagamentos: found.iter().map(PaymentBody::from).collect(),
+            proximo: Some(proximo),
+        }));
+    }
     let pagamentos = match (q.referencia, q.idempotency_key) {
         (Some(r), None) => {
             state
@@ -313,14 +357,14 @@ pub(crate) async fn list_payments(
                 .payments_by(&merchant, PaymentField::IdempotencyKey, &k)
                 .await?
         }
-        _ => {
-            return Err(ApiError::BadQuery(
-                "informe exatamente um de: referencia, idempotency_key".into(),
-            ))
-        }
+        _ => return Err(ApiError::BadQuery(
+            "informe exatamente um de: referencia, idempotency_key, ou um intervalo (desde e ate)"
+                .into(),
+        )),
     };
     Ok(Json(PaymentList {
         pagamentos: pagamentos.iter().map(PaymentBody::from).collect(),
+        proximo: None,
     }))
 }
 

@@ -13,6 +13,7 @@ pub use sqlite::SqliteStore;
 use crate::clock::Millis;
 use crate::domain::{
     Centavos, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId, PaymentStatus,
+    TerminalId,
 };
 use crate::error::StoreError;
 
@@ -21,7 +22,7 @@ pub type StoreResult<T> = std::result::Result<T, StoreError>;
 
 /// The columns of `payments`, in the order both stores read and write them.
 const PAYMENT_COLUMNS: &str =
-    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at";
+    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal";
 
 /// A stored response from its two nullable columns: both or neither.
 fn stored_response(
@@ -158,6 +159,8 @@ pub struct Payment {
     pub cobranca_id: String,
     /// Creation time (store clock).
     pub created_at: Millis,
+    /// The till that sent it, when it said.
+    pub terminal: Option<TerminalId>,
 }
 
 /// The columns of a `payments` row as a driver reads them; [`PaymentColumns::parse`] is the one
@@ -175,6 +178,7 @@ struct PaymentColumns {
     referencia: Option<String>,
     cobranca_id: String,
     created_at: Millis,
+    terminal: Option<String>,
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
@@ -195,8 +199,27 @@ impl PaymentColumns {
             referencia: self.referencia,
             cobranca_id: self.cobranca_id,
             created_at: self.created_at,
+            terminal: self
+                .terminal
+                .map(|t| TerminalId::parse(&t).map_err(|e| corrupt("terminal", e)))
+                .transpose()?,
         })
     }
+}
+
+/// One page of a merchant's payments in a time range, in `(created_at, id)` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageQuery {
+    /// From this instant, inclusive.
+    pub from: Millis,
+    /// Up to this instant, exclusive.
+    pub to: Millis,
+    /// Only after this `(created_at, id)` (the previous page's last payment).
+    pub after: Option<(Millis, PaymentId)>,
+    /// Only this till's payments.
+    pub terminal: Option<TerminalId>,
+    /// At most this many.
+    pub limit: usize,
 }
 
 /// The write that completes a key: the payment row and the response, in one transaction.
@@ -340,6 +363,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         merchant: &MerchantId,
         field: PaymentField,
         value: &str,
+    ) -> StoreResult<Vec<Payment>>;
+    /// One page of the merchant's payments in a time range (keyset pagination: stable while
+    /// payments are added, each existing payment on exactly one page).
+    async fn payments_page(
+        &self,
+        merchant: &MerchantId,
+        query: &PageQuery,
     ) -> StoreResult<Vec<Payment>>;
     /// Deletes completed keys older than `retention_ms`; never keys in progress, never payments.
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64>;

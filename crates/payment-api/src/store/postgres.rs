@@ -243,6 +243,7 @@ fn payment_from_row(r: &Row) -> StoreResult<Payment> {
         referencia: r.try_get("referencia")?,
         cobranca_id: r.try_get("cobranca_id")?,
         created_at: r.try_get("created_at")?,
+        terminal: r.try_get("terminal")?,
     }
     .parse()
 }
@@ -389,7 +390,7 @@ impl Store for PgStore {
                  )
                  INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
                  SELECT $6::text, $1::text, $2::text, $7::bigint, $8::text, $9::text, $10::text,
-                        $11::text, $12::text, $13::bigint, $15::text
+                        $11::text, $12::text, $13::bigint, $16::text, $15::text
                  FROM done"
             ))
             .await?;
@@ -413,6 +414,7 @@ impl Store for PgStore {
                     &p.created_at,
                     &self.shift(),
                     &done.fingerprint.as_ref(),
+                    &p.terminal.as_ref().map(AsRef::<str>::as_ref),
                 ],
             )
             .await?;
@@ -470,6 +472,42 @@ impl Store for PgStore {
             ))
             .await?;
         let rows = c.query(&st, &[&merchant.as_ref(), &value]).await?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    async fn payments_page(
+        &self,
+        merchant: &MerchantId,
+        query: &PageQuery,
+    ) -> StoreResult<Vec<Payment>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "SELECT {PAYMENT_COLUMNS} FROM payments
+                 WHERE merchant = $1 AND created_at >= $2 AND created_at < $3
+                   AND (created_at, id) > ($4, $5)
+                   AND ($6::text IS NULL OR terminal = $6)
+                 ORDER BY created_at, id LIMIT $7"
+            ))
+            .await?;
+        let (after_at, after_id) = match &query.after {
+            Some((at, id)) => (*at, id.as_ref().to_string()),
+            None => (i64::MIN, String::new()),
+        };
+        let rows = c
+            .query(
+                &st,
+                &[
+                    &merchant.as_ref(),
+                    &query.from,
+                    &query.to,
+                    &after_at,
+                    &after_id,
+                    &query.terminal.as_ref().map(AsRef::<str>::as_ref),
+                    &(query.limit as i64),
+                ],
+            )
+            .await?;
         rows.iter().map(payment_from_row).collect()
     }
 

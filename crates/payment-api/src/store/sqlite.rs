@@ -16,6 +16,9 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../migrations/sqlite/V1__init.sql")),
         M::up(include_str!("../../migrations/sqlite/V2__recovery.sql")),
+        M::up(include_str!(
+            "../../migrations/sqlite/V3__terminal_and_range.sql"
+        )),
     ])
 }
 
@@ -87,6 +90,7 @@ fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<PaymentColumns> {
         referencia: r.get("referencia")?,
         cobranca_id: r.get("cobranca_id")?,
         created_at: r.get("created_at")?,
+        terminal: r.get("terminal")?,
     })
 }
 
@@ -190,7 +194,7 @@ impl Store for SqliteStore {
             }
             let p = &done.payment;
             c.execute(
-                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
                 params![
                     p.id.as_ref(),
                     done.merchant.as_ref(),
@@ -202,6 +206,7 @@ impl Store for SqliteStore {
                     p.referencia,
                     p.cobranca_id,
                     p.created_at,
+                    p.terminal.as_ref().map(AsRef::<str>::as_ref),
                     done.fingerprint.as_ref()
                 ],
             )?;
@@ -264,6 +269,45 @@ impl Store for SqliteStore {
             rows.into_iter().map(PaymentColumns::parse).collect()
         })
         .await
+    }
+
+    async fn payments_page(
+        &self,
+        merchant: &MerchantId,
+        query: &PageQuery,
+    ) -> StoreResult<Vec<Payment>> {
+        let m = merchant.to_string();
+        let q = query.clone();
+        self.db
+            .read(move |c| {
+                let (after_at, after_id) = match &q.after {
+                    Some((at, id)) => (*at, id.as_ref().to_string()),
+                    None => (i64::MIN, String::new()),
+                };
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT {PAYMENT_COLUMNS} FROM payments
+                     WHERE merchant = ?1 AND created_at >= ?2 AND created_at < ?3
+                       AND (created_at, id) > (?4, ?5)
+                       AND (?6 IS NULL OR terminal = ?6)
+                     ORDER BY created_at, id LIMIT ?7"
+                ))?;
+                let rows = st
+                    .query_map(
+                        params![
+                            m,
+                            q.from,
+                            q.to,
+                            after_at,
+                            after_id,
+                            q.terminal.as_ref().map(AsRef::<str>::as_ref),
+                            q.limit as i64
+                        ],
+                        payment_from_row,
+                    )?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter().map(PaymentColumns::parse).collect()
+            })
+            .await
     }
 
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {

@@ -20,6 +20,7 @@ mod edges;
 mod faults;
 mod helpers;
 mod key_syntax;
+mod listing;
 mod lookups;
 mod openapi;
 mod rejections;
