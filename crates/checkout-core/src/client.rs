@@ -35,6 +35,32 @@ pub enum Answer {
     },
 }
 
+/// A payment as a listing returns it: what a closing compares.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct RemotePayment {
+    /// `pay_…`
+    pub id: String,
+    /// `aprovado` or `recusado`.
+    pub status: String,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// The attempt id the till sent.
+    #[serde(default)]
+    pub referencia: Option<String>,
+    /// The till that sent it.
+    #[serde(default)]
+    pub terminal: Option<String>,
+    /// Creation time, RFC 3339.
+    pub criado_em: String,
+}
+
+#[derive(Deserialize)]
+struct RemotePage {
+    pagamentos: Vec<RemotePayment>,
+    #[serde(default)]
+    proximo: Option<String>,
+}
+
 /// A payment as the server answers it: only what the engine records.
 #[derive(Deserialize)]
 struct PaymentView {
@@ -162,6 +188,85 @@ impl PaymentClient {
 
     /// Looks the attempt up by `referencia`: `Ok(Some(final answer))` when the server has a
     /// payment for it, `Ok(None)` when it has none, `Err(retry)` when it could not tell.
+    /// Every payment the server has for this merchant between `from` and `to` (epoch ms),
+    /// only this till's when `terminal` is given, following the pages to the end. For the
+    /// till's closing; fails with [`CoreError::Unreachable`] when the server cannot be asked.
+    pub async fn payments_between(
+        &self,
+        from: i64,
+        to: i64,
+        terminal: Option<&str>,
+    ) -> Result<Vec<RemotePayment>> {
+        let rfc = |ms: i64| {
+            time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+                .ok()
+                .and_then(|t| {
+                    t.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .ok_or_else(|| CoreError::Invalid(format!("instante fora do calendário: {ms}")))
+        };
+        let (desde, ate) = (rfc(from)?, rfc(to)?);
+        let mut found = Vec::new();
+        let mut cursor: Option<String> = None;
+        // Bounded: 1 000 a page, and a closing covers days, not years.
+        for _ in 0..10_000 {
+            let mut query = vec![
+                ("desde", desde.clone()),
+                ("ate", ate.clone()),
+                ("limite", "1000".to_string()),
+            ];
+            if let Some(t) = terminal {
+                query.push(("terminal", t.to_string()));
+            }
+            if let Some(c) = &cursor {
+                query.push(("cursor", c.clone()));
+            }
+            let page: RemotePage = self.get_json("/pagamentos", &query).await?;
+            found.extend(page.pagamentos);
+            match page.proximo {
+                Some(next) => cursor = Some(next),
+                None => return Ok(found),
+            }
+        }
+        Err(CoreError::Unreachable(
+            "a listagem de pagamentos não terminou".into(),
+        ))
+    }
+
+    /// Every payment the server has under one `referencia` (usually one).
+    pub async fn payments_by_referencia(&self, referencia: &str) -> Result<Vec<RemotePayment>> {
+        let page: RemotePage = self
+            .get_json("/pagamentos", &[("referencia", referencia.to_string())])
+            .await?;
+        Ok(page.pagamentos)
+    }
+
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T> {
+        let res = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .query(query)
+            .bearer_auth(&self.api_key)
+            .send()
+            .await
+            .map_err(|e| CoreError::Unreachable(format!("servidor de pagamentos: {e}")))?;
+        let status = res.status();
+        let body = res
+            .bytes()
+            .await
+            .map_err(|e| CoreError::Unreachable(format!("servidor de pagamentos: {e}")))?;
+        if !status.is_success() {
+            return Err(CoreError::Unreachable(problem_text(status, &body)));
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| CoreError::Unreachable(format!("resposta ilegível do servidor: {e}")))
+    }
+
     pub async fn find_by_referencia(&self, referencia: &str) -> Result<Option<Answer>, Answer> {
         let res = self
             .http

@@ -50,6 +50,12 @@ pub struct Config {
     /// Cap on the outbox's size in bytes: past it new payments are refused as "disk full", while
     /// up to as much again stays free to record the outcomes of stored attempts. `None`: no cap.
     pub max_outbox_bytes: Option<u64>,
+    /// This till's name, sent with every payment (`terminal`), so one store's tills can be told
+    /// apart on the server and each closes only its own payments. 1–64 of `A-Z a-z 0-9 _ . -`.
+    pub terminal: Option<String>,
+    /// The store's offset from UTC: sale numbers restart and the till closes by this day.
+    /// Default −03:00 (Brasília).
+    pub utc_offset: time::UtcOffset,
 }
 
 impl Config {
@@ -76,6 +82,8 @@ impl Config {
             retention_margin: Duration::from_secs(3600),
             busy_timeout: Duration::from_secs(2),
             max_outbox_bytes: None,
+            terminal: None,
+            utc_offset: time::macros::offset!(-3),
         }
     }
 
@@ -92,6 +100,17 @@ impl Config {
     /// Checks the API address: `https://` anywhere, plain `http://` only to a loopback host
     /// unless [`Config::allow_insecure_http`] says otherwise.
     pub fn validate(&self) -> Result<reqwest::Url> {
+        if let Some(t) = &self.terminal {
+            let ok = !t.is_empty()
+                && t.len() <= 64
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+            if !ok {
+                return Err(CoreError::Config(format!(
+                    "terminal {t:?}: use de 1 a 64 caracteres de A-Z, a-z, 0-9, _, . ou -"
+                )));
+            }
+        }
         let url = reqwest::Url::parse(&self.api_url).map_err(|e| {
             CoreError::Config(format!("endereço da API inválido ({}): {e}", self.api_url))
         })?;

@@ -6,6 +6,32 @@ use std::fmt;
 /// Milliseconds since the Unix epoch: every instant the engine stores or compares.
 pub type UnixMillis = i64;
 
+/// The calendar day of `at` in the store's time zone, `YYYY-MM-DD`: what sale numbers and the
+/// till's closing go by.
+pub fn store_day(at: UnixMillis, offset: time::UtcOffset) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(at) * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        .to_offset(offset);
+    format!("{:04}-{:02}-{:02}", t.year(), u8::from(t.month()), t.day())
+}
+
+/// The instants a store day covers: from its midnight (inclusive) to the next (exclusive).
+pub fn day_bounds(day: &str, offset: time::UtcOffset) -> Option<(UnixMillis, UnixMillis)> {
+    let date = time::Date::parse(
+        day,
+        time::macros::format_description!("[year]-[month]-[day]"),
+    )
+    .ok()?;
+    let start = date.midnight().assume_offset(offset);
+    let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as UnixMillis;
+    Some((ms(start), ms(start + time::Duration::days(1))))
+}
+
+/// A sale's number as the cashier says it: `0042`.
+pub fn sale_number(n: u32) -> String {
+    format!("{n:04}")
+}
+
 /// Why a text is not an amount.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AmountError {
@@ -384,6 +410,22 @@ mod tests {
                 "{bad:?} should be rejected"
             );
         }
+    }
+
+    #[test]
+    fn a_store_day_is_the_local_calendar_day_and_covers_24_hours() {
+        let offset = time::macros::offset!(-3);
+        // 2026-12-02T02:30Z is still the 1st in São Paulo.
+        assert_eq!(store_day(1_796_178_600_000, offset), "2026-12-01");
+        assert_eq!(
+            store_day(1_796_178_600_000, time::UtcOffset::UTC),
+            "2026-12-02"
+        );
+        let (from, to) = day_bounds("2026-12-01", offset).unwrap();
+        assert_eq!(from, 1_796_094_000_000);
+        assert_eq!(to - from, 86_400_000);
+        assert!(day_bounds("01/12/2026", offset).is_none());
+        assert_eq!(sale_number(42), "0042");
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! connectivity, and every change is announced as an [`Event`].
 
 use crate::client::{Answer, Health, PaymentClient};
+use crate::closing::{reconcile, Closing};
 use crate::config::Config;
-use crate::domain::{AttemptId, UnixMillis};
-use crate::domain::{AttemptState, CardToken, Centavos, SaleId};
+use crate::domain::{day_bounds, AttemptId, AttemptState, CardToken, Centavos, SaleId, UnixMillis};
 use crate::error::{CoreError, Result};
 use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, SendJob, TryResult};
 use rand::Rng;
@@ -74,6 +74,8 @@ pub enum Event {
 pub struct Till {
     /// The sale open at the till.
     pub sale: SaleId,
+    /// Its number that day (`42` is "Venda nº 0042").
+    pub numero: Option<u32>,
     /// Its latest attempt, if it was paid.
     pub attempt: Option<Attempt>,
     /// The latest attempt of every other sale that is `pendente` or in `revisao`, oldest first.
@@ -148,7 +150,9 @@ impl Checkout {
     /// here with [`CoreError::Config`] and nothing is opened.
     pub async fn open(db: impl AsRef<Path>, config: Config) -> Result<Self> {
         let client = PaymentClient::new(&config)?;
-        let outbox = Outbox::open(db.as_ref(), config.busy_timeout, config.max_outbox_bytes)?;
+        let outbox = Outbox::open(db.as_ref(), config.busy_timeout, config.max_outbox_bytes)?
+            .with_utc_offset(config.utc_offset)
+            .with_terminal(config.terminal.as_deref());
         outbox.make_all_due(now_ms()).await?;
         let (events, _) = broadcast::channel(4096);
         let (stop, _) = watch::channel(false);
@@ -253,8 +257,10 @@ impl Checkout {
             .into_iter()
             .filter(|a| a.sale_id != sale)
             .collect();
+        let numero = self.inner.outbox.sale_number(&sale).await?;
         Ok(Till {
             sale,
+            numero,
             attempt: attempts.into_iter().last(),
             unfinished: others,
         })
@@ -279,6 +285,60 @@ impl Checkout {
         let sale = SaleId::generate();
         self.inner.outbox.open_sale(sale.clone(), now_ms()).await?;
         Ok(sale)
+    }
+
+    /// Closes the till for `day` (today when `None`, in the store's time zone): reconciles every
+    /// attempt of the day with the server's payments by `referencia` and keeps the result. Refused
+    /// with [`CoreError::PendingAtClose`] while attempts are pending, unless `anyway` (then they
+    /// are listed in the closing). Needs the server: [`CoreError::Unreachable`] otherwise.
+    pub async fn close_day(&self, day: Option<&str>, anyway: bool) -> Result<Closing> {
+        let now = now_ms();
+        let outbox = &self.inner.outbox;
+        let day = day.map_or_else(|| outbox.day_of(now), str::to_string);
+        let bounds = day_bounds(&day, self.inner.config.utc_offset)
+            .ok_or_else(|| CoreError::Invalid(format!("dia inválido: {day:?} (use AAAA-MM-DD)")))?;
+        let attempts = outbox.attempts_of_day(&day, bounds).await?;
+        let pending: Vec<&Attempt> = attempts
+            .iter()
+            .filter(|a| a.state == AttemptState::Pendente)
+            .collect();
+        if !pending.is_empty() && !anyway {
+            return Err(CoreError::PendingAtClose {
+                count: pending.len(),
+                total: pending.iter().map(|a| a.valor.get()).sum(),
+            });
+        }
+        // A payment queued offline may reach the server after the day ended: list up to now (a
+        // closing a long time later stops at the server's longest range).
+        let to = bounds.1.max(now + 60_000).min(bounds.0 + 92 * 86_400_000);
+        let terminal = self.inner.config.terminal.as_deref();
+        let mut server = self
+            .inner
+            .client
+            .payments_between(bounds.0, to, terminal)
+            .await?;
+        let listed: HashSet<String> = server.iter().filter_map(|p| p.referencia.clone()).collect();
+        for a in &attempts {
+            // Sent without this till's name, or after the range: asked for one by one.
+            if !listed.contains(a.id.as_ref()) {
+                server.extend(
+                    self.inner
+                        .client
+                        .payments_by_referencia(a.id.as_ref())
+                        .await?,
+                );
+            }
+        }
+        let closing = reconcile(&day, now, terminal, &attempts, &server);
+        let report = serde_json::to_string(&closing).expect("a closing serialises");
+        outbox.save_closing(&day, now, report).await?;
+        tracing::info!(
+            day = %closing.day,
+            discrepancies = closing.discrepancies.len(),
+            pending = closing.pending.len(),
+            "till closed"
+        );
+        Ok(closing)
     }
 
     /// Subscribes to events from now on.

@@ -62,6 +62,17 @@ pub enum CoreError {
     /// The engine has shut down.
     #[error("o motor de pagamentos foi encerrado")]
     Closed,
+    /// The server could not be asked (closing the till needs it).
+    #[error("não foi possível consultar o servidor de pagamentos: {0}")]
+    Unreachable(String),
+    /// The day still has payments waiting: closing now would leave them out.
+    #[error("{count} {} ainda {} ({}); feche o caixa quando {} ou feche listando {}", if *.count == 1 { "pagamento" } else { "pagamentos" }, if *.count == 1 { "pendente" } else { "pendentes" }, format_brl(*.total), if *.count == 1 { "ele for concluído" } else { "eles forem concluídos" }, if *.count == 1 { "ele" } else { "eles" })]
+    PendingAtClose {
+        /// How many attempts are `pendente`.
+        count: usize,
+        /// Their total, in centavos.
+        total: i64,
+    },
 }
 
 impl From<durable_sqlite::Error> for CoreError {
@@ -106,6 +117,8 @@ impl Serialize for CoreError {
             CoreError::NotFound(_) => "not_found",
             CoreError::StillPending => "still_pending",
             CoreError::Closed => "closed",
+            CoreError::Unreachable(_) => "unreachable",
+            CoreError::PendingAtClose { .. } => "pending_at_close",
         };
         let mut st = s.serialize_struct("CoreError", 2)?;
         st.serialize_field("kind", kind)?;

@@ -5,6 +5,7 @@
 //! crash of this process, carries the same key and bytes. Knows nothing of Tauri.
 
 pub mod client;
+pub mod closing;
 pub mod config;
 pub mod domain;
 pub mod engine;
@@ -12,6 +13,7 @@ pub mod error;
 pub mod export;
 pub mod outbox;
 
+pub use closing::{Closing, Discrepancy, DiscrepancyKind};
 pub use config::Config;
 pub use domain::{
     format_brl, mask_card, AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, SaleId,

@@ -170,7 +170,10 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(q.to - q.from, 86_400_000);
-        assert_eq!(q.from, 1_796_094_000_000, "midnight in São Paulo is 03:00 UTC");
+        assert_eq!(
+            q.from, 1_796_094_000_000,
+            "midnight in São Paulo is 03:00 UTC"
+        );
         assert_eq!(q.limit, DEFAULT_PAGE);
     }
 

@@ -12,7 +12,9 @@ pub use lock::lock_path;
 pub(crate) use records::Paid;
 pub use records::{Attempt, FinalAnswer, PayOutcome, QueueSummary, SendJob, TryResult};
 
-use crate::domain::{AttemptId, CardToken, Centavos, IdempotencyKey, SaleId, UnixMillis};
+use crate::domain::{
+    store_day, AttemptId, CardToken, Centavos, IdempotencyKey, SaleId, UnixMillis,
+};
 use crate::error::{CoreError, Result};
 use caps::PageLimit;
 use durable_sqlite::{exec, Db, Options};
@@ -37,6 +39,10 @@ pub struct Outbox {
     /// New attempts are refused past this size; the rest of the file (as much again) stays
     /// free for recording the outcomes of the attempts already stored.
     page_limit: Option<PageLimit>,
+    /// The store's offset from UTC: the day sale numbers restart.
+    utc_offset: time::UtcOffset,
+    /// The till's name, sent with each new attempt.
+    terminal: Option<Arc<str>>,
     _lock: Arc<File>,
 }
 
@@ -62,8 +68,27 @@ impl Outbox {
             db,
             dispatch_reads: Arc::default(),
             page_limit,
+            utc_offset: time::UtcOffset::UTC,
+            terminal: None,
             _lock: Arc::new(lock),
         })
+    }
+
+    /// Numbers sales by the day at `offset` from UTC (UTC until said).
+    pub fn with_utc_offset(mut self, offset: time::UtcOffset) -> Self {
+        self.utc_offset = offset;
+        self
+    }
+
+    /// Sends `terminal` with every new attempt.
+    pub fn with_terminal(mut self, terminal: Option<&str>) -> Self {
+        self.terminal = terminal.map(Arc::from);
+        self
+    }
+
+    /// The store day of `at`.
+    pub fn day_of(&self, at: UnixMillis) -> String {
+        store_day(at, self.utc_offset)
     }
 
     /// Returns the sale's live or approved attempt, or durably creates a new one. `caps` are
@@ -99,6 +124,8 @@ impl Outbox {
         stop_for_reviews: bool,
     ) -> Result<Paid> {
         let page_limit = self.page_limit;
+        let day = self.day_of(now);
+        let terminal = self.terminal.clone();
         self.db
             .write(move |c| {
                 let existing = c
@@ -108,7 +135,7 @@ impl Outbox {
                     ))?
                     .query_row([sale.as_ref()], attempt_from_row)
                     .optional()?;
-                set_till(c, &sale, now)?;
+                let number = set_till(c, &sale, now, &day)?;
                 if let Some(a) = existing {
                     return Ok(Paid::Done(PayOutcome::Existing(a), queue(c)?));
                 }
@@ -130,7 +157,8 @@ impl Outbox {
                 }
                 let id = AttemptId::generate();
                 let key = IdempotencyKey::generate();
-                let body = RequestBody::bytes(valor, &cartao, &id, &sale);
+                let body =
+                    RequestBody::bytes(valor, &cartao, &id, (&sale, number), terminal.as_deref());
                 exec(
                     c,
                     "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
@@ -370,12 +398,81 @@ impl Outbox {
             .await
     }
 
-    /// Opens `sale` at the till.
-    pub async fn open_sale(&self, sale: SaleId, now: UnixMillis) -> Result<()> {
+    /// Opens `sale` at the till; returns its number that day.
+    pub async fn open_sale(&self, sale: SaleId, now: UnixMillis) -> Result<u32> {
+        let day = self.day_of(now);
+        self.db
+            .write(move |c| Ok(set_till(c, &sale, now, &day)?))
+            .await
+    }
+
+    /// A sale's number, once it was opened.
+    pub async fn sale_number(&self, sale: &SaleId) -> Result<Option<u32>> {
+        let sale = sale.clone();
+        self.db
+            .read(move |c| {
+                Ok(
+                    c.prepare_cached("SELECT number FROM sales WHERE sale_id = ?1")?
+                        .query_row([sale.as_ref()], |r| r.get(0))
+                        .optional()?,
+                )
+            })
+            .await
+    }
+
+    /// The attempts of a store day, oldest first: those of the sales opened that day, and of
+    /// sales from before numbering existed that were made in `bounds`.
+    pub async fn attempts_of_day(
+        &self,
+        day: &str,
+        bounds: (UnixMillis, UnixMillis),
+    ) -> Result<Vec<Attempt>> {
+        let day = day.to_string();
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE sale_id IN (SELECT sale_id FROM sales WHERE day = ?1)
+                        OR (sale_id NOT IN (SELECT sale_id FROM sales)
+                            AND created_at >= ?2 AND created_at < ?3)
+                     ORDER BY seq",
+                    params![day, bounds.0, bounds.1],
+                )?)
+            })
+            .await
+    }
+
+    /// Keeps the closing of `day` (the last one counts: a till may be closed again).
+    pub async fn save_closing(
+        &self,
+        day: &str,
+        closed_at: UnixMillis,
+        report: String,
+    ) -> Result<()> {
+        let day = day.to_string();
         self.db
             .write(move |c| {
-                set_till(c, &sale, now)?;
+                exec(
+                    c,
+                    "INSERT INTO closings (day, closed_at, report) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (day) DO UPDATE SET closed_at = excluded.closed_at, report = excluded.report",
+                    params![day, closed_at, report],
+                )?;
                 Ok(())
+            })
+            .await
+    }
+
+    /// The closing kept for `day`, as `(closed_at, report)`.
+    pub async fn closing(&self, day: &str) -> Result<Option<(UnixMillis, String)>> {
+        let day = day.to_string();
+        self.db
+            .read(move |c| {
+                Ok(
+                    c.prepare_cached("SELECT closed_at, report FROM closings WHERE day = ?1")?
+                        .query_row([day], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()?,
+                )
             })
             .await
     }

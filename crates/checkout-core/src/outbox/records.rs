@@ -41,6 +41,11 @@ pub struct Attempt {
     /// For an attempt in `revisao`: when the server confirmed it has no payment for it (looked
     /// up by `referencia`). `None` while nobody has been able to ask.
     pub review_checked_at: Option<UnixMillis>,
+    /// The sale's number that day at this till (`0042`); `None` for sales opened before
+    /// numbering existed.
+    pub sale_number: Option<u32>,
+    /// The store day the sale was opened (`YYYY-MM-DD`, the store's time zone).
+    pub sale_day: Option<String>,
 }
 
 /// The queue of attempts waiting for the server.

@@ -15,6 +15,7 @@ pub(super) fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../migrations/V1__attempts.sql")),
         M::up(include_str!("../../migrations/V2__till.sql")),
+        M::up(include_str!("../../migrations/V3__sales.sql")),
     ])
 }
 
@@ -25,7 +26,9 @@ pub(super) const BLOCKS_SALE: &str =
     "(state IN ('pendente', 'aprovado') OR (state = 'revisao' AND review_checked_at IS NULL))";
 
 pub(super) const ATTEMPT_COLUMNS: &str = "id, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
-                               last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at";
+                               last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at, \
+                               (SELECT number FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_number, \
+                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day";
 
 /// A column that a domain type refuses, reported as SQLite's own conversion error.
 fn refused(column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
@@ -59,6 +62,8 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         created_at: r.get("created_at")?,
         updated_at: r.get("updated_at")?,
         review_checked_at: r.get("review_checked_at")?,
+        sale_number: r.get("sale_number")?,
+        sale_day: r.get("sale_day")?,
     })
 }
 
@@ -80,14 +85,30 @@ pub(super) fn queue(c: &Connection) -> rusqlite::Result<QueueSummary> {
         })
 }
 
-pub(super) fn set_till(c: &Connection, sale: &SaleId, now: UnixMillis) -> rusqlite::Result<usize> {
+/// Opens `sale` at the till and gives it the day's next number if it has none; returns its
+/// number. `day` is the store day of `now`.
+pub(super) fn set_till(
+    c: &Connection,
+    sale: &SaleId,
+    now: UnixMillis,
+    day: &str,
+) -> rusqlite::Result<u32> {
     exec(
         c,
         "INSERT INTO till (id, sale_id, opened_at) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET sale_id = excluded.sale_id,
              opened_at = CASE WHEN till.sale_id = excluded.sale_id THEN till.opened_at ELSE excluded.opened_at END",
         params![sale.as_ref(), now],
-    )
+    )?;
+    exec(
+        c,
+        "INSERT INTO sales (sale_id, day, number, opened_at)
+         SELECT ?1, ?2, COALESCE(MAX(number), 0) + 1, ?3 FROM sales WHERE day = ?2
+         ON CONFLICT (sale_id) DO NOTHING",
+        params![sale.as_ref(), day, now],
+    )?;
+    c.prepare_cached("SELECT number FROM sales WHERE sale_id = ?1")?
+        .query_row([sale.as_ref()], |r| r.get(0))
 }
 
 /// The attempts `tail` (a `WHERE … ORDER BY …`) selects.

@@ -1,6 +1,6 @@
 //! The bytes an attempt sends: made once, when the attempt is stored, and never again.
 
-use crate::domain::{AttemptId, CardToken, Centavos, SaleId};
+use crate::domain::{sale_number, AttemptId, CardToken, Centavos, SaleId};
 use serde::Serialize;
 
 /// The request body the payment API receives. Field order is fixed, so the bytes are too.
@@ -10,17 +10,26 @@ pub(super) struct RequestBody<'a> {
     cartao: &'a str,
     referencia: &'a str,
     descricao: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    terminal: Option<&'a str>,
 }
 
 impl RequestBody<'_> {
     /// The body of an attempt: its amount and card, its id as `referencia` (so a lost answer can
-    /// be found by it), and the sale in `descricao`.
-    pub fn bytes(valor: Centavos, cartao: &CardToken, id: &AttemptId, sale: &SaleId) -> Vec<u8> {
+    /// be found by it), the sale's number and id in `descricao`, and the till as `terminal`.
+    pub fn bytes(
+        valor: Centavos,
+        cartao: &CardToken,
+        id: &AttemptId,
+        sale: (&SaleId, u32),
+        terminal: Option<&str>,
+    ) -> Vec<u8> {
         serde_json::to_vec(&RequestBody {
             valor: valor.get(),
             cartao: cartao.as_ref(),
             referencia: id.as_ref(),
-            descricao: format!("venda {}", sale.as_ref()),
+            descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
+            terminal,
         })
         .expect("a request body always serialises")
     }

@@ -1,0 +1,468 @@
+//! Closing the till ("fechar caixa"): every attempt of a store day reconciled against the
+//! server's payments by `referencia`. The evening's proof that nobody was charged twice and that
+//! no charge is missing from the till.
+//!
+//! [`reconcile`] is pure: the attempts as the outbox has them and the payments as the server
+//! listed them in, the totals and every discrepancy out.
+
+use crate::client::RemotePayment;
+use crate::domain::{sale_number, AttemptState, UnixMillis};
+use crate::outbox::Attempt;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Count and amount of the attempts in one state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Total {
+    /// Attempts.
+    pub count: usize,
+    /// Their amounts, in centavos.
+    pub centavos: i64,
+}
+
+/// The day's attempts by state (the latest attempt of each sale and every earlier one: a
+/// declined card and its retry are both counted, each in its state).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// Approved.
+    pub aprovado: Total,
+    /// Declined.
+    pub recusado: Total,
+    /// Still waiting for the server.
+    pub pendente: Total,
+    /// Waiting for a person.
+    pub revisao: Total,
+}
+
+impl Totals {
+    fn add(&mut self, state: AttemptState, centavos: i64) {
+        let t = match state {
+            AttemptState::Aprovado => &mut self.aprovado,
+            AttemptState::Recusado => &mut self.recusado,
+            AttemptState::Pendente => &mut self.pendente,
+            AttemptState::Revisao => &mut self.revisao,
+        };
+        t.count += 1;
+        t.centavos += centavos;
+    }
+}
+
+/// What kind of disagreement a discrepancy is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscrepancyKind {
+    /// Approved at the till, no payment on the server: the till says the customer paid and the
+    /// merchant will not get the money.
+    ApprovedMissingOnServer,
+    /// The server has an approved payment for an attempt the till still has as pending or in
+    /// review: the customer was charged and the till does not know it.
+    ChargedNotFinalLocally,
+    /// The amounts differ.
+    AmountMismatch,
+    /// The till and the server disagree on approved/declined.
+    StateMismatch,
+    /// More than one approved payment on the server for one sale: a double charge.
+    TwoChargesForOneSale,
+    /// A payment this till sent (by `terminal`) that no attempt in the outbox knows.
+    UnknownOnServer,
+}
+
+impl DiscrepancyKind {
+    /// Every kind, in the order a screen lists them.
+    pub const ALL: [DiscrepancyKind; 6] = [
+        DiscrepancyKind::TwoChargesForOneSale,
+        DiscrepancyKind::ChargedNotFinalLocally,
+        DiscrepancyKind::ApprovedMissingOnServer,
+        DiscrepancyKind::AmountMismatch,
+        DiscrepancyKind::StateMismatch,
+        DiscrepancyKind::UnknownOnServer,
+    ];
+
+    /// The heading a cashier reads.
+    pub fn label(self) -> &'static str {
+        match self {
+            DiscrepancyKind::ApprovedMissingOnServer => "Aprovado no caixa, ausente no servidor",
+            DiscrepancyKind::ChargedNotFinalLocally => {
+                "Cobrado no servidor, não concluído no caixa"
+            }
+            DiscrepancyKind::AmountMismatch => "Valor diferente",
+            DiscrepancyKind::StateMismatch => "Resultado diferente",
+            DiscrepancyKind::TwoChargesForOneSale => "Duas cobranças para uma venda",
+            DiscrepancyKind::UnknownOnServer => "No servidor, sem registro neste caixa",
+        }
+    }
+}
+
+/// One disagreement between the till and the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Discrepancy {
+    /// What kind.
+    pub kind: DiscrepancyKind,
+    /// Its heading, pt-BR.
+    pub label: &'static str,
+    /// The sale's number that day (`0042`), when known.
+    pub venda: Option<String>,
+    /// The sale id.
+    pub sale_id: Option<String>,
+    /// The attempt concerned.
+    pub attempt_id: Option<String>,
+    /// The server payments concerned.
+    pub payment_ids: Vec<String>,
+    /// What the till has, in centavos.
+    pub local_centavos: Option<i64>,
+    /// What the server has, in centavos (the sum, for two charges).
+    pub server_centavos: Option<i64>,
+    /// What it means, pt-BR.
+    pub detail: String,
+}
+
+/// A day's closing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Closing {
+    /// The store day, `YYYY-MM-DD`.
+    pub day: String,
+    /// When it was closed (epoch ms).
+    pub closed_at: UnixMillis,
+    /// The till's name, if it has one.
+    pub terminal: Option<String>,
+    /// Attempts by state.
+    pub totals: Totals,
+    /// Sales that day.
+    pub sales: usize,
+    /// Server payments compared.
+    pub server_payments: usize,
+    /// Every disagreement; empty when the day reconciles.
+    pub discrepancies: Vec<Discrepancy>,
+    /// Attempts still pending when the cashier chose to close anyway.
+    pub pending: Vec<String>,
+}
+
+/// Reconciles the attempts of a day with the server's payments. `server` holds every payment the
+/// server has for those attempts' `referencia`s (from the day's range and from lookups), and this
+/// till's other payments in the range.
+pub fn reconcile(
+    day: &str,
+    closed_at: UnixMillis,
+    terminal: Option<&str>,
+    attempts: &[Attempt],
+    server: &[RemotePayment],
+) -> Closing {
+    let mut totals = Totals::default();
+    let mut by_ref: HashMap<&str, Vec<&RemotePayment>> = HashMap::new();
+    let mut seen = HashSet::new();
+    for p in server {
+        // The same payment may come from the range and from a lookup.
+        if seen.insert(p.id.as_str()) {
+            if let Some(r) = p.referencia.as_deref() {
+                by_ref.entry(r).or_default().push(p);
+            }
+        }
+    }
+    let known: HashSet<&str> = attempts.iter().map(|a| a.id.as_ref()).collect();
+    let mut discrepancies = Vec::new();
+    let venda = |a: &Attempt| a.sale_number.map(sale_number);
+    let mut approved_by_sale: BTreeMap<&str, Vec<(&Attempt, &RemotePayment)>> = BTreeMap::new();
+    for a in attempts {
+        totals.add(a.state, a.valor.get());
+        let found = by_ref.get(a.id.as_ref()).cloned().unwrap_or_default();
+        let approved: Vec<&RemotePayment> = found
+            .iter()
+            .copied()
+            .filter(|p| p.status == "aprovado")
+            .collect();
+        for p in &approved {
+            approved_by_sale
+                .entry(a.sale_id.as_ref())
+                .or_default()
+                .push((a, p));
+        }
+        let base =
+            |kind: DiscrepancyKind, payments: &[&RemotePayment], detail: String| Discrepancy {
+                kind,
+                label: kind.label(),
+                venda: venda(a),
+                sale_id: Some(a.sale_id.to_string()),
+                attempt_id: Some(a.id.to_string()),
+                payment_ids: payments.iter().map(|p| p.id.clone()).collect(),
+                local_centavos: Some(a.valor.get()),
+                server_centavos: (!payments.is_empty())
+                    .then(|| payments.iter().map(|p| p.valor).sum()),
+                detail,
+            };
+        match a.state {
+            AttemptState::Aprovado if found.is_empty() => discrepancies.push(base(
+                DiscrepancyKind::ApprovedMissingOnServer,
+                &[],
+                format!(
+                    "o caixa registrou {} aprovado (pagamento {}), o servidor não tem pagamento para esta tentativa",
+                    a.valor,
+                    a.payment_id.as_deref().unwrap_or("sem id")
+                ),
+            )),
+            AttemptState::Pendente | AttemptState::Revisao if !approved.is_empty() => {
+                discrepancies.push(base(
+                    DiscrepancyKind::ChargedNotFinalLocally,
+                    &approved,
+                    format!(
+                        "o servidor cobrou {}; no caixa a tentativa está em {}",
+                        crate::domain::format_brl(approved.iter().map(|p| p.valor).sum()),
+                        if a.state == AttemptState::Pendente { "pendente" } else { "revisão" }
+                    ),
+                ))
+            }
+            AttemptState::Aprovado | AttemptState::Recusado => {
+                let local = a.state.as_str();
+                if let Some(p) = found.iter().find(|p| p.status != local) {
+                    discrepancies.push(base(
+                        DiscrepancyKind::StateMismatch,
+                        &[p],
+                        format!("no caixa {local}, no servidor {}", p.status),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        for p in &found {
+            if p.valor != a.valor.get() {
+                discrepancies.push(base(
+                    DiscrepancyKind::AmountMismatch,
+                    &[p],
+                    format!(
+                        "no caixa {}, no servidor {}",
+                        a.valor,
+                        crate::domain::format_brl(p.valor)
+                    ),
+                ));
+            }
+        }
+    }
+    for (sale, charges) in &approved_by_sale {
+        if charges.len() > 1 {
+            let (first, _) = charges[0];
+            let total: i64 = charges.iter().map(|(_, p)| p.valor).sum();
+            discrepancies.push(Discrepancy {
+                kind: DiscrepancyKind::TwoChargesForOneSale,
+                label: DiscrepancyKind::TwoChargesForOneSale.label(),
+                venda: venda(first),
+                sale_id: Some(sale.to_string()),
+                attempt_id: None,
+                payment_ids: charges.iter().map(|(_, p)| p.id.clone()).collect(),
+                local_centavos: None,
+                server_centavos: Some(total),
+                detail: format!(
+                    "{} pagamentos aprovados no servidor para a mesma venda, {} no total",
+                    charges.len(),
+                    crate::domain::format_brl(total)
+                ),
+            });
+        }
+    }
+    let mut seen_unknown = HashSet::new();
+    for p in server {
+        let ours = terminal.is_some() && p.terminal.as_deref() == terminal;
+        let unknown = p.referencia.as_deref().is_none_or(|r| !known.contains(r));
+        if ours && unknown && seen_unknown.insert(p.id.as_str()) {
+            discrepancies.push(Discrepancy {
+                kind: DiscrepancyKind::UnknownOnServer,
+                label: DiscrepancyKind::UnknownOnServer.label(),
+                venda: None,
+                sale_id: None,
+                attempt_id: p.referencia.clone(),
+                payment_ids: vec![p.id.clone()],
+                local_centavos: None,
+                server_centavos: Some(p.valor),
+                detail: format!(
+                    "pagamento {} de {} ({}) enviado por este caixa, sem tentativa correspondente no caixa",
+                    p.status,
+                    crate::domain::format_brl(p.valor),
+                    p.criado_em
+                ),
+            });
+        }
+    }
+    discrepancies.sort_by_key(|d| {
+        (
+            DiscrepancyKind::ALL.iter().position(|k| *k == d.kind),
+            d.venda.clone(),
+        )
+    });
+    let sales: HashSet<&str> = attempts.iter().map(|a| a.sale_id.as_ref()).collect();
+    Closing {
+        day: day.to_string(),
+        closed_at,
+        terminal: terminal.map(str::to_string),
+        totals,
+        sales: sales.len(),
+        server_payments: seen.len(),
+        discrepancies,
+        pending: attempts
+            .iter()
+            .filter(|a| a.state == AttemptState::Pendente)
+            .map(|a| a.id.to_string())
+            .collect(),
+    }
+}
+
+impl Closing {
+    /// The closing as CSV: one line per discrepancy after the totals, for a spreadsheet.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::from(
+            "secao,tipo,venda,sale_id,attempt_id,pagamentos,valor_caixa,valor_servidor,detalhe\n",
+        );
+        let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        for (name, t) in [
+            ("aprovado", self.totals.aprovado),
+            ("recusado", self.totals.recusado),
+            ("pendente", self.totals.pendente),
+            ("revisao", self.totals.revisao),
+        ] {
+            out.push_str(&format!("total,{name},,,,{},{},,\n", t.count, t.centavos));
+        }
+        for d in &self.discrepancies {
+            out.push_str(&format!(
+                "divergencia,{},{},{},{},{},{},{},{}\n",
+                serde_json::to_value(d.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                d.venda.as_deref().unwrap_or(""),
+                d.sale_id.as_deref().unwrap_or(""),
+                d.attempt_id.as_deref().unwrap_or(""),
+                d.payment_ids.join(" "),
+                d.local_centavos.map(|v| v.to_string()).unwrap_or_default(),
+                d.server_centavos.map(|v| v.to_string()).unwrap_or_default(),
+                q(&d.detail)
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{AttemptId, CardToken, Centavos, IdempotencyKey, SaleId};
+
+    fn attempt(id: &str, sale: &str, n: u32, valor: i64, state: AttemptState) -> Attempt {
+        Attempt {
+            id: AttemptId::from_stored(id),
+            sale_id: SaleId::parse(sale).unwrap(),
+            idempotency_key: IdempotencyKey::from_stored(format!("k-{id}")),
+            valor: Centavos::new(valor).unwrap(),
+            cartao: CardToken::parse("tok_aprovado").unwrap(),
+            state,
+            tries: 1,
+            next_try_at: 0,
+            last_tried_at: None,
+            last_error: None,
+            response_status: None,
+            payment_id: Some(format!("pay_{id}")),
+            motivo: None,
+            created_at: 0,
+            updated_at: 0,
+            review_checked_at: None,
+            sale_number: Some(n),
+            sale_day: Some("2026-12-01".into()),
+        }
+    }
+
+    fn paid(id: &str, referencia: &str, valor: i64, status: &str) -> RemotePayment {
+        RemotePayment {
+            id: id.into(),
+            status: status.into(),
+            valor,
+            referencia: Some(referencia.into()),
+            terminal: Some("caixa-01".into()),
+            criado_em: "2026-12-01T12:00:00Z".into(),
+        }
+    }
+
+    fn kinds(c: &Closing) -> Vec<DiscrepancyKind> {
+        c.discrepancies.iter().map(|d| d.kind).collect()
+    }
+
+    #[test]
+    fn a_day_that_agrees_has_totals_and_no_discrepancy() {
+        let attempts = [
+            attempt("a1", "v1", 1, 1000, AttemptState::Aprovado),
+            attempt("a2", "v2", 2, 500, AttemptState::Recusado),
+            attempt("a3", "v2", 2, 500, AttemptState::Aprovado),
+        ];
+        let server = [
+            paid("p1", "a1", 1000, "aprovado"),
+            paid("p2", "a2", 500, "recusado"),
+            paid("p3", "a3", 500, "aprovado"),
+            paid("p3", "a3", 500, "aprovado"), // listed twice (range and lookup)
+        ];
+        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &attempts, &server);
+        assert!(c.discrepancies.is_empty(), "{:?}", c.discrepancies);
+        assert_eq!(
+            c.totals.aprovado,
+            Total {
+                count: 2,
+                centavos: 1500
+            }
+        );
+        assert_eq!(
+            c.totals.recusado,
+            Total {
+                count: 1,
+                centavos: 500
+            }
+        );
+        assert_eq!((c.sales, c.server_payments), (2, 3));
+    }
+
+    #[test]
+    fn every_kind_of_discrepancy_is_found() {
+        let attempts = [
+            attempt("a1", "v1", 1, 1000, AttemptState::Aprovado), // missing on the server
+            attempt("a2", "v2", 2, 2000, AttemptState::Revisao),  // the server charged it
+            attempt("a3", "v3", 3, 3000, AttemptState::Aprovado), // amount differs
+            attempt("a4", "v4", 4, 4000, AttemptState::Aprovado), // two charges for the sale
+            attempt("a5", "v4", 4, 4000, AttemptState::Recusado), // ... the other was "declined"
+            attempt("a6", "v6", 6, 6000, AttemptState::Pendente),
+        ];
+        let server = [
+            paid("p2", "a2", 2000, "aprovado"),
+            paid("p3", "a3", 3300, "aprovado"),
+            paid("p4", "a4", 4000, "aprovado"),
+            paid("p5", "a5", 4000, "aprovado"),
+            paid("p9", "att_de_outro_lugar", 900, "aprovado"),
+        ];
+        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &attempts, &server);
+        assert_eq!(
+            kinds(&c),
+            [
+                DiscrepancyKind::TwoChargesForOneSale,
+                DiscrepancyKind::ChargedNotFinalLocally,
+                DiscrepancyKind::ApprovedMissingOnServer,
+                DiscrepancyKind::AmountMismatch,
+                DiscrepancyKind::StateMismatch,
+                DiscrepancyKind::UnknownOnServer,
+            ]
+        );
+        let two = &c.discrepancies[0];
+        assert_eq!(two.venda.as_deref(), Some("0004"));
+        assert_eq!(two.server_centavos, Some(8000));
+        assert_eq!(c.pending, ["a6"]);
+        assert_eq!(
+            c.totals.pendente,
+            Total {
+                count: 1,
+                centavos: 6000
+            }
+        );
+        let csv = c.to_csv();
+        assert!(csv.contains("divergencia,two_charges_for_one_sale,0004,v4,,p4 p5,,8000,"));
+        assert!(csv.contains("total,aprovado,,,,3,8000,,"));
+    }
+
+    #[test]
+    fn another_tills_payments_are_not_this_tills_business() {
+        let mut other = paid("p9", "att_x", 900, "aprovado");
+        other.terminal = Some("caixa-02".into());
+        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &[], &[other]);
+        assert!(c.discrepancies.is_empty());
+    }
+}
