@@ -14,6 +14,8 @@ fn pagar_commands() -> &'static [&'static str] {
         "ui_ready",
         "till",
         "new_sale",
+        "receipt",
+        "close_till",
         "pay",
         "attempts",
         "subscribe",

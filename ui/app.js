@@ -4,9 +4,12 @@
 
 import {
   applyEvent, applySnapshot, applyTill, brlInput, CARD_LABELS, createState, current, errorText,
-  FAULTS, snapshotMark, upsert,
+  FAULTS, shortcut, snapshotMark, upsert,
 } from "./state.js";
-import { $, fillCards, render, renderQa } from "./view.js";
+import {
+  $, fillCards, hideDialogs, render, renderQa, showClosing, showClosingRefused, showReceipt,
+  showTerminal,
+} from "./view.js";
 
 const { invoke, Channel } = window.__TAURI__.core;
 
@@ -36,7 +39,7 @@ async function press(ev) {
 
 async function newSale() {
   try {
-    state.saleId = await invoke("new_sale");
+    applyTill(state, await invoke("new_sale"));
   } catch (err) {
     state.error = errorText(err);
     draw();
@@ -60,6 +63,70 @@ async function retryReview() {
     state.error = errorText(err);
   }
   draw();
+}
+
+/** Opens the receipt of the approved sale (saved as a file too) and the webview's print. */
+async function printReceipt() {
+  const a = current(state);
+  if (!a) return;
+  try {
+    const receipt = await invoke("receipt", { attemptId: a.id });
+    state.dialog = "receipt";
+    showReceipt(receipt);
+    window.print();
+  } catch (err) {
+    state.error = errorText(err);
+    draw();
+  }
+}
+
+/** Closes the till: the day reconciled with the server; `anyway` lists pending payments. */
+async function closeTill(anyway) {
+  state.dialog = "closing";
+  try {
+    showClosing(await invoke("close_till", { anyway }));
+  } catch (err) {
+    showClosingRefused(errorText(err), err && err.kind === "pending_at_close");
+  }
+}
+
+function closeDialog() {
+  hideDialogs();
+  state.dialog = null;
+  draw();
+  $(current(state) && current(state).state === "aprovado" ? "nova-venda" : "valor").focus();
+}
+
+/** F3: the card list, open (as a list box) until a card is chosen. */
+function openCards() {
+  const select = $("cartao");
+  select.size = Math.max(2, select.options.length);
+  select.focus();
+}
+
+function closeCards() {
+  $("cartao").size = 0;
+}
+
+function onKey(e) {
+  const action = shortcut(state, e.key);
+  if (!action) {
+    if (e.key === "Enter" && document.activeElement === $("cartao") && $("cartao").size > 1) {
+      // Enter in the open card list chooses the card and goes back to the amount.
+      e.preventDefault();
+      closeCards();
+      $("valor").focus();
+    }
+    return;
+  }
+  e.preventDefault();
+  ({
+    "new-sale": () => { if (!$("nova-venda").hidden) newSale(); },
+    cards: openCards,
+    receipt: printReceipt,
+    "close-till": () => closeTill(false),
+    "close-dialog": closeDialog,
+  })[action]();
 }
 
 function anotherCard() {
@@ -124,10 +191,20 @@ async function start() {
     () => invoke("qa_set_faults", { faults: FAULTS[e.target.value] }),
     () => `Perfil aplicado: ${e.target.selectedOptions[0].textContent}.`));
   $("qa-export-log").addEventListener("click", () => qa(() => invoke("qa_export_log"), (p) => `Log exportado para ${p}`));
+  $("comprovante").addEventListener("click", printReceipt);
+  $("receipt-print").addEventListener("click", () => window.print());
+  $("receipt-close").addEventListener("click", closeDialog);
+  $("fechar-caixa").addEventListener("click", () => closeTill(false));
+  $("closing-anyway").addEventListener("click", () => closeTill(true));
+  $("closing-print").addEventListener("click", () => window.print());
+  $("closing-close").addEventListener("click", closeDialog);
+  $("cartao").addEventListener("blur", closeCards);
+  document.addEventListener("keydown", onKey);
 
   try {
     const info = await invoke("app_info");
     fillCards(info.cartoes, CARD_LABELS);
+    showTerminal(info.terminal);
     $("qa-faults").disabled = !info.faults_available;
     if (info.notices.length > 0) {
       $("notice").textContent = info.notices.join(" · ");

@@ -36,6 +36,8 @@ export function createState() {
   return {
     ready: false,
     saleId: null, // the sale open at the till, as the outbox keeps it
+    saleNumber: null, // its number that day ("Venda nº 0042")
+    dialog: null, // "receipt" or "closing" while one is open
     attemptId: null, // the current sale's latest attempt
     pressing: false, // between the press and pay's answer
     anotherCard: false, // after a review found no charge, the cashier chose to try another card
@@ -145,7 +147,66 @@ export function controls(state, a) {
     novaVendaText: queued ? "Próxima venda (este pagamento segue na fila)" : "Nova venda",
     valorDisabled: Boolean(live || approved || review || state.pressing),
     cartaoDisabled: Boolean(live || approved || (review && !state.anotherCard) || state.pressing),
+    // Only an approval has a receipt: nothing that could pass for one is offered otherwise.
+    comprovanteHidden: !approved || state.pressing,
   };
+}
+
+/** A sale's number as a cashier says it: `0042`. */
+export function saleNumber(n) {
+  return n == null ? "" : String(n).padStart(4, "0");
+}
+
+/** The heading of the open sale: "Venda nº 0042". */
+export function saleTitle(state) {
+  return state.saleNumber == null ? "Venda" : `Venda nº ${saleNumber(state.saleNumber)}`;
+}
+
+/** What a key does now, or null: the cashier never needs the mouse. Enter pays through the
+ * form itself. */
+export function shortcut(state, key) {
+  if (key === "Escape") return state.dialog ? "close-dialog" : null;
+  if (state.dialog || !state.ready) return null;
+  const c = controls(state, current(state));
+  switch (key) {
+    case "F2": return c.novaVendaHidden ? null : "new-sale";
+    case "F3": return c.cartaoDisabled ? null : "cards";
+    case "F4": return c.comprovanteHidden ? null : "receipt";
+    case "F9": return state.pressing ? null : "close-till";
+    default: return null;
+  }
+}
+
+/** The closing's one-line verdict and whether the day reconciles. */
+export function closingVerdict(closing) {
+  const n = closing.discrepancies.length;
+  if (n === 0) return { ok: true, text: "Tudo confere: cada pagamento do caixa bate com o servidor." };
+  return { ok: false, text: `${n} ${n === 1 ? "divergência encontrada" : "divergências encontradas"} — confira antes de encerrar o dia.` };
+}
+
+/** The closing's totals as table rows: [label, count, centavos]. */
+export function closingTotals(closing) {
+  const t = closing.totals;
+  return [
+    ["Aprovados", t.aprovado.count, t.aprovado.centavos],
+    ["Recusados", t.recusado.count, t.recusado.centavos],
+    ["Pendentes", t.pendente.count, t.pendente.centavos],
+    ["Em revisão", t.revisao.count, t.revisao.centavos],
+  ];
+}
+
+/** Discrepancies grouped by kind, in the order the closing lists them: [{kind, label, items}]. */
+export function discrepancyGroups(closing) {
+  const groups = [];
+  for (const d of closing.discrepancies) {
+    let g = groups.find((x) => x.kind === d.kind);
+    if (!g) {
+      g = { kind: d.kind, label: d.label, items: [] };
+      groups.push(g);
+    }
+    g.items.push(d);
+  }
+  return groups;
 }
 
 /** The connectivity pill's text. */
@@ -244,6 +305,7 @@ export function applySnapshot(state, snap, mark) {
 /** Applies the till as the outbox keeps it: the open sale and the others left unfinished. */
 export function applyTill(state, till) {
   state.saleId = till.sale;
+  state.saleNumber = till.numero == null ? null : till.numero;
   state.attemptId = till.attempt ? till.attempt.id : null;
   if (till.attempt) upsert(state, till.attempt);
   for (const a of till.unfinished) {

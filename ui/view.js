@@ -2,8 +2,8 @@
 // decided in state.js; this module only puts it on the page.
 
 import {
-  brl, connectivityText, controls, current, newest, nextTryText, offlineBanner, pillText,
-  statusFor, unfinishedSales,
+  brl, closingTotals, closingVerdict, connectivityText, controls, current, discrepancyGroups,
+  newest, nextTryText, offlineBanner, pillText, saleNumber, saleTitle, statusFor, unfinishedSales,
 } from "./state.js";
 
 export const $ = (id) => document.getElementById(id);
@@ -34,9 +34,11 @@ export function render(state) {
   $("retry-review").hidden = c.retryReviewHidden;
   $("another-card").hidden = c.anotherCardHidden;
   $("nova-venda").hidden = c.novaVendaHidden;
-  $("nova-venda").textContent = c.novaVendaText;
   $("valor").disabled = c.valorDisabled;
   $("cartao").disabled = c.cartaoDisabled;
+  $("comprovante").hidden = c.comprovanteHidden;
+  $("nova-venda").textContent = c.novaVendaText;
+  $("sale-number").textContent = saleTitle(state);
   $("sale-id").textContent = state.saleId || "";
 
   const conn = $("connectivity");
@@ -94,7 +96,9 @@ function renderHistory(state) {
     pill.textContent = pillText(a.state);
     const st = document.createElement("td");
     st.append(pill);
-    tr.append(cell(hour(a.created_at)), cell(a.sale_id, "mono"), cell(brl(a.valor), "num"), st, cell(a.payment_id || "—", "mono"));
+    const venda = cell(a.sale_number == null ? "—" : `nº ${saleNumber(a.sale_number)}`);
+    venda.title = a.sale_id;
+    tr.append(cell(hour(a.created_at)), venda, cell(brl(a.valor), "num"), st, cell(a.payment_id || "—", "mono"));
     body.append(tr);
   }
 }
@@ -111,6 +115,89 @@ export function renderQa(state) {
     tr.append(cell(a.id, "mono"), cell(a.idempotency_key, "mono"), cell(String(a.tries), "num"), cell(a.last_error || "—"), cell(nextTryText(a, now)));
     body.append(tr);
   }
+}
+
+/** Shows a receipt: the lines the app made (the same as the saved file). */
+export function showReceipt(receipt) {
+  $("receipt-title").textContent = receipt.titulo;
+  $("receipt-lines").replaceChildren(...receipt.linhas.map((l) => {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    th.textContent = l.rotulo;
+    tr.append(th, cell(l.valor));
+    return tr;
+  }));
+  $("receipt-via").textContent = receipt.via;
+  $("receipt-file").textContent = receipt.arquivo ? `Salvo em ${receipt.arquivo}` : "";
+  $("receipt-dialog").hidden = false;
+  $("receipt-print").focus();
+}
+
+/** Shows a closing: totals by state, the verdict, and every discrepancy by kind. */
+export function showClosing(reply) {
+  const c = reply.closing;
+  $("closing-meta").textContent =
+    `Dia ${c.day} · terminal ${c.terminal || "—"} · ${c.sales} vendas · ${c.server_payments} pagamentos no servidor`;
+  $("closing-totals").replaceChildren(...closingTotals(c).map(([label, n, centavos]) => {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    th.textContent = label;
+    tr.append(th, cell(String(n), "num"), cell(brl(centavos), "num"));
+    return tr;
+  }));
+  const verdict = closingVerdict(c);
+  $("closing-verdict").textContent = verdict.text;
+  $("closing-verdict").className = `verdict ${verdict.ok ? "ok" : "bad"}`;
+  $("closing-discrepancies").replaceChildren(...discrepancyGroups(c).map((g) => {
+    const div = document.createElement("section");
+    div.className = "discrepancy";
+    div.dataset.kind = g.kind;
+    const h = document.createElement("h3");
+    h.textContent = `${g.label} (${g.items.length})`;
+    const ul = document.createElement("ul");
+    ul.append(...g.items.map((d) => {
+      const li = document.createElement("li");
+      li.textContent = `${d.venda ? `Venda nº ${d.venda}: ` : ""}${d.detail}`;
+      return li;
+    }));
+    div.append(h, ul);
+    return div;
+  }));
+  const pending = c.pending.length;
+  $("closing-pending").hidden = pending === 0;
+  $("closing-pending").textContent = pending === 0 ? ""
+    : `Fechado com ${pending} ${pending === 1 ? "pagamento pendente listado" : "pagamentos pendentes listados"}: ${pending === 1 ? "ele será enviado" : "eles serão enviados"} quando a rede permitir.`;
+  $("closing-files").textContent = `Salvo em ${reply.csv}, ${reply.json} e ${reply.html}`;
+  $("closing-anyway").hidden = true;
+  $("closing-print").hidden = false;
+  $("closing-dialog").hidden = false;
+  $("closing-print").focus();
+}
+
+/** The closing was refused (payments still pending, or the server out of reach). */
+export function showClosingRefused(message, pendingKind) {
+  $("closing-meta").textContent = "";
+  $("closing-totals").replaceChildren();
+  $("closing-discrepancies").replaceChildren();
+  $("closing-verdict").textContent = message;
+  $("closing-verdict").className = "verdict bad";
+  $("closing-pending").hidden = true;
+  $("closing-files").textContent = "";
+  $("closing-print").hidden = true;
+  $("closing-anyway").hidden = !pendingKind;
+  $("closing-dialog").hidden = false;
+  (pendingKind ? $("closing-anyway") : $("closing-close")).focus();
+}
+
+/** Closes whichever dialog is open. */
+export function hideDialogs() {
+  $("receipt-dialog").hidden = true;
+  $("closing-dialog").hidden = true;
+}
+
+/** Shows the terminal's name. */
+export function showTerminal(name) {
+  $("terminal").textContent = name;
 }
 
 /** Offers each card token, by its name when it has one. */

@@ -3,9 +3,11 @@
 
 use crate::error::{AppError, Result};
 use crate::session::{AppInfo, Session};
+use crate::till::{self, Receipt};
+use checkout_core::domain::sale_number;
 use checkout_core::{
-    export, Attempt, AttemptId, CardToken, Centavos, Connectivity, Event, PayOutcome, QueueSummary,
-    SaleId, Till,
+    export, Attempt, AttemptId, CardToken, Centavos, Closing, Connectivity, Event, PayOutcome,
+    QueueSummary, SaleId, Till,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -44,10 +46,72 @@ pub async fn till(session: State<'_, Session>) -> Result<Till> {
     Ok(session.get()?.checkout().till().await?)
 }
 
-/// Opens the next sale; refused while the open one's payment is still being decided.
+/// Opens the next sale (numbered for the day) and answers the till with it; refused while the
+/// open one's payment is still being decided.
 #[tauri::command]
-pub async fn new_sale(session: State<'_, Session>) -> Result<SaleId> {
-    Ok(session.get()?.checkout().new_sale().await?)
+pub async fn new_sale(session: State<'_, Session>) -> Result<Till> {
+    let checkout = session.get()?.checkout();
+    checkout.new_sale().await?;
+    Ok(checkout.till().await?)
+}
+
+/// The receipt of an approved attempt, saved under `<data>/comprovantes/`; refused for any
+/// attempt that is not approved.
+#[tauri::command]
+pub async fn receipt(session: State<'_, Session>, attempt_id: String) -> Result<Receipt> {
+    let p = session.get()?;
+    let attempt = p
+        .checkout()
+        .attempt(&AttemptId::from_stored(attempt_id))
+        .await?;
+    let mut r = till::receipt(p.settings(), &attempt)?;
+    let name = format!(
+        "comprovante-{}-{}-{}.html",
+        attempt.sale_day.as_deref().unwrap_or("sem-dia"),
+        attempt.sale_number.map(sale_number).unwrap_or_default(),
+        attempt.id
+    );
+    let path = p.save(
+        &p.settings().receipt_dir(),
+        &name,
+        till::receipt_html(&r).as_bytes(),
+    )?;
+    r.arquivo = Some(path.display().to_string());
+    Ok(r)
+}
+
+/// What closing the till answers: the closing and where its files went.
+#[derive(Debug, Serialize)]
+pub struct ClosingReply {
+    /// The reconciliation.
+    pub closing: Closing,
+    /// The closing as CSV.
+    pub csv: String,
+    /// The closing as JSON.
+    pub json: String,
+    /// The printable summary.
+    pub html: String,
+}
+
+/// Closes today's till: reconciles with the server and saves the closing as CSV, JSON and a
+/// printable page under `<data>/fechamentos/`. `anyway`: close with pending payments listed.
+#[tauri::command]
+pub async fn close_till(session: State<'_, Session>, anyway: bool) -> Result<ClosingReply> {
+    let p = session.get()?;
+    let closing = p.checkout().close_day(None, anyway).await?;
+    let dir = p.settings().closing_dir();
+    let stem = format!("fechamento-{}", closing.day);
+    let json = serde_json::to_vec_pretty(&closing).expect("a closing serialises");
+    let html = till::closing_html(&closing, p.settings());
+    let csv = p.save(&dir, &format!("{stem}.csv"), closing.to_csv().as_bytes())?;
+    let json = p.save(&dir, &format!("{stem}.json"), &json)?;
+    let html = p.save(&dir, &format!("{stem}.html"), html.as_bytes())?;
+    Ok(ClosingReply {
+        closing,
+        csv: csv.display().to_string(),
+        json: json.display().to_string(),
+        html: html.display().to_string(),
+    })
 }
 
 /// What `pay` answers.

@@ -8,6 +8,7 @@ pub mod link;
 pub mod secrets;
 pub mod session;
 pub mod settings;
+pub mod till;
 
 use session::Session;
 use settings::Settings;
@@ -34,6 +35,8 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::ui_ready,
         commands::till,
         commands::new_sale,
+        commands::receipt,
+        commands::close_till,
         commands::pay,
         commands::attempts,
         commands::subscribe,

@@ -60,6 +60,10 @@ pub struct AppInfo {
     pub notices: Vec<String>,
     /// Process start to the window's first painted frame, once known.
     pub first_paint_ms: Option<u64>,
+    /// This till's name.
+    pub terminal: String,
+    /// The store's name.
+    pub loja: String,
 }
 
 /// A session that started: what [`Session::get`] gives every command.
@@ -79,6 +83,7 @@ impl Running {
         private::create_dir(&settings.data_dir)
             .and_then(|()| private::tighten(&settings.config_path(), 0o600))
             .map_err(|e| AppError::Startup(format!("{}: {e}", settings.data_dir.display())))?;
+        settings.remember_terminal().map_err(AppError::Startup)?;
         let (api_url, api_key, admin_token, server) = match &settings.api {
             ApiTarget::Embedded => {
                 let admin = admin_token();
@@ -121,6 +126,8 @@ impl Running {
         config.allow_insecure_http = settings.allow_insecure_http;
         config.ca_cert = settings.ca_cert.clone();
         config.socks_relay = relay.as_ref().map(QaRelay::local_addr);
+        config.terminal = Some(settings.terminal.clone());
+        config.utc_offset = settings.utc_offset;
         config.probe_interval = Duration::from_secs(1);
         config.probe_timeout = Duration::from_millis(1500);
         config.connect_timeout = Duration::from_secs(2);
@@ -166,7 +173,14 @@ impl Running {
             secrets_from: self.settings.secrets_from,
             notices: self.settings.notices.clone(),
             first_paint_ms: None,
+            terminal: self.settings.terminal.clone(),
+            loja: self.settings.loja.clone(),
         }
+    }
+
+    /// The resolved settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Whether QA has cut the network path.
@@ -215,14 +229,22 @@ impl Running {
 
     /// Writes `bytes` to the export folder as `<stem>-<timestamp>.<ext>` and returns the path.
     pub fn write_export(&self, stem: &str, ext: &str, bytes: &[u8]) -> Result<PathBuf> {
-        let dir = self.settings.export_dir();
-        private::create_dir(&dir).map_err(|e| AppError::Qa(format!("{}: {e}", dir.display())))?;
         let stamp = time::OffsetDateTime::now_utc()
             .format(time::macros::format_description!(
                 "[year][month][day]-[hour][minute][second]"
             ))
             .unwrap_or_default();
-        let path = dir.join(format!("{stem}-{stamp}.{ext}"));
+        self.save(
+            &self.settings.export_dir(),
+            &format!("{stem}-{stamp}.{ext}"),
+            bytes,
+        )
+    }
+
+    /// Writes `bytes` as `dir/name` (folder 0700, file 0600) and notes it in the session log.
+    pub fn save(&self, dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
+        private::create_dir(dir).map_err(|e| AppError::Qa(format!("{}: {e}", dir.display())))?;
+        let path = dir.join(name);
         private::write_file(&path, bytes)
             .map_err(|e| AppError::Qa(format!("{}: {e}", path.display())))?;
         self.note(&format!("exportado {}", path.display()));

@@ -13,6 +13,11 @@
 //! - `PAGAR_SECRET_STORE=keyring` (`secret_store: "keyring"`): the API key and admin token live in
 //!   the desktop's secret store; a key found in `config.json` is moved there and removed from the
 //!   file. Where no secret store runs, the app says so and keeps using the file (`0600`).
+//! - `terminal`: this till's name (`caixa-…`), generated once and written to `config.json`, where
+//!   it can be edited; `PAGAR_TERMINAL` overrides it. Sent with every payment.
+//! - `loja`: the store's name on receipts (`PAGAR_LOJA`).
+//! - `fuso_horario`: the store's offset from UTC, `-03:00` by default (`PAGAR_FUSO_HORARIO`):
+//!   receipts' times, sale numbers and the till's closing go by its day.
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -50,6 +55,14 @@ pub struct Settings {
     pub secrets_from: &'static str,
     /// What the cashier should know about the setup (e.g. the secret store is unavailable).
     pub notices: Vec<String>,
+    /// This till's name.
+    pub terminal: String,
+    /// Whether `terminal` was made now (and must be written to `config.json`).
+    pub terminal_is_new: bool,
+    /// The store's name on receipts.
+    pub loja: String,
+    /// The store's offset from UTC.
+    pub utc_offset: time::UtcOffset,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -62,6 +75,21 @@ struct FileConfig {
     allow_insecure_http: Option<bool>,
     qa: Option<bool>,
     secret_store: Option<String>,
+    terminal: Option<String>,
+    loja: Option<String>,
+    fuso_horario: Option<String>,
+}
+
+/// Reads `-03:00`, `+05:30`, `Z`.
+fn parse_offset(s: &str) -> Result<time::UtcOffset, String> {
+    if s == "Z" || s == "UTC" {
+        return Ok(time::UtcOffset::UTC);
+    }
+    time::UtcOffset::parse(
+        s,
+        time::macros::format_description!("[offset_hour sign:mandatory]:[offset_minute]"),
+    )
+    .map_err(|_| format!("fuso_horario {s:?}: use o deslocamento de UTC, como -03:00"))
 }
 
 fn flag(name: &str) -> Result<Option<bool>, String> {
@@ -127,6 +155,24 @@ impl Settings {
             (None, Some(_)) => return Err("PAGAR_API_KEY definido sem PAGAR_API_URL".into()),
         };
         let embedded = api == ApiTarget::Embedded;
+        let (terminal, terminal_is_new) = match env("PAGAR_TERMINAL").or(file.terminal) {
+            Some(t) => (t, false),
+            None => (
+                format!("caixa-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]),
+                true,
+            ),
+        };
+        let loja = env("PAGAR_LOJA").or(file.loja).unwrap_or_else(|| {
+            if embedded {
+                "Loja de testes (sandbox)".into()
+            } else {
+                "Loja".into()
+            }
+        });
+        let utc_offset = match env("PAGAR_FUSO_HORARIO").or(file.fuso_horario) {
+            Some(s) => parse_offset(&s)?,
+            None => time::macros::offset!(-3),
+        };
         Ok(Self {
             data_dir,
             api,
@@ -137,7 +183,43 @@ impl Settings {
             qa: embedded || flag("PAGAR_QA")?.or(file.qa).unwrap_or(false),
             secrets_from,
             notices,
+            terminal,
+            terminal_is_new,
+            loja,
+            utc_offset,
         })
+    }
+
+    /// Writes a newly made terminal name into `config.json` (0600), keeping what is there, so
+    /// the till keeps its name and a person can edit it.
+    pub fn remember_terminal(&self) -> Result<(), String> {
+        if !self.terminal_is_new {
+            return Ok(());
+        }
+        let path = self.config_path();
+        let mut json: serde_json::Value = match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert("terminal".into(), self.terminal.clone().into());
+        }
+        let pretty = serde_json::to_vec_pretty(&json).expect("JSON serialises");
+        durable_sqlite::private::write_file(&path, &pretty)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Where receipts are saved.
+    pub fn receipt_dir(&self) -> PathBuf {
+        self.data_dir.join("comprovantes")
+    }
+
+    /// Where closings are saved.
+    pub fn closing_dir(&self) -> PathBuf {
+        self.data_dir.join("fechamentos")
     }
 
     /// The configuration file.

@@ -23,6 +23,10 @@ fn app() -> Mocked {
         qa: true,
         secrets_from: "config.json",
         notices: Vec::new(),
+        terminal: "caixa-teste".into(),
+        terminal_is_new: false,
+        loja: "Loja de testes".into(),
+        utc_offset: time::macros::offset!(-3),
     };
     let app = pagar_lib::with_commands(mock_builder())
         .build(mock_context(noop_assets()))
@@ -146,6 +150,10 @@ fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
             qa: true,
             secrets_from: "config.json",
             notices: Vec::new(),
+            terminal: "caixa-teste".into(),
+            terminal_is_new: false,
+            loja: "Loja de testes".into(),
+            utc_offset: time::macros::offset!(-3),
         })
     };
     let first = tauri::async_runtime::block_on(Session::start(settings()));
@@ -172,6 +180,10 @@ fn plain_http_to_a_host_that_is_not_loopback_is_refused_at_start_with_the_reason
             qa: false,
             secrets_from: "config.json",
             notices: Vec::new(),
+            terminal: "caixa-teste".into(),
+            terminal_is_new: false,
+            loja: "Loja de testes".into(),
+            utc_offset: time::macros::offset!(-3),
         })
     };
     let refused = tauri::async_runtime::block_on(Session::start(settings()));

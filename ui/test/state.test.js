@@ -2,7 +2,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  applyEvent, applySnapshot, applyTill, snapshotMark, brl, brlInput, controls, createState, current, nextTryText, pillText,
+  applyEvent, applySnapshot, applyTill, closingTotals, closingVerdict, discrepancyGroups, saleTitle,
+  shortcut, snapshotMark, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert,
 } from "../state.js";
 
@@ -152,4 +153,50 @@ test("a snapshot that left before an event does not put back what the event repl
   applySnapshot(s, { attempts: [], queue: { count: 0, total: 0 }, connectivity: "online", offline_simulated: true }, later);
   assert.equal(s.connectivity, "online", "nothing newer: the snapshot wins");
   assert.equal(s.offlineSimulated, true);
+});
+
+test("keys do what the footer says, only when the screen allows it", () => {
+  const s = ready();
+  assert.equal(shortcut(s, "F9"), "close-till");
+  assert.equal(shortcut(s, "F3"), "cards");
+  assert.equal(shortcut(s, "F2"), null, "no sale to leave yet");
+  assert.equal(shortcut(s, "F4"), null, "no receipt before an approval");
+  const approved = attempt({ state: "aprovado" });
+  upsert(s, approved);
+  s.attemptId = approved.id;
+  assert.equal(shortcut(s, "F4"), "receipt");
+  assert.equal(shortcut(s, "F2"), "new-sale");
+  assert.equal(shortcut(s, "F3"), null, "the approved sale's card is fixed");
+  for (const st of ["pendente", "recusado", "revisao"]) {
+    const a = attempt({ id: `att_${st}`, state: st });
+    upsert(s, a);
+    s.attemptId = a.id;
+    assert.equal(shortcut(s, "F4"), null, `no receipt for ${st}`);
+    assert.equal(controls(s, a).comprovanteHidden, true);
+  }
+  s.dialog = "receipt";
+  assert.equal(shortcut(s, "F9"), null, "a dialog takes the keys");
+  assert.equal(shortcut(s, "Escape"), "close-dialog");
+  assert.equal(shortcut(s, "x"), null);
+});
+
+test("the sale is titled by its number and the closing reads at a glance", () => {
+  const s = createState();
+  assert.equal(saleTitle(s), "Venda");
+  applyTill(s, { sale: "venda-1", numero: 42, attempt: null, unfinished: [] });
+  assert.equal(saleTitle(s), "Venda nº 0042");
+  const closing = {
+    totals: { aprovado: { count: 2, centavos: 1500 }, recusado: { count: 1, centavos: 500 },
+      pendente: { count: 0, centavos: 0 }, revisao: { count: 0, centavos: 0 } },
+    discrepancies: [
+      { kind: "two_charges_for_one_sale", label: "Duas cobranças para uma venda", venda: "0004", detail: "…" },
+      { kind: "amount_mismatch", label: "Valor diferente", venda: "0003", detail: "…" },
+      { kind: "two_charges_for_one_sale", label: "Duas cobranças para uma venda", venda: "0007", detail: "…" },
+    ],
+  };
+  assert.deepEqual(closingTotals(closing)[0], ["Aprovados", 2, 1500]);
+  assert.deepEqual(discrepancyGroups(closing).map((g) => [g.kind, g.items.length]),
+    [["two_charges_for_one_sale", 2], ["amount_mismatch", 1]]);
+  assert.equal(closingVerdict(closing).ok, false);
+  assert.equal(closingVerdict({ discrepancies: [] }).ok, true);
 });

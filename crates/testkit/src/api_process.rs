@@ -111,6 +111,14 @@ impl ApiProcess {
         })
     }
 
+    /// Its SQLite file, when it runs on one.
+    pub fn sqlite_path(&self) -> Option<&std::path::Path> {
+        match &self.options.database {
+            ApiDatabase::Sqlite(path) => Some(path),
+            ApiDatabase::Postgres(_) => None,
+        }
+    }
+
     /// Where it listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr

@@ -315,6 +315,36 @@ impl GuiApp {
         self.send_keys(id, text).await;
     }
 
+    /// Presses keys on whatever has the focus, as a keyboard does (WebDriver key actions: a
+    /// key down and up for each character; WebDriver codes such as `\u{E007}` for Enter).
+    pub async fn press(&self, keys: &str) {
+        let mut actions = Vec::new();
+        for k in keys.chars() {
+            actions.push(json!({"type": "keyDown", "value": k.to_string()}));
+            actions.push(json!({"type": "keyUp", "value": k.to_string()}));
+        }
+        self.wd(
+            reqwest::Method::POST,
+            "/actions",
+            json!({"actions": [{"type": "key", "id": "teclado", "actions": actions}]}),
+        )
+        .await;
+        let _ = self
+            .http
+            .delete(format!("{}/actions", self.session_url))
+            .send()
+            .await;
+    }
+
+    /// The id of the element that has the focus.
+    pub async fn focused(&self) -> String {
+        self.js("return document.activeElement ? document.activeElement.id : ''")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// Chooses an option of a `<select>` the way a user does: the value changes, then `change` fires.
     pub async fn select(&self, id: &str, value: &str) {
         self.js(&format!(

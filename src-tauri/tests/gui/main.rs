@@ -4,6 +4,7 @@
 
 mod cashier;
 mod data_at_rest;
+mod day;
 mod faults;
 mod harness;
 mod recovery;

@@ -1,0 +1,226 @@
+//! The day around the Pagar button: the receipt of an approved sale and the till's closing, as
+//! data the window draws and as files a printer or a spreadsheet reads. The content is made here
+//! once; the window and the saved file show the same lines.
+
+use crate::error::{AppError, Result};
+use crate::settings::Settings;
+use checkout_core::domain::sale_number;
+use checkout_core::{format_brl, Attempt, AttemptState, Closing};
+use serde::Serialize;
+
+/// One line of a receipt: what it is and its value.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Line {
+    /// The label, pt-BR.
+    pub rotulo: &'static str,
+    /// The value as printed.
+    pub valor: String,
+}
+
+/// A receipt ("comprovante") of an approved payment, customer's copy.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Receipt {
+    /// Its heading.
+    pub titulo: &'static str,
+    /// Whose copy it is.
+    pub via: &'static str,
+    /// Its lines, in print order.
+    pub linhas: Vec<Line>,
+    /// Where the file was saved, once it was.
+    pub arquivo: Option<String>,
+}
+
+/// A date and time in the store's time zone, as a receipt prints it: `01/12/2026 14:32:05`.
+pub fn local_time(ms: i64, offset: time::UtcOffset) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map(|t| t.to_offset(offset))
+        .ok()
+        .and_then(|t| {
+            t.format(time::macros::format_description!(
+                "[day]/[month]/[year] [hour]:[minute]:[second]"
+            ))
+            .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The receipt of `attempt`. Only an approval has one: a declined or pending attempt gets an
+/// error, never a page that could be taken for proof of payment.
+pub fn receipt(settings: &Settings, attempt: &Attempt) -> Result<Receipt> {
+    if attempt.state != AttemptState::Aprovado {
+        return Err(AppError::Invalid(format!(
+            "só um pagamento aprovado tem comprovante; este está {}",
+            match attempt.state {
+                AttemptState::Pendente => "pendente",
+                AttemptState::Recusado => "recusado",
+                AttemptState::Revisao => "em revisão",
+                AttemptState::Aprovado => "aprovado",
+            }
+        )));
+    }
+    let mut linhas = vec![
+        Line {
+            rotulo: "Loja",
+            valor: settings.loja.clone(),
+        },
+        Line {
+            rotulo: "Terminal",
+            valor: settings.terminal.clone(),
+        },
+    ];
+    if let Some(n) = attempt.sale_number {
+        linhas.push(Line {
+            rotulo: "Venda",
+            valor: format!("nº {}", sale_number(n)),
+        });
+    }
+    linhas.extend([
+        Line {
+            rotulo: "Valor",
+            valor: attempt.valor.to_string(),
+        },
+        Line {
+            rotulo: "Data e hora",
+            valor: local_time(attempt.updated_at, settings.utc_offset),
+        },
+        Line {
+            rotulo: "Pagamento",
+            valor: attempt.payment_id.clone().unwrap_or_default(),
+        },
+        Line {
+            rotulo: "Cartão",
+            valor: attempt.cartao.masked(),
+        },
+        Line {
+            rotulo: "Situação",
+            valor: "APROVADO".into(),
+        },
+    ]);
+    Ok(Receipt {
+        titulo: "Comprovante de pagamento",
+        via: "Via do cliente",
+        linhas,
+        arquivo: None,
+    })
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const PRINT_STYLE: &str = "body{font:14px/1.4 monospace;max-width:32em;margin:1em auto;color:#000}\
+h1{font-size:16px;text-align:center;margin:0 0 .5em}table{width:100%;border-collapse:collapse}\
+th{text-align:left;font-weight:normal;padding:2px 8px 2px 0}td{text-align:right;padding:2px 0}\
+.via{text-align:center;margin-top:1em;border-top:1px dashed #000;padding-top:.5em}\
+.num{text-align:right}h2{font-size:14px;margin:1em 0 .3em}li{margin:.2em 0}\
+@media print{body{margin:0}}";
+
+/// The receipt as a print-ready HTML page (what is saved under `comprovantes/`).
+pub fn receipt_html(r: &Receipt) -> String {
+    let rows: String = r
+        .linhas
+        .iter()
+        .map(|l| {
+            format!(
+                "<tr><th>{}</th><td>{}</td></tr>",
+                escape(l.rotulo),
+                escape(&l.valor)
+            )
+        })
+        .collect();
+    format!(
+        "<!doctype html><html lang=\"pt-BR\"><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>{PRINT_STYLE}</style></head><body><h1>{t}</h1><table>{rows}</table>\
+         <p class=\"via\">{via}</p></body></html>\n",
+        t = escape(r.titulo),
+        via = escape(r.via)
+    )
+}
+
+/// The closing as a printable summary (what is saved under `fechamentos/`).
+pub fn closing_html(c: &Closing, settings: &Settings) -> String {
+    let totals = [
+        ("Aprovados", c.totals.aprovado),
+        ("Recusados", c.totals.recusado),
+        ("Pendentes", c.totals.pendente),
+        ("Em revisão", c.totals.revisao),
+    ]
+    .iter()
+    .map(|(name, t)| {
+        format!(
+            "<tr><th>{name}</th><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            t.count,
+            format_brl(t.centavos)
+        )
+    })
+    .collect::<String>();
+    let discrepancies = if c.discrepancies.is_empty() {
+        "<p>Nenhuma divergência: cada pagamento do caixa confere com o servidor.</p>".to_string()
+    } else {
+        let items: String = c
+            .discrepancies
+            .iter()
+            .map(|d| {
+                format!(
+                    "<li><b>{}</b>{}: {}</li>",
+                    escape(d.label),
+                    d.venda
+                        .as_deref()
+                        .map(|v| format!(" — venda nº {v}"))
+                        .unwrap_or_default(),
+                    escape(&d.detail)
+                )
+            })
+            .collect();
+        format!(
+            "<h2>{} divergência(s)</h2><ul>{items}</ul>",
+            c.discrepancies.len()
+        )
+    };
+    format!(
+        "<!doctype html><html lang=\"pt-BR\"><head><meta charset=\"utf-8\">\
+         <title>Fechamento de caixa {day}</title><style>{PRINT_STYLE}</style></head><body>\
+         <h1>Fechamento de caixa</h1><p>{loja} · terminal {terminal} · dia {day} · fechado em {at}</p>\
+         <table><tr><th></th><td class=\"num\">Qtde.</td><td class=\"num\">Valor</td></tr>{totals}</table>\
+         <p>{sales} vendas · {server} pagamentos no servidor</p>{discrepancies}</body></html>\n",
+        day = escape(&c.day),
+        loja = escape(&settings.loja),
+        terminal = escape(&settings.terminal),
+        at = local_time(c.closed_at, settings.utc_offset),
+        sales = c.sales,
+        server = c.server_payments,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receipt_time_is_the_stores_local_time() {
+        // 2026-12-01T17:32:05Z is 14:32:05 in São Paulo.
+        assert_eq!(
+            local_time(1_796_146_325_000, time::macros::offset!(-3)),
+            "01/12/2026 14:32:05"
+        );
+    }
+
+    #[test]
+    fn the_printed_page_escapes_what_it_shows() {
+        let r = Receipt {
+            titulo: "Comprovante de pagamento",
+            via: "Via do cliente",
+            linhas: vec![Line {
+                rotulo: "Loja",
+                valor: "<Café & Cia>".into(),
+            }],
+            arquivo: None,
+        };
+        let html = receipt_html(&r);
+        assert!(html.contains("&lt;Café &amp; Cia&gt;"));
+        assert!(html.contains("Via do cliente"));
+    }
+}
