@@ -59,7 +59,7 @@ async fn a_cashier_runs_a_day_with_the_keyboard_alone() {
     // F4: the receipt, printed and saved.
     app.press(F4).await;
     app.wait_until("the receipt", |a| async move {
-        dialog_open(&a, "receipt-dialog").await
+        dialog_open(a, "receipt-dialog").await
     })
     .await;
     let lines = app
@@ -98,14 +98,14 @@ async fn a_cashier_runs_a_day_with_the_keyboard_alone() {
     app.screenshot("comprovante").await;
     app.press(ESC).await;
     app.wait_until("the receipt closes", |a| async move {
-        !dialog_open(&a, "receipt-dialog").await
+        !dialog_open(a, "receipt-dialog").await
     })
     .await;
 
     // F2: the next sale, numbered, with the amount focused again.
     app.press(F2).await;
     app.wait_until("sale 2", |a| async move {
-        sale_title(&a).await == "Venda nº 0002"
+        sale_title(a).await == "Venda nº 0002"
     })
     .await;
     assert_eq!(app.focused().await, "valor");
