@@ -58,7 +58,7 @@ fn call(m: &Mocked, cmd: &str, body: Value) -> Result<Value, Value> {
 #[test]
 fn pay_parses_the_amount_as_typed_and_a_second_call_returns_the_same_attempt() {
     let m = app();
-    let sale = call(&m, "new_sale", json!({})).unwrap();
+    let sale = call(&m, "new_sale", json!({})).unwrap()["sale"].clone();
     let args = json!({"saleId": sale, "valor": "1.234,56", "cartao": "tok_aprovado"});
     let first = call(&m, "pay", args.clone()).unwrap();
     assert_eq!(first["existing"], false);
@@ -75,7 +75,7 @@ fn pay_parses_the_amount_as_typed_and_a_second_call_returns_the_same_attempt() {
 #[test]
 fn bad_input_is_refused_with_a_clear_message_and_nothing_is_stored() {
     let m = app();
-    let sale = call(&m, "new_sale", json!({})).unwrap();
+    let sale = call(&m, "new_sale", json!({})).unwrap()["sale"].clone();
     for (valor, cartao) in [
         ("abc", "tok_aprovado"),
         ("0,00", "tok_aprovado"),
