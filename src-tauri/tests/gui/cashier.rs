@@ -78,7 +78,7 @@ async fn pagar_approves_once_and_double_clicks_bursts_and_held_enter_never_charg
     assert_eq!(app.ledger_rows(), 4);
 
     // The command itself sent twice for one sale: the second returns the first attempt.
-    let sale = app.invoke("new_sale", json!({})).await["ok"].clone();
+    let sale = app.invoke("new_sale", json!({})).await["ok"]["sale"].clone();
     let args = json!({"saleId": sale, "valor": "9,99", "cartao": "tok_aprovado"});
     let first = app.invoke("pay", args.clone()).await;
     let second = app.invoke("pay", args).await;
