@@ -18,7 +18,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring
 
-.PHONY: run api replicas test lint unit ui-test bench trials deps-bench deps-gui deps-pg deps-trials deps-openapi deps-node fmt clean-sandbox
+.PHONY: run api replicas test lint unit ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -97,6 +97,24 @@ bench: deps-bench deps-gui deps-pg
 	$(CARGO) bench -p checkout-core --bench outbox
 	$(CARGO) build --release -p pagar --example blank_window
 	$(CARGO) bench -p pagar --bench startup
+
+## package: the installable Debian package, target/release/bundle/deb/Pagar_<version>_amd64.deb
+## (Tauri's bundler: the app, its icon and a desktop entry named Pagar).
+TAURI_CLI_VERSION := 2.12.4
+package: deps-package
+	cd src-tauri && $(CARGO) tauri build --bundles deb
+	@ls -1 target/release/bundle/deb/*.deb
+
+## package-test: extracts the .deb (dpkg-deb -x), starts the packaged binary under Xvfb on its
+## embedded default and pays once through WebDriver; one charge in its ledger.
+package-test: package
+	PAGAR_PACKAGED_DEB="$$(ls -t target/release/bundle/deb/*.deb | head -1)" \
+		$(CARGO) test -p pagar --test gui package:: -- --ignored
+
+## deps-package: the Tauri CLI at a pinned version (cargo install; minutes the first time).
+deps-package: deps-gui
+	@$(CARGO) tauri --version 2>/dev/null | grep -qx "tauri-cli $(TAURI_CLI_VERSION)" \
+		|| $(CARGO) install tauri-cli --version $(TAURI_CLI_VERSION) --locked
 
 ## trials: randomized end-to-end fault trials with a checker (TRIALS, SEED, STORE=sqlite|postgres|mixed,
 ## JOBS); a failing seed replays with `make trials TRIALS=1 SEED=<seed>`.

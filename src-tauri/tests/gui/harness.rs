@@ -125,8 +125,13 @@ impl GuiApp {
             .timeout(Duration::from_secs(30))
             .build()
             .unwrap();
+        // APP_BINARY: another build of the app (the one a .deb installed) instead of this one.
+        let application = env
+            .iter()
+            .find(|(k, _)| k == "APP_BINARY")
+            .map_or_else(|| env!("CARGO_BIN_EXE_pagar").to_string(), |(_, v)| v.clone());
         let caps = json!({"capabilities": {"alwaysMatch": {
-            "tauri:options": {"application": env!("CARGO_BIN_EXE_pagar"), "args": []}
+            "tauri:options": {"application": application, "args": []}
         }}});
         let created: Value = http
             .post(format!("{url}/session"))

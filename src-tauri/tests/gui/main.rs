@@ -7,4 +7,5 @@ mod data_at_rest;
 mod day;
 mod faults;
 mod harness;
+mod package;
 mod recovery;
