@@ -144,6 +144,8 @@ impl Faults {
     pub fn after_charge(&self) {
         if fires(self.crash_after_charge_probability) {
             tracing::error!("fault: aborting the process after the gateway charged");
+            // The log is written by another thread that dies with the process: say it here too.
+            eprintln!("payment-api: fault: aborting the process after the gateway charged");
             std::process::abort();
         }
     }

@@ -8,17 +8,26 @@ use tracing_subscriber::EnvFilter;
 async fn main() -> std::process::ExitCode {
     let config = Config::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    if config.log_json {
+    // Log lines are formatted on the request's thread and written by a thread of their own, so a
+    // slow terminal or pipe never holds a request. Not lossy: when the queue is full, a request
+    // waits rather than a line being dropped. The guard flushes what is queued at exit.
+    let logs = tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false);
+    let _flush_at_exit = if config.log_json {
+        let (writer, guard) = logs.finish(std::io::stdout());
         tracing_subscriber::fmt()
             .json()
+            .with_writer(writer)
             .with_env_filter(filter)
             .init();
+        guard
     } else {
+        let (writer, guard) = logs.finish(std::io::stderr());
         tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .with_env_filter(filter)
             .init();
-    }
+        guard
+    };
     let server = match payment_api::start(config).await {
         Ok(s) => s,
         Err(e) => {
