@@ -7,8 +7,14 @@
 //! - bare endpoint: an axum route doing that same INSERT per request, with no idempotency;
 //! - first executions: `POST /pagamentos` with a fresh key each time;
 //! - replays: the same requests again (every one answered from the stored response), first from
-//!   the in-memory replay cache, then through a second server whose cache is off.
+//!   the in-memory replay cache, then through a second server whose cache is off;
+//! - the peer: the same load against an in-memory idempotency middleware from crates.io
+//!   (`api/peer.rs`), in three interleaved rounds beside Pagar (medians), with Pagar's request
+//!   logging on at its default level (INFO, written off the request path to a file), then off;
+//!   and 50 concurrent requests with one key against each, counting charges.
 
+#[path = "api/peer.rs"]
+mod peer;
 #[path = "api/postgres.rs"]
 mod postgres;
 
@@ -97,17 +103,19 @@ const WRK_SCRIPT: &str = r#"
 local counter = 0
 local threads = {}
 function setup(thread) thread:set("id", #threads); table.insert(threads, thread) end
-function init(args) prefix = args[1]; cycle = tonumber(args[2]); key = args[3] end
+function init(args) prefix = args[1]; cycle = tonumber(args[2]); key = args[3]; cookie = args[4] or "" end
 function request()
   counter = counter + 1
   local n = counter
   if cycle > 0 then n = (counter % cycle) + 1 end
   local body = string.format('{"valor":%d,"cartao":"tok_aprovado"}', (n % 9999) + 1)
-  return wrk.format("POST", nil, {
+  local headers = {
     ["Authorization"] = "Bearer " .. key,
     ["Content-Type"] = "application/json",
     ["Idempotency-Key"] = string.format("%s-%d-%d", prefix, id, n),
-  }, body)
+  }
+  if cookie ~= "" then headers["Cookie"] = cookie end
+  return wrk.format("POST", nil, headers, body)
 end
 function done(summary, latency, requests)
   local e = summary.errors
@@ -125,9 +133,11 @@ fn wrk(
     prefix: &str,
     cycle: usize,
 ) -> Row {
-    wrk_with(name, script, url, secs, prefix, cycle, CONCURRENCY)
+    wrk_with(name, script, url, secs, prefix, cycle, CONCURRENCY, "")
 }
 
+// One wrk run is these eight settings; a struct for them would only be passed along once.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn wrk_with(
     name: &'static str,
     script: &std::path::Path,
@@ -136,6 +146,7 @@ pub(crate) fn wrk_with(
     prefix: &str,
     cycle: usize,
     connections: usize,
+    cookie: &str,
 ) -> Row {
     let threads = connections.clamp(1, 2);
     let out = std::process::Command::new("wrk")
@@ -149,7 +160,7 @@ pub(crate) fn wrk_with(
         ])
         .arg(script)
         .arg(url)
-        .args(["--", prefix, &cycle.to_string(), API_KEY])
+        .args(["--", prefix, &cycle.to_string(), API_KEY, cookie])
         .output()
         .expect("wrk is installed (make bench installs it)");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -199,6 +210,45 @@ fn print_table(rows: &[&Row]) {
     }
 }
 
+/// The median of three or more rows' rates, as a row named `name`.
+fn median(name: &'static str, rows: &[Row]) -> Row {
+    let mut sorted: Vec<&Row> = rows.iter().collect();
+    sorted.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
+    let m = sorted[sorted.len() / 2];
+    Row {
+        name,
+        count: m.count,
+        elapsed: m.elapsed,
+        p50_ms: m.p50_ms,
+        p99_ms: m.p99_ms,
+    }
+}
+
+/// Sends `n` requests with one key at once; returns how many got an answer the client can act on.
+async fn burst(url: &str, cookie: &str, key: &str, n: usize) {
+    let client = reqwest::Client::new();
+    let sends = (0..n).map(|_| {
+        let mut req = client
+            .post(url)
+            .bearer_auth(API_KEY)
+            .header("Idempotency-Key", key)
+            .json(&serde_json::json!({"valor": 4242, "cartao": "tok_aprovado"}));
+        if !cookie.is_empty() {
+            req = req.header("Cookie", cookie);
+        }
+        req.send()
+    });
+    for res in futures::future::join_all(sends).await {
+        res.expect("the server answers");
+    }
+}
+
+/// A target line: the figure, the target, met or not.
+fn target(what: &str, figure: f64, goal: f64) {
+    let verdict = if figure >= goal { "met" } else { "NOT met" };
+    println!("{what:<58} {figure:>6.2}x  target >= {goal:.2}x  {verdict}");
+}
+
 #[tokio::main]
 async fn main() {
     let secs: u64 = std::env::var("BENCH_SECS")
@@ -207,6 +257,25 @@ async fn main() {
         .unwrap_or(5);
     let dir =
         tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
+    // Pagar's request logging as the binary has it: INFO, formatted on the request's thread and
+    // written by a thread of its own (here to a file). The level can be turned off for one run.
+    let (level, log_level) =
+        tracing_subscriber::reload::Layer::new(tracing_subscriber::EnvFilter::new("info"));
+    let (log_writer, _flush_logs) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::fs::File::create(dir.path().join("server.log")).unwrap());
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        tracing_subscriber::registry()
+            .with(level)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(log_writer)
+                    .with_ansi(false),
+            )
+            .init();
+    }
     let script = dir.path().join("pay.lua");
     std::fs::write(&script, WRK_SCRIPT).unwrap();
     let raw = raw_commits(dir.path());
@@ -264,6 +333,65 @@ async fn main() {
         "one charge per first execution"
     );
 
+    // Beside the peer: three interleaved rounds, each with fresh keys.
+    let peer = peer::start().await;
+    let (mut ours_first, mut ours_replay, mut peer_first, mut peer_replay) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..3 {
+        let (ours, theirs) = (format!("p{round}"), format!("q{round}"));
+        let run = |name, url: &str, prefix: &str, cycle, cookie: &str| {
+            tokio::task::block_in_place(|| {
+                wrk_with(name, &script, url, secs, prefix, cycle, CONCURRENCY, cookie)
+            })
+        };
+        if round % 2 == 0 {
+            ours_first.push(run("Pagar first", &url, &ours, 0, ""));
+            peer_first.push(run("peer first", &peer.url, &theirs, 0, &peer.cookie));
+        } else {
+            peer_first.push(run("peer first", &peer.url, &theirs, 0, &peer.cookie));
+            ours_first.push(run("Pagar first", &url, &ours, 0, ""));
+        }
+        ours_replay.push(run("Pagar replay", &url, &ours, 200, ""));
+        peer_replay.push(run("peer replay", &peer.url, &theirs, 200, &peer.cookie));
+    }
+    // Pagar's replays with its request logging off, three runs.
+    log_level
+        .modify(|f| *f = tracing_subscriber::EnvFilter::new("off"))
+        .unwrap();
+    let mut quiet_replay = Vec::new();
+    for round in 0..3 {
+        quiet_replay.push(tokio::task::block_in_place(|| {
+            wrk(
+                "Pagar replay, logging off",
+                &script,
+                &url,
+                secs,
+                &format!("p{round}"),
+                200,
+            )
+        }));
+    }
+    log_level
+        .modify(|f| *f = tracing_subscriber::EnvFilter::new("info"))
+        .unwrap();
+    let ours_first = median("Pagar (SQLite, durable), first execution", &ours_first);
+    let ours_replay = median("Pagar, replay (logging INFO)", &ours_replay);
+    let quiet_replay = median("Pagar, replay (logging off)", &quiet_replay);
+    let peer_first = median("axum-idempotent 0.6.0 (memory), first", &peer_first);
+    let peer_replay = median("axum-idempotent 0.6.0 (memory), replay", &peer_replay);
+    // 50 concurrent requests with one key, three times each: how many charges?
+    let mut duplicates = (Vec::new(), Vec::new());
+    for round in 0..3 {
+        let before = server.state().store().ledger().await.unwrap().len();
+        burst(&url, "", &format!("dup-{round}"), 50).await;
+        let after = server.state().store().ledger().await.unwrap().len();
+        duplicates.0.push(after - before);
+        let before = peer.charges.load(std::sync::atomic::Ordering::SeqCst);
+        burst(&peer.url, &peer.cookie, &format!("dup-{round}"), 50).await;
+        let after = peer.charges.load(std::sync::atomic::Ordering::SeqCst);
+        duplicates.1.push(after - before);
+    }
+
     let pg = postgres::run(&script, secs).await;
 
     println!();
@@ -290,6 +418,34 @@ async fn main() {
         replay_db.rate() / first.rate()
     );
     println!("ledger rows after the run: {ledger} (first executions answered: {}; wrk cuts off those in flight)", first.count);
+    println!();
+    println!("beside the peer (3 interleaved rounds, medians):");
+    print_table(&[
+        &ours_first,
+        &peer_first,
+        &ours_replay,
+        &peer_replay,
+        &quiet_replay,
+    ]);
+    println!(
+        "50 concurrent requests, one key, charges: Pagar {:?}, axum-idempotent {:?}",
+        duplicates.0, duplicates.1
+    );
+    target(
+        "Pagar first executions / peer first executions",
+        ours_first.rate() / peer_first.rate(),
+        1.0,
+    );
+    target(
+        "Pagar replays / peer replays",
+        ours_replay.rate() / peer_replay.rate(),
+        1.2,
+    );
+    target(
+        "Pagar replays, logging on / logging off",
+        ours_replay.rate() / quiet_replay.rate(),
+        0.9,
+    );
     match pg {
         Ok(pg) => pg.print(&first, &replay),
         Err(e) => println!("\nPostgreSQL figures skipped: {e}"),

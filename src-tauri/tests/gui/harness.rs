@@ -126,10 +126,10 @@ impl GuiApp {
             .build()
             .unwrap();
         // APP_BINARY: another build of the app (the one a .deb installed) instead of this one.
-        let application = env
-            .iter()
-            .find(|(k, _)| k == "APP_BINARY")
-            .map_or_else(|| env!("CARGO_BIN_EXE_pagar").to_string(), |(_, v)| v.clone());
+        let application = env.iter().find(|(k, _)| k == "APP_BINARY").map_or_else(
+            || env!("CARGO_BIN_EXE_pagar").to_string(),
+            |(_, v)| v.clone(),
+        );
         let caps = json!({"capabilities": {"alwaysMatch": {
             "tauri:options": {"application": application, "args": []}
         }}});

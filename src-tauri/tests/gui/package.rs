@@ -20,10 +20,17 @@ async fn the_packaged_app_from_its_deb_pays_once() {
         .status()
         .unwrap();
     assert!(status.success(), "dpkg-deb -x {}", deb.display());
-    let info = Command::new("dpkg-deb").arg("-f").arg(&deb).output().unwrap();
+    let info = Command::new("dpkg-deb")
+        .arg("-f")
+        .arg(&deb)
+        .output()
+        .unwrap();
     let control = String::from_utf8_lossy(&info.stdout);
     assert!(control.contains("Package: pagar"), "{control}");
-    assert!(control.contains("libwebkit2gtk-4.1-0"), "it depends on its webview: {control}");
+    assert!(
+        control.contains("libwebkit2gtk-4.1-0"),
+        "it depends on its webview: {control}"
+    );
 
     let binary = root.path().join("usr/bin/pagar");
     assert!(binary.is_file(), "the .deb installs /usr/bin/pagar");
@@ -45,7 +52,11 @@ async fn the_packaged_app_from_its_deb_pays_once() {
     app.select("cartao", "tok_aprovado").await;
     app.click("pagar").await;
     app.wait_status("Pagamento aprovado").await;
-    assert_eq!(app.ledger_rows(), 1, "one charge in the packaged app's sandbox ledger");
+    assert_eq!(
+        app.ledger_rows(),
+        1,
+        "one charge in the packaged app's sandbox ledger"
+    );
     app.screenshot("pacote-aprovado").await;
     app.close().await;
 }

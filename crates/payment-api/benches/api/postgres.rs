@@ -146,7 +146,7 @@ fn spread(
             .iter()
             .zip(prefixes)
             .map(|(url, prefix)| {
-                s.spawn(move || wrk_with(name, script, url, secs, prefix, cycle, per))
+                s.spawn(move || wrk_with(name, script, url, secs, prefix, cycle, per, ""))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -187,6 +187,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             "p1",
             0,
             CONCURRENCY,
+            "",
         );
         let replay = wrk_with(
             "PG 1 replica, replay",
@@ -196,6 +197,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             "p1",
             200,
             CONCURRENCY,
+            "",
         );
         (first, replay)
     });

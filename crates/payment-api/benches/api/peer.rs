@@ -1,0 +1,94 @@
+//! The peer `make bench` measures Pagar beside: a small axum app with `axum-idempotent` 0.6.0
+//! from crates.io, wired as its README shows (`CookieManagerLayer` → ruts `SessionLayer` on a
+//! Moka store → `IdempotentLayer` in direct-key mode on `Idempotency-Key`). Keys and responses
+//! live in memory only. The middleware caches only for a request that carries a session, so the
+//! bench opens one session for the merchant (`POST /sessao`) and every request sends its cookie.
+//! The handler does what Pagar's does short of storing: it validates the body and "charges" an
+//! in-memory ledger.
+
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use axum_idempotent::{IdempotentLayer, IdempotentOptions};
+use ruts::store::moka::MokaStore;
+use ruts::{CookieOptions, Session, SessionLayer};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tower_cookies::CookieManagerLayer;
+
+/// A running peer: where it listens, the session cookie to send, and its charges so far.
+pub struct Peer {
+    pub url: String,
+    pub cookie: String,
+    pub charges: Arc<AtomicU64>,
+}
+
+async fn login(session: Session<MokaStore>) -> StatusCode {
+    let ttl = ruts::store::Ttl::new(3600).expect("a valid ttl");
+    session
+        .set("merchant", &"loja_bench", ttl, None)
+        .await
+        .expect("the session store answers");
+    StatusCode::CREATED
+}
+
+/// Starts the peer on a free loopback port and opens the merchant's session.
+pub async fn start() -> Peer {
+    let charges = Arc::new(AtomicU64::new(0));
+    let counted = charges.clone();
+    let pay = move |Json(body): Json<serde_json::Value>| {
+        let charges = counted.clone();
+        async move {
+            let valor = body["valor"]
+                .as_i64()
+                .filter(|v| (1..=100_000_000).contains(v));
+            let cartao = body["cartao"].as_str().filter(|c| c.starts_with("tok_"));
+            let (Some(valor), Some(_)) = (valor, cartao) else {
+                return (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    Json(serde_json::json!({})),
+                );
+            };
+            charges.fetch_add(1, Ordering::SeqCst);
+            let id = format!("pay_{}", uuid::Uuid::now_v7().simple());
+            (
+                StatusCode::CREATED,
+                Json(
+                    serde_json::json!({"id": id, "status": "aprovado", "valor": valor, "moeda": "BRL"}),
+                ),
+            )
+        }
+    };
+    let store = Arc::new(MokaStore::builder().build());
+    let idempotent_options = IdempotentOptions::default()
+        .use_idempotency_key_header(Some("Idempotency-Key"), true)
+        .expire_after(60 * 5);
+    let app = Router::new()
+        .route("/pagamentos", post(pay))
+        .route("/sessao", post(login))
+        .layer(IdempotentLayer::<MokaStore>::new(idempotent_options))
+        .layer(SessionLayer::new(store).with_cookie_options(CookieOptions::build().name("session")))
+        .layer(CookieManagerLayer::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let res = reqwest::Client::new()
+        .post(format!("{base}/sessao"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = res
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("session="))
+        .and_then(|v| v.split(';').next())
+        .expect("the peer opened a session")
+        .to_string();
+    Peer {
+        url: format!("{base}/pagamentos"),
+        cookie,
+        charges,
+    }
+}
