@@ -71,16 +71,18 @@ pub async fn create(state: &AppState, p: Prepared, faults: &Faults) -> Result<An
         }
         return Ok(replay(state, done.response.clone()));
     }
-    let started = Instant::now();
-    let existing = state.store().lookup_key(&p.merchant, &p.key).await?;
-    state.metrics().store_op("lookup_key", started);
-    if let Some(record) = existing {
-        if record.fingerprint != p.fingerprint {
-            return Err(ApiError::FingerprintMismatch);
-        }
-        if let (Some(saved), Some(completed_at)) = (record.response, record.completed_at) {
-            remember(state, &p, saved.clone(), completed_at);
-            return Ok(replay(state, saved));
+    if state.store().lookup_before_claim() {
+        let started = Instant::now();
+        let existing = state.store().lookup_key(&p.merchant, &p.key).await?;
+        state.metrics().store_op("lookup_key", started);
+        if let Some(record) = existing {
+            if record.fingerprint != p.fingerprint {
+                return Err(ApiError::FingerprintMismatch);
+            }
+            if let (Some(saved), Some(completed_at)) = (record.response, record.completed_at) {
+                remember(state, &p, saved.clone(), completed_at);
+                return Ok(replay(state, saved));
+            }
         }
     }
 

@@ -421,4 +421,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     }
     /// The store's current time.
     fn now_ms(&self) -> Millis;
+    /// Whether a request whose key is not in the replay cache should read the key before
+    /// claiming it. A local read is cheaper than a claim, so SQLite says yes (a replay then never
+    /// queues a write); over a network each read is a round trip every first execution pays
+    /// for nothing, so PostgreSQL says no and lets the claim find completed keys.
+    fn lookup_before_claim(&self) -> bool {
+        true
+    }
 }

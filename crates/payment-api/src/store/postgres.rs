@@ -377,6 +377,10 @@ impl Store for PgStore {
         )))
     }
 
+    fn lookup_before_claim(&self) -> bool {
+        false
+    }
+
     async fn finish(&self, done: Completion) -> StoreResult<FinishOutcome> {
         let c = self.conn().await?;
         let st = c
