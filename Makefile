@@ -108,7 +108,7 @@ package: deps-package
 ## package-test: extracts the .deb (dpkg-deb -x), starts the packaged binary under Xvfb on its
 ## embedded default and pays once through WebDriver; one charge in its ledger.
 package-test: package
-	PAGAR_PACKAGED_DEB="$$(ls -t target/release/bundle/deb/*.deb | head -1)" \
+	PAGAR_PACKAGED_DEB="$$(ls -t $(CURDIR)/target/release/bundle/deb/*.deb | head -1)" \
 		$(CARGO) test -p pagar --test gui package:: -- --ignored
 
 ## deps-package: the Tauri CLI at a pinned version (cargo install; minutes the first time).
