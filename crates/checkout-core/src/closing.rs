@@ -431,7 +431,11 @@ mod tests {
             paid("p9", "att_de_outro_lugar", 900, "aprovado"),
         ];
         let c = reconcile("2026-12-01", 1, Some("caixa-01"), &attempts, &server);
-        assert_eq!(kinds(&c), DiscrepancyKind::ALL, "each kind once, in the screen's order");
+        assert_eq!(
+            kinds(&c),
+            DiscrepancyKind::ALL,
+            "each kind once, in the screen's order"
+        );
         let two = &c.discrepancies[0];
         assert_eq!(two.venda.as_deref(), Some("0004"));
         assert_eq!(two.server_centavos, Some(8000));
