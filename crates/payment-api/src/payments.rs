@@ -111,7 +111,13 @@ async fn claim_and_execute(state: AppState, p: Prepared, faults: Faults) -> Resu
         .await?;
     state.metrics().store_op("claim", started);
     match next {
-        NextAction::ReturnSavedResponse(saved) => Ok(replay(state, saved)),
+        NextAction::ReturnSavedResponse {
+            response,
+            completed_at,
+        } => {
+            remember(state, &p, response.clone(), completed_at);
+            Ok(replay(state, response))
+        }
         NextAction::FingerprintMismatch => Err(ApiError::FingerprintMismatch),
         NextAction::InProgress { retry_after_ms } => Err(ApiError::KeyInProgress {
             retry_after_secs: u64::try_from((retry_after_ms + 999) / 1000)

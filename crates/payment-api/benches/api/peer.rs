@@ -63,10 +63,12 @@ pub async fn start() -> Peer {
     let idempotent_options = IdempotentOptions::default()
         .use_idempotency_key_header(Some("Idempotency-Key"), true)
         .expire_after(60 * 5);
+    // The idempotency layer wraps the payment route; the login route (added after it) opens the
+    // session the middleware needs.
     let app = Router::new()
         .route("/pagamentos", post(pay))
-        .route("/sessao", post(login))
         .layer(IdempotentLayer::<MokaStore>::new(idempotent_options))
+        .route("/sessao", post(login))
         .layer(SessionLayer::new(store).with_cookie_options(CookieOptions::build().name("session")))
         .layer(CookieManagerLayer::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -77,6 +79,11 @@ pub async fn start() -> Peer {
         .send()
         .await
         .unwrap();
+    assert_eq!(
+        res.status(),
+        reqwest::StatusCode::CREATED,
+        "the peer's login"
+    );
     let cookie = res
         .headers()
         .get_all(reqwest::header::SET_COOKIE)

@@ -26,8 +26,8 @@ pub(super) struct HeldKey {
     pub locked_until: Millis,
     /// The holder's fencing token.
     pub fence: i64,
-    /// The completed answer, if the key completed.
-    pub response: Option<StoredResponse>,
+    /// The completed answer and when it completed, if the key completed.
+    pub response: Option<(StoredResponse, Millis)>,
 }
 
 /// The decision, with the write a takeover needs.
@@ -70,8 +70,11 @@ pub(super) fn decide(
     if held.fingerprint != *fingerprint {
         return Decision::Answer(NextAction::FingerprintMismatch);
     }
-    if let Some(saved) = held.response {
-        return Decision::Answer(NextAction::ReturnSavedResponse(saved));
+    if let Some((response, completed_at)) = held.response {
+        return Decision::Answer(NextAction::ReturnSavedResponse {
+            response,
+            completed_at,
+        });
     }
     if held.locked_until > now {
         return Decision::Answer(NextAction::InProgress {
@@ -92,7 +95,7 @@ mod tests {
         Fingerprint::from_stored(s.into())
     }
 
-    fn held(locked_until: Millis, response: Option<StoredResponse>) -> HeldKey {
+    fn held(locked_until: Millis, response: Option<(StoredResponse, Millis)>) -> HeldKey {
         HeldKey {
             fingerprint: fp("a"),
             locked_until,
@@ -110,7 +113,11 @@ mod tests {
 
     #[test]
     fn another_request_under_the_key_is_a_mismatch_whatever_the_key_state() {
-        for h in [held(2_000, None), held(0, None), held(0, Some(saved()))] {
+        for h in [
+            held(2_000, None),
+            held(0, None),
+            held(0, Some((saved(), 7))),
+        ] {
             assert_eq!(
                 decide(h, &fp("b"), 1_000, 500),
                 Decision::Answer(NextAction::FingerprintMismatch)
@@ -121,8 +128,11 @@ mod tests {
     #[test]
     fn a_completed_key_is_replayed_even_with_its_lease_long_gone() {
         assert_eq!(
-            decide(held(0, Some(saved())), &fp("a"), 1_000, 500),
-            Decision::Answer(NextAction::ReturnSavedResponse(saved()))
+            decide(held(0, Some((saved(), 7))), &fp("a"), 1_000, 500),
+            Decision::Answer(NextAction::ReturnSavedResponse {
+                response: saved(),
+                completed_at: 7
+            })
         );
     }
 

@@ -39,6 +39,21 @@ fn stored_response(
     }
 }
 
+/// A completed key's answer and when it completed, from their nullable columns.
+fn completed_response(
+    status: Option<i64>,
+    body: Option<Vec<u8>>,
+    completed_at: Option<Millis>,
+) -> StoreResult<Option<(StoredResponse, Millis)>> {
+    match (stored_response(status, body)?, completed_at) {
+        (Some(r), Some(at)) => Ok(Some((r, at))),
+        (None, None) => Ok(None),
+        _ => Err(StoreError::Corrupt(
+            "response without completion time".into(),
+        )),
+    }
+}
+
 /// An abandoned key from its stored columns.
 fn abandoned_from(
     merchant: String,
@@ -124,8 +139,13 @@ pub enum NextAction {
         /// True when a previous worker held the key and its lease ran out.
         takeover: bool,
     },
-    /// The key completed earlier: send this response again.
-    ReturnSavedResponse(StoredResponse),
+    /// The key completed earlier (at `completed_at`, store clock): send this response again.
+    ReturnSavedResponse {
+        /// The stored answer.
+        response: StoredResponse,
+        /// When the key completed.
+        completed_at: Millis,
+    },
     /// Another worker holds a live lease.
     InProgress {
         /// Milliseconds until that lease ends.

@@ -331,12 +331,36 @@ impl Store for PgStore {
             {
                 return Ok(claim::inserted());
             }
-            // The key exists: decide under its row lock.
+            // The key exists. A completed key never changes, so a replay (or a mismatch) is
+            // decided from a plain read, without the row lock every other replica would queue on.
+            let completed = c
+                .prepare_cached(
+                    "SELECT fingerprint, response_status, response_body, completed_at
+                     FROM idempotency_keys
+                     WHERE merchant = $1 AND key = $2 AND completed_at IS NOT NULL",
+                )
+                .await?;
+            if let Some(row) = c.query_opt(&completed, &[&m, &k]).await? {
+                let held = claim::HeldKey {
+                    fingerprint: Fingerprint::from_stored(row.try_get(0)?),
+                    locked_until: 0,
+                    fence: 0,
+                    response: completed_response(
+                        row.try_get::<_, Option<i32>>(1)?.map(i64::from),
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                    )?,
+                };
+                if held.response.is_some() {
+                    return Ok(claim::decide(held, &claim.fingerprint, 0, claim.lease_ms).action());
+                }
+            }
+            // Not completed: decide under its row lock.
             let tx = c.transaction().await?;
             let select = tx
                 .prepare_cached(
                     "SELECT fingerprint, locked_until, fence, response_status, response_body,
-                            pagar_now_ms() + $3
+                            pagar_now_ms() + $3, completed_at
                      FROM idempotency_keys WHERE merchant = $1 AND key = $2 FOR UPDATE",
                 )
                 .await?;
@@ -348,9 +372,10 @@ impl Store for PgStore {
                 fingerprint: Fingerprint::from_stored(row.try_get(0)?),
                 locked_until: row.try_get(1)?,
                 fence: row.try_get(2)?,
-                response: stored_response(
+                response: completed_response(
                     row.try_get::<_, Option<i32>>(3)?.map(i64::from),
                     row.try_get(4)?,
+                    row.try_get(6)?,
                 )?,
             };
             let decision = claim::decide(held, &claim.fingerprint, row.try_get(5)?, claim.lease_ms);

@@ -153,23 +153,24 @@ impl Store for SqliteStore {
                 if inserted == 1 {
                     return Ok(claim::inserted());
                 }
-                let (fingerprint, locked_until, fence, status, body): (
+                let (fingerprint, locked_until, fence, status, body, completed_at): (
                     String,
                     i64,
                     i64,
                     Option<i64>,
                     Option<Vec<u8>>,
+                    Option<i64>,
                 ) = c.query_row(
-                    "SELECT fingerprint, locked_until, fence, response_status, response_body
+                    "SELECT fingerprint, locked_until, fence, response_status, response_body, completed_at
                      FROM idempotency_keys WHERE merchant = ?1 AND key = ?2",
                     params![m, k],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
                 )?;
                 let held = claim::HeldKey {
                     fingerprint: Fingerprint::from_stored(fingerprint),
                     locked_until,
                     fence,
-                    response: stored_response(status, body)?,
+                    response: completed_response(status, body, completed_at)?,
                 };
                 let decision = claim::decide(held, &claim.fingerprint, now, claim.lease_ms);
                 if let claim::Decision::TakeOver { fence, locked_until } = decision {
