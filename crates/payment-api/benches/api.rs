@@ -330,7 +330,8 @@ async fn main() {
     let ledger = server.state().store().ledger().await.unwrap().len();
     assert!(
         (first.count..=first.count + CONCURRENCY).contains(&ledger),
-        "one charge per first execution"
+        "one charge per first execution: {ledger} charges for {} answered",
+        first.count
     );
 
     // Beside the peer: three interleaved rounds, each with fresh keys.

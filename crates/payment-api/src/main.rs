@@ -22,7 +22,11 @@ async fn main() -> std::process::ExitCode {
         guard
     } else {
         let (writer, guard) = logs.finish(std::io::stderr());
+        // Colour codes only for a person at a terminal: in a file or a pipe they are bytes to
+        // format and write on every request (a few per cent of a replay in `perf`).
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
         tracing_subscriber::fmt()
+            .with_ansi(ansi)
             .with_writer(writer)
             .with_env_filter(filter)
             .init();
