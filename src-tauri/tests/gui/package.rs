@@ -48,9 +48,11 @@ async fn the_packaged_app_from_its_deb_pays_once() {
     let data = tempfile::tempdir().unwrap();
     let binary = binary.display().to_string();
     let app = GuiApp::launch_with(data.path(), &[("APP_BINARY", &binary)]).await;
-    app.type_into("valor", "12,34").await;
-    app.select("cartao", "tok_aprovado").await;
-    app.click("pagar").await;
+    // The day, with the keyboard alone: amount and Enter, the receipt (F4), the closing (F9).
+    app.js("window.__printed = 0; window.print = () => { window.__printed += 1; }; return 1")
+        .await;
+    assert_eq!(app.focused().await, "valor");
+    app.press("12,34\u{E007}").await;
     app.wait_status("Pagamento aprovado").await;
     assert_eq!(
         app.ledger_rows(),
@@ -58,6 +60,27 @@ async fn the_packaged_app_from_its_deb_pays_once() {
         "one charge in the packaged app's sandbox ledger"
     );
     app.screenshot("pacote-aprovado").await;
+    app.press("\u{E034}").await;
+    app.wait_until("the receipt", |a| async move {
+        !a.hidden("receipt-dialog").await
+    })
+    .await;
+    assert_eq!(
+        app.js("return window.__printed").await,
+        serde_json::json!(1)
+    );
+    app.press("\u{E00C}\u{E039}").await;
+    app.wait_until("the closing", |a| async move {
+        a.prop("closing-verdict", "textContent")
+            .await
+            .unwrap_or_default()
+            .starts_with("Tudo confere")
+    })
+    .await;
+    assert!(!app.hidden("closing-dialog").await);
+    // Let the webview paint the dialog before the X server's pixels are read.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    app.screenshot("pacote-fechamento").await;
     app.close().await;
 }
 
