@@ -205,6 +205,7 @@ async function start() {
     const info = await invoke("app_info");
     fillCards(info.cartoes, CARD_LABELS);
     showTerminal(info.terminal);
+    state.utcOffsetMinutes = info.utc_offset_minutes;
     $("qa-faults").disabled = !info.faults_available;
     if (info.notices.length > 0) {
       $("notice").textContent = info.notices.join(" · ");

@@ -38,6 +38,7 @@ export function createState() {
     saleId: null, // the sale open at the till, as the outbox keeps it
     saleNumber: null, // its number that day ("Venda nº 0042")
     dialog: null, // "receipt" or "closing" while one is open
+    utcOffsetMinutes: -180, // the store's offset from UTC (the app says; receipts use the same)
     attemptId: null, // the current sale's latest attempt
     pressing: false, // between the press and pay's answer
     anotherCard: false, // after a review found no charge, the cashier chose to try another card
@@ -150,6 +151,13 @@ export function controls(state, a) {
     // Only an approval has a receipt: nothing that could pass for one is offered otherwise.
     comprovanteHidden: !approved || state.pressing,
   };
+}
+
+/** The time of day of `ms` in the store's time zone (not the machine's): `14:32:05`. */
+export function storeTime(ms, offsetMinutes) {
+  const d = new Date(ms + offsetMinutes * 60_000);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())}`;
 }
 
 /** A sale's number as a cashier says it: `0042`. */

@@ -3,14 +3,11 @@
 
 import {
   brl, closingTotals, closingVerdict, connectivityText, controls, current, discrepancyGroups,
-  newest, nextTryText, offlineBanner, pillText, saleNumber, saleTitle, statusFor, unfinishedSales,
+  newest, nextTryText, offlineBanner, pillText, saleNumber, saleTitle, statusFor, storeTime,
+  unfinishedSales,
 } from "./state.js";
 
 export const $ = (id) => document.getElementById(id);
-
-function hour(ms) {
-  return new Date(ms).toLocaleTimeString("pt-BR", { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-}
 
 function cell(text, cls) {
   const td = document.createElement("td");
@@ -98,7 +95,7 @@ function renderHistory(state) {
     st.append(pill);
     const venda = cell(a.sale_number == null ? "—" : `nº ${saleNumber(a.sale_number)}`);
     venda.title = a.sale_id;
-    tr.append(cell(hour(a.created_at)), venda, cell(brl(a.valor), "num"), st, cell(a.payment_id || "—", "mono"));
+    tr.append(cell(storeTime(a.created_at, state.utcOffsetMinutes)), venda, cell(brl(a.valor), "num"), st, cell(a.payment_id || "—", "mono"));
     body.append(tr);
   }
 }

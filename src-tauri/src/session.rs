@@ -64,6 +64,8 @@ pub struct AppInfo {
     pub terminal: String,
     /// The store's name.
     pub loja: String,
+    /// The store's offset from UTC, in minutes (the history shows times in the store's zone).
+    pub utc_offset_minutes: i32,
 }
 
 /// A session that started: what [`Session::get`] gives every command.
@@ -175,6 +177,7 @@ impl Running {
             first_paint_ms: None,
             terminal: self.settings.terminal.clone(),
             loja: self.settings.loja.clone(),
+            utc_offset_minutes: self.settings.utc_offset.whole_minutes().into(),
         }
     }
 

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   applyEvent, applySnapshot, applyTill, closingTotals, closingVerdict, discrepancyGroups, saleTitle,
-  shortcut, snapshotMark, brl, brlInput, controls, createState, current, nextTryText, pillText,
+  shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert,
 } from "../state.js";
 
@@ -199,4 +199,11 @@ test("the sale is titled by its number and the closing reads at a glance", () =>
     [["two_charges_for_one_sale", 2], ["amount_mismatch", 1]]);
   assert.equal(closingVerdict(closing).ok, false);
   assert.equal(closingVerdict({ discrepancies: [] }).ok, true);
+});
+
+test("times are the store's, whatever the machine's zone", () => {
+  // 2026-12-01T17:32:05Z is 14:32:05 in São Paulo (-03:00) and 23:02:05 in India (+05:30).
+  const ms = Date.UTC(2026, 11, 1, 17, 32, 5);
+  assert.equal(storeTime(ms, -180), "14:32:05");
+  assert.equal(storeTime(ms, 330), "23:02:05");
 });
