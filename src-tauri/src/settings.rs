@@ -196,20 +196,9 @@ impl Settings {
         if !self.terminal_is_new {
             return Ok(());
         }
-        let path = self.config_path();
-        let mut json: serde_json::Value = match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
-        if let Some(obj) = json.as_object_mut() {
+        rewrite_config(&self.data_dir, |obj| {
             obj.insert("terminal".into(), self.terminal.clone().into());
-        }
-        let pretty = serde_json::to_vec_pretty(&json).expect("JSON serialises");
-        durable_sqlite::private::write_file(&path, &pretty)
-            .map_err(|e| format!("{}: {e}", path.display()))
+        })
     }
 
     /// Where receipts are saved.
@@ -259,19 +248,11 @@ fn secrets_in_keyring(dir: &Path, file: &mut FileConfig) -> Result<(), String> {
         }
     }
     if moved {
-        let path = dir.join("config.json");
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        if let Some(obj) = json.as_object_mut() {
+        rewrite_config(dir, |obj| {
             obj.remove("api_key");
             obj.remove("admin_token");
-        }
-        let pretty = serde_json::to_vec_pretty(&json).expect("JSON serialises");
-        durable_sqlite::private::write_file(&path, &pretty)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        tracing::info!(path = %path.display(), "secrets moved from config.json to the secret store");
+        })?;
+        tracing::info!(dir = %dir.display(), "secrets moved from config.json to the secret store");
     }
     let (api_key, admin_token) = (
         secrets::get(Secret::ApiKey)?,
@@ -280,6 +261,27 @@ fn secrets_in_keyring(dir: &Path, file: &mut FileConfig) -> Result<(), String> {
     file.api_key = api_key;
     file.admin_token = admin_token;
     Ok(())
+}
+
+/// Changes `<dir>/config.json` (an empty object when there is none) and writes it back 0600,
+/// keeping every field `change` does not touch.
+fn rewrite_config(
+    dir: &Path,
+    change: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>),
+) -> Result<(), String> {
+    let path = dir.join("config.json");
+    let mut json: serde_json::Value = match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let obj = json
+        .as_object_mut()
+        .ok_or_else(|| format!("{}: não é um objeto JSON", path.display()))?;
+    change(obj);
+    let pretty = serde_json::to_vec_pretty(&json).expect("JSON serialises");
+    durable_sqlite::private::write_file(&path, &pretty)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn read_file_config(dir: &Path) -> Result<FileConfig, String> {

@@ -242,22 +242,31 @@ impl PaymentClient {
         Ok(page.pagamentos)
     }
 
-    async fn get_json<T: serde::de::DeserializeOwned>(
+    /// One `GET` with the merchant's key: the status, `Retry-After` and the body.
+    async fn get(
         &self,
         path: &str,
         query: &[(&str, String)],
-    ) -> Result<T> {
+    ) -> reqwest::Result<(StatusCode, Option<Duration>, Vec<u8>)> {
         let res = self
             .http
             .get(format!("{}{path}", self.base))
             .query(query)
             .bearer_auth(&self.api_key)
             .send()
-            .await
-            .map_err(|e| CoreError::Unreachable(format!("servidor de pagamentos: {e}")))?;
+            .await?;
         let status = res.status();
-        let body = res
-            .bytes()
+        let retry_after = retry_after(res.headers());
+        Ok((status, retry_after, res.bytes().await?.to_vec()))
+    }
+
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T> {
+        let (status, _, body) = self
+            .get(path, query)
             .await
             .map_err(|e| CoreError::Unreachable(format!("servidor de pagamentos: {e}")))?;
         if !status.is_success() {
@@ -268,17 +277,10 @@ impl PaymentClient {
     }
 
     pub async fn find_by_referencia(&self, referencia: &str) -> Result<Option<Answer>, Answer> {
-        let res = self
-            .http
-            .get(format!("{}/pagamentos", self.base))
-            .query(&[("referencia", referencia)])
-            .bearer_auth(&self.api_key)
-            .send()
+        let (status, retry_after, body) = self
+            .get("/pagamentos", &[("referencia", referencia.to_string())])
             .await
             .map_err(|e| network_error(&e))?;
-        let status = res.status();
-        let retry_after = retry_after(res.headers());
-        let body = res.bytes().await.map_err(|e| network_error(&e))?.to_vec();
         if status != StatusCode::OK {
             return Err(match classify(status, retry_after, body) {
                 Answer::Review { reason, .. } => Answer::Retry {

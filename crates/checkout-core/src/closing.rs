@@ -6,7 +6,7 @@
 //! listed them in, the totals and every discrepancy out.
 
 use crate::client::RemotePayment;
-use crate::domain::{sale_number, AttemptState, UnixMillis};
+use crate::domain::{format_brl, sale_number, AttemptState, UnixMillis};
 use crate::outbox::Attempt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -205,7 +205,7 @@ pub fn reconcile(
                     &approved,
                     format!(
                         "o servidor cobrou {}; no caixa a tentativa está em {}",
-                        crate::domain::format_brl(approved.iter().map(|p| p.valor).sum()),
+                        format_brl(approved.iter().map(|p| p.valor).sum()),
                         if a.state == AttemptState::Pendente { "pendente" } else { "revisão" }
                     ),
                 ))
@@ -227,11 +227,7 @@ pub fn reconcile(
                 discrepancies.push(base(
                     DiscrepancyKind::AmountMismatch,
                     &[p],
-                    format!(
-                        "no caixa {}, no servidor {}",
-                        a.valor,
-                        crate::domain::format_brl(p.valor)
-                    ),
+                    format!("no caixa {}, no servidor {}", a.valor, format_brl(p.valor)),
                 ));
             }
         }
@@ -252,7 +248,7 @@ pub fn reconcile(
                 detail: format!(
                     "{} pagamentos aprovados no servidor para a mesma venda, {} no total",
                     charges.len(),
-                    crate::domain::format_brl(total)
+                    format_brl(total)
                 ),
             });
         }
@@ -274,7 +270,7 @@ pub fn reconcile(
                 detail: format!(
                     "pagamento {} de {} ({}) enviado por este caixa, sem tentativa correspondente no caixa",
                     p.status,
-                    crate::domain::format_brl(p.valor),
+                    format_brl(p.valor),
                     p.criado_em
                 ),
             });

@@ -240,12 +240,12 @@ impl Checkout {
     /// every other sale whose latest attempt is not settled. What a window shows after a start,
     /// a crash or a reload.
     pub async fn till(&self) -> Result<Till> {
-        let sale = match self.inner.outbox.current_sale().await? {
-            Some(sale) => sale,
+        let (sale, numero) = match self.inner.outbox.current_sale().await? {
+            Some(open) => open,
             None => {
                 let sale = SaleId::generate();
-                self.inner.outbox.open_sale(sale.clone(), now_ms()).await?;
-                sale
+                let numero = self.inner.outbox.open_sale(sale.clone(), now_ms()).await?;
+                (sale, Some(numero))
             }
         };
         let attempts = self.inner.outbox.attempts_of(&sale).await?;
@@ -257,7 +257,6 @@ impl Checkout {
             .into_iter()
             .filter(|a| a.sale_id != sale)
             .collect();
-        let numero = self.inner.outbox.sale_number(&sale).await?;
         Ok(Till {
             sale,
             numero,
@@ -271,7 +270,7 @@ impl Checkout {
     /// second charge) or sits in `revisao` unchecked. A payment waiting offline does not block:
     /// it was accepted under the offline caps and is sent by itself.
     pub async fn new_sale(&self) -> Result<SaleId> {
-        if let Some(current) = self.inner.outbox.current_sale().await? {
+        if let Some((current, _)) = self.inner.outbox.current_sale().await? {
             let latest = self.inner.outbox.attempts_of(&current).await?.pop();
             let blocks = latest.is_some_and(|a| match a.state {
                 AttemptState::Pendente => self.connectivity() == Connectivity::Online,

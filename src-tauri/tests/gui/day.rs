@@ -7,15 +7,6 @@ use pagar_testkit::{ApiProcess, Fault, FaultProxy, API_KEY};
 use serde_json::json;
 use std::time::Duration;
 
-const ENTER: &str = "\u{E007}";
-const ESC: &str = "\u{E00C}";
-const F2: &str = "\u{E032}";
-const F3: &str = "\u{E033}";
-const F4: &str = "\u{E034}";
-const F9: &str = "\u{E039}";
-const DOWN: &str = "\u{E015}";
-const UP: &str = "\u{E013}";
-
 async fn sale_title(app: &GuiApp) -> String {
     app.prop("sale-number", "textContent")
         .await
@@ -26,19 +17,11 @@ async fn dialog_open(app: &GuiApp, id: &str) -> bool {
     !app.hidden(id).await
 }
 
-/// Replaces the webview's print with a counter: WebKitGTK's print dialog is a modal GTK window
-/// WebDriver cannot drive. What is checked is that printing was asked for, and what the page
-/// shows and saves.
-async fn count_prints(app: &GuiApp) {
-    app.js("window.__printed = 0; window.print = () => { window.__printed += 1; }; return 1")
-        .await;
-}
-
 #[tokio::test]
 async fn a_cashier_runs_a_day_with_the_keyboard_alone() {
     let dir = tempfile::tempdir().unwrap();
     let app = GuiApp::launch_with(dir.path(), &[("PAGAR_LOJA", "Padaria Pão Quente")]).await;
-    count_prints(&app).await;
+    app.count_prints().await;
     assert_eq!(
         app.focused().await,
         "valor",
@@ -81,11 +64,7 @@ async fn a_cashier_runs_a_day_with_the_keyboard_alone() {
         app.prop("receipt-via", "textContent").await.as_deref(),
         Some("Via do cliente")
     );
-    assert_eq!(
-        app.js("return window.__printed").await,
-        json!(1),
-        "the print was asked for"
-    );
+    assert_eq!(app.prints().await, 1, "the print was asked for");
     let saved: Vec<_> = std::fs::read_dir(dir.path().join("comprovantes"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -145,13 +124,7 @@ async fn a_cashier_runs_a_day_with_the_keyboard_alone() {
 
     // F9: the day closes clean.
     app.press(F9).await;
-    app.wait_until("the closing", |a| async move {
-        a.prop("closing-verdict", "textContent")
-            .await
-            .unwrap_or_default()
-            .starts_with("Tudo confere")
-    })
-    .await;
+    app.wait_verdict("Tudo confere").await;
     let totals = app
         .js("return [...document.querySelectorAll('#closing-totals tr')].map(r => r.textContent)")
         .await;
@@ -323,13 +296,7 @@ async fn closing_the_till_finds_every_planted_discrepancy() {
 
     // F9: refused while a payment is pending, with the choice to close listing it.
     app.press(F9).await;
-    app.wait_until("closing refused", |a| async move {
-        a.prop("closing-verdict", "textContent")
-            .await
-            .unwrap_or_default()
-            .contains("pendente")
-    })
-    .await;
+    app.wait_verdict("pendente").await;
     let refused = app.prop("closing-verdict", "textContent").await.unwrap();
     assert!(
         refused.starts_with("1 pagamento ainda pendente (R$ 6,00)"),
@@ -338,13 +305,7 @@ async fn closing_the_till_finds_every_planted_discrepancy() {
     app.screenshot("fechamento-pendente").await;
     assert_eq!(app.focused().await, "closing-anyway");
     app.press(ENTER).await;
-    app.wait_until("the closing with discrepancies", |a| async move {
-        a.prop("closing-verdict", "textContent")
-            .await
-            .unwrap_or_default()
-            .contains("divergências")
-    })
-    .await;
+    app.wait_verdict("divergências").await;
     let kinds = app
         .js("return [...document.querySelectorAll('#closing-discrepancies section')].map(s => s.dataset.kind)")
         .await;

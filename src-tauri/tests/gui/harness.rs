@@ -34,6 +34,16 @@ impl Drop for Group {
 }
 
 /// Screenshots go to `<target>/screenshots/` (named in the README).
+/// WebDriver key codes for [`GuiApp::press`].
+pub const ENTER: &str = "\u{E007}";
+pub const ESC: &str = "\u{E00C}";
+pub const F2: &str = "\u{E032}";
+pub const F3: &str = "\u{E033}";
+pub const F4: &str = "\u{E034}";
+pub const F9: &str = "\u{E039}";
+pub const DOWN: &str = "\u{E015}";
+pub const UP: &str = "\u{E013}";
+
 pub fn screenshot_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -339,6 +349,37 @@ impl GuiApp {
             .delete(format!("{}/actions", self.session_url))
             .send()
             .await;
+    }
+
+    /// Replaces the webview's print with a counter: WebKitGTK's print dialog is a modal GTK
+    /// window WebDriver cannot drive. What a test checks is that printing was asked for
+    /// ([`GuiApp::prints`]) and what the page shows and saves.
+    pub async fn count_prints(&self) {
+        self.js("window.__printed = 0; window.print = () => { window.__printed += 1; }; return 1")
+            .await;
+    }
+
+    /// How many times the page asked to print since [`GuiApp::count_prints`].
+    pub async fn prints(&self) -> i64 {
+        self.js("return window.__printed")
+            .await
+            .as_i64()
+            .unwrap_or(-1)
+    }
+
+    /// Waits until the till's closing says something containing `text`.
+    pub async fn wait_verdict(&self, text: &str) {
+        let text = text.to_string();
+        self.wait_until(&format!("the closing says {text:?}"), |a| {
+            let text = text.clone();
+            async move {
+                a.prop("closing-verdict", "textContent")
+                    .await
+                    .unwrap_or_default()
+                    .contains(&text)
+            }
+        })
+        .await;
     }
 
     /// The id of the element that has the focus.

@@ -385,15 +385,23 @@ impl Outbox {
     }
 
     /// The sale open at the till, if one was opened.
-    pub async fn current_sale(&self) -> Result<Option<SaleId>> {
+    /// With its number that day (`None` for a sale opened before numbering existed).
+    pub async fn current_sale(&self) -> Result<Option<(SaleId, Option<u32>)>> {
         self.db
             .read(|c| {
-                let id: Option<String> = c
-                    .prepare_cached("SELECT sale_id FROM till WHERE id = 1")?
-                    .query_row([], |r| r.get(0))
+                let row: Option<(String, Option<u32>)> = c
+                    .prepare_cached(
+                        "SELECT till.sale_id, sales.number FROM till
+                         LEFT JOIN sales ON sales.sale_id = till.sale_id WHERE till.id = 1",
+                    )?
+                    .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()?;
-                id.map(|s| SaleId::parse(&s).map_err(|e| CoreError::Storage(e.to_string())))
-                    .transpose()
+                row.map(|(s, number)| {
+                    SaleId::parse(&s)
+                        .map(|sale| (sale, number))
+                        .map_err(|e| CoreError::Storage(e.to_string()))
+                })
+                .transpose()
             })
             .await
     }
@@ -403,20 +411,6 @@ impl Outbox {
         let day = self.day_of(now);
         self.db
             .write(move |c| Ok(set_till(c, &sale, now, &day)?))
-            .await
-    }
-
-    /// A sale's number, once it was opened.
-    pub async fn sale_number(&self, sale: &SaleId) -> Result<Option<u32>> {
-        let sale = sale.clone();
-        self.db
-            .read(move |c| {
-                Ok(
-                    c.prepare_cached("SELECT number FROM sales WHERE sale_id = ?1")?
-                        .query_row([sale.as_ref()], |r| r.get(0))
-                        .optional()?,
-                )
-            })
             .await
     }
 
