@@ -7,6 +7,12 @@
 //! fails rolls back to its savepoint and does not disturb the others in its batch; a batch whose
 //! `BEGIN` or `COMMIT` fails fails every write in it. Reads run on a small pool of connections.
 //!
+//! A write may also be *relaxed* ([`Db::write_relaxed`]): for what can be recomputed or asked
+//! again after a power cut. A batch of only relaxed writes commits with `synchronous=NORMAL`: it
+//! survives a crash of the process but not of the machine until the next durable commit or
+//! checkpoint syncs the WAL. The WAL is appended in order, so a durable commit makes every
+//! relaxed one before it durable too, and a power cut can only lose a tail of relaxed commits.
+//!
 //! Used by the payment API's store and by the checkout outbox.
 
 pub mod private;
@@ -85,6 +91,12 @@ impl Default for Options {
 type Completer = Box<dyn FnOnce(Result<(), &rusqlite::Error>) + Send>;
 type Job = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> Completer + Send>;
 
+/// A job in the writer's queue, and whether its caller waits for it to survive a power cut.
+struct Queued {
+    job: Job,
+    durable: bool,
+}
+
 /// A database file with a group-commit writer and a read pool. Cheap to clone.
 #[derive(Clone)]
 pub struct Db {
@@ -94,7 +106,7 @@ pub struct Db {
 struct Inner {
     path: PathBuf,
     options: Options,
-    writer: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<mpsc::Sender<Queued>>>,
     readers: Mutex<Vec<Connection>>,
 }
 
@@ -139,7 +151,7 @@ impl Db {
         migrate(&mut conn)?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(|e| E::from(e.into()))?;
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<Queued>();
         let max_batch = options.max_batch.max(1);
         std::thread::Builder::new()
             .name("sqlite-writer".into())
@@ -173,6 +185,32 @@ impl Db {
         T: Send + 'static,
         E: From<Error> + Send + 'static,
     {
+        self.queue(f, true).await
+    }
+
+    /// Runs `f` inside the next group-committed transaction; resolves once it is committed, which
+    /// a crash of the process cannot undo but a power cut can, until the next durable write or
+    /// checkpoint. For records that are safe to lose that way (see the crate's documentation).
+    pub async fn write_relaxed<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        self.queue(f, false).await
+    }
+
+    async fn queue<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        durable: bool,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel::<Result<T, E>>();
         let job: Job = Box::new(move |conn| {
             let result = match conn {
@@ -189,9 +227,10 @@ impl Db {
             })
         });
         let sender = self.inner.writer.lock().expect("writer lock").clone();
-        sender
-            .ok_or(Error::WriterGone)
-            .and_then(|s| s.send(job).map_err(|_| Error::WriterGone))?;
+        sender.ok_or(Error::WriterGone).and_then(|s| {
+            s.send(Queued { job, durable })
+                .map_err(|_| Error::WriterGone)
+        })?;
         rx.await.map_err(|_| E::from(Error::WriterGone))?
     }
 
@@ -291,13 +330,36 @@ fn batch_aborted(why: &str) -> rusqlite::Error {
     )
 }
 
-fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>, max_batch: usize) {
+fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize) {
+    let mut synced = true; // `connect` set synchronous=FULL
     while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
+        let mut durable = first.durable;
+        let mut batch = vec![first.job];
         while batch.len() < max_batch {
             match rx.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(q) => {
+                    durable |= q.durable;
+                    batch.push(q.job);
+                }
                 Err(_) => break,
+            }
+        }
+        if durable != synced {
+            let level = if durable { "FULL" } else { "NORMAL" };
+            match conn.pragma_update(None, "synchronous", level) {
+                Ok(()) => synced = durable,
+                // Still FULL: stricter than a relaxed batch asked, which is fine.
+                Err(e) if !durable => {
+                    tracing::warn!(error = %e, "sqlite: cannot set synchronous=NORMAL")
+                }
+                // Still NORMAL: a durable write must not be committed so.
+                Err(e) => {
+                    tracing::warn!(error = %e, "sqlite: cannot set synchronous=FULL");
+                    for job in batch {
+                        job(Err(&e))(Err(&e));
+                    }
+                    continue;
+                }
             }
         }
         if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
@@ -393,6 +455,38 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 100);
+    }
+
+    #[tokio::test]
+    async fn relaxed_writes_commit_without_a_sync_and_durable_ones_still_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir.path().join("t.db"), Options::default());
+        let level = |c: &Connection| -> Result<i64, Error> {
+            Ok(c.query_row("PRAGMA synchronous", [], |r| r.get(0))?)
+        };
+        // 2 = FULL (the WAL is synced at every commit), 1 = NORMAL (synced at checkpoints).
+        assert_eq!(db.write(move |c| level(c)).await.unwrap(), 2);
+        for v in 0..3 {
+            let seen = db
+                .write_relaxed(move |c| {
+                    exec(c, "INSERT INTO t VALUES (?1)", [v]).map_err(Error::from)?;
+                    level(c)
+                })
+                .await
+                .unwrap();
+            assert_eq!(seen, 1, "a batch of relaxed writes only");
+            assert_eq!(
+                db.write(move |c| level(c)).await.unwrap(),
+                2,
+                "back to FULL"
+            );
+        }
+        // Relaxed writes are committed: another connection (another process) sees them.
+        let other = connect(&dir.path().join("t.db"), &Options::default()).unwrap();
+        let n: i64 = other
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 3);
     }
 
     #[tokio::test]

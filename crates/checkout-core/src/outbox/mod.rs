@@ -231,13 +231,21 @@ impl Outbox {
     }
 
     /// Records how a try ended. Only a `pendente` attempt changes; returns it as it is now.
+    ///
+    /// Committed *relaxed* (see `durable_sqlite`): it survives a crash of the app, and a power
+    /// cut can only lose it together with the records after it. Losing it is safe by design: the
+    /// attempt is `pendente` again and is replayed with its same key and bytes, and the server
+    /// answers with the stored outcome (or, past its key retention, is asked by `referencia`).
+    /// What must survive a power cut, the attempt itself, was written durably before it was sent.
     pub async fn record(
         &self,
         id: &AttemptId,
         result: TryResult,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
-        self.change(id, move |c, id| {
+        let id = id.clone();
+        self.db
+            .write_relaxed(move |c| {
             match result {
                 TryResult::Final(FinalAnswer {
                     state,
@@ -268,7 +276,7 @@ impl Outbox {
                     params![id.as_ref(), reason, status, body, now, checked],
                 )?,
             };
-            Ok(())
+            after_change(c, &id)
         })
         .await
     }

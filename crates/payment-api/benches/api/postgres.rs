@@ -2,7 +2,7 @@
 //! replicas (real `payment-api` processes) sharing one database, beside PostgreSQL's own durable
 //! commit rate measured in the same run.
 
-use super::{print_table, wrk_with, Row, API_KEY, CONCURRENCY};
+use super::{print_table, warm, wrk_with, Row, API_KEY, CONCURRENCY, REPLAY_KEYS};
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -189,13 +189,14 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             CONCURRENCY,
             "",
         );
+        warm(&one.1, "", "p1");
         let replay = wrk_with(
             "PG 1 replica, replay",
             script,
             &one.1,
             secs,
             "p1",
-            200,
+            REPLAY_KEYS,
             CONCURRENCY,
             "",
         );
@@ -214,6 +215,9 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             &["a", "b", "c"],
             0,
         );
+        for (url, prefix) in urls.iter().zip(["a", "b", "c"]) {
+            warm(url, "", prefix);
+        }
         // Each replica replays keys another replica created: the first read goes to the database.
         let replay = spread(
             "PG 3 replicas, replay",
@@ -221,7 +225,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             &urls,
             secs,
             &["b", "c", "a"],
-            200,
+            REPLAY_KEYS,
         );
         (first, replay)
     });

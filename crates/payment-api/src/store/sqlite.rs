@@ -139,8 +139,13 @@ impl Store for SqliteStore {
 
     async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
         let now = self.now_ms();
+        // Relaxed (see `durable_sqlite`): the claim is visible to every other request at once and
+        // survives a crash of this process; only a power cut can take it, and then no charge of
+        // it survived either: the gateway's record of a charge is a durable commit, which makes
+        // every commit before it durable too (the WAL is appended in order). The retry then
+        // claims the free key anew and charges under the same downstream key.
         self.db
-            .write(move |c| {
+            .write_relaxed(move |c| {
                 let (m, k) = (claim.merchant.as_ref(), claim.key.as_ref());
                 let inserted = exec(
                     c,
