@@ -102,6 +102,15 @@ pub enum ApiError {
     /// Fault injection: 5xx before execution.
     #[error("falha injetada antes da execução")]
     InjectedFault,
+    /// A refund of a payment that was declined.
+    #[error("só um pagamento aprovado pode ser estornado; este foi recusado")]
+    NotRefundable,
+    /// A refund of more than what is left of the payment (`left` centavos).
+    #[error("o estorno passa do que resta estornar deste pagamento: restam {} ({left} centavos)", brl(*.left))]
+    RefundExceeds {
+        /// What could still be refunded, in centavos.
+        left: i64,
+    },
     /// No such payment for this merchant, or no such route.
     #[error("pagamento não encontrado")]
     NotFound,
@@ -221,6 +230,18 @@ impl ApiError {
                 true,
             ),
             NotFound => (StatusCode::NOT_FOUND, "not-found", "Não encontrado", false),
+            NotRefundable => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "pagamento-nao-estornavel",
+                "Pagamento não pode ser estornado",
+                false,
+            ),
+            RefundExceeds { .. } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "estorno-excede-saldo",
+                "Estorno maior que o saldo do pagamento",
+                false,
+            ),
             MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method-not-allowed",
@@ -246,6 +267,20 @@ impl ApiError {
     pub fn type_uri(slug: &str) -> String {
         format!("urn:pagar:problem:{slug}")
     }
+}
+
+/// `R$ 1.234,56` for an amount in centavos.
+fn brl(centavos: i64) -> String {
+    let (reais, cents) = (centavos / 100, centavos % 100);
+    let digits = reais.to_string();
+    let mut grouped = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push('.');
+        }
+        grouped.push(ch);
+    }
+    format!("R$ {grouped},{cents:02}")
 }
 
 impl IntoResponse for ApiError {

@@ -2,7 +2,7 @@
 
 use crate::domain::{CardToken, Centavos, DownstreamKey, MerchantId, PaymentStatus};
 use crate::error::StoreError;
-use crate::store::{LedgerCharge, LedgerRow, Store};
+use crate::store::{LedgerCharge, LedgerRefund, LedgerRow, RefundLedgerRow, Store};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +40,31 @@ pub enum ChargeDecision {
     Recusado(String),
 }
 
+/// What the gateway decided for one refund.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayRefund {
+    /// The gateway's refund id.
+    pub estorno_id: String,
+    /// Paid back, or declined with a reason code.
+    pub decision: ChargeDecision,
+    /// False when the gateway had executed this downstream key before and returned that refund.
+    pub fresh: bool,
+}
+
+impl GatewayRefund {
+    /// The result a refund ledger row records.
+    pub fn from_ledger(row: RefundLedgerRow, fresh: bool) -> Self {
+        Self {
+            estorno_id: row.estorno_id,
+            decision: match row.motivo {
+                None => ChargeDecision::Aprovado,
+                Some(m) => ChargeDecision::Recusado(m),
+            },
+            fresh,
+        }
+    }
+}
+
 /// A card gateway. Calls carrying the same downstream key charge at most once.
 #[async_trait::async_trait]
 pub trait Gateway: Send + Sync + std::fmt::Debug + 'static {
@@ -51,6 +76,16 @@ pub trait Gateway: Send + Sync + std::fmt::Debug + 'static {
         valor: Centavos,
         cartao: CardToken,
     ) -> Result<GatewayResult, StoreError>;
+
+    /// Pays `valor` of the charge `cobranca_id` back (or returns the earlier result for
+    /// `downstream_key`). The server has already held the amount against the payment.
+    async fn refund(
+        &self,
+        downstream_key: DownstreamKey,
+        merchant: &MerchantId,
+        cobranca_id: &str,
+        valor: Centavos,
+    ) -> Result<GatewayRefund, StoreError>;
 }
 
 /// The bundled simulator: decides from the test card token and records one ledger row per
@@ -78,7 +113,9 @@ impl Gateway for SimulatedGateway {
         cartao: CardToken,
     ) -> Result<GatewayResult, StoreError> {
         let (status, motivo) = match cartao {
-            CardToken::Aprovado => (PaymentStatus::Aprovado, None),
+            CardToken::Aprovado | CardToken::EstornoRecusado | CardToken::EstornoLento => {
+                (PaymentStatus::Aprovado, None)
+            }
             CardToken::Lento => {
                 tokio::time::sleep(self.slow).await;
                 (PaymentStatus::Aprovado, None)
@@ -94,8 +131,44 @@ impl Gateway for SimulatedGateway {
                 valor,
                 status,
                 motivo,
+                cartao: cartao.as_str(),
             })
             .await?;
         Ok(GatewayResult::from_ledger(charged.row, charged.fresh))
+    }
+
+    async fn refund(
+        &self,
+        downstream_key: DownstreamKey,
+        merchant: &MerchantId,
+        cobranca_id: &str,
+        valor: Centavos,
+    ) -> Result<GatewayRefund, StoreError> {
+        // A refund executed before is answered as it was, without its card's delay.
+        if let Some(row) = self.store.refund_ledger_row(&downstream_key).await? {
+            return Ok(GatewayRefund::from_ledger(row, false));
+        }
+        let card = self.store.ledger_card(cobranca_id).await?;
+        let card = card.as_deref().and_then(|c| CardToken::parse(c).ok());
+        let (status, motivo) = match card {
+            Some(CardToken::EstornoRecusado) => (PaymentStatus::Recusado, Some("estorno_recusado")),
+            Some(CardToken::EstornoLento) => {
+                tokio::time::sleep(self.slow).await;
+                (PaymentStatus::Aprovado, None)
+            }
+            _ => (PaymentStatus::Aprovado, None),
+        };
+        let done = self
+            .store
+            .ledger_refund(LedgerRefund {
+                downstream_key,
+                cobranca_id: cobranca_id.to_string(),
+                merchant: merchant.clone(),
+                valor,
+                status,
+                motivo,
+            })
+            .await?;
+        Ok(GatewayRefund::from_ledger(done.row, done.fresh))
     }
 }

@@ -15,6 +15,7 @@ pub mod http;
 pub mod listing;
 pub mod metrics;
 pub mod payments;
+pub mod refunds;
 pub mod replay_cache;
 pub mod schema;
 pub mod server;

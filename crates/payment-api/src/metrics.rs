@@ -46,6 +46,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<OutcomeLabel, Counter>,
     charges: Family<StatusLabel, Counter>,
+    refunds: Family<StatusLabel, Counter>,
     store_latency: Family<OpLabel, Histogram>,
     purged: Counter,
 }
@@ -55,6 +56,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("pagar");
         let requests = Family::<OutcomeLabel, Counter>::default();
         let charges = Family::<StatusLabel, Counter>::default();
+        let refunds = Family::<StatusLabel, Counter>::default();
         let store_latency = Family::<OpLabel, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
         });
@@ -70,6 +72,11 @@ impl Default for Metrics {
             charges.clone(),
         );
         registry.register(
+            "gateway_refunds",
+            "Refunds the gateway executed (refund ledger rows written) by status",
+            refunds.clone(),
+        );
+        registry.register(
             "store_seconds",
             "Store operation latency",
             store_latency.clone(),
@@ -83,6 +90,7 @@ impl Default for Metrics {
             registry,
             requests,
             charges,
+            refunds,
             store_latency,
             purged,
         }
@@ -93,6 +101,12 @@ impl Metrics {
     /// Counts one payment request.
     pub fn request(&self, outcome: RequestOutcome) {
         self.requests.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+
+    /// Counts one refund the gateway executed.
+    pub fn refund(&self, approved: bool) {
+        let status = if approved { "aprovado" } else { "recusado" };
+        self.refunds.get_or_create(&StatusLabel { status }).inc();
     }
 
     /// Counts one gateway execution.

@@ -10,7 +10,7 @@
 
 use crate::domain::{
     CardToken, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId, PaymentRequest,
-    PaymentStatus,
+    PaymentStatus, RefundRequest,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -32,19 +32,35 @@ pub enum Answer {
     Replay(StoredResponse),
 }
 
+/// What a key executes: a charge, or a refund of one of the merchant's payments.
+#[derive(Debug)]
+pub(crate) enum Operation {
+    /// `POST /pagamentos`.
+    Payment(PaymentRequest),
+    /// `POST /pagamentos/{id}/estornos`.
+    Refund {
+        /// The payment to pay back.
+        payment: PaymentId,
+        /// Amount and reason.
+        request: RefundRequest,
+    },
+}
+
 /// A request that passed every check that happens before execution.
 #[derive(Debug)]
 pub struct Prepared {
-    merchant: MerchantId,
-    key: IdempotencyKey,
-    fingerprint: Fingerprint,
-    request: PaymentRequest,
-    /// The body as JSON bytes, kept with the claim for the recovery worker.
+    pub(crate) merchant: MerchantId,
+    pub(crate) key: IdempotencyKey,
+    pub(crate) fingerprint: Fingerprint,
+    pub(crate) op: Operation,
+    /// The request as JSON bytes, kept with the claim for the recovery worker: a payment's body,
+    /// or `{"estorno": {"pagamento": id, "corpo": body}}` for a refund.
     body: Vec<u8>,
 }
 
 impl Prepared {
-    /// Validates the body and fingerprints it. Nothing is stored for a request that fails here.
+    /// Validates a payment's body and fingerprints it. Nothing is stored for a request that
+    /// fails here.
     pub fn new(merchant: MerchantId, key: IdempotencyKey, body: serde_json::Value) -> Result<Self> {
         let request = PaymentRequest::from_json(&body).map_err(ApiError::Validation)?;
         let fingerprint = Fingerprint::of("POST", "/pagamentos", &body);
@@ -52,8 +68,32 @@ impl Prepared {
             merchant,
             key,
             fingerprint,
-            request,
+            op: Operation::Payment(request),
             body: serde_json::to_vec(&body).expect("a JSON value serialises"),
+        })
+    }
+
+    /// Validates a refund's body and fingerprints it with its path (so the same key cannot
+    /// refund another payment). Nothing is stored for a request that fails here.
+    pub fn refund(
+        merchant: MerchantId,
+        key: IdempotencyKey,
+        payment: String,
+        body: serde_json::Value,
+    ) -> Result<Self> {
+        let request = RefundRequest::from_json(&body).map_err(ApiError::Validation)?;
+        let fingerprint =
+            Fingerprint::of("POST", &format!("/pagamentos/{payment}/estornos"), &body);
+        let kept = serde_json::json!({"estorno": {"pagamento": payment, "corpo": body}});
+        Ok(Self {
+            merchant,
+            key,
+            fingerprint,
+            op: Operation::Refund {
+                payment: PaymentId::from_stored(payment),
+                request,
+            },
+            body: serde_json::to_vec(&kept).expect("a JSON value serialises"),
         })
     }
 }
@@ -128,12 +168,17 @@ async fn claim_and_execute(state: AppState, p: Prepared, faults: Faults) -> Resu
             if takeover {
                 tracing::warn!(fence, "lease expired: taking over the key");
             }
-            execute(state, &p, fence, &faults).await
+            match &p.op {
+                Operation::Payment(request) => execute(state, &p, request, fence, &faults).await,
+                Operation::Refund { payment, request } => {
+                    crate::refunds::execute(state, &p, payment, request, fence, &faults).await
+                }
+            }
         }
     }
 }
 
-fn remember(
+pub(crate) fn remember(
     state: &AppState,
     p: &Prepared,
     response: StoredResponse,
@@ -150,7 +195,7 @@ fn remember(
     );
 }
 
-fn replay(state: &AppState, saved: StoredResponse) -> Answer {
+pub(crate) fn replay(state: &AppState, saved: StoredResponse) -> Answer {
     state.metrics().request(RequestOutcome::replay);
     tracing::info!(
         status = saved.status,
@@ -160,11 +205,17 @@ fn replay(state: &AppState, saved: StoredResponse) -> Answer {
     Answer::Replay(saved)
 }
 
-async fn execute(state: &AppState, p: &Prepared, fence: i64, faults: &Faults) -> Result<Answer> {
+async fn execute(
+    state: &AppState,
+    p: &Prepared,
+    request: &PaymentRequest,
+    fence: i64,
+    faults: &Faults,
+) -> Result<Answer> {
     let downstream = DownstreamKey::derive(&p.merchant, &p.key);
     let charged = state
         .gateway()
-        .charge(downstream, &p.merchant, p.request.valor, p.request.cartao)
+        .charge(downstream, &p.merchant, request.valor, request.cartao)
         .await;
     let charged = match charged {
         Ok(c) => c,
@@ -183,12 +234,12 @@ async fn execute(state: &AppState, p: &Prepared, fence: i64, faults: &Faults) ->
     faults.after_charge();
 
     if !charged.fresh {
-        if let Some(done) = reconcile(state, p, fence, &charged).await? {
+        if let Some(done) = reconcile(state, p, request, fence, &charged).await? {
             return Ok(done);
         }
     }
     let created_at = state.store().now_ms();
-    let (payment, response) = build_payment(&p.merchant, &p.key, &p.request, &charged, created_at);
+    let (payment, response) = build_payment(&p.merchant, &p.key, request, &charged, created_at);
     let started = Instant::now();
     let finished = state
         .store()
@@ -202,11 +253,25 @@ async fn execute(state: &AppState, p: &Prepared, fence: i64, faults: &Faults) ->
         })
         .await?;
     state.metrics().store_op("finish", started);
+    if finished == FinishOutcome::Stored {
+        tracing::info!(status = response.status, payment = %payment.id, replay = false, "payment executed");
+    }
+    answer_finished(state, p, finished, response, created_at, fence).await
+}
+
+/// The answer of an execution whose completion was (or, its lease lost, was not) written.
+pub(crate) async fn answer_finished(
+    state: &AppState,
+    p: &Prepared,
+    finished: FinishOutcome,
+    response: StoredResponse,
+    completed_at: crate::clock::Millis,
+    fence: i64,
+) -> Result<Answer> {
     match finished {
         FinishOutcome::Stored => {
-            remember(state, p, response.clone(), created_at);
+            remember(state, p, response.clone(), completed_at);
             state.metrics().request(RequestOutcome::first);
-            tracing::info!(status = response.status, payment = %payment.id, replay = false, "payment executed");
             Ok(Answer::First(response))
         }
         FinishOutcome::LeaseLost => {
@@ -267,6 +332,7 @@ fn response_for(payment: &Payment) -> StoredResponse {
 async fn reconcile(
     state: &AppState,
     p: &Prepared,
+    request: &PaymentRequest,
     fence: i64,
     charged: &GatewayResult,
 ) -> Result<Option<Answer>> {
@@ -281,9 +347,9 @@ async fn reconcile(
         Some(fp) => fp == p.fingerprint,
         // Stored before fingerprints were kept: compare what the payment records.
         None => {
-            existing.valor == p.request.valor
-                && existing.descricao == p.request.descricao
-                && existing.referencia == p.request.referencia
+            existing.valor == request.valor
+                && existing.descricao == request.descricao
+                && existing.referencia == request.referencia
         }
     };
     if !same {
@@ -334,6 +400,10 @@ pub async fn recover_abandoned(
         else {
             continue; // a client retry got there first
         };
+        if crate::refunds::is_refund(a.request.as_deref()) {
+            crate::refunds::recover(state, &a, fence, &mut done).await?;
+            continue;
+        }
         let downstream = DownstreamKey::derive(&a.merchant, &a.key);
         let Some(row) = state.store().ledger_row(&downstream).await? else {
             if state.store().forget(&a.merchant, &a.key, fence).await? {

@@ -6,7 +6,8 @@
 
 use crate::clock::{rfc3339, Millis};
 use crate::domain::FieldError;
-use crate::store::{LedgerRow, Payment};
+use crate::domain::RefundStatus;
+use crate::store::{LedgerRow, Payment, Refund, RefundLedgerRow};
 use serde::{Deserialize, Serialize};
 
 /// A payment as `POST /pagamentos` answers it and lookups return it.
@@ -66,6 +67,111 @@ impl PaymentBody {
     }
 }
 
+/// A refund as `POST /pagamentos/{id}/estornos` answers it (201 paid back, 402 declined) and
+/// `GET /pagamentos/{id}` lists it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = Estorno)]
+pub struct RefundBody {
+    /// `est_…`
+    pub id: String,
+    /// The payment paid back (`pay_…`).
+    pub pagamento: String,
+    /// `aprovado` (paid back), `recusado` (declined by the gateway), or, in a payment's list
+    /// only, `pendente` (in progress: its amount is held).
+    pub status: &'static str,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// Always `BRL`.
+    pub moeda: &'static str,
+    /// The merchant's reason, from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub motivo: Option<String>,
+    /// Client reference from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub referencia: Option<String>,
+    /// The gateway's decline code (`estorno_recusado`), for declines only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recusa: Option<String>,
+    /// The idempotency key that asked for it.
+    pub idempotency_key: String,
+    /// Creation time, RFC 3339.
+    pub criado_em: String,
+}
+
+impl From<&Refund> for RefundBody {
+    fn from(r: &Refund) -> Self {
+        Self {
+            id: r.id.to_string(),
+            pagamento: r.payment_id.to_string(),
+            status: r.status.as_str(),
+            valor: r.valor.get(),
+            moeda: "BRL",
+            motivo: r.motivo.clone(),
+            referencia: r.referencia.clone(),
+            recusa: r.recusa.clone(),
+            idempotency_key: r.idempotency_key.as_ref().to_string(),
+            criado_em: rfc3339(r.created_at),
+        }
+    }
+}
+
+impl RefundBody {
+    /// The bytes a refund is answered with, first and on every replay.
+    pub fn bytes_of(r: &Refund) -> Vec<u8> {
+        serde_json::to_vec(&Self::from(r)).expect("a refund always serialises")
+    }
+}
+
+/// `GET /pagamentos/{id}`: the payment as it was answered, with its refunds.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = PagamentoDetalhado)]
+pub struct PaymentDetail {
+    /// The payment.
+    #[serde(flatten)]
+    pub pagamento: PaymentBody,
+    /// Paid back so far, in centavos (approved refunds).
+    pub estornado: i64,
+    /// What can still be refunded, in centavos: the amount less approved refunds and those in
+    /// progress. Zero for a declined payment.
+    pub saldo_estornavel: i64,
+    /// Its refunds, oldest first.
+    pub estornos: Vec<RefundBody>,
+}
+
+impl PaymentDetail {
+    /// A payment with its refunds.
+    pub fn new(p: &Payment, refunds: &[Refund]) -> Self {
+        let sum = |keep: fn(RefundStatus) -> bool| -> i64 {
+            refunds
+                .iter()
+                .filter(|r| keep(r.status))
+                .map(|r| r.valor.get())
+                .sum()
+        };
+        let estornado = sum(|s| s == RefundStatus::Aprovado);
+        let taken = sum(|s| s != RefundStatus::Recusado);
+        let refundable = p.status == crate::domain::PaymentStatus::Aprovado;
+        Self {
+            pagamento: PaymentBody::from(p),
+            estornado,
+            saldo_estornavel: if refundable { p.valor.get() - taken } else { 0 },
+            estornos: refunds.iter().map(RefundBody::from).collect(),
+        }
+    }
+}
+
+/// Body of `POST /pagamentos/{id}/estornos` (documentation, like [`NovoPagamento`]).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct NovoEstorno {
+    /// Amount to pay back in centavos: up to what is left of the payment (`saldo_estornavel`).
+    valor: i64,
+    /// Why, up to 255 characters (e.g. `devolução`).
+    motivo: Option<String>,
+    /// Client reference, up to 255 characters (the checkout app sends its attempt id).
+    referencia: Option<String>,
+}
+
 /// Payments found by a lookup, or one page of a time range.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PaymentList {
@@ -84,7 +190,9 @@ pub struct PaymentList {
 pub struct NovoPagamento {
     /// Amount in centavos, 1–100 000 000.
     valor: i64,
-    /// Card token: `tok_aprovado`, `tok_recusado`, `tok_saldo_insuficiente`, `tok_lento`.
+    /// Card token: `tok_aprovado`, `tok_recusado`, `tok_saldo_insuficiente`, `tok_lento`;
+    /// `tok_estorno_recusado` and `tok_estorno_lento` approve, and their refunds are declined
+    /// or slow.
     cartao: String,
     /// Free text, up to 255 characters.
     descricao: Option<String>,
@@ -146,13 +254,51 @@ impl From<&LedgerRow> for LedgerEntry {
     }
 }
 
-/// The gateway ledger: one row per real charge.
+/// One refund in the gateway's ledger (admin route).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RefundLedgerEntry {
+    /// The gateway's refund id.
+    pub estorno_id: String,
+    /// Key derived from (merchant, idempotency key) in the refund namespace; unique.
+    pub downstream_key: String,
+    /// The charge paid back.
+    pub cobranca_id: String,
+    /// Merchant.
+    pub merchant: String,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// `aprovado` (paid back) or `recusado`.
+    pub status: &'static str,
+    /// Decline reason, if declined.
+    pub motivo: Option<String>,
+    /// Execution time, epoch ms.
+    pub criado_em_ms: Millis,
+}
+
+impl From<&RefundLedgerRow> for RefundLedgerEntry {
+    fn from(r: &RefundLedgerRow) -> Self {
+        Self {
+            estorno_id: r.estorno_id.clone(),
+            downstream_key: r.downstream_key.clone(),
+            cobranca_id: r.cobranca_id.clone(),
+            merchant: r.merchant.to_string(),
+            valor: r.valor.get(),
+            status: r.status.as_str(),
+            motivo: r.motivo.clone(),
+            criado_em_ms: r.created_at,
+        }
+    }
+}
+
+/// The gateway ledger: one row per real charge, one per real refund.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Ledger {
-    /// Number of rows.
+    /// Number of charges.
     pub total: usize,
-    /// Rows, oldest first.
+    /// Charges, oldest first.
     pub cobrancas: Vec<LedgerEntry>,
+    /// Refunds, oldest first.
+    pub estornos: Vec<RefundLedgerEntry>,
 }
 
 /// `GET /health`'s answer.

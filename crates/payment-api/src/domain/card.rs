@@ -18,15 +18,21 @@ pub enum CardToken {
     SaldoInsuficiente,
     /// `tok_lento`: approved after the gateway's slow delay.
     Lento,
+    /// `tok_estorno_recusado`: approved; every refund of it is declined with `estorno_recusado`.
+    EstornoRecusado,
+    /// `tok_estorno_lento`: approved; each refund of it takes the gateway's slow delay.
+    EstornoLento,
 }
 
 impl CardToken {
     /// Every token the simulator knows, in the order a UI would list them.
-    pub const ALL: [CardToken; 4] = [
+    pub const ALL: [CardToken; 6] = [
         CardToken::Aprovado,
         CardToken::Recusado,
         CardToken::SaldoInsuficiente,
         CardToken::Lento,
+        CardToken::EstornoRecusado,
+        CardToken::EstornoLento,
     ];
 
     /// Parses a token string.
@@ -44,6 +50,8 @@ impl CardToken {
             CardToken::Recusado => "tok_recusado",
             CardToken::SaldoInsuficiente => "tok_saldo_insuficiente",
             CardToken::Lento => "tok_lento",
+            CardToken::EstornoRecusado => "tok_estorno_recusado",
+            CardToken::EstornoLento => "tok_estorno_lento",
         }
     }
 }

@@ -101,6 +101,17 @@ impl DownstreamKey {
         h.update(key.as_ref().as_bytes());
         Self(format!("dk_{}", hex::encode(&h.finalize()[..16])))
     }
+
+    /// The key of a refund the gateway is asked for under (merchant, idempotency key): another
+    /// namespace than charges, so a key used for a charge and for a refund never collide.
+    pub fn derive_refund(merchant: &MerchantId, key: &IdempotencyKey) -> Self {
+        let mut h = Sha256::new();
+        h.update(b"pagar-downstream-refund-v1\0");
+        h.update(merchant.as_ref().as_bytes());
+        h.update(b"\0");
+        h.update(key.as_ref().as_bytes());
+        Self(format!("dr_{}", hex::encode(&h.finalize()[..16])))
+    }
 }
 
 impl AsRef<str> for DownstreamKey {

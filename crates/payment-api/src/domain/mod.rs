@@ -8,6 +8,7 @@ mod key;
 mod merchant;
 mod money;
 mod payment;
+mod refund;
 mod request;
 mod terminal;
 
@@ -18,5 +19,6 @@ pub use key::{DownstreamKey, IdempotencyKey, KeyError};
 pub use merchant::{InvalidMerchant, MerchantId};
 pub use money::{AmountError, Centavos, MAX_VALOR_CENTAVOS};
 pub use payment::{PaymentId, PaymentStatus, UnknownStatus};
+pub use refund::{RefundId, RefundRequest, RefundStatus, UnknownRefundStatus};
 pub use request::{FieldError, PaymentRequest, MAX_TEXT_LEN};
 pub use terminal::{InvalidTerminal, TerminalId};

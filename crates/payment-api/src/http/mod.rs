@@ -8,14 +8,15 @@ pub use extract::{Admin, Key, Merchant};
 pub use openapi::ApiDoc;
 
 use crate::conn::ConnHandle;
-use crate::domain::{FieldError, PaymentId};
+use crate::domain::{FieldError, IdempotencyKey, MerchantId, PaymentId};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::listing::{Cursor, RangeParams};
 use crate::metrics::RequestOutcome;
 use crate::payments::{self, Answer, Prepared};
 use crate::schema::{
-    Health, Ledger, LedgerEntry, NovoPagamento, PaymentBody, PaymentList, Problem,
+    Health, Ledger, LedgerEntry, NovoEstorno, NovoPagamento, PaymentBody, PaymentDetail,
+    PaymentList, Problem, RefundBody, RefundLedgerEntry,
 };
 use crate::state::AppState;
 use crate::store::{PaymentField, StoredResponse};
@@ -24,7 +25,7 @@ use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub fn app(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/pagamentos", get(list_payments).post(create_payment))
         .route("/pagamentos/{id}", get(get_payment))
+        .route("/pagamentos/{id}/estornos", post(create_refund))
         .route("/health", get(health))
         .route("/health/ready", get(ready))
         .route("/openapi.json", get(openapi))
@@ -203,6 +205,55 @@ pub(crate) async fn create_payment(
     key: Result<Key>,
     req: Request,
 ) -> Response {
+    execute_keyed(state, merchant, key, req, Prepared::new).await
+}
+
+/// Refunds part or all of a payment, or replays the stored answer for a key already used.
+#[utoipa::path(
+    post,
+    path = "/pagamentos/{id}/estornos",
+    request_body = NovoEstorno,
+    params(
+        ("id" = String, Path, description = "The payment to pay back (`pay_…`)"),
+        ("Idempotency-Key" = String, Header, description = "Required, as for `POST /pagamentos`: one fresh key per refund the cashier asks for, the same on every retry of it. Keys are the merchant's, shared with payments: a key used for a payment answers 422 here."),
+    ),
+    responses(
+        (status = 201, description = "Paid back (`Idempotent-Replayed: true` on replays)", body = RefundBody,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key")),
+            example = json!({"id":"est_01a2305c9a4f7d21b6e0e1f3c2a4b5d6","pagamento":"pay_01a22fa12b2a7548958ed7ad12747e3e","status":"aprovado","valor":500,"moeda":"BRL","motivo":"devolução","idempotency_key":"9d7c1e2a-3b4f-4c5d-8e9f-0a1b2c3d4e5f","criado_em":"2026-12-01T03:30:02.114Z"})),
+        (status = 402, description = "Declined by the gateway (`estorno_recusado`); stored and replayed like an approval, and its amount is free again", body = RefundBody),
+        (status = 400, description = "Bad key or malformed JSON; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Bad API key; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such payment for this merchant; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Same key in progress; retry after `Retry-After` with the same key", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying with the same key"))),
+        (status = 422, description = "Invalid field (`validation`), key reused with another request (`idempotency-key-reused`), a declined payment (`pagamento-nao-estornavel`), or more than is left to refund (`estorno-excede-saldo`; refunds in progress count as taken); nothing stored for the last two and the key stays free", body = Problem, content_type = "application/problem+json",
+            example = json!({"type":"urn:pagar:problem:estorno-excede-saldo","title":"Estorno maior que o saldo do pagamento","status":422,"detail":"o estorno passa do que resta estornar deste pagamento: restam R$ 7,34 (734 centavos)","retryable":false})),
+        (status = 503, description = "Unavailable; retry with the same key", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before retrying with the same key"))),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn create_refund(
+    State(state): State<AppState>,
+    merchant: Result<Merchant>,
+    key: Result<Key>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let prepare = move |m, k, json| Prepared::refund(m, k, id, json);
+    execute_keyed(state, merchant, key, req, prepare).await
+}
+
+/// What every keyed `POST` does: authenticate, read the key and the JSON body (refusing before
+/// anything is stored), run it under the key, and answer, first or replayed.
+async fn execute_keyed(
+    state: AppState,
+    merchant: Result<Merchant>,
+    key: Result<Key>,
+    req: Request,
+    prepare: impl FnOnce(MerchantId, IdempotencyKey, serde_json::Value) -> Result<Prepared>,
+) -> Response {
     let conn = req
         .extensions()
         .get::<ConnectInfo<ConnHandle>>()
@@ -216,7 +267,7 @@ pub(crate) async fn create_payment(
             return Err(ApiError::UnsupportedMediaType);
         }
         let json = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
-        let prepared = Prepared::new(merchant, key, json)?;
+        let prepared = prepare(merchant, key, json)?;
         payments::create(&state, prepared, &faults).await
     }
     .await;
@@ -254,7 +305,7 @@ pub(crate) async fn create_payment(
     path = "/pagamentos/{id}",
     params(("id" = String, Path, description = "`pay_…`")),
     responses(
-        (status = 200, body = PaymentBody),
+        (status = 200, description = "The payment as it was answered, with what was refunded, what is left to refund, and its refunds", body = PaymentDetail),
         (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -263,13 +314,15 @@ pub(crate) async fn get_payment(
     State(state): State<AppState>,
     Merchant(merchant): Merchant,
     Path(id): Path<String>,
-) -> Result<Json<PaymentBody>> {
-    state
+) -> Result<Json<PaymentDetail>> {
+    let id = PaymentId::from_stored(id);
+    let payment = state
         .store()
-        .payment(&merchant, &PaymentId::from_stored(id))
+        .payment(&merchant, &id)
         .await?
-        .map(|p| Json(PaymentBody::from(&p)))
-        .ok_or(ApiError::NotFound)
+        .ok_or(ApiError::NotFound)?;
+    let refunds = state.store().refunds_of(&merchant, &id).await?;
+    Ok(Json(PaymentDetail::new(&payment, &refunds)))
 }
 
 /// A lookup by exactly one of `referencia` and `idempotency_key`, or a time range (`desde` and
@@ -414,9 +467,17 @@ pub(crate) async fn admin_ledger(State(state): State<AppState>, _: Admin) -> Res
         .iter()
         .map(LedgerEntry::from)
         .collect();
+    let estornos = state
+        .store()
+        .refund_ledger()
+        .await?
+        .iter()
+        .map(RefundLedgerEntry::from)
+        .collect();
     Ok(Json(Ledger {
         total: cobrancas.len(),
         cobrancas,
+        estornos,
     }))
 }
 

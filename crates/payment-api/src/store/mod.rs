@@ -13,7 +13,7 @@ pub use sqlite::SqliteStore;
 use crate::clock::Millis;
 use crate::domain::{
     Centavos, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId, PaymentStatus,
-    TerminalId,
+    RefundId, RefundStatus, TerminalId,
 };
 use crate::error::StoreError;
 
@@ -352,6 +352,190 @@ pub struct LedgerCharge {
     pub status: PaymentStatus,
     /// Decline reason.
     pub motivo: Option<&'static str>,
+    /// The test card charged (the simulator decides refunds of the charge by it).
+    pub cartao: &'static str,
+}
+
+/// The columns of `refunds`, in the order both stores read them.
+const REFUND_COLUMNS: &str =
+    "id, payment_id, merchant, idempotency_key, valor, status, motivo, referencia, recusa, estorno_gateway, created_at";
+
+/// A refund as it is stored. Its amount is held against its payment from the moment it is
+/// created (`pendente`) until the gateway declines it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refund {
+    /// `est_…`
+    pub id: RefundId,
+    /// The payment it pays back.
+    pub payment_id: PaymentId,
+    /// Owner.
+    pub merchant: MerchantId,
+    /// The idempotency key that asked for it.
+    pub idempotency_key: IdempotencyKey,
+    /// Amount.
+    pub valor: Centavos,
+    /// Held, paid back, or declined.
+    pub status: RefundStatus,
+    /// The merchant's reason, from the request.
+    pub motivo: Option<String>,
+    /// The client's reference, from the request.
+    pub referencia: Option<String>,
+    /// The gateway's decline code, for a declined refund.
+    pub recusa: Option<String>,
+    /// The gateway's refund id, once it answered.
+    pub estorno_gateway: Option<String>,
+    /// Creation time (store clock).
+    pub created_at: Millis,
+}
+
+/// The columns of a `refunds` row as a driver reads them (see [`PaymentColumns`]).
+#[derive(Debug)]
+struct RefundColumns {
+    id: String,
+    payment_id: String,
+    merchant: String,
+    idempotency_key: String,
+    valor: i64,
+    status: String,
+    motivo: Option<String>,
+    referencia: Option<String>,
+    recusa: Option<String>,
+    estorno_gateway: Option<String>,
+    created_at: Millis,
+}
+
+impl RefundColumns {
+    fn parse(self) -> StoreResult<Refund> {
+        Ok(Refund {
+            id: RefundId::from_stored(self.id),
+            payment_id: PaymentId::from_stored(self.payment_id),
+            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
+            idempotency_key: IdempotencyKey::parse(self.idempotency_key.as_bytes())
+                .map_err(|e| corrupt("idempotency_key", e))?,
+            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
+            status: RefundStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
+            motivo: self.motivo,
+            referencia: self.referencia,
+            recusa: self.recusa,
+            estorno_gateway: self.estorno_gateway,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// A refund to hold against its payment: the first step of executing a refund key.
+#[derive(Debug, Clone)]
+pub struct RefundHold {
+    /// The refund as it is created (`pendente`); `created_at` is set by the store.
+    pub refund: Refund,
+}
+
+/// What holding a refund's amount came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// The amount is held: this refund (new, or the one this key held before a takeover).
+    Held(Box<Refund>),
+    /// The merchant has no such payment.
+    NoPayment,
+    /// The payment was declined: there is nothing to pay back.
+    NotApproved,
+    /// The amount is more than what is left to refund (`left` centavos, refunds in progress
+    /// counted as taken).
+    Exceeds {
+        /// What could still be refunded.
+        left: i64,
+    },
+}
+
+/// The write that completes a refund key: the refund's outcome and the response, in one
+/// transaction; a declined refund gives its amount back to the payment in the same one.
+#[derive(Debug, Clone)]
+pub struct RefundCompletion {
+    /// Owner of the key.
+    pub merchant: MerchantId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The token [`NextAction::StartProcessing`] gave this worker.
+    pub fence: i64,
+    /// The refund with its final status.
+    pub refund: Refund,
+    /// The response to store for replays.
+    pub response: StoredResponse,
+}
+
+/// A refund for the gateway simulator to record (at most once per downstream key).
+#[derive(Debug, Clone)]
+pub struct LedgerRefund {
+    /// Key derived from (merchant, idempotency key) in the refund namespace.
+    pub downstream_key: DownstreamKey,
+    /// The charge paid back.
+    pub cobranca_id: String,
+    /// Merchant.
+    pub merchant: MerchantId,
+    /// Amount.
+    pub valor: Centavos,
+    /// Paid back or declined.
+    pub status: PaymentStatus,
+    /// Decline reason.
+    pub motivo: Option<&'static str>,
+}
+
+/// One refund the gateway simulator executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundLedgerRow {
+    /// The gateway's refund id.
+    pub estorno_id: String,
+    /// Key derived from (merchant, idempotency key); unique.
+    pub downstream_key: String,
+    /// The charge paid back.
+    pub cobranca_id: String,
+    /// Merchant.
+    pub merchant: MerchantId,
+    /// Amount.
+    pub valor: Centavos,
+    /// Paid back (`aprovado`) or declined.
+    pub status: PaymentStatus,
+    /// Decline reason.
+    pub motivo: Option<String>,
+    /// Execution time, epoch ms.
+    pub created_at: Millis,
+}
+
+/// The columns of a `gateway_refunds` row as a driver reads them.
+#[derive(Debug)]
+struct RefundLedgerColumns {
+    estorno_id: String,
+    downstream_key: String,
+    cobranca_id: String,
+    merchant: String,
+    valor: i64,
+    status: String,
+    motivo: Option<String>,
+    created_at: Millis,
+}
+
+impl RefundLedgerColumns {
+    fn parse(self) -> StoreResult<RefundLedgerRow> {
+        Ok(RefundLedgerRow {
+            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
+            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
+            status: PaymentStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
+            estorno_id: self.estorno_id,
+            downstream_key: self.downstream_key,
+            cobranca_id: self.cobranca_id,
+            motivo: self.motivo,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// What the gateway's refund ledger holds for a refund call.
+#[derive(Debug, Clone)]
+pub struct RefundCharged {
+    /// The one row for the downstream key.
+    pub row: RefundLedgerRow,
+    /// True when this call made it.
+    pub fresh: bool,
 }
 
 /// The storage interface the server runs on.
@@ -433,6 +617,45 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> StoreResult<Option<i64>>;
     /// Every ledger row, oldest first.
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>>;
+    /// Holds a refund's amount against its payment, unless this key already did (a takeover):
+    /// the refund row is created `pendente` and `payments.estornado` grows by its amount in one
+    /// transaction, by an `UPDATE … WHERE estornado + valor <= payments.valor` the database
+    /// decides (with a `CHECK` behind it). Nothing is written when the answer is not `Held`.
+    async fn hold_refund(&self, hold: RefundHold) -> StoreResult<Hold>;
+    /// Stores the refund's outcome and the response if `fence` still holds the key; a declined
+    /// refund gives its amount back to the payment in the same transaction.
+    async fn finish_refund(&self, done: RefundCompletion) -> StoreResult<FinishOutcome>;
+    /// Lets go of a key whose refund the gateway never executed: deletes the key (under `fence`)
+    /// and its `pendente` refund, and gives the amount back, in one transaction.
+    async fn drop_refund(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool>;
+    /// The refund a key asked for, if it got as far as holding its amount.
+    async fn refund_by_key(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<Refund>>;
+    /// A payment's refunds, oldest first.
+    async fn refunds_of(
+        &self,
+        merchant: &MerchantId,
+        payment: &PaymentId,
+    ) -> StoreResult<Vec<Refund>>;
+    /// The test card a charge was made with (the simulator decides refunds by it).
+    async fn ledger_card(&self, cobranca_id: &str) -> StoreResult<Option<String>>;
+    /// Records a refund once per downstream key; returns the row that holds it.
+    async fn ledger_refund(&self, refund: LedgerRefund) -> StoreResult<RefundCharged>;
+    /// The refund ledger row of a downstream key, if the gateway ever executed it.
+    async fn refund_ledger_row(
+        &self,
+        downstream_key: &DownstreamKey,
+    ) -> StoreResult<Option<RefundLedgerRow>>;
+    /// Every refund the gateway executed, oldest first.
+    async fn refund_ledger(&self) -> StoreResult<Vec<RefundLedgerRow>>;
     /// Answers when the store can serve.
     async fn health(&self) -> StoreResult<()>;
     /// Answers when the store can take writes as well (readiness): by default, [`Store::health`].

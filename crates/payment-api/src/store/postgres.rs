@@ -264,6 +264,58 @@ fn ledger_from_row(r: &Row) -> StoreResult<LedgerRow> {
 const LEDGER_COLUMNS: &str =
     "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at";
 
+const REFUND_LEDGER_COLUMNS: &str =
+    "estorno_id, downstream_key, cobranca_id, merchant, valor, status, motivo, created_at";
+
+fn refund_from_row(r: &Row) -> StoreResult<Refund> {
+    RefundColumns {
+        id: r.try_get("id")?,
+        payment_id: r.try_get("payment_id")?,
+        merchant: r.try_get("merchant")?,
+        idempotency_key: r.try_get("idempotency_key")?,
+        valor: r.try_get("valor")?,
+        status: r.try_get("status")?,
+        motivo: r.try_get("motivo")?,
+        referencia: r.try_get("referencia")?,
+        recusa: r.try_get("recusa")?,
+        estorno_gateway: r.try_get("estorno_gateway")?,
+        created_at: r.try_get("created_at")?,
+    }
+    .parse()
+}
+
+fn refund_ledger_from_row(r: &Row) -> StoreResult<RefundLedgerRow> {
+    RefundLedgerColumns {
+        estorno_id: r.try_get("estorno_id")?,
+        downstream_key: r.try_get("downstream_key")?,
+        cobranca_id: r.try_get("cobranca_id")?,
+        merchant: r.try_get("merchant")?,
+        valor: r.try_get("valor")?,
+        status: r.try_get("status")?,
+        motivo: r.try_get("motivo")?,
+        created_at: r.try_get("created_at")?,
+    }
+    .parse()
+}
+
+/// The refund a key holds, on a connection or inside a transaction.
+async fn pg_refund_by_key(
+    c: &impl deadpool_postgres::GenericClient,
+    merchant: &str,
+    key: &str,
+) -> StoreResult<Option<Refund>> {
+    c.query_opt(
+        &format!(
+            "SELECT {REFUND_COLUMNS} FROM refunds WHERE merchant = $1 AND idempotency_key = $2"
+        ),
+        &[&merchant, &key],
+    )
+    .await?
+    .as_ref()
+    .map(refund_from_row)
+    .transpose()
+}
+
 /// A conflicting claim finds the row gone only if the reaper purged it in between; try again.
 const CLAIM_ATTEMPTS: usize = 3;
 
@@ -555,8 +607,8 @@ impl Store for PgStore {
         let c = self.conn().await?;
         let insert = c
             .prepare_cached(&format!(
-                "INSERT INTO gateway_ledger ({LEDGER_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, pagar_now_ms() + $7)
+                "INSERT INTO gateway_ledger ({LEDGER_COLUMNS}, cartao)
+                 VALUES ($1, $2, $3, $4, $5, $6, pagar_now_ms() + $7, $8)
                  ON CONFLICT (downstream_key) DO NOTHING
                  RETURNING {LEDGER_COLUMNS}"
             ))
@@ -573,6 +625,7 @@ impl Store for PgStore {
                     &charge.status.as_str(),
                     &charge.motivo,
                     &self.shift(),
+                    &charge.cartao,
                 ],
             )
             .await?;
@@ -728,6 +781,268 @@ impl Store for PgStore {
         )
         .await?
         .map(|r| r.get(0)))
+    }
+
+    async fn hold_refund(&self, hold: RefundHold) -> StoreResult<Hold> {
+        let mut c = self.conn().await?;
+        let r = &hold.refund;
+        let (m, k) = (r.merchant.as_ref(), r.idempotency_key.as_ref());
+        for _ in 0..CLAIM_ATTEMPTS {
+            let tx = c.transaction().await?;
+            if let Some(held) = pg_refund_by_key(&tx, m, k).await? {
+                return Ok(Hold::Held(Box::new(held)));
+            }
+            // The database decides: under concurrent refunds the UPDATE waits on the payment's
+            // row lock and checks its WHERE again on the newest version of the row.
+            let held = tx
+                .execute(
+                    "UPDATE payments SET estornado = estornado + $3
+                     WHERE merchant = $1 AND id = $2 AND status = 'aprovado'
+                       AND estornado + $3 <= valor",
+                    &[&m, &r.payment_id.as_ref(), &r.valor.get()],
+                )
+                .await?;
+            if held == 0 {
+                let payment = tx
+                    .query_opt(
+                        "SELECT status, valor, estornado FROM payments WHERE merchant = $1 AND id = $2",
+                        &[&m, &r.payment_id.as_ref()],
+                    )
+                    .await?;
+                return Ok(match payment {
+                    None => Hold::NoPayment,
+                    Some(p) if p.try_get::<_, String>(0)? != "aprovado" => Hold::NotApproved,
+                    Some(p) => Hold::Exceeds {
+                        left: p.try_get::<_, i64>(1)? - p.try_get::<_, i64>(2)?,
+                    },
+                });
+            }
+            let inserted = tx
+                .query_one(
+                    &format!(
+                        "INSERT INTO refunds ({REFUND_COLUMNS})
+                         VALUES ($1, $2, $3, $4, $5, 'pendente', $6, $7, NULL, NULL, pagar_now_ms() + $8)
+                         RETURNING created_at"
+                    ),
+                    &[
+                        &r.id.as_ref(),
+                        &r.payment_id.as_ref(),
+                        &m,
+                        &k,
+                        &r.valor.get(),
+                        &r.motivo,
+                        &r.referencia,
+                        &self.shift(),
+                    ],
+                )
+                .await;
+            match inserted {
+                Ok(row) => {
+                    let created_at: Millis = row.try_get(0)?;
+                    tx.commit().await?;
+                    return Ok(Hold::Held(Box::new(Refund {
+                        created_at,
+                        status: RefundStatus::Pendente,
+                        ..hold.refund
+                    })));
+                }
+                // A late worker of the same key held it first: read its refund on the next turn.
+                Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                    drop(tx);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StoreError::Unavailable(
+            "a reserva do estorno não se decidiu; tente de novo".into(),
+        ))
+    }
+
+    async fn finish_refund(&self, done: RefundCompletion) -> StoreResult<FinishOutcome> {
+        let mut c = self.conn().await?;
+        let tx = c.transaction().await?;
+        let (m, k) = (done.merchant.as_ref(), done.key.as_ref());
+        let r = &done.refund;
+        let completed = tx
+            .execute(
+                "UPDATE idempotency_keys
+                 SET recovery_point = 'finished', response_status = $4, response_body = $5,
+                     payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+                &[
+                    &m,
+                    &k,
+                    &done.fence,
+                    &i32::from(done.response.status),
+                    &done.response.body,
+                    &r.id.as_ref(),
+                    &self.shift(),
+                ],
+            )
+            .await?;
+        if completed != 1 {
+            return Ok(FinishOutcome::LeaseLost);
+        }
+        tx.execute(
+            "UPDATE refunds SET status = $3, recusa = $4, estorno_gateway = $5
+             WHERE merchant = $1 AND idempotency_key = $2 AND status = 'pendente'",
+            &[&m, &k, &r.status.as_str(), &r.recusa, &r.estorno_gateway],
+        )
+        .await?;
+        if r.status == RefundStatus::Recusado {
+            tx.execute(
+                "UPDATE payments SET estornado = estornado - $3 WHERE merchant = $1 AND id = $2",
+                &[&m, &r.payment_id.as_ref(), &r.valor.get()],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(FinishOutcome::Stored)
+    }
+
+    async fn drop_refund(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let mut c = self.conn().await?;
+        let tx = c.transaction().await?;
+        let (m, k) = (merchant.as_ref(), key.as_ref());
+        let gone = tx
+            .execute(
+                "DELETE FROM idempotency_keys
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+                &[&m, &k, &fence],
+            )
+            .await?
+            == 1;
+        if gone {
+            if let Some(r) = pg_refund_by_key(&tx, m, k)
+                .await?
+                .filter(|r| r.status == RefundStatus::Pendente)
+            {
+                tx.execute(
+                    "UPDATE payments SET estornado = estornado - $3 WHERE merchant = $1 AND id = $2",
+                    &[&m, &r.payment_id.as_ref(), &r.valor.get()],
+                )
+                .await?;
+                tx.execute("DELETE FROM refunds WHERE id = $1", &[&r.id.as_ref()])
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(gone)
+    }
+
+    async fn refund_by_key(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<Refund>> {
+        let c = self.conn().await?;
+        pg_refund_by_key(&c, merchant.as_ref(), key.as_ref()).await
+    }
+
+    async fn refunds_of(
+        &self,
+        merchant: &MerchantId,
+        payment: &PaymentId,
+    ) -> StoreResult<Vec<Refund>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "SELECT {REFUND_COLUMNS} FROM refunds WHERE merchant = $1 AND payment_id = $2
+                 ORDER BY created_at, id"
+            ))
+            .await?;
+        c.query(&st, &[&merchant.as_ref(), &payment.as_ref()])
+            .await?
+            .iter()
+            .map(refund_from_row)
+            .collect()
+    }
+
+    async fn ledger_card(&self, cobranca_id: &str) -> StoreResult<Option<String>> {
+        let c = self.conn().await?;
+        Ok(c.query_opt(
+            "SELECT cartao FROM gateway_ledger WHERE cobranca_id = $1",
+            &[&cobranca_id],
+        )
+        .await?
+        .and_then(|r| r.get::<_, Option<String>>(0)))
+    }
+
+    async fn ledger_refund(&self, refund: LedgerRefund) -> StoreResult<RefundCharged> {
+        let c = self.conn().await?;
+        let dk = refund.downstream_key.as_ref();
+        let inserted = c
+            .query_opt(
+                &format!(
+                    "INSERT INTO gateway_refunds ({REFUND_LEDGER_COLUMNS})
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, pagar_now_ms() + $8)
+                     ON CONFLICT (downstream_key) DO NOTHING
+                     RETURNING {REFUND_LEDGER_COLUMNS}"
+                ),
+                &[
+                    &format!("re_{}", uuid::Uuid::now_v7().simple()),
+                    &dk,
+                    &refund.cobranca_id,
+                    &refund.merchant.as_ref(),
+                    &refund.valor.get(),
+                    &refund.status.as_str(),
+                    &refund.motivo,
+                    &self.shift(),
+                ],
+            )
+            .await?;
+        if let Some(row) = inserted {
+            return Ok(RefundCharged {
+                row: refund_ledger_from_row(&row)?,
+                fresh: true,
+            });
+        }
+        let row = c
+            .query_one(
+                &format!(
+                    "SELECT {REFUND_LEDGER_COLUMNS} FROM gateway_refunds WHERE downstream_key = $1"
+                ),
+                &[&dk],
+            )
+            .await?;
+        Ok(RefundCharged {
+            row: refund_ledger_from_row(&row)?,
+            fresh: false,
+        })
+    }
+
+    async fn refund_ledger_row(
+        &self,
+        downstream_key: &DownstreamKey,
+    ) -> StoreResult<Option<RefundLedgerRow>> {
+        let c = self.conn().await?;
+        c.query_opt(
+            &format!(
+                "SELECT {REFUND_LEDGER_COLUMNS} FROM gateway_refunds WHERE downstream_key = $1"
+            ),
+            &[&downstream_key.as_ref()],
+        )
+        .await?
+        .as_ref()
+        .map(refund_ledger_from_row)
+        .transpose()
+    }
+
+    async fn refund_ledger(&self) -> StoreResult<Vec<RefundLedgerRow>> {
+        let c = self.conn().await?;
+        c.query(
+            &format!("SELECT {REFUND_LEDGER_COLUMNS} FROM gateway_refunds ORDER BY seq"),
+            &[],
+        )
+        .await?
+        .iter()
+        .map(refund_ledger_from_row)
+        .collect()
     }
 
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>> {

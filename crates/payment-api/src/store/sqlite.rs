@@ -19,6 +19,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../migrations/sqlite/V3__terminal_and_range.sql"
         )),
+        M::up(include_str!("../../migrations/sqlite/V4__refunds.sql")),
     ])
 }
 
@@ -104,6 +105,50 @@ fn ledger_from_row(r: &Row<'_>) -> rusqlite::Result<LedgerColumns> {
         motivo: r.get("motivo")?,
         created_at: r.get("created_at")?,
     })
+}
+
+fn refund_from_row(r: &Row<'_>) -> rusqlite::Result<RefundColumns> {
+    Ok(RefundColumns {
+        id: r.get("id")?,
+        payment_id: r.get("payment_id")?,
+        merchant: r.get("merchant")?,
+        idempotency_key: r.get("idempotency_key")?,
+        valor: r.get("valor")?,
+        status: r.get("status")?,
+        motivo: r.get("motivo")?,
+        referencia: r.get("referencia")?,
+        recusa: r.get("recusa")?,
+        estorno_gateway: r.get("estorno_gateway")?,
+        created_at: r.get("created_at")?,
+    })
+}
+
+fn refund_ledger_from_row(r: &Row<'_>) -> rusqlite::Result<RefundLedgerColumns> {
+    Ok(RefundLedgerColumns {
+        estorno_id: r.get("estorno_id")?,
+        downstream_key: r.get("downstream_key")?,
+        cobranca_id: r.get("cobranca_id")?,
+        merchant: r.get("merchant")?,
+        valor: r.get("valor")?,
+        status: r.get("status")?,
+        motivo: r.get("motivo")?,
+        created_at: r.get("created_at")?,
+    })
+}
+
+/// The refund a key holds, read inside the caller's transaction.
+fn refund_by_key(
+    c: &rusqlite::Connection,
+    merchant: &str,
+    key: &str,
+) -> StoreResult<Option<Refund>> {
+    c.prepare_cached(&format!(
+        "SELECT {REFUND_COLUMNS} FROM refunds WHERE merchant = ?1 AND idempotency_key = ?2"
+    ))?
+    .query_row(params![merchant, key], refund_from_row)
+    .optional()?
+    .map(RefundColumns::parse)
+    .transpose()
 }
 
 #[async_trait::async_trait]
@@ -334,8 +379,8 @@ impl Store for SqliteStore {
         self.db.write(move |c| {
             let inserted = exec(
                 c,
-                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, cartao)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (downstream_key) DO NOTHING",
                 params![
                     format!("ch_{}", uuid::Uuid::now_v7().simple()),
@@ -344,7 +389,8 @@ impl Store for SqliteStore {
                     charge.valor.get(),
                     charge.status.as_str(),
                     charge.motivo,
-                    now
+                    now,
+                    charge.cartao
                 ],
             )?;
             let row = c.query_row(
@@ -483,6 +529,233 @@ impl Store for SqliteStore {
                     params![m, k, fence, now + lease_ms, now],
                 )?;
                 Ok((updated == 1).then_some(fence + 1))
+            })
+            .await
+    }
+
+    async fn hold_refund(&self, hold: RefundHold) -> StoreResult<Hold> {
+        let now = self.now_ms();
+        self.db
+            .write(move |c| {
+                let r = &hold.refund;
+                let (m, k) = (r.merchant.as_ref(), r.idempotency_key.as_ref());
+                if let Some(held) = refund_by_key(c, m, k)? {
+                    return Ok(Hold::Held(Box::new(held)));
+                }
+                // The database decides: the amount is held only if it still fits.
+                let held = exec(
+                    c,
+                    "UPDATE payments SET estornado = estornado + ?3
+                     WHERE merchant = ?1 AND id = ?2 AND status = 'aprovado'
+                       AND estornado + ?3 <= valor",
+                    params![m, r.payment_id.as_ref(), r.valor.get()],
+                )?;
+                if held == 0 {
+                    let payment: Option<(String, i64, i64)> = c
+                        .query_row(
+                            "SELECT status, valor, estornado FROM payments WHERE merchant = ?1 AND id = ?2",
+                            params![m, r.payment_id.as_ref()],
+                            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                        )
+                        .optional()?;
+                    return Ok(match payment {
+                        None => Hold::NoPayment,
+                        Some((status, _, _)) if status != "aprovado" => Hold::NotApproved,
+                        Some((_, valor, estornado)) => Hold::Exceeds {
+                            left: valor - estornado,
+                        },
+                    });
+                }
+                exec(
+                    c,
+                    &format!(
+                        "INSERT INTO refunds ({REFUND_COLUMNS})
+                         VALUES (?1, ?2, ?3, ?4, ?5, 'pendente', ?6, ?7, NULL, NULL, ?8)"
+                    ),
+                    params![
+                        r.id.as_ref(),
+                        r.payment_id.as_ref(),
+                        m,
+                        k,
+                        r.valor.get(),
+                        r.motivo,
+                        r.referencia,
+                        now
+                    ],
+                )?;
+                Ok(Hold::Held(Box::new(Refund {
+                    created_at: now,
+                    status: RefundStatus::Pendente,
+                    ..hold.refund
+                })))
+            })
+            .await
+    }
+
+    async fn finish_refund(&self, done: RefundCompletion) -> StoreResult<FinishOutcome> {
+        let now = self.now_ms();
+        self.db
+            .write(move |c| {
+                let (m, k) = (done.merchant.as_ref(), done.key.as_ref());
+                let r = &done.refund;
+                if !complete_key(c, m, k, done.fence, &done.response, r.id.as_ref(), now)? {
+                    return Ok(FinishOutcome::LeaseLost);
+                }
+                exec(
+                    c,
+                    "UPDATE refunds SET status = ?3, recusa = ?4, estorno_gateway = ?5
+                     WHERE merchant = ?1 AND idempotency_key = ?2 AND status = 'pendente'",
+                    params![m, k, r.status.as_str(), r.recusa, r.estorno_gateway],
+                )?;
+                if r.status == RefundStatus::Recusado {
+                    exec(
+                        c,
+                        "UPDATE payments SET estornado = estornado - ?3 WHERE merchant = ?1 AND id = ?2",
+                        params![m, r.payment_id.as_ref(), r.valor.get()],
+                    )?;
+                }
+                Ok(FinishOutcome::Stored)
+            })
+            .await
+    }
+
+    async fn drop_refund(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                let gone = exec(
+                    c,
+                    "DELETE FROM idempotency_keys
+                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                    params![m, k, fence],
+                )? == 1;
+                if gone {
+                    if let Some(r) = refund_by_key(c, &m, &k)?
+                        .filter(|r| r.status == RefundStatus::Pendente)
+                    {
+                        exec(
+                            c,
+                            "UPDATE payments SET estornado = estornado - ?3 WHERE merchant = ?1 AND id = ?2",
+                            params![m, r.payment_id.as_ref(), r.valor.get()],
+                        )?;
+                        exec(c, "DELETE FROM refunds WHERE id = ?1", [r.id.as_ref()])?;
+                    }
+                }
+                Ok(gone)
+            })
+            .await
+    }
+
+    async fn refund_by_key(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<Refund>> {
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db.read(move |c| refund_by_key(c, &m, &k)).await
+    }
+
+    async fn refunds_of(
+        &self,
+        merchant: &MerchantId,
+        payment: &PaymentId,
+    ) -> StoreResult<Vec<Refund>> {
+        let (m, p) = (merchant.to_string(), payment.to_string());
+        self.db
+            .read(move |c| {
+                c.prepare_cached(&format!(
+                    "SELECT {REFUND_COLUMNS} FROM refunds WHERE merchant = ?1 AND payment_id = ?2
+                     ORDER BY created_at, id"
+                ))?
+                .query_map(params![m, p], refund_from_row)?
+                .map(|r| r.map_err(StoreError::from).and_then(RefundColumns::parse))
+                .collect()
+            })
+            .await
+    }
+
+    async fn ledger_card(&self, cobranca_id: &str) -> StoreResult<Option<String>> {
+        let id = cobranca_id.to_string();
+        self.db
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT cartao FROM gateway_ledger WHERE cobranca_id = ?1",
+                    [id],
+                    |r| r.get::<_, Option<String>>(0),
+                )
+                .optional()?
+                .flatten())
+            })
+            .await
+    }
+
+    async fn ledger_refund(&self, refund: LedgerRefund) -> StoreResult<RefundCharged> {
+        let now = self.now_ms();
+        self.db
+            .write(move |c| {
+                let inserted = exec(
+                    c,
+                    "INSERT INTO gateway_refunds
+                     (estorno_id, downstream_key, cobranca_id, merchant, valor, status, motivo, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT (downstream_key) DO NOTHING",
+                    params![
+                        format!("re_{}", uuid::Uuid::now_v7().simple()),
+                        refund.downstream_key.as_ref(),
+                        refund.cobranca_id,
+                        refund.merchant.as_ref(),
+                        refund.valor.get(),
+                        refund.status.as_str(),
+                        refund.motivo,
+                        now
+                    ],
+                )?;
+                let row = c
+                    .query_row(
+                        "SELECT * FROM gateway_refunds WHERE downstream_key = ?1",
+                        [refund.downstream_key.as_ref()],
+                        refund_ledger_from_row,
+                    )?
+                    .parse()?;
+                Ok(RefundCharged {
+                    row,
+                    fresh: inserted == 1,
+                })
+            })
+            .await
+    }
+
+    async fn refund_ledger_row(
+        &self,
+        downstream_key: &DownstreamKey,
+    ) -> StoreResult<Option<RefundLedgerRow>> {
+        let dk = downstream_key.as_ref().to_string();
+        self.db
+            .read(move |c| {
+                c.prepare_cached("SELECT * FROM gateway_refunds WHERE downstream_key = ?1")?
+                    .query_row([dk], refund_ledger_from_row)
+                    .optional()?
+                    .map(RefundLedgerColumns::parse)
+                    .transpose()
+            })
+            .await
+    }
+
+    async fn refund_ledger(&self) -> StoreResult<Vec<RefundLedgerRow>> {
+        self.db
+            .read(|c| {
+                c.prepare("SELECT * FROM gateway_refunds ORDER BY seq")?
+                    .query_map([], refund_ledger_from_row)?
+                    .map(|r| {
+                        r.map_err(StoreError::from)
+                            .and_then(RefundLedgerColumns::parse)
+                    })
+                    .collect()
             })
             .await
     }

@@ -23,6 +23,7 @@ mod key_syntax;
 mod listing;
 mod lookups;
 mod openapi;
+mod refunds;
 mod rejections;
 mod replay;
 mod replicas;

@@ -415,3 +415,53 @@ async fn a_database_that_drops_every_connection_recovers_without_a_double_charge
     assert_eq!(app.ledger().await.len(), 2);
     assert_eq!(app.db.count("payments").await, 2);
 }
+
+#[tokio::test]
+async fn fifty_refund_keys_for_one_payment_across_three_replicas_never_pay_back_more_than_it() {
+    use crate::refunds::{refund_ledger, sum, try_refund};
+    // Arrange: 1 000 charged on one replica; a slow refund, so the 50 overlap.
+    let (_db, replicas) = three_replicas(&["--slow-gateway-ms", "300"]).await;
+    let client = client();
+    let res = try_pay(
+        &client,
+        &replicas[0].url,
+        &new_key(),
+        &json!({"valor": 1000, "cartao": "tok_estorno_lento"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let payment = res.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Act: 50 different keys, 100 each, at once, round-robin over the replicas.
+    let answers: Vec<StatusCode> = stream::iter(0..50)
+        .map(|i| {
+            let (client, url, payment) =
+                (client.clone(), replicas[i % 3].url.clone(), payment.clone());
+            async move {
+                try_refund(&client, &url, &payment, &new_key(), &json!({"valor": 100}))
+                    .await
+                    .unwrap()
+                    .status()
+            }
+        })
+        .buffer_unordered(50)
+        .collect()
+        .await;
+
+    // Assert: the database let exactly ten through; the refund ledger pays back exactly 1 000.
+    let created = answers
+        .iter()
+        .filter(|s| **s == StatusCode::CREATED)
+        .count();
+    let refused = answers
+        .iter()
+        .filter(|s| **s == StatusCode::UNPROCESSABLE_ENTITY)
+        .count();
+    assert_eq!((created, refused), (10, 40), "{answers:?}");
+    let ledger = refund_ledger(&client, &replicas[1].url).await;
+    assert_eq!((ledger.len(), sum(&ledger, "aprovado")), (10, 1000));
+}

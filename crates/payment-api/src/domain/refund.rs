@@ -1,0 +1,190 @@
+//! A refund (estorno): its request, its identity and its outcome.
+
+use super::{Centavos, FieldError, MAX_TEXT_LEN};
+use std::fmt;
+
+/// A validated `POST /pagamentos/{id}/estornos` body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRequest {
+    /// Amount to pay back, in centavos: part of the payment or all of what is left.
+    pub valor: Centavos,
+    /// Why (free text the merchant keeps, e.g. "devolução").
+    pub motivo: Option<String>,
+    /// The client's own reference (the checkout app sends its attempt id).
+    pub referencia: Option<String>,
+}
+
+impl RefundRequest {
+    /// Validates a parsed JSON body. Every problem is reported, not just the first.
+    pub fn from_json(body: &serde_json::Value) -> Result<Self, Vec<FieldError>> {
+        let Some(obj) = body.as_object() else {
+            return Err(vec![FieldError::new("", "o corpo deve ser um objeto JSON")]);
+        };
+        let mut errors = Vec::new();
+        let valor = match obj.get("valor") {
+            None => Err(super::AmountError::Missing),
+            Some(v) => Centavos::from_json(v),
+        }
+        .map_err(|e| errors.push(FieldError::new("valor", e.to_string())))
+        .ok();
+        let mut text = |name: &'static str| match obj.get(name) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) if s.chars().any(char::is_control) => {
+                errors.push(FieldError::new(
+                    name,
+                    format!("{name} não pode ter caracteres de controle (como \\u0000)"),
+                ));
+                None
+            }
+            Some(serde_json::Value::String(s)) if s.chars().count() <= MAX_TEXT_LEN => {
+                Some(s.clone())
+            }
+            Some(serde_json::Value::String(_)) => {
+                errors.push(FieldError::new(
+                    name,
+                    format!("{name} deve ter no máximo {MAX_TEXT_LEN} caracteres"),
+                ));
+                None
+            }
+            Some(_) => {
+                errors.push(FieldError::new(name, format!("{name} deve ser um texto")));
+                None
+            }
+        };
+        let motivo = text("motivo");
+        let referencia = text("referencia");
+        for k in obj.keys() {
+            if !["valor", "motivo", "referencia"].contains(&k.as_str()) {
+                errors.push(FieldError::new(k.clone(), "campo desconhecido"));
+            }
+        }
+        match valor {
+            Some(valor) if errors.is_empty() => Ok(Self {
+                valor,
+                motivo,
+                referencia,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+/// A refund's id, `est_` and a UUIDv7 (time-ordered).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RefundId(String);
+
+impl RefundId {
+    /// A new, time-ordered id.
+    pub fn new() -> Self {
+        Self(format!("est_{}", uuid::Uuid::now_v7().simple()))
+    }
+
+    /// An id read back from the store.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl Default for RefundId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AsRef<str> for RefundId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RefundId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a refund stands. `pendente` only while its key is being executed: its amount is then
+/// held against the payment, so no concurrent refund can take it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefundStatus {
+    /// Amount held; the gateway has not answered yet.
+    Pendente,
+    /// The gateway paid it back (answered 201).
+    Aprovado,
+    /// The gateway refused (answered 402); the amount is free again.
+    Recusado,
+}
+
+/// A stored refund status that is not one of [`RefundStatus::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("status de estorno desconhecido: {0:?}")]
+pub struct UnknownRefundStatus(pub String);
+
+impl RefundStatus {
+    /// Every status, for exhaustiveness checks against the schema.
+    pub const ALL: [RefundStatus; 3] = [
+        RefundStatus::Pendente,
+        RefundStatus::Aprovado,
+        RefundStatus::Recusado,
+    ];
+
+    /// The wire and column form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefundStatus::Pendente => "pendente",
+            RefundStatus::Aprovado => "aprovado",
+            RefundStatus::Recusado => "recusado",
+        }
+    }
+
+    /// Parses the wire and column form.
+    pub fn parse(s: &str) -> Result<Self, UnknownRefundStatus> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| UnknownRefundStatus(s.to_string()))
+    }
+
+    /// The HTTP status a finished refund is answered with (a pending one is never answered).
+    pub fn http_status(self) -> u16 {
+        match self {
+            RefundStatus::Aprovado | RefundStatus::Pendente => 201,
+            RefundStatus::Recusado => 402,
+        }
+    }
+}
+
+impl fmt::Display for RefundStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_refund_needs_a_positive_valor_and_nothing_unknown() {
+        let ok = RefundRequest::from_json(&json!({"valor": 500, "motivo": "troca"})).unwrap();
+        assert_eq!((ok.valor.get(), ok.motivo.as_deref()), (500, Some("troca")));
+        for bad in [
+            json!({}),
+            json!({"valor": 0}),
+            json!({"valor": 1.5}),
+            json!({"valor": "10"}),
+            json!({"valor": 10, "cartao": "tok_aprovado"}),
+            json!({"valor": 10, "motivo": "a\u{0}b"}),
+        ] {
+            assert!(RefundRequest::from_json(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in RefundStatus::ALL {
+            assert_eq!(RefundStatus::parse(s.as_str()).unwrap(), s);
+        }
+    }
+}

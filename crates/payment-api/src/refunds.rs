@@ -1,0 +1,173 @@
+//! Executing `POST /pagamentos/{id}/estornos` under an idempotency key: the same claim, lease,
+//! fencing and replay as a payment (see `payments.rs`), with one step more.
+//!
+//! 1. **claim** the key (shared with payments: a key is a merchant's, whatever it executes);
+//! 2. **hold** the amount against the payment: the refund row is created `pendente` and
+//!    `payments.estornado` grows, in one transaction whose guarded `UPDATE` the database decides
+//!    (`estornado + valor <= payments.valor`, with a `CHECK` behind it), so concurrent refunds on
+//!    any number of replicas can never pay back more than was charged. A takeover finds its
+//!    key's hold and keeps it. A refusal (no such payment, declined payment, too much) frees the
+//!    key and stores nothing;
+//! 3. **refund** at the gateway under a downstream key derived from (merchant, key) in the refund
+//!    namespace, so a takeover gets the earlier refund back instead of paying back twice;
+//! 4. **finish**: the refund's outcome and the response in one transaction under the fence; a
+//!    declined refund gives its amount back to the payment in the same transaction.
+
+use crate::domain::{DownstreamKey, PaymentId, RefundId, RefundRequest, RefundStatus};
+use crate::error::{ApiError, Result};
+use crate::faults::Faults;
+use crate::gateway::ChargeDecision;
+use crate::payments::{answer_finished, Answer, Prepared, Recovered};
+use crate::schema::RefundBody;
+use crate::state::AppState;
+use crate::store::{Abandoned, Hold, Refund, RefundCompletion, RefundHold, StoredResponse};
+
+/// Holds, refunds and finishes a claimed refund key.
+pub(crate) async fn execute(
+    state: &AppState,
+    p: &Prepared,
+    payment: &PaymentId,
+    request: &RefundRequest,
+    fence: i64,
+    faults: &Faults,
+) -> Result<Answer> {
+    let asked = Refund {
+        id: RefundId::new(),
+        payment_id: payment.clone(),
+        merchant: p.merchant.clone(),
+        idempotency_key: p.key.clone(),
+        valor: request.valor,
+        status: RefundStatus::Pendente,
+        motivo: request.motivo.clone(),
+        referencia: request.referencia.clone(),
+        recusa: None,
+        estorno_gateway: None,
+        created_at: 0,
+    };
+    let held = match state
+        .store()
+        .hold_refund(RefundHold { refund: asked })
+        .await?
+    {
+        Hold::Held(r) => *r,
+        refused => {
+            // Nothing was held: the key is freed and nothing is stored, like a validation error.
+            state.store().forget(&p.merchant, &p.key, fence).await?;
+            return Err(match refused {
+                Hold::NoPayment => ApiError::NotFound,
+                Hold::NotApproved => ApiError::NotRefundable,
+                Hold::Exceeds { left } => ApiError::RefundExceeds { left },
+                Hold::Held(_) => unreachable!("matched above"),
+            });
+        }
+    };
+    let charge = state
+        .store()
+        .payment(&p.merchant, &held.payment_id)
+        .await?
+        .ok_or_else(|| ApiError::Internal("a held refund has no payment".into()))?;
+    let downstream = DownstreamKey::derive_refund(&p.merchant, &p.key);
+    let refunded = match state
+        .gateway()
+        .refund(downstream, &p.merchant, &charge.cobranca_id, held.valor)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            // The hold stays with the key; the client's retry takes the key over at once and
+            // asks the gateway again under the same downstream key.
+            let _ = state.store().release(&p.merchant, &p.key, fence).await;
+            return Err(e.into());
+        }
+    };
+    if refunded.fresh {
+        state
+            .metrics()
+            .refund(refunded.decision == ChargeDecision::Aprovado);
+    }
+    faults.after_charge();
+    let done = settled(held, refunded.decision, refunded.estorno_id);
+    let response = response_for(&done);
+    let finished = state
+        .store()
+        .finish_refund(RefundCompletion {
+            merchant: p.merchant.clone(),
+            key: p.key.clone(),
+            fence,
+            refund: done.clone(),
+            response: response.clone(),
+        })
+        .await?;
+    tracing::info!(status = response.status, refund = %done.id, payment = %done.payment_id, "refund executed");
+    answer_finished(state, p, finished, response, state.store().now_ms(), fence).await
+}
+
+/// The held refund as the gateway decided it.
+fn settled(held: Refund, decision: ChargeDecision, estorno_id: String) -> Refund {
+    let (status, recusa) = match decision {
+        ChargeDecision::Aprovado => (RefundStatus::Aprovado, None),
+        ChargeDecision::Recusado(m) => (RefundStatus::Recusado, Some(m)),
+    };
+    Refund {
+        status,
+        recusa,
+        estorno_gateway: Some(estorno_id),
+        ..held
+    }
+}
+
+/// The answer a refund was (and is again) sent as.
+fn response_for(refund: &Refund) -> StoredResponse {
+    StoredResponse {
+        status: refund.status.http_status(),
+        body: RefundBody::bytes_of(refund),
+    }
+}
+
+/// Whether a key's kept request is a refund's (see [`Prepared::refund`]).
+pub(crate) fn is_refund(kept: Option<&[u8]>) -> bool {
+    kept.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+        .is_some_and(|v| v.get("estorno").is_some())
+}
+
+/// The recovery worker's part for an abandoned refund key it has taken over under `fence`:
+/// refunded at the gateway → the refund and its answer are stored; never refunded → the hold is
+/// given back and the key freed for the client's retry.
+pub(crate) async fn recover(
+    state: &AppState,
+    a: &Abandoned,
+    fence: i64,
+    done: &mut Recovered,
+) -> Result<()> {
+    let store = state.store();
+    let downstream = DownstreamKey::derive_refund(&a.merchant, &a.key);
+    let held = store.refund_by_key(&a.merchant, &a.key).await?;
+    let row = store.refund_ledger_row(&downstream).await?;
+    match (held, row) {
+        (Some(held), Some(row)) => {
+            let refunded = crate::gateway::GatewayRefund::from_ledger(row, false);
+            let refund = settled(held, refunded.decision, refunded.estorno_id);
+            let response = response_for(&refund);
+            let finished = store
+                .finish_refund(RefundCompletion {
+                    merchant: a.merchant.clone(),
+                    key: a.key.clone(),
+                    fence,
+                    refund: refund.clone(),
+                    response,
+                })
+                .await?;
+            if finished == crate::store::FinishOutcome::Stored {
+                tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), refund = %refund.id, "recovery: refunded before a crash; refund stored");
+                done.completed += 1;
+            }
+        }
+        _ => {
+            if store.drop_refund(&a.merchant, &a.key, fence).await? {
+                tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: never refunded; hold given back, key released");
+                done.released += 1;
+            }
+        }
+    }
+    Ok(())
+}
