@@ -130,9 +130,13 @@ pub(crate) fn is_refund(kept: Option<&[u8]>) -> bool {
         .is_some_and(|v| v.get("estorno").is_some())
 }
 
-/// The recovery worker's part for an abandoned refund key it has taken over under `fence`:
-/// refunded at the gateway → the refund and its answer are stored; never refunded → the hold is
-/// given back and the key freed for the client's retry.
+/// The recovery worker's part for an abandoned refund key it has taken over under `fence`. A
+/// refund is rolled forward, never back: its amount is held, so the worker asks the gateway for it
+/// under the key's downstream key (which returns the refund if the dead worker got that far, and
+/// executes it once otherwise, even if a worker that was only slow asks too) and stores the
+/// outcome. Giving the hold back instead would be unsafe: a slow worker could still be at the
+/// gateway, and the freed amount could then be refunded twice. A key with no hold never reached
+/// the gateway, and is freed.
 pub(crate) async fn recover(
     state: &AppState,
     a: &Abandoned,
@@ -140,34 +144,35 @@ pub(crate) async fn recover(
     done: &mut Recovered,
 ) -> Result<()> {
     let store = state.store();
+    let Some(held) = store.refund_by_key(&a.merchant, &a.key).await? else {
+        if store.forget(&a.merchant, &a.key, fence).await? {
+            tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: refund never held; key released");
+            done.released += 1;
+        }
+        return Ok(());
+    };
+    let charge = store
+        .payment(&a.merchant, &held.payment_id)
+        .await?
+        .ok_or_else(|| ApiError::Internal("a held refund has no payment".into()))?;
     let downstream = DownstreamKey::derive_refund(&a.merchant, &a.key);
-    let held = store.refund_by_key(&a.merchant, &a.key).await?;
-    let row = store.refund_ledger_row(&downstream).await?;
-    match (held, row) {
-        (Some(held), Some(row)) => {
-            let refunded = crate::gateway::GatewayRefund::from_ledger(row, false);
-            let refund = settled(held, refunded.decision, refunded.estorno_id);
-            let response = response_for(&refund);
-            let finished = store
-                .finish_refund(RefundCompletion {
-                    merchant: a.merchant.clone(),
-                    key: a.key.clone(),
-                    fence,
-                    refund: refund.clone(),
-                    response,
-                })
-                .await?;
-            if finished == crate::store::FinishOutcome::Stored {
-                tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), refund = %refund.id, "recovery: refunded before a crash; refund stored");
-                done.completed += 1;
-            }
-        }
-        _ => {
-            if store.drop_refund(&a.merchant, &a.key, fence).await? {
-                tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: never refunded; hold given back, key released");
-                done.released += 1;
-            }
-        }
+    let refunded = state
+        .gateway()
+        .refund(downstream, &a.merchant, &charge.cobranca_id, held.valor)
+        .await?;
+    let refund = settled(held, refunded.decision, refunded.estorno_id);
+    let finished = store
+        .finish_refund(RefundCompletion {
+            merchant: a.merchant.clone(),
+            key: a.key.clone(),
+            fence,
+            refund: refund.clone(),
+            response: response_for(&refund),
+        })
+        .await?;
+    if finished == crate::store::FinishOutcome::Stored {
+        tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), refund = %refund.id, "recovery: abandoned refund completed");
+        done.completed += 1;
     }
     Ok(())
 }

@@ -625,14 +625,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Stores the refund's outcome and the response if `fence` still holds the key; a declined
     /// refund gives its amount back to the payment in the same transaction.
     async fn finish_refund(&self, done: RefundCompletion) -> StoreResult<FinishOutcome>;
-    /// Lets go of a key whose refund the gateway never executed: deletes the key (under `fence`)
-    /// and its `pendente` refund, and gives the amount back, in one transaction.
-    async fn drop_refund(
-        &self,
-        merchant: &MerchantId,
-        key: &IdempotencyKey,
-        fence: i64,
-    ) -> StoreResult<bool>;
     /// The refund a key asked for, if it got as far as holding its amount.
     async fn refund_by_key(
         &self,

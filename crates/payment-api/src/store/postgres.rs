@@ -900,41 +900,6 @@ impl Store for PgStore {
         Ok(FinishOutcome::Stored)
     }
 
-    async fn drop_refund(
-        &self,
-        merchant: &MerchantId,
-        key: &IdempotencyKey,
-        fence: i64,
-    ) -> StoreResult<bool> {
-        let mut c = self.conn().await?;
-        let tx = c.transaction().await?;
-        let (m, k) = (merchant.as_ref(), key.as_ref());
-        let gone = tx
-            .execute(
-                "DELETE FROM idempotency_keys
-                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
-                &[&m, &k, &fence],
-            )
-            .await?
-            == 1;
-        if gone {
-            if let Some(r) = pg_refund_by_key(&tx, m, k)
-                .await?
-                .filter(|r| r.status == RefundStatus::Pendente)
-            {
-                tx.execute(
-                    "UPDATE payments SET estornado = estornado - $3 WHERE merchant = $1 AND id = $2",
-                    &[&m, &r.payment_id.as_ref(), &r.valor.get()],
-                )
-                .await?;
-                tx.execute("DELETE FROM refunds WHERE id = $1", &[&r.id.as_ref()])
-                    .await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(gone)
-    }
-
     async fn refund_by_key(
         &self,
         merchant: &MerchantId,

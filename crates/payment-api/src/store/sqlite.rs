@@ -619,38 +619,6 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn drop_refund(
-        &self,
-        merchant: &MerchantId,
-        key: &IdempotencyKey,
-        fence: i64,
-    ) -> StoreResult<bool> {
-        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
-        self.db
-            .write(move |c| {
-                let gone = exec(
-                    c,
-                    "DELETE FROM idempotency_keys
-                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
-                    params![m, k, fence],
-                )? == 1;
-                if gone {
-                    if let Some(r) = refund_by_key(c, &m, &k)?
-                        .filter(|r| r.status == RefundStatus::Pendente)
-                    {
-                        exec(
-                            c,
-                            "UPDATE payments SET estornado = estornado - ?3 WHERE merchant = ?1 AND id = ?2",
-                            params![m, r.payment_id.as_ref(), r.valor.get()],
-                        )?;
-                        exec(c, "DELETE FROM refunds WHERE id = ?1", [r.id.as_ref()])?;
-                    }
-                }
-                Ok(gone)
-            })
-            .await
-    }
-
     async fn refund_by_key(
         &self,
         merchant: &MerchantId,

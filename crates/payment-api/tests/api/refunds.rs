@@ -421,3 +421,161 @@ async fn what_cannot_be_refunded_says_why_and_stores_nothing(#[case] backend: Ba
     let detail = app.get_json(&format!("/pagamentos/{mine}")).await;
     assert_eq!(detail["saldo_estornavel"], 1000);
 }
+
+/// Real process: `kill -9` while a refund waits at a slow gateway, its amount held. The retry on
+/// a new process after the lease takes the key over, keeps the hold and refunds once.
+#[apply(stores)]
+async fn a_server_killed_mid_refund_refunds_once_after_the_lease(#[case] backend: Backend) {
+    // Arrange: a payment made through a first process.
+    let db = TestDb::new(backend).await;
+    let client = reqwest::Client::new();
+    let setup = ServerProcess::start(&db, &[]);
+    let res = try_pay(
+        &client,
+        &setup.url,
+        &new_key(),
+        &json!({"valor": 2000, "cartao": "tok_estorno_lento"}),
+    )
+    .await
+    .unwrap();
+    let payment = res.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(setup);
+    let (key, body) = (new_key(), json!({"valor": 1500}));
+    let mut first = ServerProcess::start(&db, &["--slow-gateway-ms", "5000", "--lease-ms", "400"]);
+    let in_flight = {
+        let (client, url, payment, key, body) = (
+            client.clone(),
+            first.url.clone(),
+            payment.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move { try_refund(&client, &url, &payment, &key, &body).await })
+    };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || async {
+            db.count("refunds").await == 1
+        })
+        .await,
+        "the refund's amount is held"
+    );
+
+    // Act: kill -9 mid-refund; a new process; the client's retry after the lease.
+    first.kill9();
+    assert!(in_flight.await.unwrap().is_err());
+    assert_eq!(db.count("gateway_refunds").await, 0);
+    let second = ServerProcess::start(&db, &["--slow-gateway-ms", "50", "--lease-ms", "400"]);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let res = try_refund(&client, &second.url, &payment, &key, &body)
+        .await
+        .unwrap();
+
+    // Assert: refunded once; the hold was kept, not taken twice.
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let ledger = refund_ledger(&client, &second.url).await;
+    assert_eq!((ledger.len(), sum(&ledger, "aprovado")), (1, 1500));
+    let detail: Value = client
+        .get(format!("{}/pagamentos/{payment}", second.url))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&detail["estornado"], &detail["saldo_estornavel"]),
+        (&json!(1500), &json!(500))
+    );
+}
+
+/// Real process: a refund abandoned mid-execution (`kill -9`) that nobody retries. The recovery
+/// worker of the next process rolls it forward (its amount is held): the gateway refunds it once
+/// and the answer is stored; the client's late retry gets it replayed.
+#[apply(stores)]
+async fn an_abandoned_refund_is_completed_by_the_recovery_worker(#[case] backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let client = reqwest::Client::new();
+    let setup = ServerProcess::start(&db, &[]);
+    let res = try_pay(
+        &client,
+        &setup.url,
+        &new_key(),
+        &json!({"valor": 900, "cartao": "tok_estorno_lento"}),
+    )
+    .await
+    .unwrap();
+    let payment = res.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(setup);
+    let (key, body) = (new_key(), json!({"valor": 900}));
+    let mut first = ServerProcess::start(&db, &["--slow-gateway-ms", "5000", "--lease-ms", "300"]);
+    let in_flight = {
+        let (client, url, payment, key, body) = (
+            client.clone(),
+            first.url.clone(),
+            payment.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move { try_refund(&client, &url, &payment, &key, &body).await })
+    };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || async {
+            db.count("refunds").await == 1
+        })
+        .await
+    );
+    first.kill9();
+    assert!(in_flight.await.unwrap().is_err());
+    assert_eq!(db.count("gateway_refunds").await, 0);
+
+    // The next process, with a quick recovery worker, and no client retry.
+    let next = ServerProcess::start(
+        &db,
+        &[
+            "--slow-gateway-ms",
+            "50",
+            "--lease-ms",
+            "300",
+            "--recovery-after-ms",
+            "200",
+            "--reaper-interval-secs",
+            "1",
+        ],
+    );
+    let completed = eventually(std::time::Duration::from_secs(8), || async {
+        db.count("gateway_refunds").await == 1
+    })
+    .await;
+    assert!(completed, "the recovery worker refunded the held amount");
+    // The client's late retry gets the stored answer; nothing is refunded again.
+    let res = eventually_answer(&client, &next.url, &payment, &key, &body).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(res.headers()["idempotent-replayed"], "true");
+    let ledger = refund_ledger(&client, &next.url).await;
+    assert_eq!((ledger.len(), sum(&ledger, "aprovado")), (1, 900));
+}
+
+/// The refund's answer, once the key is no longer in progress (at most 5 s).
+async fn eventually_answer(
+    client: &reqwest::Client,
+    base: &str,
+    payment: &str,
+    key: &str,
+    body: &Value,
+) -> reqwest::Response {
+    for _ in 0..50 {
+        let res = try_refund(client, base, payment, key, body).await.unwrap();
+        if res.status() != StatusCode::CONFLICT {
+            return res;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the refund key stayed in progress");
+}
