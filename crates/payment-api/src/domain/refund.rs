@@ -1,6 +1,7 @@
 //! A refund (estorno): its request, its identity and its outcome.
 
-use super::{Centavos, FieldError, MAX_TEXT_LEN};
+use super::request::optional_text;
+use super::{Centavos, FieldError};
 use std::fmt;
 
 /// A validated `POST /pagamentos/{id}/estornos` body.
@@ -27,32 +28,8 @@ impl RefundRequest {
         }
         .map_err(|e| errors.push(FieldError::new("valor", e.to_string())))
         .ok();
-        let mut text = |name: &'static str| match obj.get(name) {
-            None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(s)) if s.chars().any(char::is_control) => {
-                errors.push(FieldError::new(
-                    name,
-                    format!("{name} não pode ter caracteres de controle (como \\u0000)"),
-                ));
-                None
-            }
-            Some(serde_json::Value::String(s)) if s.chars().count() <= MAX_TEXT_LEN => {
-                Some(s.clone())
-            }
-            Some(serde_json::Value::String(_)) => {
-                errors.push(FieldError::new(
-                    name,
-                    format!("{name} deve ter no máximo {MAX_TEXT_LEN} caracteres"),
-                ));
-                None
-            }
-            Some(_) => {
-                errors.push(FieldError::new(name, format!("{name} deve ser um texto")));
-                None
-            }
-        };
-        let motivo = text("motivo");
-        let referencia = text("referencia");
+        let motivo = optional_text(obj, "motivo", &mut errors);
+        let referencia = optional_text(obj, "referencia", &mut errors);
         for k in obj.keys() {
             if !["valor", "motivo", "referencia"].contains(&k.as_str()) {
                 errors.push(FieldError::new(k.clone(), "campo desconhecido"));

@@ -40,34 +40,8 @@ impl PaymentRequest {
         }
         .map_err(|e| errors.push(FieldError::new("cartao", e)))
         .ok();
-        let mut text = |name: &'static str| match obj.get(name) {
-            None | Some(serde_json::Value::Null) => None,
-            // Control characters (NUL above all: PostgreSQL cannot store it in text) are refused
-            // here, before any charge, so that no request can charge and then fail to be stored.
-            Some(serde_json::Value::String(s)) if s.chars().any(char::is_control) => {
-                errors.push(FieldError::new(
-                    name,
-                    format!("{name} não pode ter caracteres de controle (como \\u0000)"),
-                ));
-                None
-            }
-            Some(serde_json::Value::String(s)) if s.chars().count() <= MAX_TEXT_LEN => {
-                Some(s.clone())
-            }
-            Some(serde_json::Value::String(_)) => {
-                errors.push(FieldError::new(
-                    name,
-                    format!("{name} deve ter no máximo {MAX_TEXT_LEN} caracteres"),
-                ));
-                None
-            }
-            Some(_) => {
-                errors.push(FieldError::new(name, format!("{name} deve ser um texto")));
-                None
-            }
-        };
-        let descricao = text("descricao");
-        let referencia = text("referencia");
+        let descricao = optional_text(obj, "descricao", &mut errors);
+        let referencia = optional_text(obj, "referencia", &mut errors);
         let terminal = match obj.get("terminal") {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::String(s)) => TerminalId::parse(s)
@@ -94,6 +68,32 @@ impl PaymentRequest {
             _ => Err(errors),
         }
     }
+}
+
+/// An optional free-text field (`descricao`, `referencia`, a refund's `motivo`): absent or null,
+/// or a text of at most [`MAX_TEXT_LEN`] characters with no control character. Control characters
+/// (NUL above all: PostgreSQL cannot store it in text) are refused here, before any charge, so
+/// that no request can charge and then fail to be stored.
+pub(crate) fn optional_text(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    name: &'static str,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
+    let problem = match obj.get(name) {
+        None | Some(serde_json::Value::Null) => return None,
+        Some(serde_json::Value::String(s)) if s.chars().any(char::is_control) => {
+            format!("{name} não pode ter caracteres de controle (como \\u0000)")
+        }
+        Some(serde_json::Value::String(s)) if s.chars().count() <= MAX_TEXT_LEN => {
+            return Some(s.clone())
+        }
+        Some(serde_json::Value::String(_)) => {
+            format!("{name} deve ter no máximo {MAX_TEXT_LEN} caracteres")
+        }
+        Some(_) => format!("{name} deve ser um texto"),
+    };
+    errors.push(FieldError::new(name, problem));
+    None
 }
 
 /// One invalid field of a request body.

@@ -426,47 +426,13 @@ async fn what_cannot_be_refunded_says_why_and_stores_nothing(#[case] backend: Ba
 /// a new process after the lease takes the key over, keeps the hold and refunds once.
 #[apply(stores)]
 async fn a_server_killed_mid_refund_refunds_once_after_the_lease(#[case] backend: Backend) {
-    // Arrange: a payment made through a first process.
+    // Arrange and kill -9 mid-refund, its amount held.
     let db = TestDb::new(backend).await;
     let client = reqwest::Client::new();
-    let setup = ServerProcess::start(&db, &[]);
-    let res = try_pay(
-        &client,
-        &setup.url,
-        &new_key(),
-        &json!({"valor": 2000, "cartao": "tok_estorno_lento"}),
-    )
-    .await
-    .unwrap();
-    let payment = res.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    drop(setup);
     let (key, body) = (new_key(), json!({"valor": 1500}));
-    let mut first = ServerProcess::start(&db, &["--slow-gateway-ms", "5000", "--lease-ms", "400"]);
-    let in_flight = {
-        let (client, url, payment, key, body) = (
-            client.clone(),
-            first.url.clone(),
-            payment.clone(),
-            key.clone(),
-            body.clone(),
-        );
-        tokio::spawn(async move { try_refund(&client, &url, &payment, &key, &body).await })
-    };
-    assert!(
-        eventually(std::time::Duration::from_secs(10), || async {
-            db.count("refunds").await == 1
-        })
-        .await,
-        "the refund's amount is held"
-    );
+    let payment = killed_mid_refund(&db, &client, 2000, &key, &body).await;
 
-    // Act: kill -9 mid-refund; a new process; the client's retry after the lease.
-    first.kill9();
-    assert!(in_flight.await.unwrap().is_err());
-    assert_eq!(db.count("gateway_refunds").await, 0);
+    // Act: a new process; the client's retry after the lease.
     let second = ServerProcess::start(&db, &["--slow-gateway-ms", "50", "--lease-ms", "400"]);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let res = try_refund(&client, &second.url, &payment, &key, &body)
@@ -499,41 +465,8 @@ async fn a_server_killed_mid_refund_refunds_once_after_the_lease(#[case] backend
 async fn an_abandoned_refund_is_completed_by_the_recovery_worker(#[case] backend: Backend) {
     let db = TestDb::new(backend).await;
     let client = reqwest::Client::new();
-    let setup = ServerProcess::start(&db, &[]);
-    let res = try_pay(
-        &client,
-        &setup.url,
-        &new_key(),
-        &json!({"valor": 900, "cartao": "tok_estorno_lento"}),
-    )
-    .await
-    .unwrap();
-    let payment = res.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    drop(setup);
     let (key, body) = (new_key(), json!({"valor": 900}));
-    let mut first = ServerProcess::start(&db, &["--slow-gateway-ms", "5000", "--lease-ms", "300"]);
-    let in_flight = {
-        let (client, url, payment, key, body) = (
-            client.clone(),
-            first.url.clone(),
-            payment.clone(),
-            key.clone(),
-            body.clone(),
-        );
-        tokio::spawn(async move { try_refund(&client, &url, &payment, &key, &body).await })
-    };
-    assert!(
-        eventually(std::time::Duration::from_secs(10), || async {
-            db.count("refunds").await == 1
-        })
-        .await
-    );
-    first.kill9();
-    assert!(in_flight.await.unwrap().is_err());
-    assert_eq!(db.count("gateway_refunds").await, 0);
+    let payment = killed_mid_refund(&db, &client, 900, &key, &body).await;
 
     // The next process, with a quick recovery worker, and no client retry.
     let next = ServerProcess::start(
@@ -578,4 +511,59 @@ async fn eventually_answer(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     panic!("the refund key stayed in progress");
+}
+
+/// A payment of `charged` (made through a process of its own), then a refund `body` under `key`
+/// sent to a second process whose gateway takes 5 s, killed with `kill -9` once the refund's
+/// amount is held and before the gateway refunded anything. Returns the payment's id.
+async fn killed_mid_refund(
+    db: &TestDb,
+    client: &reqwest::Client,
+    charged: i64,
+    key: &str,
+    body: &Value,
+) -> String {
+    let setup = ServerProcess::start(db, &[]);
+    let res = try_pay(
+        client,
+        &setup.url,
+        &new_key(),
+        &json!({"valor": charged, "cartao": "tok_estorno_lento"}),
+    )
+    .await
+    .unwrap();
+    let payment = res.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(setup);
+    let mut first = ServerProcess::start(db, &["--slow-gateway-ms", "5000", "--lease-ms", "300"]);
+    let in_flight = {
+        let (client, url, payment, key, body) = (
+            client.clone(),
+            first.url.clone(),
+            payment.clone(),
+            key.to_string(),
+            body.clone(),
+        );
+        tokio::spawn(async move { try_refund(&client, &url, &payment, &key, &body).await })
+    };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || async {
+            db.count("refunds").await == 1
+        })
+        .await,
+        "the refund's amount is held"
+    );
+    first.kill9();
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "killed before it answered"
+    );
+    assert_eq!(
+        db.count("gateway_refunds").await,
+        0,
+        "the gateway refunded nothing yet"
+    );
+    payment
 }
