@@ -18,7 +18,11 @@ async fn payments_are_found_by_id_referencia_and_key_only_by_their_merchant(
         .unwrap();
     let id = paid["id"].as_str().unwrap();
 
-    let by_id: Value = app.get_json(&format!("/pagamentos/{id}")).await;
+    // By id: the payment as it was answered, with what was refunded and what is left.
+    let mut by_id: Value = app.get_json(&format!("/pagamentos/{id}")).await;
+    let detail = by_id.as_object_mut().unwrap();
+    let refunds = ["estornado", "saldo_estornavel", "estornos"].map(|f| detail.remove(f).unwrap());
+    assert_eq!(refunds, [json!(0), json!(990), json!([])]);
     assert_eq!(by_id, paid);
     let by_ref: Value = app.get_json("/pagamentos?referencia=att-1").await;
     assert_eq!(by_ref["pagamentos"], json!([paid]));
