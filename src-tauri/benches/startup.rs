@@ -77,6 +77,31 @@ fn tree_pss_mib(pid: u32) -> f64 {
     kib / 1024.0
 }
 
+/// Per process of `pid`'s tree: (name, PSS, anonymous PSS, file-backed PSS) in MiB — where the
+/// memory is, and whether it is heap-like or mapped code and data.
+fn by_process(pid: u32) -> Vec<(String, [f64; 3])> {
+    tree(pid)
+        .into_iter()
+        .filter_map(|p| {
+            let name = std::fs::read_to_string(format!("/proc/{p}/comm")).ok()?;
+            let rollup = std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok()?;
+            let field = |f: &str| -> f64 {
+                rollup
+                    .lines()
+                    .find_map(|l| l.strip_prefix(f))
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+                    / 1024.0
+            };
+            Some((
+                name.trim().to_string(),
+                [field("Pss:"), field("Pss_Anon:"), field("Pss_File:")],
+            ))
+        })
+        .collect()
+}
+
 /// Prints the figure beside its target.
 fn target(what: &str, figure: f64, unit: &str, goal: f64) {
     let verdict = if figure <= goal { "met" } else { "NOT met" };
@@ -143,10 +168,12 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = (rss_mib(pid), tree_pss_mib(pid));
     let mut warm = (0.0, 0.0);
+    let mut warm_by = Vec::new();
     for i in 0..PAYMENTS {
         if i == WARM {
             settle(&app).await;
             warm = (rss_mib(pid), tree_pss_mib(pid));
+            warm_by = by_process(pid);
         }
         // Sales of the bench's own numbering: `new_sale` waits for the open sale to settle.
         let sale = format!("venda-bench-{i}");
@@ -161,6 +188,7 @@ async fn main() {
     }
     settle(&app).await;
     let after = (rss_mib(pid), tree_pss_mib(pid));
+    let after_by = by_process(pid);
     let charged = app.ledger_rows();
     app.close().await;
 
@@ -187,6 +215,24 @@ async fn main() {
         "  Pagar after {PAYMENTS} payments under WebDriver                {:6.1}  ({:6.1})",
         after.1, after.0
     );
+    println!("where it is (PSS MiB: total, anonymous, file-backed), after {WARM} -> after {PAYMENTS} payments:");
+    for (name, a) in &after_by {
+        let w = warm_by
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, w)| *w)
+            .unwrap_or_default();
+        println!(
+            "  {name:<22} {:6.1} {:6.1} {:6.1}  ->  {:6.1} {:6.1} {:6.1}   (+{:.1} anonymous)",
+            w[0],
+            w[1],
+            w[2],
+            a[0],
+            a[1],
+            a[2],
+            a[1] - w[1]
+        );
+    }
     println!("ledger charges after the payments: {charged}");
     target(
         "startup to the first painted frame (median)",

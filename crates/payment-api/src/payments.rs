@@ -213,10 +213,12 @@ async fn execute(
     faults: &Faults,
 ) -> Result<Answer> {
     let downstream = DownstreamKey::derive(&p.merchant, &p.key);
+    let started = Instant::now();
     let charged = state
         .gateway()
         .charge(downstream, &p.merchant, request.valor, request.cartao)
         .await;
+    state.metrics().store_op("gateway_charge", started);
     let charged = match charged {
         Ok(c) => c,
         Err(e) => {

@@ -19,6 +19,39 @@ pub struct Figures {
     replay_1: Row,
     first_3: Row,
     replay_3: Row,
+    /// Mean milliseconds of each step of a first execution on one replica, from its `/metrics`.
+    steps: Vec<(String, f64, u64)>,
+}
+
+/// The mean of each `pagar_store_seconds` operation the server at `base` measured, in ms.
+fn store_steps(base: &str) -> Vec<(String, f64, u64)> {
+    let text = tokio::runtime::Handle::current().block_on(async {
+        reqwest::get(format!("{base}/metrics"))
+            .await
+            .expect("the replica answers /metrics")
+            .text()
+            .await
+            .unwrap()
+    });
+    let value = |name: &str, op: &str| -> f64 {
+        let prefix = format!("pagar_store_seconds_{name}{{op=\"{op}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    ["claim", "gateway_charge", "finish"]
+        .into_iter()
+        .map(|op| {
+            let count = value("count", op);
+            let mean_ms = if count > 0.0 {
+                value("sum", op) / count * 1e3
+            } else {
+                0.0
+            };
+            (op.to_string(), mean_ms, count as u64)
+        })
+        .collect()
 }
 
 /// A database for this run, dropped at the end.
@@ -178,7 +211,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
     let raw_many = raw_commits(&db.url(), CONCURRENCY, RAW_COMMITS / 8).await;
 
     let one = Replica::start(db);
-    let (first_1, replay_1) = tokio::task::block_in_place(|| {
+    let (first_1, replay_1, steps) = tokio::task::block_in_place(|| {
         let first = wrk_with(
             "PG 1 replica, first execution",
             script,
@@ -189,6 +222,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             CONCURRENCY,
             "",
         );
+        let steps = store_steps(one.1.trim_end_matches("/pagamentos"));
         warm(&one.1, "", "p1");
         let replay = wrk_with(
             "PG 1 replica, replay",
@@ -200,7 +234,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             CONCURRENCY,
             "",
         );
-        (first, replay)
+        (first, replay, steps)
     });
     drop(one);
 
@@ -239,6 +273,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
         replay_1,
         first_3,
         replay_3,
+        steps,
     }
 }
 
@@ -258,6 +293,17 @@ impl Figures {
         println!(
             "PG first executions (1 replica) / raw PG commits (32 conns): {:.2}x",
             self.first_1.rate() / self.raw_many.rate()
+        );
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .map(|(op, ms, n)| format!("{op} {ms:.2} ms (n={n})"))
+            .collect();
+        println!(
+            "PG first execution, mean per step (1 replica's /metrics): {}; raw commit p50 {:.2} ms (1 conn), {:.2} ms (32 conns)",
+            steps.join(", "),
+            self.raw_one.p50_ms,
+            self.raw_many.p50_ms
         );
         println!(
             "PG first executions, 3 replicas / 1 replica:                  {:.2}x",
