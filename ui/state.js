@@ -265,6 +265,21 @@ export function newest(state, limit) {
   return [...state.attempts.values()].sort((x, y) => y.created_at - x.created_at).slice(0, limit);
 }
 
+/** How many settled attempts the window keeps (the snapshot sends as many: `WINDOW_ATTEMPTS` in
+ * `src-tauri/src/commands.rs`). The history shows 50, the QA panel 20; unsettled attempts and the
+ * one on screen are always kept. Without a bound a till that runs for months would hold every
+ * attempt it ever made. */
+export const KEEP_ATTEMPTS = 200;
+
+/** Drops the oldest settled attempts past `keep`, never an unsettled one or the one on screen. */
+export function prune(state, keep = KEEP_ATTEMPTS) {
+  if (state.attempts.size <= keep) return;
+  const settled = [...state.attempts.values()]
+    .filter((a) => a.state !== "pendente" && a.state !== "revisao" && a.id !== state.attemptId)
+    .sort((x, y) => y.created_at - x.created_at);
+  for (const a of settled.slice(keep)) state.attempts.delete(a.id);
+}
+
 /** Keeps the newest view of an attempt: `pay`'s answer can arrive after the events that followed it. */
 export function upsert(state, a) {
   const old = state.attempts.get(a.id);
@@ -275,6 +290,8 @@ export function upsert(state, a) {
     return true;
   };
   if (!old || newer(a, old)) state.attempts.set(a.id, a);
+  // Pruned in steps, not on every attempt: sorting 200 attempts per event would be waste.
+  if (state.attempts.size > KEEP_ATTEMPTS + 50) prune(state);
 }
 
 /** Applies one engine event. */

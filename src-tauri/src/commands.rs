@@ -160,12 +160,17 @@ pub struct Snapshot {
     pub offline_simulated: bool,
 }
 
+/// How many settled attempts a window is sent and keeps (`ui/state.js` `KEEP_ATTEMPTS` is the
+/// same number): the history shows 50 and the QA panel 20; every unsettled attempt comes too.
+/// The export and the closing read the outbox itself, so nothing is lost to the window's bound.
+pub const WINDOW_ATTEMPTS: usize = 200;
+
 /// A full snapshot (on start, and after the event stream lagged).
 #[tauri::command]
 pub async fn attempts(session: State<'_, Session>) -> Result<Snapshot> {
     let p = session.get()?;
     Ok(Snapshot {
-        attempts: p.checkout().attempts().await?,
+        attempts: p.checkout().recent_attempts(WINDOW_ATTEMPTS).await?,
         queue: p.checkout().queue().await?,
         connectivity: p.checkout().connectivity(),
         offline_simulated: p.offline_simulated(),

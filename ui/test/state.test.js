@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import {
   applyEvent, applySnapshot, applyTill, closingTotals, closingVerdict, discrepancyGroups, saleTitle,
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
-  STATES, statusFor, unfinishedSales, upsert,
+  STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -206,4 +206,17 @@ test("times are the store's, whatever the machine's zone", () => {
   const ms = Date.UTC(2026, 11, 1, 17, 32, 5);
   assert.equal(storeTime(ms, -180), "14:32:05");
   assert.equal(storeTime(ms, 330), "23:02:05");
+});
+
+test("the window keeps a bounded history, never losing an unsettled attempt or the one on screen", () => {
+  const s = ready(attempt({ id: "att_screen", sale_id: "venda-0", state: "aprovado", created_at: 1 }));
+  upsert(s, attempt({ id: "att_review", sale_id: "venda-r", state: "revisao", created_at: 2 }));
+  upsert(s, attempt({ id: "att_pending", sale_id: "venda-p", state: "pendente", created_at: 3 }));
+  for (let i = 0; i < 1000; i++) {
+    upsert(s, attempt({ id: `att_${i}`, sale_id: `venda-${i}`, state: "aprovado", created_at: 10 + i }));
+  }
+  assert.ok(s.attempts.size <= KEEP_ATTEMPTS + 50 + 3, `kept ${s.attempts.size}`);
+  for (const id of ["att_screen", "att_review", "att_pending"]) assert.ok(s.attempts.has(id), id);
+  // The history still shows the newest 50.
+  assert.deepEqual(newest(s, 50).map((a) => a.id), [...Array(50)].map((_, i) => `att_${999 - i}`));
 });

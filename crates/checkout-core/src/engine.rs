@@ -369,6 +369,11 @@ impl Checkout {
         self.inner.outbox.list().await
     }
 
+    /// The newest `limit` attempts and every unsettled one, oldest first (see [`Outbox::recent`]).
+    pub async fn recent_attempts(&self, limit: usize) -> Result<Vec<Attempt>> {
+        self.inner.outbox.recent(limit).await
+    }
+
     /// The queue now.
     pub async fn queue(&self) -> Result<QueueSummary> {
         self.inner.outbox.queue().await

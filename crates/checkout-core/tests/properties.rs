@@ -247,6 +247,28 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
             queue.total,
             pending.iter().map(|a| a.valor.get()).sum::<i64>()
         );
+        // What a window is sent: the newest two and every unsettled attempt, in order.
+        let window: Vec<AttemptId> = outbox
+            .recent(2)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| a.id)
+            .collect();
+        let expected: Vec<AttemptId> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| {
+                *i + 2 >= all.len()
+                    || matches!(a.state, AttemptState::Pendente | AttemptState::Revisao)
+            })
+            .map(|(_, a)| a.id.clone())
+            .collect();
+        prop_assert_eq!(
+            window,
+            expected,
+            "the window: newest two and every unsettled"
+        );
     }
     outbox.close();
     Ok(())

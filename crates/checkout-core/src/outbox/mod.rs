@@ -512,6 +512,23 @@ impl Outbox {
             .await
     }
 
+    /// The newest `limit` attempts and every unsettled one (`pendente`, `revisao`), oldest first:
+    /// what a window shows, bounded however long the till has run. Attempts are never deleted,
+    /// so `seq` (the rowid) only grows and the newest are those above `max(seq) - limit`.
+    pub async fn recent(&self, limit: usize) -> Result<Vec<Attempt>> {
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE seq > (SELECT COALESCE(MAX(seq), 0) FROM attempts) - ?1
+                        OR state IN ('pendente', 'revisao')
+                     ORDER BY seq",
+                    [limit as i64],
+                )?)
+            })
+            .await
+    }
+
     /// The queue now.
     pub async fn queue(&self) -> Result<QueueSummary> {
         self.db.read(|c| Ok(queue(c)?)).await
