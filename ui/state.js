@@ -55,6 +55,11 @@ export function createState() {
   };
 }
 
+/** `1 venda`, `2 vendas`: a count with its noun in the right number. */
+export function count(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 /** Centavos the Brazilian way: `R$ 1.234,56`. */
 export function brl(centavos) {
   const neg = centavos < 0;

@@ -2,7 +2,7 @@
 // decided in state.js; this module only puts it on the page.
 
 import {
-  brl, closingTotals, closingVerdict, connectivityText, controls, current, discrepancyGroups,
+  brl, closingTotals, closingVerdict, connectivityText, count, controls, current, discrepancyGroups,
   newest, nextTryText, offlineBanner, pillText, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedSales,
 } from "./state.js";
@@ -134,7 +134,7 @@ export function showReceipt(receipt) {
 export function showClosing(reply) {
   const c = reply.closing;
   $("closing-meta").textContent =
-    `Dia ${c.day} · terminal ${c.terminal || "—"} · ${c.sales} vendas · ${c.server_payments} pagamentos no servidor`;
+    `Dia ${c.day} · terminal ${c.terminal || "—"} · ${count(c.sales, "venda", "vendas")} · ${count(c.server_payments, "pagamento", "pagamentos")} no servidor`;
   $("closing-totals").replaceChildren(...closingTotals(c).map(([label, n, centavos]) => {
     const tr = document.createElement("tr");
     const th = document.createElement("th");

@@ -185,14 +185,19 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
          <title>Fechamento de caixa {day}</title><style>{PRINT_STYLE}</style></head><body>\
          <h1>Fechamento de caixa</h1><p>{loja} · terminal {terminal} · dia {day} · fechado em {at}</p>\
          <table><tr><th></th><td class=\"num\">Qtde.</td><td class=\"num\">Valor</td></tr>{totals}</table>\
-         <p>{sales} vendas · {server} pagamentos no servidor</p>{discrepancies}</body></html>\n",
+         <p>{sales} · {server} no servidor</p>{discrepancies}</body></html>\n",
         day = escape(&c.day),
         loja = escape(&settings.loja),
         terminal = escape(&settings.terminal),
         at = local_time(c.closed_at, settings.utc_offset),
-        sales = c.sales,
-        server = c.server_payments,
+        sales = count(c.sales as u64, "venda", "vendas"),
+        server = count(c.server_payments as u64, "pagamento", "pagamentos"),
     )
+}
+
+/// `1 venda`, `2 vendas`: a count with its noun in the right number.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[cfg(test)]

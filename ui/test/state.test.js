@@ -220,3 +220,10 @@ test("the window keeps a bounded history, never losing an unsettled attempt or t
   // The history still shows the newest 50.
   assert.deepEqual(newest(s, 50).map((a) => a.id), [...Array(50)].map((_, i) => `att_${999 - i}`));
 });
+
+test("counts agree with their nouns", async () => {
+  const { count } = await import("../state.js");
+  assert.equal(count(1, "venda", "vendas"), "1 venda");
+  assert.equal(count(0, "venda", "vendas"), "0 vendas");
+  assert.equal(count(2, "pagamento", "pagamentos"), "2 pagamentos");
+});
