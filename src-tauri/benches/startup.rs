@@ -64,17 +64,7 @@ fn tree(pid: u32) -> Vec<u32> {
 
 /// Proportional set size of `pid` and its children, in MiB.
 fn tree_pss_mib(pid: u32) -> f64 {
-    let kib: f64 = tree(pid)
-        .into_iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Pss:"))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .sum();
-    kib / 1024.0
+    by_process(pid).iter().map(|(_, pss)| pss[0]).sum()
 }
 
 /// Per process of `pid`'s tree: (name, PSS, anonymous PSS, file-backed PSS) in MiB — where the

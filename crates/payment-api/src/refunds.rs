@@ -16,11 +16,11 @@
 use crate::domain::{DownstreamKey, PaymentId, RefundId, RefundRequest, RefundStatus};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::gateway::ChargeDecision;
+use crate::gateway::{ChargeDecision, GatewayRefund};
 use crate::payments::{answer_finished, Answer, Prepared, Recovered};
 use crate::schema::RefundBody;
 use crate::state::AppState;
-use crate::store::{Abandoned, Hold, Refund, RefundCompletion, RefundHold, StoredResponse};
+use crate::store::{Abandoned, FinishOutcome, Hold, Refund, RefundCompletion, StoredResponse};
 
 /// Holds, refunds and finishes a claimed refund key.
 pub(crate) async fn execute(
@@ -44,11 +44,7 @@ pub(crate) async fn execute(
         estorno_gateway: None,
         created_at: 0,
     };
-    let held = match state
-        .store()
-        .hold_refund(RefundHold { refund: asked })
-        .await?
-    {
+    let held = match state.store().hold_refund(asked).await? {
         Hold::Held(r) => *r,
         refused => {
             // Nothing was held: the key is freed and nothing is stored, like a validation error.
@@ -61,23 +57,13 @@ pub(crate) async fn execute(
             });
         }
     };
-    let charge = state
-        .store()
-        .payment(&p.merchant, &held.payment_id)
-        .await?
-        .ok_or_else(|| ApiError::Internal("a held refund has no payment".into()))?;
-    let downstream = DownstreamKey::derive_refund(&p.merchant, &p.key);
-    let refunded = match state
-        .gateway()
-        .refund(downstream, &p.merchant, &charge.cobranca_id, held.valor)
-        .await
-    {
+    let refunded = match ask_gateway(state, &held).await {
         Ok(r) => r,
         Err(e) => {
             // The hold stays with the key; the client's retry takes the key over at once and
             // asks the gateway again under the same downstream key.
             let _ = state.store().release(&p.merchant, &p.key, fence).await;
-            return Err(e.into());
+            return Err(e);
         }
     };
     if refunded.fresh {
@@ -86,20 +72,48 @@ pub(crate) async fn execute(
             .refund(refunded.decision == ChargeDecision::Aprovado);
     }
     faults.after_charge();
+    let (done, response, finished) = finish(state, held, refunded, fence).await?;
+    if finished == FinishOutcome::Stored {
+        tracing::info!(status = response.status, refund = %done.id, payment = %done.payment_id, replay = false, "refund executed");
+    }
+    answer_finished(state, p, finished, response, state.store().now_ms(), fence).await
+}
+
+/// Asks the gateway to pay `held` back, under the downstream key of its (merchant, key): the
+/// earlier result if it was asked before, one refund otherwise.
+async fn ask_gateway(state: &AppState, held: &Refund) -> Result<GatewayRefund> {
+    let charge = state
+        .store()
+        .payment(&held.merchant, &held.payment_id)
+        .await?
+        .ok_or_else(|| ApiError::Internal("a held refund has no payment".into()))?;
+    let downstream = DownstreamKey::derive_refund(&held.merchant, &held.idempotency_key);
+    Ok(state
+        .gateway()
+        .refund(downstream, &held.merchant, &charge.cobranca_id, held.valor)
+        .await?)
+}
+
+/// Stores the gateway's decision on `held` and its answer, if `fence` still holds the key.
+async fn finish(
+    state: &AppState,
+    held: Refund,
+    refunded: GatewayRefund,
+    fence: i64,
+) -> Result<(Refund, StoredResponse, FinishOutcome)> {
     let done = settled(held, refunded.decision, refunded.estorno_id);
     let response = response_for(&done);
     let finished = state
         .store()
         .finish_refund(RefundCompletion {
-            merchant: p.merchant.clone(),
-            key: p.key.clone(),
+            merchant: done.merchant.clone(),
+            key: done.idempotency_key.clone(),
             fence,
             refund: done.clone(),
             response: response.clone(),
         })
         .await?;
-    tracing::info!(status = response.status, refund = %done.id, payment = %done.payment_id, "refund executed");
-    answer_finished(state, p, finished, response, state.store().now_ms(), fence).await
+    Ok((done, response, finished))
 }
 
 /// The held refund as the gateway decided it.
@@ -151,26 +165,9 @@ pub(crate) async fn recover(
         }
         return Ok(());
     };
-    let charge = store
-        .payment(&a.merchant, &held.payment_id)
-        .await?
-        .ok_or_else(|| ApiError::Internal("a held refund has no payment".into()))?;
-    let downstream = DownstreamKey::derive_refund(&a.merchant, &a.key);
-    let refunded = state
-        .gateway()
-        .refund(downstream, &a.merchant, &charge.cobranca_id, held.valor)
-        .await?;
-    let refund = settled(held, refunded.decision, refunded.estorno_id);
-    let finished = store
-        .finish_refund(RefundCompletion {
-            merchant: a.merchant.clone(),
-            key: a.key.clone(),
-            fence,
-            refund: refund.clone(),
-            response: response_for(&refund),
-        })
-        .await?;
-    if finished == crate::store::FinishOutcome::Stored {
+    let refunded = ask_gateway(state, &held).await?;
+    let (refund, _, finished) = finish(state, held, refunded, fence).await?;
+    if finished == FinishOutcome::Stored {
         tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), refund = %refund.id, "recovery: abandoned refund completed");
         done.completed += 1;
     }

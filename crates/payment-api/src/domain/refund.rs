@@ -1,6 +1,6 @@
 //! A refund (estorno): its request, its identity and its outcome.
 
-use super::request::optional_text;
+use super::request::{json_object, optional_text, required_valor, unknown_fields};
 use super::{Centavos, FieldError};
 use std::fmt;
 
@@ -18,23 +18,12 @@ pub struct RefundRequest {
 impl RefundRequest {
     /// Validates a parsed JSON body. Every problem is reported, not just the first.
     pub fn from_json(body: &serde_json::Value) -> Result<Self, Vec<FieldError>> {
-        let Some(obj) = body.as_object() else {
-            return Err(vec![FieldError::new("", "o corpo deve ser um objeto JSON")]);
-        };
+        let obj = json_object(body)?;
         let mut errors = Vec::new();
-        let valor = match obj.get("valor") {
-            None => Err(super::AmountError::Missing),
-            Some(v) => Centavos::from_json(v),
-        }
-        .map_err(|e| errors.push(FieldError::new("valor", e.to_string())))
-        .ok();
+        let valor = required_valor(obj, &mut errors);
         let motivo = optional_text(obj, "motivo", &mut errors);
         let referencia = optional_text(obj, "referencia", &mut errors);
-        for k in obj.keys() {
-            if !["valor", "motivo", "referencia"].contains(&k.as_str()) {
-                errors.push(FieldError::new(k.clone(), "campo desconhecido"));
-            }
-        }
+        unknown_fields(obj, &["valor", "motivo", "referencia"], &mut errors);
         match valor {
             Some(valor) if errors.is_empty() => Ok(Self {
                 valor,

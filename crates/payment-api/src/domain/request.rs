@@ -23,16 +23,9 @@ pub const MAX_TEXT_LEN: usize = 255;
 impl PaymentRequest {
     /// Validates a parsed JSON body. Every problem is reported, not just the first.
     pub fn from_json(body: &serde_json::Value) -> Result<Self, Vec<FieldError>> {
-        let Some(obj) = body.as_object() else {
-            return Err(vec![FieldError::new("", "o corpo deve ser um objeto JSON")]);
-        };
+        let obj = json_object(body)?;
         let mut errors = Vec::new();
-        let valor = match obj.get("valor") {
-            None => Err(super::AmountError::Missing),
-            Some(v) => Centavos::from_json(v),
-        }
-        .map_err(|e| errors.push(FieldError::new("valor", e.to_string())))
-        .ok();
+        let valor = required_valor(obj, &mut errors);
         let cartao = match obj.get("cartao") {
             None | Some(serde_json::Value::Null) => Err("cartao é obrigatório".to_string()),
             Some(serde_json::Value::String(s)) => CardToken::parse(s).map_err(|e| e.to_string()),
@@ -52,11 +45,11 @@ impl PaymentRequest {
                 None
             }
         };
-        for k in obj.keys() {
-            if !["valor", "cartao", "descricao", "referencia", "terminal"].contains(&k.as_str()) {
-                errors.push(FieldError::new(k.clone(), "campo desconhecido"));
-            }
-        }
+        unknown_fields(
+            obj,
+            &["valor", "cartao", "descricao", "referencia", "terminal"],
+            &mut errors,
+        );
         match (valor, cartao) {
             (Some(valor), Some(cartao)) if errors.is_empty() => Ok(Self {
                 valor,
@@ -67,6 +60,38 @@ impl PaymentRequest {
             }),
             _ => Err(errors),
         }
+    }
+}
+
+/// The body as a JSON object, or the one error that it is not.
+pub(crate) fn json_object(
+    body: &serde_json::Value,
+) -> Result<&serde_json::Map<String, serde_json::Value>, Vec<FieldError>> {
+    body.as_object()
+        .ok_or_else(|| vec![FieldError::new("", "o corpo deve ser um objeto JSON")])
+}
+
+/// `valor`, required: a positive integer of centavos.
+pub(crate) fn required_valor(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    errors: &mut Vec<FieldError>,
+) -> Option<Centavos> {
+    match obj.get("valor") {
+        None => Err(super::AmountError::Missing),
+        Some(v) => Centavos::from_json(v),
+    }
+    .map_err(|e| errors.push(FieldError::new("valor", e.to_string())))
+    .ok()
+}
+
+/// One error for each field of `obj` not in `known`.
+pub(crate) fn unknown_fields(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    known: &[&str],
+    errors: &mut Vec<FieldError>,
+) {
+    for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+        errors.push(FieldError::new(k.clone(), "campo desconhecido"));
     }
 }
 

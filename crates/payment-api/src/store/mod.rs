@@ -423,13 +423,6 @@ impl RefundColumns {
     }
 }
 
-/// A refund to hold against its payment: the first step of executing a refund key.
-#[derive(Debug, Clone)]
-pub struct RefundHold {
-    /// The refund as it is created (`pendente`); `created_at` is set by the store.
-    pub refund: Refund,
-}
-
 /// What holding a refund's amount came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
@@ -621,7 +614,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// the refund row is created `pendente` and `payments.estornado` grows by its amount in one
     /// transaction, by an `UPDATE … WHERE estornado + valor <= payments.valor` the database
     /// decides (with a `CHECK` behind it). Nothing is written when the answer is not `Held`.
-    async fn hold_refund(&self, hold: RefundHold) -> StoreResult<Hold>;
+    /// `refund` is as it is created (`pendente`); the store sets `created_at`.
+    async fn hold_refund(&self, refund: Refund) -> StoreResult<Hold>;
     /// Stores the refund's outcome and the response if `fence` still holds the key; a declined
     /// refund gives its amount back to the payment in the same transaction.
     async fn finish_refund(&self, done: RefundCompletion) -> StoreResult<FinishOutcome>;

@@ -783,9 +783,9 @@ impl Store for PgStore {
         .map(|r| r.get(0)))
     }
 
-    async fn hold_refund(&self, hold: RefundHold) -> StoreResult<Hold> {
+    async fn hold_refund(&self, refund: Refund) -> StoreResult<Hold> {
         let mut c = self.conn().await?;
-        let r = &hold.refund;
+        let r = &refund;
         let (m, k) = (r.merchant.as_ref(), r.idempotency_key.as_ref());
         for _ in 0..CLAIM_ATTEMPTS {
             let tx = c.transaction().await?;
@@ -843,7 +843,7 @@ impl Store for PgStore {
                     return Ok(Hold::Held(Box::new(Refund {
                         created_at,
                         status: RefundStatus::Pendente,
-                        ..hold.refund
+                        ..refund
                     })));
                 }
                 // A late worker of the same key held it first: read its refund on the next turn.

@@ -533,11 +533,11 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn hold_refund(&self, hold: RefundHold) -> StoreResult<Hold> {
+    async fn hold_refund(&self, refund: Refund) -> StoreResult<Hold> {
         let now = self.now_ms();
         self.db
             .write(move |c| {
-                let r = &hold.refund;
+                let r = &refund;
                 let (m, k) = (r.merchant.as_ref(), r.idempotency_key.as_ref());
                 if let Some(held) = refund_by_key(c, m, k)? {
                     return Ok(Hold::Held(Box::new(held)));
@@ -586,7 +586,7 @@ impl Store for SqliteStore {
                 Ok(Hold::Held(Box::new(Refund {
                     created_at: now,
                     status: RefundStatus::Pendente,
-                    ..hold.refund
+                    ..refund
                 })))
             })
             .await
