@@ -17,6 +17,8 @@ fn pagar_commands() -> &'static [&'static str] {
         "receipt",
         "close_till",
         "pay",
+        "refund_info",
+        "refund",
         "attempts",
         "subscribe",
         "export_attempts",

@@ -6,8 +6,8 @@ use crate::session::{AppInfo, Session};
 use crate::till::{self, Receipt};
 use checkout_core::domain::sale_number;
 use checkout_core::{
-    export, Attempt, AttemptId, CardToken, Centavos, Closing, Connectivity, Event, PayOutcome,
-    QueueSummary, SaleId, Till,
+    export, Attempt, AttemptId, AttemptState, CardToken, Centavos, Closing, Connectivity, Event,
+    PayOutcome, QueueSummary, SaleId, Till,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -64,9 +64,19 @@ pub async fn receipt(session: State<'_, Session>, attempt_id: String) -> Result<
         .checkout()
         .attempt(&AttemptId::from_stored(attempt_id))
         .await?;
-    let mut r = till::receipt(p.settings(), &attempt)?;
+    let refunds = if attempt.is_refund() {
+        Vec::new()
+    } else {
+        p.checkout().refunds_of(&attempt.id).await?
+    };
+    let mut r = till::receipt(p.settings(), &attempt, &refunds)?;
     let name = format!(
-        "comprovante-{}-{}-{}.html",
+        "{}-{}-{}-{}.html",
+        if attempt.is_refund() {
+            "estorno"
+        } else {
+            "comprovante"
+        },
         attempt.sale_day.as_deref().unwrap_or("sem-dia"),
         attempt.sale_number.map(sale_number).unwrap_or_default(),
         attempt.id
@@ -123,6 +133,21 @@ pub struct PayReply {
     pub existing: bool,
 }
 
+impl From<PayOutcome> for PayReply {
+    fn from(outcome: PayOutcome) -> Self {
+        match outcome {
+            PayOutcome::Created(attempt) => PayReply {
+                attempt,
+                existing: false,
+            },
+            PayOutcome::Existing(attempt) => PayReply {
+                attempt,
+                existing: true,
+            },
+        }
+    }
+}
+
 /// Pays a sale: `valor` as the cashier typed it (`1.234,56`).
 #[tauri::command]
 pub async fn pay(
@@ -134,17 +159,82 @@ pub async fn pay(
     let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
     let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
     let cartao = CardToken::parse(&cartao).map_err(AppError::invalid)?;
-    let reply = match session.get()?.checkout().pay(sale, valor, cartao).await? {
-        PayOutcome::Created(attempt) => PayReply {
-            attempt,
-            existing: false,
-        },
-        PayOutcome::Existing(attempt) => PayReply {
-            attempt,
-            existing: true,
-        },
+    Ok(session
+        .get()?
+        .checkout()
+        .pay(sale, valor, cartao)
+        .await?
+        .into())
+}
+
+/// What the refund dialog shows of a payment: what was charged, paid back, on its way back,
+/// and what is left to refund (the dialog's default amount), as the till knows it.
+#[derive(Debug, Serialize)]
+pub struct RefundInfo {
+    /// The payment attempt.
+    pub pagamento: Attempt,
+    /// Its refunds, oldest first.
+    pub estornos: Vec<Attempt>,
+    /// Paid back (approved refunds), in centavos.
+    pub estornado: i64,
+    /// Undecided refunds, in centavos.
+    pub em_andamento: i64,
+    /// What may still be refunded, in centavos.
+    pub saldo: i64,
+}
+
+/// A payment and its refunds, for the refund dialog.
+#[tauri::command]
+pub async fn refund_info(session: State<'_, Session>, attempt_id: String) -> Result<RefundInfo> {
+    let checkout = session.get()?.checkout();
+    let id = AttemptId::from_stored(attempt_id);
+    let pagamento = checkout.attempt(&id).await?;
+    let estornos = checkout.refunds_of(&id).await?;
+    let sum = |keep: fn(&Attempt) -> bool| -> i64 {
+        estornos
+            .iter()
+            .filter(|a| keep(a))
+            .map(|a| a.valor.get())
+            .sum()
     };
-    Ok(reply)
+    let estornado = sum(|a| a.state == AttemptState::Aprovado);
+    let em_andamento = sum(|a| {
+        a.state == AttemptState::Pendente
+            || (a.state == AttemptState::Revisao && a.review_checked_at.is_none())
+    });
+    Ok(RefundInfo {
+        saldo: (pagamento.valor.get() - estornado - em_andamento).max(0),
+        pagamento,
+        estornos,
+        estornado,
+        em_andamento,
+    })
+}
+
+/// Refunds `valor` (as the cashier typed it, `1.234,56`) of an approved payment attempt, with
+/// the cashier's `motivo`. Answers the payment's undecided refund instead if it has one.
+#[tauri::command]
+pub async fn refund(
+    session: State<'_, Session>,
+    attempt_id: String,
+    valor: String,
+    motivo: Option<String>,
+) -> Result<PayReply> {
+    let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
+    let motivo = motivo
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty());
+    if motivo.as_ref().is_some_and(|m| m.chars().count() > 255) {
+        return Err(AppError::Invalid(
+            "o motivo do estorno passa de 255 caracteres".into(),
+        ));
+    }
+    let outcome = session
+        .get()?
+        .checkout()
+        .refund(&AttemptId::from_stored(attempt_id), Some(valor), motivo)
+        .await?;
+    Ok(outcome.into())
 }
 
 /// Everything the screen shows at once.

@@ -38,6 +38,8 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::receipt,
         commands::close_till,
         commands::pay,
+        commands::refund_info,
+        commands::refund,
         commands::attempts,
         commands::subscribe,
         commands::export_attempts,

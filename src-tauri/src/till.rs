@@ -4,6 +4,7 @@
 
 use crate::error::{AppError, Result};
 use crate::settings::Settings;
+use checkout_core::closing::Total;
 use checkout_core::domain::sale_number;
 use checkout_core::{format_brl, Attempt, AttemptState, Closing};
 use serde::Serialize;
@@ -44,18 +45,17 @@ pub fn local_time(ms: i64, offset: time::UtcOffset) -> String {
         .unwrap_or_default()
 }
 
-/// The receipt of `attempt`. Only an approval has one: a declined or pending attempt gets an
-/// error, never a page that could be taken for proof of payment.
-pub fn receipt(settings: &Settings, attempt: &Attempt) -> Result<Receipt> {
+/// The receipt of `attempt`, with `refunds` (the refunds of a payment; empty for a refund).
+/// Only an approval has one: a declined or pending attempt gets an error, never a page that
+/// could be taken for proof of payment (or of money paid back). A payment's receipt lists its
+/// approved refunds and what is left; one still on its way back is said to be so.
+pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> Result<Receipt> {
+    let refund = attempt.is_refund();
     if attempt.state != AttemptState::Aprovado {
         return Err(AppError::Invalid(format!(
-            "só um pagamento aprovado tem comprovante; este está {}",
-            match attempt.state {
-                AttemptState::Pendente => "pendente",
-                AttemptState::Recusado => "recusado",
-                AttemptState::Revisao => "em revisão",
-                AttemptState::Aprovado => "aprovado",
-            }
+            "só {} aprovado tem comprovante; este está {}",
+            if refund { "um estorno" } else { "um pagamento" },
+            attempt.state.label()
         )));
     }
     let mut linhas = vec![
@@ -74,28 +74,57 @@ pub fn receipt(settings: &Settings, attempt: &Attempt) -> Result<Receipt> {
             valor: format!("nº {}", sale_number(n)),
         });
     }
+    let line = |rotulo, valor: String| Line { rotulo, valor };
+    let when = local_time(attempt.updated_at, settings.utc_offset);
+    if refund {
+        let payment = attempt.refund_payment.as_ref().map(ToString::to_string);
+        linhas.extend([
+            line("Valor estornado", attempt.valor.to_string()),
+            line("Data e hora", when),
+            line("Estorno", attempt.payment_id.clone().unwrap_or_default()),
+            line("Pagamento", payment.unwrap_or_default()),
+            line("Cartão", attempt.cartao.masked()),
+            line("Situação", "ESTORNADO".into()),
+        ]);
+        return Ok(Receipt {
+            titulo: "Comprovante de estorno",
+            via: "Via do cliente",
+            linhas,
+            arquivo: None,
+        });
+    }
     linhas.extend([
-        Line {
-            rotulo: "Valor",
-            valor: attempt.valor.to_string(),
-        },
-        Line {
-            rotulo: "Data e hora",
-            valor: local_time(attempt.updated_at, settings.utc_offset),
-        },
-        Line {
-            rotulo: "Pagamento",
-            valor: attempt.payment_id.clone().unwrap_or_default(),
-        },
-        Line {
-            rotulo: "Cartão",
-            valor: attempt.cartao.masked(),
-        },
-        Line {
-            rotulo: "Situação",
-            valor: "APROVADO".into(),
-        },
+        line("Valor", attempt.valor.to_string()),
+        line("Data e hora", when),
+        line("Pagamento", attempt.payment_id.clone().unwrap_or_default()),
+        line("Cartão", attempt.cartao.masked()),
     ]);
+    let mut refunded = 0;
+    for r in refunds {
+        match r.state {
+            AttemptState::Aprovado => {
+                refunded += r.valor.get();
+                let at = local_time(r.updated_at, settings.utc_offset);
+                linhas.push(line("Estorno", format!("-{} em {at}", r.valor)));
+            }
+            AttemptState::Pendente | AttemptState::Revisao => linhas.push(line(
+                "Estorno em andamento",
+                format!("{} (não concluído)", r.valor),
+            )),
+            AttemptState::Recusado => {}
+        }
+    }
+    if refunded > 0 {
+        linhas.push(line("Total estornado", format_brl(refunded)));
+        let net = format_brl(attempt.valor.get() - refunded);
+        linhas.push(line("Valor líquido", net));
+    }
+    let situacao = match refunded {
+        0 => "APROVADO",
+        r if r >= attempt.valor.get() => "APROVADO · ESTORNADO",
+        _ => "APROVADO · ESTORNADO EM PARTE",
+    };
+    linhas.push(line("Situação", situacao.into()));
     Ok(Receipt {
         titulo: "Comprovante de pagamento",
         via: "Via do cliente",
@@ -142,21 +171,16 @@ pub fn receipt_html(r: &Receipt) -> String {
 
 /// The closing as a printable summary (what is saved under `fechamentos/`).
 pub fn closing_html(c: &Closing, settings: &Settings) -> String {
-    let totals = [
-        ("Aprovados", c.totals.aprovado),
-        ("Recusados", c.totals.recusado),
-        ("Pendentes", c.totals.pendente),
-        ("Em revisão", c.totals.revisao),
-    ]
-    .iter()
-    .map(|(name, t)| {
-        format!(
-            "<tr><th>{name}</th><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            t.count,
-            format_brl(t.centavos)
-        )
-    })
-    .collect::<String>();
+    let totals = closing_rows(c)
+        .iter()
+        .map(|(name, t)| {
+            format!(
+                "<tr><th>{name}</th><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                t.count,
+                format_brl(t.centavos)
+            )
+        })
+        .collect::<String>();
     let discrepancies = if c.discrepancies.is_empty() {
         "<p>Nenhuma divergência: cada pagamento do caixa confere com o servidor.</p>".to_string()
     } else {
@@ -184,15 +208,44 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
         "<!doctype html><html lang=\"pt-BR\"><head><meta charset=\"utf-8\">\
          <title>Fechamento de caixa {day}</title><style>{PRINT_STYLE}</style></head><body>\
          <h1>Fechamento de caixa</h1><p>{loja} · terminal {terminal} · dia {day} · fechado em {at}</p>\
-         <table><tr><th></th><td class=\"num\">Qtde.</td><td class=\"num\">Valor</td></tr>{totals}</table>\
-         <p>{sales} · {server} no servidor</p>{discrepancies}</body></html>\n",
+         <table><tr><th></th><td class=\"num\">Qtde.</td><td class=\"num\">Valor</td></tr>{totals}\
+         <tr><th><b>Líquido do dia</b></th><td></td><td class=\"num\"><b>{net}</b></td></tr></table>\
+         <p>{sales} · {server} no servidor{refunds}</p>{discrepancies}</body></html>\n",
         day = escape(&c.day),
         loja = escape(&settings.loja),
         terminal = escape(&settings.terminal),
         at = local_time(c.closed_at, settings.utc_offset),
         sales = count(c.sales as u64, "venda", "vendas"),
         server = count(c.server_payments as u64, "pagamento", "pagamentos"),
+        net = format_brl(c.net_centavos),
+        refunds = if c.server_refunds == 0 {
+            String::new()
+        } else {
+            format!(" · {}", count(c.server_refunds as u64, "estorno", "estornos"))
+        },
     )
+}
+
+/// The closing's totals as rows, payments first, then refunds: refund states other than
+/// approved only when the day had some (ui/state.js `closingTotals` shows the same rows).
+pub fn closing_rows(c: &Closing) -> Vec<(&'static str, Total)> {
+    let mut rows = vec![
+        ("Aprovados", c.totals.aprovado),
+        ("Recusados", c.totals.recusado),
+        ("Pendentes", c.totals.pendente),
+        ("Em revisão", c.totals.revisao),
+        ("Estornos aprovados", c.refunds.aprovado),
+    ];
+    for (name, t) in [
+        ("Estornos recusados", c.refunds.recusado),
+        ("Estornos pendentes", c.refunds.pendente),
+        ("Estornos em revisão", c.refunds.revisao),
+    ] {
+        if t.count > 0 {
+            rows.push((name, t));
+        }
+    }
+    rows
 }
 
 /// `1 venda`, `2 vendas`: a count with its noun in the right number.

@@ -4,7 +4,7 @@
 use crate::config::Config;
 use crate::domain::AttemptState;
 use crate::error::{CoreError, Result};
-use crate::outbox::{FinalAnswer, SendJob};
+use crate::outbox::{FinalAnswer, SendJob, Target};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::StatusCode;
 use serde::Deserialize;
@@ -61,12 +61,16 @@ struct RemotePage {
     proximo: Option<String>,
 }
 
-/// A payment as the server answers it: only what the engine records.
+/// A payment or a refund as the server answers it: only what the engine records.
 #[derive(Deserialize)]
 struct PaymentView {
     id: String,
     status: ServerStatus,
+    /// A payment's decline reason (a refund's `motivo` is the merchant's own reason).
     motivo: Option<String>,
+    /// A refund's decline reason.
+    #[serde(default)]
+    recusa: Option<String>,
 }
 
 /// The server's two final statuses. Any other is not a final answer the engine can record.
@@ -80,6 +84,26 @@ enum ServerStatus {
 #[derive(Deserialize)]
 struct PaymentList {
     pagamentos: Vec<serde_json::Value>,
+}
+
+/// `GET /pagamentos/{id}`: only its refunds, as the server answered each.
+#[derive(Deserialize)]
+struct PaymentRefunds {
+    estornos: Vec<serde_json::Value>,
+}
+
+/// A refund as `GET /pagamentos/{id}` lists it: what a closing compares.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct RemoteRefund {
+    /// `est_…`
+    pub id: String,
+    /// `pendente`, `aprovado` or `recusado`.
+    pub status: String,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// The attempt id the till sent.
+    #[serde(default)]
+    pub referencia: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -162,11 +186,11 @@ impl PaymentClient {
         })
     }
 
-    /// Sends the stored bytes under the stored key.
+    /// Sends the stored bytes under the stored key to the attempt's target.
     pub async fn send(&self, job: &SendJob) -> Answer {
         let res = self
             .http
-            .post(format!("{}/pagamentos", self.base))
+            .post(format!("{}{}", self.base, job.target.path()))
             .bearer_auth(&self.api_key)
             .header("Idempotency-Key", job.key.as_ref())
             .header("Content-Type", "application/json")
@@ -183,11 +207,9 @@ impl PaymentClient {
             Ok(b) => b.to_vec(),
             Err(e) => return network_error(&e),
         };
-        classify(status, retry_after, body)
+        classify(&job.target, status, retry_after, body)
     }
 
-    /// Looks the attempt up by `referencia`: `Ok(Some(final answer))` when the server has a
-    /// payment for it, `Ok(None)` when it has none, `Err(retry)` when it could not tell.
     /// Every payment the server has for this merchant between `from` and `to` (epoch ms),
     /// only this till's when `terminal` is given, following the pages to the end. For the
     /// till's closing; fails with [`CoreError::Unreachable`] when the server cannot be asked.
@@ -276,40 +298,114 @@ impl PaymentClient {
             .map_err(|e| CoreError::Unreachable(format!("resposta ilegível do servidor: {e}")))
     }
 
-    pub async fn find_by_referencia(&self, referencia: &str) -> Result<Option<Answer>, Answer> {
-        let (status, retry_after, body) = self
-            .get("/pagamentos", &[("referencia", referencia.to_string())])
+    /// The refunds the server has for payment `payment` (none when it does not know it). For
+    /// the till's closing; fails with [`CoreError::Unreachable`] when the server cannot be asked.
+    pub async fn refunds_of(
+        &self,
+        payment: &crate::domain::PaymentId,
+    ) -> Result<Vec<RemoteRefund>> {
+        let (status, _, body) = self
+            .get(&format!("/pagamentos/{payment}"), &[])
             .await
-            .map_err(|e| network_error(&e))?;
-        if status != StatusCode::OK {
-            return Err(match classify(status, retry_after, body) {
+            .map_err(|e| CoreError::Unreachable(format!("servidor de pagamentos: {e}")))?;
+        if status == StatusCode::NOT_FOUND {
+            return Ok(Vec::new());
+        }
+        if !status.is_success() {
+            return Err(CoreError::Unreachable(problem_text(status, &body)));
+        }
+        #[derive(Deserialize)]
+        struct Detail {
+            estornos: Vec<RemoteRefund>,
+        }
+        serde_json::from_slice::<Detail>(&body)
+            .map(|d| d.estornos)
+            .map_err(|e| CoreError::Unreachable(format!("resposta ilegível do servidor: {e}")))
+    }
+
+    /// Looks an attempt up by its `referencia` where its target keeps it: a payment among the
+    /// payments, a refund among its payment's refunds. `Ok(Some(final answer))` when the server
+    /// has it, `Ok(None)` when it has none, `Err(retry)` when it could not tell (a refund still
+    /// in progress on the server is retried).
+    pub async fn find(&self, target: &Target, referencia: &str) -> Result<Option<Answer>, Answer> {
+        let unreadable = |e: serde_json::Error| Answer::Retry {
+            retry_after: None,
+            error: format!("resposta de consulta ilegível: {e}"),
+            offline: false,
+        };
+        let found = match target {
+            Target::Payment => {
+                let query = [("referencia", referencia.to_string())];
+                let Some(body) = self.lookup("/pagamentos", &query, false).await? else {
+                    return Ok(None);
+                };
+                let list: PaymentList = serde_json::from_slice(&body).map_err(unreadable)?;
+                list.pagamentos.into_iter().next()
+            }
+            Target::Refund(payment) => {
+                // A payment unknown to this merchant has no refund either.
+                let path = format!("/pagamentos/{payment}");
+                let Some(body) = self.lookup(&path, &[], true).await? else {
+                    return Ok(None);
+                };
+                let detail: PaymentRefunds = serde_json::from_slice(&body).map_err(unreadable)?;
+                detail
+                    .estornos
+                    .into_iter()
+                    .find(|r| r["referencia"] == referencia)
+            }
+        };
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let status = match found["status"].as_str() {
+            Some("aprovado") => 201,
+            Some("recusado") => 402,
+            other => {
+                return Err(Answer::Retry {
+                    retry_after: None,
+                    error: format!(
+                        "o servidor ainda não decidiu este pedido ({})",
+                        other.unwrap_or("sem status")
+                    ),
+                    offline: false,
+                })
+            }
+        };
+        let bytes = serde_json::to_vec(&found).expect("a JSON value serialises");
+        Ok(Some(classify(
+            target,
+            StatusCode::from_u16(status).expect("valid status"),
+            None,
+            bytes,
+        )))
+    }
+
+    /// One lookup `GET`: the body of a 200, nothing for a 404 when `missing_is_none`; otherwise
+    /// what the answer means as a retry (a refusal of the lookup says nothing of the attempt).
+    async fn lookup(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        missing_is_none: bool,
+    ) -> Result<Option<Vec<u8>>, Answer> {
+        let (status, retry_after, body) =
+            self.get(path, query).await.map_err(|e| network_error(&e))?;
+        match status {
+            StatusCode::OK => return Ok(Some(body)),
+            StatusCode::NOT_FOUND if missing_is_none => return Ok(None),
+            _ => {}
+        }
+        Err(
+            match classify(&Target::Payment, status, retry_after, body) {
                 Answer::Review { reason, .. } => Answer::Retry {
                     retry_after: None,
                     error: format!("consulta por referência falhou: {reason}"),
                     offline: false,
                 },
                 other => other,
-            });
-        }
-        let list: PaymentList = serde_json::from_slice(&body).map_err(|e| Answer::Retry {
-            retry_after: None,
-            error: format!("resposta de consulta ilegível: {e}"),
-            offline: false,
-        })?;
-        let Some(found) = list.pagamentos.into_iter().next() else {
-            return Ok(None);
-        };
-        let bytes = serde_json::to_vec(&found).expect("a JSON value serialises");
-        let status = if found["status"] == "aprovado" {
-            201
-        } else {
-            402
-        };
-        Ok(Some(classify(
-            StatusCode::from_u16(status).expect("valid status"),
-            None,
-            bytes,
-        )))
+            },
+        )
     }
 
     /// Probes `GET /health` within the probe timeout.
@@ -391,7 +487,12 @@ fn problem_text(status: StatusCode, body: &[u8]) -> String {
     format!("HTTP {}: {detail}", status.as_u16())
 }
 
-fn classify(status: StatusCode, retry_after: Option<Duration>, body: Vec<u8>) -> Answer {
+fn classify(
+    target: &Target,
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    body: Vec<u8>,
+) -> Answer {
     match status.as_u16() {
         201 | 402 => match serde_json::from_slice::<PaymentView>(&body) {
             Ok(p) => {
@@ -411,7 +512,10 @@ fn classify(status: StatusCode, retry_after: Option<Duration>, body: Vec<u8>) ->
                     state,
                     status: status.as_u16(),
                     payment_id: Some(p.id),
-                    motivo: p.motivo,
+                    motivo: match target {
+                        Target::Payment => p.motivo,
+                        Target::Refund(_) => p.recusa,
+                    },
                     body,
                 })
             }
@@ -444,7 +548,12 @@ mod tests {
         for s in [409, 429, 500, 502, 503] {
             assert!(
                 matches!(
-                    classify(StatusCode::from_u16(s).unwrap(), None, vec![]),
+                    classify(
+                        &Target::Payment,
+                        StatusCode::from_u16(s).unwrap(),
+                        None,
+                        vec![]
+                    ),
                     Answer::Retry { .. }
                 ),
                 "{s}"
@@ -453,7 +562,12 @@ mod tests {
         for s in [400, 401, 403, 404, 422] {
             assert!(
                 matches!(
-                    classify(StatusCode::from_u16(s).unwrap(), None, vec![]),
+                    classify(
+                        &Target::Payment,
+                        StatusCode::from_u16(s).unwrap(),
+                        None,
+                        vec![]
+                    ),
                     Answer::Review { .. }
                 ),
                 "{s}"
@@ -464,7 +578,7 @@ mod tests {
     #[test]
     fn a_decline_is_final_with_its_reason() {
         let body = br#"{"id":"pay_1","status":"recusado","motivo":"saldo_insuficiente"}"#.to_vec();
-        match classify(StatusCode::PAYMENT_REQUIRED, None, body) {
+        match classify(&Target::Payment, StatusCode::PAYMENT_REQUIRED, None, body) {
             Answer::Final(f) => {
                 assert_eq!(f.state, AttemptState::Recusado);
                 assert_eq!(f.motivo.as_deref(), Some("saldo_insuficiente"));
@@ -488,7 +602,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    classify(code, None, body.as_bytes().to_vec()),
+                    classify(&Target::Payment, code, None, body.as_bytes().to_vec()),
                     Answer::Review { .. }
                 ),
                 "{code} {body}"

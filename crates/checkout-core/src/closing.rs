@@ -1,11 +1,12 @@
 //! Closing the till ("fechar caixa"): every attempt of a store day reconciled against the
-//! server's payments by `referencia`. The evening's proof that nobody was charged twice and that
-//! no charge is missing from the till.
+//! server's payments by `referencia`, and every refund against its payment's refunds. The
+//! evening's proof that nobody was charged twice, that no charge is missing from the till, and
+//! that every refund the till made was paid back once.
 //!
-//! [`reconcile`] is pure: the attempts as the outbox has them and the payments as the server
-//! listed them in, the totals and every discrepancy out.
+//! [`reconcile`] is pure: the attempts as the outbox has them and the payments and refunds as
+//! the server listed them in, the totals and every discrepancy out.
 
-use crate::client::RemotePayment;
+use crate::client::{RemotePayment, RemoteRefund};
 use crate::domain::{format_brl, sale_number, AttemptState, UnixMillis};
 use crate::outbox::Attempt;
 use serde::Serialize;
@@ -63,15 +64,18 @@ pub enum DiscrepancyKind {
     StateMismatch,
     /// More than one approved payment on the server for one sale: a double charge.
     TwoChargesForOneSale,
+    /// The server paid back a refund the till still has as pending or in review.
+    RefundedNotFinalLocally,
     /// A payment this till sent (by `terminal`) that no attempt in the outbox knows.
     UnknownOnServer,
 }
 
 impl DiscrepancyKind {
     /// Every kind, in the order a screen lists them.
-    pub const ALL: [DiscrepancyKind; 6] = [
+    pub const ALL: [DiscrepancyKind; 7] = [
         DiscrepancyKind::TwoChargesForOneSale,
         DiscrepancyKind::ChargedNotFinalLocally,
+        DiscrepancyKind::RefundedNotFinalLocally,
         DiscrepancyKind::ApprovedMissingOnServer,
         DiscrepancyKind::AmountMismatch,
         DiscrepancyKind::StateMismatch,
@@ -88,6 +92,9 @@ impl DiscrepancyKind {
             DiscrepancyKind::AmountMismatch => "Valor diferente",
             DiscrepancyKind::StateMismatch => "Resultado diferente",
             DiscrepancyKind::TwoChargesForOneSale => "Duas cobranças para uma venda",
+            DiscrepancyKind::RefundedNotFinalLocally => {
+                "Estornado no servidor, não concluído no caixa"
+            }
             DiscrepancyKind::UnknownOnServer => "No servidor, sem registro neste caixa",
         }
     }
@@ -125,28 +132,38 @@ pub struct Closing {
     pub closed_at: UnixMillis,
     /// The till's name, if it has one.
     pub terminal: Option<String>,
-    /// Attempts by state.
+    /// Payment attempts by state.
     pub totals: Totals,
+    /// Refund attempts by state (refunds made that day, whatever day their sale was).
+    pub refunds: Totals,
+    /// What the day took in: approved payments less approved refunds, in centavos.
+    pub net_centavos: i64,
     /// Sales that day.
     pub sales: usize,
     /// Server payments compared.
     pub server_payments: usize,
+    /// Server refunds compared.
+    pub server_refunds: usize,
     /// Every disagreement; empty when the day reconciles.
     pub discrepancies: Vec<Discrepancy>,
-    /// Attempts still pending when the cashier chose to close anyway.
+    /// Attempts (payments and refunds) still pending when the cashier chose to close anyway.
     pub pending: Vec<String>,
 }
 
-/// Reconciles the attempts of a day with the server's payments. `server` holds every payment the
-/// server has for those attempts' `referencia`s (from the day's range and from lookups), and this
-/// till's other payments in the range.
+/// Reconciles the attempts of a day with the server's payments and refunds. `server` holds every
+/// payment the server has for the payment attempts' `referencia`s (from the day's range and from
+/// lookups), and this till's other payments in the range; `server_refunds` every refund of the
+/// payments the day's refund attempts paid back.
 pub fn reconcile(
     day: &str,
     closed_at: UnixMillis,
     terminal: Option<&str>,
     attempts: &[Attempt],
     server: &[RemotePayment],
+    server_refunds: &[RemoteRefund],
 ) -> Closing {
+    let (refunds, attempts): (Vec<&Attempt>, Vec<&Attempt>) =
+        attempts.iter().partition(|a| a.is_refund());
     let mut totals = Totals::default();
     let mut by_ref: HashMap<&str, Vec<&RemotePayment>> = HashMap::new();
     let mut seen = HashSet::new();
@@ -162,7 +179,7 @@ pub fn reconcile(
     let mut discrepancies = Vec::new();
     let venda = |a: &Attempt| a.sale_number.map(sale_number);
     let mut approved_by_sale: BTreeMap<&str, Vec<(&Attempt, &RemotePayment)>> = BTreeMap::new();
-    for a in attempts {
+    for &a in &attempts {
         totals.add(a.state, a.valor.get());
         let found = by_ref.get(a.id.as_ref()).cloned().unwrap_or_default();
         let approved: Vec<&RemotePayment> = found
@@ -276,6 +293,7 @@ pub fn reconcile(
             });
         }
     }
+    let (refund_totals, compared) = reconcile_refunds(&refunds, server_refunds, &mut discrepancies);
     discrepancies.sort_by_key(|d| {
         (
             DiscrepancyKind::ALL.iter().position(|k| *k == d.kind),
@@ -287,16 +305,121 @@ pub fn reconcile(
         day: day.to_string(),
         closed_at,
         terminal: terminal.map(str::to_string),
+        net_centavos: totals.aprovado.centavos - refund_totals.aprovado.centavos,
         totals,
+        refunds: refund_totals,
         sales: sales.len(),
         server_payments: seen.len(),
+        server_refunds: compared,
         discrepancies,
         pending: attempts
             .iter()
+            .chain(&refunds)
             .filter(|a| a.state == AttemptState::Pendente)
             .map(|a| a.id.to_string())
             .collect(),
     }
+}
+
+/// Reconciles the refund attempts with the refunds the server has for their payments, by
+/// `referencia`; returns their totals and how many server refunds were compared. A refund the
+/// server has for one of those payments that no refund attempt of this till knows is reported
+/// too: the payment was paid back outside this till.
+fn reconcile_refunds(
+    refunds: &[&Attempt],
+    server: &[RemoteRefund],
+    discrepancies: &mut Vec<Discrepancy>,
+) -> (Totals, usize) {
+    let mut totals = Totals::default();
+    let mut by_ref: HashMap<&str, &RemoteRefund> = HashMap::new();
+    let mut seen = HashSet::new();
+    for r in server.iter().filter(|r| seen.insert(r.id.as_str())) {
+        if let Some(referencia) = r.referencia.as_deref() {
+            by_ref.insert(referencia, r);
+        }
+    }
+    for &a in refunds {
+        totals.add(a.state, a.valor.get());
+        let found = by_ref.get(a.id.as_ref()).copied();
+        let payment = a.refund_payment.as_ref().map_or("", |p| p.as_ref());
+        let base = |kind: DiscrepancyKind, detail: String| Discrepancy {
+            kind,
+            label: kind.label(),
+            venda: a.sale_number.map(sale_number),
+            sale_id: Some(a.sale_id.to_string()),
+            attempt_id: Some(a.id.to_string()),
+            payment_ids: found.map(|r| r.id.clone()).into_iter().collect(),
+            local_centavos: Some(a.valor.get()),
+            server_centavos: found.map(|r| r.valor),
+            detail,
+        };
+        match (a.state, found) {
+            (AttemptState::Aprovado, None) => discrepancies.push(base(
+                DiscrepancyKind::ApprovedMissingOnServer,
+                format!(
+                    "o caixa registrou o estorno de {} do pagamento {payment} (estorno {}), o servidor não tem este estorno",
+                    a.valor,
+                    a.payment_id.as_deref().unwrap_or("sem id")
+                ),
+            )),
+            (AttemptState::Pendente | AttemptState::Revisao, Some(r)) if r.status == "aprovado" => {
+                discrepancies.push(base(
+                    DiscrepancyKind::RefundedNotFinalLocally,
+                    format!(
+                        "o servidor estornou {} do pagamento {payment}; no caixa o estorno está {}",
+                        format_brl(r.valor),
+                        a.state.label()
+                    ),
+                ))
+            }
+            (AttemptState::Aprovado | AttemptState::Recusado, Some(r))
+                if r.status != a.state.as_str() =>
+            {
+                discrepancies.push(base(
+                    DiscrepancyKind::StateMismatch,
+                    format!("estorno: no caixa {}, no servidor {}", a.state.as_str(), r.status),
+                ))
+            }
+            _ => {}
+        }
+        if let Some(r) = found.filter(|r| r.valor != a.valor.get()) {
+            discrepancies.push(base(
+                DiscrepancyKind::AmountMismatch,
+                format!(
+                    "estorno: no caixa {}, no servidor {}",
+                    a.valor,
+                    format_brl(r.valor)
+                ),
+            ));
+        }
+    }
+    let known: HashSet<&str> = refunds.iter().map(|a| a.id.as_ref()).collect();
+    for r in server.iter().filter(|r| r.status != "recusado") {
+        if r.referencia.as_deref().is_none_or(|x| !known.contains(x)) && seen.remove(r.id.as_str())
+        {
+            discrepancies.push(Discrepancy {
+                kind: DiscrepancyKind::UnknownOnServer,
+                label: DiscrepancyKind::UnknownOnServer.label(),
+                venda: None,
+                sale_id: None,
+                attempt_id: r.referencia.clone(),
+                payment_ids: vec![r.id.clone()],
+                local_centavos: None,
+                server_centavos: Some(r.valor),
+                detail: format!(
+                    "estorno {} de {} de um pagamento deste caixa, feito fora deste caixa",
+                    r.status,
+                    format_brl(r.valor)
+                ),
+            });
+        }
+    }
+    let compared = server
+        .iter()
+        .map(|r| r.id.as_str())
+        .collect::<HashSet<_>>()
+        .len();
+    (totals, compared)
 }
 
 impl Closing {
@@ -311,9 +434,14 @@ impl Closing {
             ("recusado", self.totals.recusado),
             ("pendente", self.totals.pendente),
             ("revisao", self.totals.revisao),
+            ("estorno_aprovado", self.refunds.aprovado),
+            ("estorno_recusado", self.refunds.recusado),
+            ("estorno_pendente", self.refunds.pendente),
+            ("estorno_revisao", self.refunds.revisao),
         ] {
             out.push_str(&format!("total,{name},,,,{},{},,\n", t.count, t.centavos));
         }
+        out.push_str(&format!("total,liquido,,,,,{},,\n", self.net_centavos));
         for d in &self.discrepancies {
             out.push_str(&format!(
                 "divergencia,{},{},{},{},{},{},{},{}\n",
@@ -342,6 +470,9 @@ mod tests {
     fn attempt(id: &str, sale: &str, n: u32, valor: i64, state: AttemptState) -> Attempt {
         Attempt {
             id: AttemptId::from_stored(id),
+            kind: crate::domain::AttemptKind::Pagamento,
+            refund_of: None,
+            refund_payment: None,
             sale_id: SaleId::parse(sale).unwrap(),
             idempotency_key: IdempotencyKey::from_stored(format!("k-{id}")),
             valor: Centavos::new(valor).unwrap(),
@@ -359,6 +490,34 @@ mod tests {
             review_checked_at: None,
             sale_number: Some(n),
             sale_day: Some("2026-12-01".into()),
+        }
+    }
+
+    /// A refund attempt `id` of the payment attempt `of` (whose server id is `pay_{of}`).
+    fn refund(id: &str, of: &Attempt, valor: i64, state: AttemptState) -> Attempt {
+        let mut a = attempt(
+            id,
+            of.sale_id.as_ref(),
+            of.sale_number.unwrap(),
+            valor,
+            state,
+        );
+        a.kind = crate::domain::AttemptKind::Estorno;
+        a.refund_of = Some(of.id.clone());
+        a.refund_payment = of
+            .payment_id
+            .as_deref()
+            .map(|p| crate::domain::PaymentId::parse(p).unwrap());
+        a.payment_id = Some(format!("est_{id}"));
+        a
+    }
+
+    fn refunded(id: &str, referencia: &str, valor: i64, status: &str) -> RemoteRefund {
+        RemoteRefund {
+            id: id.into(),
+            status: status.into(),
+            valor,
+            referencia: Some(referencia.into()),
         }
     }
 
@@ -390,7 +549,7 @@ mod tests {
             paid("p3", "a3", 500, "aprovado"),
             paid("p3", "a3", 500, "aprovado"), // listed twice (range and lookup)
         ];
-        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &attempts, &server);
+        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &attempts, &server, &[]);
         assert!(c.discrepancies.is_empty(), "{:?}", c.discrepancies);
         assert_eq!(
             c.totals.aprovado,
@@ -419,6 +578,9 @@ mod tests {
             attempt("a5", "v4", 4, 4000, AttemptState::Recusado), // ... the other was "declined"
             attempt("a6", "v6", 6, 6000, AttemptState::Pendente),
         ];
+        let mut attempts = attempts.to_vec();
+        let r1 = refund("r1", &attempts[2], 1000, AttemptState::Pendente); // the server paid it back
+        attempts.push(r1);
         let server = [
             paid("p2", "a2", 2000, "aprovado"),
             paid("p3", "a3", 3300, "aprovado"),
@@ -426,7 +588,15 @@ mod tests {
             paid("p5", "a5", 4000, "aprovado"),
             paid("p9", "att_de_outro_lugar", 900, "aprovado"),
         ];
-        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &attempts, &server);
+        let server_refunds = [refunded("est_r1", "r1", 1000, "aprovado")];
+        let c = reconcile(
+            "2026-12-01",
+            1,
+            Some("caixa-01"),
+            &attempts,
+            &server,
+            &server_refunds,
+        );
         assert_eq!(
             kinds(&c),
             DiscrepancyKind::ALL,
@@ -435,7 +605,7 @@ mod tests {
         let two = &c.discrepancies[0];
         assert_eq!(two.venda.as_deref(), Some("0004"));
         assert_eq!(two.server_centavos, Some(8000));
-        assert_eq!(c.pending, ["a6"]);
+        assert_eq!(c.pending, ["a6", "r1"]);
         assert_eq!(
             c.totals.pendente,
             Total {
@@ -449,10 +619,71 @@ mod tests {
     }
 
     #[test]
+    fn refunds_are_totalled_apart_and_reconciled_with_their_payments_refunds() {
+        let sale = attempt("a1", "v1", 1, 10_000, AttemptState::Aprovado);
+        let attempts = [
+            sale.clone(),
+            refund("r1", &sale, 3_000, AttemptState::Aprovado), // agrees
+            refund("r2", &sale, 2_000, AttemptState::Recusado), // agrees
+            refund("r3", &sale, 1_000, AttemptState::Aprovado), // missing on the server
+            refund("r4", &sale, 500, AttemptState::Aprovado),   // amount differs
+        ];
+        let server = [paid("pay_a1", "a1", 10_000, "aprovado")];
+        let server_refunds = [
+            refunded("est_r1", "r1", 3_000, "aprovado"),
+            refunded("est_r2", "r2", 2_000, "recusado"),
+            refunded("est_r4", "r4", 700, "aprovado"),
+            refunded("est_r1", "r1", 3_000, "aprovado"), // listed twice
+            refunded("est_x", "att_outro_sistema", 400, "aprovado"),
+        ];
+        let c = reconcile(
+            "2026-12-01",
+            1,
+            Some("caixa-01"),
+            &attempts,
+            &server,
+            &server_refunds,
+        );
+        assert_eq!(
+            kinds(&c),
+            [
+                DiscrepancyKind::ApprovedMissingOnServer,
+                DiscrepancyKind::AmountMismatch,
+                DiscrepancyKind::UnknownOnServer
+            ]
+        );
+        assert_eq!(
+            c.totals.aprovado,
+            Total {
+                count: 1,
+                centavos: 10_000
+            },
+            "refunds are not payments"
+        );
+        assert_eq!(
+            c.refunds.aprovado,
+            Total {
+                count: 3,
+                centavos: 4_500
+            }
+        );
+        assert_eq!(c.net_centavos, 5_500);
+        assert_eq!((c.sales, c.server_payments, c.server_refunds), (1, 1, 4));
+        assert!(
+            c.discrepancies[0].detail.contains("estorno"),
+            "{:?}",
+            c.discrepancies[0]
+        );
+        let csv = c.to_csv();
+        assert!(csv.contains("total,estorno_aprovado,,,,3,4500,,"), "{csv}");
+        assert!(csv.contains("total,liquido,,,,,5500,,"), "{csv}");
+    }
+
+    #[test]
     fn another_tills_payments_are_not_this_tills_business() {
         let mut other = paid("p9", "att_x", 900, "aprovado");
         other.terminal = Some("caixa-02".into());
-        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &[], &[other]);
+        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &[], &[other], &[]);
         assert!(c.discrepancies.is_empty());
     }
 }

@@ -363,12 +363,100 @@ impl AttemptState {
         Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
+    /// How a sentence names it: "este está em revisão".
+    pub fn label(self) -> &'static str {
+        match self {
+            AttemptState::Pendente => "pendente",
+            AttemptState::Aprovado => "aprovado",
+            AttemptState::Recusado => "recusado",
+            AttemptState::Revisao => "em revisão",
+        }
+    }
+
     /// True for states the engine will not change by itself.
     pub fn is_final(self) -> bool {
         match self {
             AttemptState::Pendente => false,
             AttemptState::Aprovado | AttemptState::Recusado | AttemptState::Revisao => true,
         }
+    }
+}
+
+/// What an attempt asks the server for: a charge, or paying back (part of) an approved one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttemptKind {
+    /// `POST /pagamentos`: one press of Pagar for one sale.
+    Pagamento,
+    /// `POST /pagamentos/{id}/estornos`: one press of "Estornar" for one approved payment.
+    Estorno,
+}
+
+impl AttemptKind {
+    /// Every kind; the outbox's `CHECK` on `attempts.kind` is checked against it by a test.
+    pub const ALL: [AttemptKind; 2] = [AttemptKind::Pagamento, AttemptKind::Estorno];
+
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptKind::Pagamento => "pagamento",
+            AttemptKind::Estorno => "estorno",
+        }
+    }
+
+    /// Parses the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A server payment id (`pay_…`) as the till keeps it for refunding: it goes into a URL path,
+/// so only letters, digits and `_` are taken.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct PaymentId(String);
+
+/// A payment id that cannot go into a path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("id de pagamento inválido: {0:?}")]
+pub struct InvalidPaymentId(pub String);
+
+impl PaymentId {
+    /// Checks `s`: 1–100 characters of `[A-Za-z0-9_]`.
+    pub fn parse(s: &str) -> Result<Self, InvalidPaymentId> {
+        let ok = !s.is_empty()
+            && s.len() <= 100
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if ok {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(InvalidPaymentId(s.to_string()))
+        }
+    }
+}
+
+impl TryFrom<String> for PaymentId {
+    type Error = InvalidPaymentId;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::parse(&s)
+    }
+}
+
+impl From<PaymentId> for String {
+    fn from(p: PaymentId) -> Self {
+        p.0
+    }
+}
+
+impl AsRef<str> for PaymentId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PaymentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 

@@ -227,6 +227,35 @@ impl Checkout {
         Ok(outcome)
     }
 
+    /// Refunds `valor` of an approved payment attempt (all that is left when `None`): returns the
+    /// payment's undecided refund if it has one, or creates a refund attempt with a fresh key,
+    /// durable before anything is sent. It is sent, retried, replayed after a crash and looked
+    /// up like a payment; while offline it waits in the queue (counted apart from payments).
+    /// Refused when the payment is not approved or `valor` is more than what is left of it.
+    pub async fn refund(
+        &self,
+        payment: &AttemptId,
+        valor: Option<Centavos>,
+        motivo: Option<String>,
+    ) -> Result<PayOutcome> {
+        let (outcome, queue) = self
+            .inner
+            .outbox
+            .refund(payment, valor, motivo, now_ms())
+            .await?;
+        if let PayOutcome::Created(a) = &outcome {
+            tracing::info!(attempt = %a.id, key = %a.idempotency_key, valor = a.valor.get(), payment = ?a.refund_payment, "refund stored");
+            self.inner.announce(a.clone(), queue);
+            self.inner.wake.notify_one();
+        }
+        Ok(outcome)
+    }
+
+    /// The refunds of a payment attempt, oldest first.
+    pub async fn refunds_of(&self, payment: &AttemptId) -> Result<Vec<Attempt>> {
+        self.inner.outbox.refunds_of(payment).await
+    }
+
     /// Puts an attempt in `revisao` back in the queue, with its same key and bytes (after a person
     /// fixed what the server refused, for example the API key).
     pub async fn retry_review(&self, attempt_id: &AttemptId) -> Result<Attempt> {
@@ -297,14 +326,17 @@ impl Checkout {
         let bounds = day_bounds(&day, self.inner.config.utc_offset)
             .ok_or_else(|| CoreError::Invalid(format!("dia inválido: {day:?} (use AAAA-MM-DD)")))?;
         let attempts = outbox.attempts_of_day(&day, bounds).await?;
-        let pending: Vec<&Attempt> = attempts
-            .iter()
-            .filter(|a| a.state == AttemptState::Pendente)
-            .collect();
-        if !pending.is_empty() && !anyway {
+        let pending = |refunds: bool| {
+            attempts
+                .iter()
+                .filter(move |a| a.state == AttemptState::Pendente && a.is_refund() == refunds)
+        };
+        let (count, refunds) = (pending(false).count(), pending(true).count());
+        if count + refunds > 0 && !anyway {
             return Err(CoreError::PendingAtClose {
-                count: pending.len(),
-                total: pending.iter().map(|a| a.valor.get()).sum(),
+                count,
+                total: pending(false).map(|a| a.valor.get()).sum(),
+                refunds,
             });
         }
         // A payment queued offline may reach the server after the day ended: list up to now (a
@@ -317,7 +349,7 @@ impl Checkout {
             .payments_between(bounds.0, to, terminal)
             .await?;
         let listed: HashSet<String> = server.iter().filter_map(|p| p.referencia.clone()).collect();
-        for a in &attempts {
+        for a in attempts.iter().filter(|a| !a.is_refund()) {
             // Sent without this till's name, or after the range: asked for one by one.
             if !listed.contains(a.id.as_ref()) {
                 server.extend(
@@ -328,7 +360,18 @@ impl Checkout {
                 );
             }
         }
-        let closing = reconcile(&day, now, terminal, &attempts, &server);
+        // Refunds are listed with their payment: each refunded payment is asked for once.
+        let mut refunded = Vec::new();
+        for a in &attempts {
+            if let Some(p) = a.refund_payment.as_ref().filter(|p| !refunded.contains(*p)) {
+                refunded.push(p.clone());
+            }
+        }
+        let mut server_refunds = Vec::new();
+        for p in &refunded {
+            server_refunds.extend(self.inner.client.refunds_of(p).await?);
+        }
+        let closing = reconcile(&day, now, terminal, &attempts, &server, &server_refunds);
         let report = serde_json::to_string(&closing).expect("a closing serialises");
         outbox.save_closing(&day, now, report).await?;
         tracing::info!(
@@ -467,7 +510,11 @@ impl Inner {
     /// Asks the server whether it has a payment for an attempt in `revisao` and records the
     /// answer: a payment found settles the attempt, none found marks it checked.
     async fn resolve_review(&self, attempt: &Attempt) -> ReviewCheck {
-        let recorded = match self.client.find_by_referencia(attempt.id.as_ref()).await {
+        let recorded = match self
+            .client
+            .find(&attempt.target(), attempt.id.as_ref())
+            .await
+        {
             Ok(Some(Answer::Final(found))) => {
                 tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "attempt in review did reach the server: settled from its payment");
                 self.outbox
@@ -664,7 +711,7 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
     let lookup_after = inner.config.lookup_after(inner.advertised_retention());
     let lookup_first = now_ms() - job.created_at > lookup_after.as_millis() as UnixMillis;
     let answer = if lookup_first {
-        match inner.client.find_by_referencia(job.id.as_ref()).await {
+        match inner.client.find(&job.target, job.id.as_ref()).await {
             Ok(Some(found)) => {
                 tracing::info!(
                     "older than the server's key retention: found by referencia, not sent again"
@@ -714,7 +761,7 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
             // An earlier try may have charged and lost its answer: before anything says
             // "review", ask the server whether it has a payment for this attempt.
             tracing::warn!(%reason, "server refused the attempt; looking it up by referencia");
-            match inner.client.find_by_referencia(job.id.as_ref()).await {
+            match inner.client.find(&job.target, job.id.as_ref()).await {
                 Ok(Some(Answer::Final(found))) => {
                     tracing::warn!(payment = ?found.payment_id, "refused now, but an earlier try was charged: settled from the server's payment");
                     TryResult::Final(found)

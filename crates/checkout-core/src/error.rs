@@ -53,6 +53,17 @@ pub enum CoreError {
         /// Why it could not be checked.
         why: String,
     },
+    /// The refund asked for is more than what is left of the payment.
+    #[error("o estorno de {} passa do que resta estornar deste pagamento ({}); nada foi enviado", format_brl(*.asked), format_brl(*.left))]
+    RefundExceeds {
+        /// Asked, in centavos.
+        asked: i64,
+        /// Left to refund as the till knows it, in centavos.
+        left: i64,
+    },
+    /// The payment was refunded in full already (or the rest is on its way back).
+    #[error("este pagamento já foi todo estornado (ou o resto está em estorno); nada foi enviado")]
+    NothingToRefund,
     /// No such attempt.
     #[error("tentativa não encontrada: {0}")]
     NotFound(String),
@@ -66,13 +77,48 @@ pub enum CoreError {
     #[error("não foi possível consultar o servidor de pagamentos: {0}")]
     Unreachable(String),
     /// The day still has payments waiting: closing now would leave them out.
-    #[error("{count} {} ainda {} ({}); feche o caixa quando {} ou feche listando {}", if *.count == 1 { "pagamento" } else { "pagamentos" }, if *.count == 1 { "pendente" } else { "pendentes" }, format_brl(*.total), if *.count == 1 { "ele for concluído" } else { "eles forem concluídos" }, if *.count == 1 { "ele" } else { "eles" })]
+    #[error("{}", pending_at_close(*.count, *.total, *.refunds))]
     PendingAtClose {
-        /// How many attempts are `pendente`.
+        /// How many payments are `pendente`.
         count: usize,
         /// Their total, in centavos.
         total: i64,
+        /// How many refunds are `pendente`.
+        refunds: usize,
     },
+}
+
+/// "2 pagamentos ainda pendentes (R$ 30,00) e 1 estorno pendente; feche o caixa quando eles
+/// forem concluídos ou feche listando eles".
+fn pending_at_close(count: usize, total: i64, refunds: usize) -> String {
+    let many = count + refunds > 1;
+    let payments = match count {
+        0 => None,
+        1 => Some(format!(
+            "1 pagamento ainda pendente ({})",
+            format_brl(total)
+        )),
+        n => Some(format!(
+            "{n} pagamentos ainda pendentes ({})",
+            format_brl(total)
+        )),
+    };
+    let refunds = match refunds {
+        0 => None,
+        1 => Some("1 estorno ainda pendente".to_string()),
+        n => Some(format!("{n} estornos ainda pendentes")),
+    };
+    let what = match (payments, refunds) {
+        (Some(p), Some(r)) => format!("{p} e {}", r.replacen(" ainda", "", 1)),
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => "nada pendente".to_string(),
+    };
+    let (they, done) = if many {
+        ("eles", "eles forem concluídos")
+    } else {
+        ("ele", "ele for concluído")
+    };
+    format!("{what}; feche o caixa quando {done} ou feche listando {they}")
 }
 
 impl From<durable_sqlite::Error> for CoreError {
@@ -114,6 +160,8 @@ impl Serialize for CoreError {
             CoreError::OfflinePaymentTooLarge { .. } => "offline_payment_too_large",
             CoreError::OfflineQueueFull { .. } => "offline_queue_full",
             CoreError::ReviewUnresolved { .. } => "review_unresolved",
+            CoreError::RefundExceeds { .. } => "refund_exceeds",
+            CoreError::NothingToRefund => "nothing_to_refund",
             CoreError::NotFound(_) => "not_found",
             CoreError::StillPending => "still_pending",
             CoreError::Closed => "closed",

@@ -19,7 +19,11 @@ fn rfc3339(ms: UnixMillis) -> String {
 #[derive(Debug, Serialize)]
 struct Row<'a> {
     attempt_id: &'a str,
+    /// `pagamento` or `estorno`.
+    kind: &'static str,
     sale_id: &'a str,
+    /// A refund: the payment attempt it paid back.
+    refund_of: &'a str,
     idempotency_key: &'a str,
     state: &'static str,
     valor_centavos: i64,
@@ -37,7 +41,9 @@ struct Row<'a> {
 fn row(a: &Attempt) -> Row<'_> {
     Row {
         attempt_id: a.id.as_ref(),
+        kind: a.kind.as_str(),
         sale_id: a.sale_id.as_ref(),
+        refund_of: a.refund_of.as_ref().map_or("", |r| r.as_ref()),
         idempotency_key: a.idempotency_key.as_ref(),
         state: a.state.as_str(),
         valor_centavos: a.valor.get(),

@@ -16,9 +16,9 @@ pub mod outbox;
 pub use closing::{Closing, Discrepancy, DiscrepancyKind};
 pub use config::Config;
 pub use domain::{
-    format_brl, mask_card, AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, SaleId,
-    UnixMillis,
+    format_brl, mask_card, AttemptId, AttemptKind, AttemptState, CardToken, Centavos,
+    IdempotencyKey, PaymentId, SaleId, UnixMillis,
 };
 pub use engine::{Checkout, Connectivity, Event, Till};
 pub use error::{CoreError, Result};
-pub use outbox::{Attempt, PayOutcome, QueueSummary};
+pub use outbox::{Attempt, PayOutcome, QueueSummary, Target};

@@ -10,10 +10,11 @@ mod wire;
 pub use caps::OfflineCaps;
 pub use lock::lock_path;
 pub(crate) use records::Paid;
-pub use records::{Attempt, FinalAnswer, PayOutcome, QueueSummary, SendJob, TryResult};
+pub use records::{Attempt, FinalAnswer, PayOutcome, QueueSummary, SendJob, Target, TryResult};
 
 use crate::domain::{
-    store_day, AttemptId, CardToken, Centavos, IdempotencyKey, SaleId, UnixMillis,
+    store_day, AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey,
+    PaymentId, SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use caps::PageLimit;
@@ -21,14 +22,14 @@ use durable_sqlite::{exec, Db, Options};
 use rusqlite::{params, OptionalExtension};
 use schema::{
     after_change, attempt_from_row, get_attempt, migrations, queue, select_attempts, set_till,
-    ATTEMPT_COLUMNS, BLOCKS_SALE,
+    ATTEMPT_COLUMNS, BLOCKS_SALE, LIVE_REFUND,
 };
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use wire::RequestBody;
+use wire::{RefundBody, RequestBody};
 
 /// The outbox database, owned by exactly one process.
 #[derive(Debug, Clone)]
@@ -142,7 +143,7 @@ impl Outbox {
                 if stop_for_reviews {
                     let reviews = select_attempts(
                         c,
-                        "WHERE sale_id = ?1 AND state = 'revisao' ORDER BY seq",
+                        "WHERE sale_id = ?1 AND kind = 'pagamento' AND state = 'revisao' ORDER BY seq",
                         [sale.as_ref()],
                     )?;
                     if !reviews.is_empty() {
@@ -172,6 +173,80 @@ impl Outbox {
             .await
     }
 
+    /// Returns the payment's undecided refund, or durably creates a refund attempt of `valor`
+    /// (what is left to refund when `None`) with a fresh key. Refused unless `payment` is an
+    /// approved payment attempt and `valor` fits in what is left of it as the till knows it
+    /// (the server decides for good: it refuses a refund past the payment's balance).
+    pub async fn refund(
+        &self,
+        payment: &AttemptId,
+        valor: Option<Centavos>,
+        motivo: Option<String>,
+        now: UnixMillis,
+    ) -> Result<(PayOutcome, QueueSummary)> {
+        let page_limit = self.page_limit;
+        let payment = payment.clone();
+        self.db
+            .write(move |c| {
+                let paid = get_attempt(c, &payment)?
+                    .ok_or_else(|| CoreError::NotFound(payment.to_string()))?;
+                let server_id = refundable(&paid)?;
+                let existing = c
+                    .prepare_cached(&format!(
+                        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE refund_of = ?1 AND {LIVE_REFUND}"
+                    ))?
+                    .query_row([payment.as_ref()], attempt_from_row)
+                    .optional()?;
+                if let Some(a) = existing {
+                    return Ok((PayOutcome::Existing(a), queue(c)?));
+                }
+                let left = paid.valor.get() - refunded(c, &payment)?;
+                let valor = match valor {
+                    Some(v) => v,
+                    None => Centavos::new(left).map_err(|_| CoreError::NothingToRefund)?,
+                };
+                if left <= 0 {
+                    return Err(CoreError::NothingToRefund);
+                }
+                if valor.get() > left {
+                    return Err(CoreError::RefundExceeds { asked: valor.get(), left });
+                }
+                if let Some(limit) = page_limit {
+                    limit.check(c.query_row("PRAGMA page_count", [], |r| r.get(0))?)?;
+                }
+                let id = AttemptId::generate();
+                let key = IdempotencyKey::generate();
+                let body = RefundBody::bytes(valor, &id, motivo.as_deref());
+                exec(
+                    c,
+                    "INSERT INTO attempts (id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor,
+                                           cartao, request_body, state, next_try_at, created_at, updated_at)
+                     VALUES (?1, 'estorno', ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pendente', ?9, ?9, ?9)",
+                    params![
+                        id.as_ref(), payment.as_ref(), server_id.as_ref(), paid.sale_id.as_ref(),
+                        key.as_ref(), valor.get(), paid.cartao.as_ref(), body, now
+                    ],
+                )?;
+                let created = get_attempt(c, &id)?.expect("just inserted");
+                Ok((PayOutcome::Created(created), queue(c)?))
+            })
+            .await
+    }
+
+    /// The refunds of a payment attempt, oldest first.
+    pub async fn refunds_of(&self, payment: &AttemptId) -> Result<Vec<Attempt>> {
+        let payment = payment.clone();
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE kind = 'estorno' AND refund_of = ?1 ORDER BY seq",
+                    [payment.as_ref()],
+                )?)
+            })
+            .await
+    }
+
     /// Runs `f` on one attempt in the writer, then reads the attempt back with the queue, in the
     /// same transaction: what every change announces.
     async fn change<F>(&self, id: &AttemptId, f: F) -> Result<(Attempt, QueueSummary)>
@@ -193,13 +268,24 @@ impl Outbox {
         self.db
             .read(move |c| {
                 let mut st = c.prepare_cached(
-                    "SELECT id, idempotency_key, request_body, created_at, tries FROM attempts
+                    "SELECT id, idempotency_key, request_body, created_at, tries, refund_payment FROM attempts
                      WHERE state = 'pendente' AND next_try_at <= ?1 ORDER BY seq LIMIT ?2",
                 )?;
                 let jobs = st
                     .query_map(params![now, limit as i64], |r| {
+                        let target = match r.get::<_, Option<String>>(5)? {
+                            None => Target::Payment,
+                            Some(p) => Target::Refund(PaymentId::parse(&p).map_err(|e| {
+                                rusqlite::Error::FromSqlConversionFailure(
+                                    5,
+                                    rusqlite::types::Type::Text,
+                                    Box::new(e),
+                                )
+                            })?),
+                        };
                         Ok(SendJob {
                             id: AttemptId::from_stored(r.get::<_, String>(0)?),
+                            target,
                             key: IdempotencyKey::from_stored(r.get(1)?),
                             body: r.get(2)?,
                             created_at: r.get(3)?,
@@ -295,25 +381,33 @@ impl Outbox {
     }
 
     /// Puts an attempt in `revisao` back in the queue with its same key and bytes, unless its
-    /// sale has moved on to another attempt that is live or approved.
+    /// sale has moved on to another payment attempt that is live or approved (for a refund:
+    /// unless its payment has another undecided refund).
     pub async fn retry_review(
         &self,
         id: &AttemptId,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
         self.change(id, move |c, id| {
-            let other: Option<String> = c
+            let other: Option<(String, String)> = c
                 .prepare_cached(&format!(
-                    "SELECT id FROM attempts
-                     WHERE sale_id = (SELECT sale_id FROM attempts WHERE id = ?1 AND state = 'revisao')
-                       AND id != ?1 AND {BLOCKS_SALE} LIMIT 1"
+                    "SELECT id, kind FROM attempts WHERE id != ?1 AND (
+                         (sale_id = (SELECT sale_id FROM attempts
+                                     WHERE id = ?1 AND state = 'revisao' AND kind = 'pagamento')
+                          AND {BLOCKS_SALE})
+                      OR (refund_of = (SELECT refund_of FROM attempts
+                                       WHERE id = ?1 AND state = 'revisao' AND kind = 'estorno')
+                          AND {LIVE_REFUND}))
+                     LIMIT 1"
                 ))?
-                .query_row([id.as_ref()], |r| r.get(0))
+                .query_row([id.as_ref()], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
-            if let Some(other) = other {
-                return Err(CoreError::Invalid(format!(
-                    "esta venda já tem outro pagamento ({other}); não dá para reenviar este"
-                )));
+            if let Some((other, kind)) = other {
+                return Err(CoreError::Invalid(if kind == "estorno" {
+                    format!("este pagamento já tem outro estorno em andamento ({other}); não dá para reenviar este")
+                } else {
+                    format!("esta venda já tem outro pagamento ({other}); não dá para reenviar este")
+                }));
             }
             exec(
                 c,
@@ -378,14 +472,14 @@ impl Outbox {
             .await
     }
 
-    /// The attempts of one sale, oldest first.
+    /// The payment attempts of one sale, oldest first.
     pub async fn attempts_of(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
         let sale = sale.clone();
         self.db
             .read(move |c| {
                 Ok(select_attempts(
                     c,
-                    "WHERE sale_id = ?1 ORDER BY seq",
+                    "WHERE sale_id = ?1 AND kind = 'pagamento' ORDER BY seq",
                     [sale.as_ref()],
                 )?)
             })
@@ -422,8 +516,9 @@ impl Outbox {
             .await
     }
 
-    /// The attempts of a store day, oldest first: those of the sales opened that day, and of
-    /// sales from before numbering existed that were made in `bounds`.
+    /// The attempts of a store day, oldest first: the payments of the sales opened that day and
+    /// of sales from before numbering existed that were made in `bounds`, and the refunds made
+    /// in `bounds` (a refund counts the day the money went back, whatever day the sale was).
     pub async fn attempts_of_day(
         &self,
         day: &str,
@@ -434,9 +529,10 @@ impl Outbox {
             .read(move |c| {
                 Ok(select_attempts(
                     c,
-                    "WHERE sale_id IN (SELECT sale_id FROM sales WHERE day = ?1)
-                        OR (sale_id NOT IN (SELECT sale_id FROM sales)
-                            AND created_at >= ?2 AND created_at < ?3)
+                    "WHERE (kind = 'pagamento' AND (sale_id IN (SELECT sale_id FROM sales WHERE day = ?1)
+                                                    OR (sale_id NOT IN (SELECT sale_id FROM sales)
+                                                        AND created_at >= ?2 AND created_at < ?3)))
+                        OR (kind = 'estorno' AND created_at >= ?2 AND created_at < ?3)
                      ORDER BY seq",
                     params![day, bounds.0, bounds.1],
                 )?)
@@ -479,14 +575,16 @@ impl Outbox {
             .await
     }
 
-    /// The latest attempt of every sale that is not settled: `pendente`, or `revisao`.
+    /// The latest payment attempt of every sale that is not settled (`pendente`, or `revisao`),
+    /// and every refund that is not.
     pub async fn unfinished(&self) -> Result<Vec<Attempt>> {
         self.db
             .read(|c| {
                 Ok(select_attempts(
                     c,
                     "WHERE state IN ('pendente', 'revisao')
-                     AND seq = (SELECT max(seq) FROM attempts b WHERE b.sale_id = attempts.sale_id)
+                     AND (kind = 'estorno' OR seq = (SELECT max(seq) FROM attempts b
+                                                   WHERE b.sale_id = attempts.sale_id AND b.kind = 'pagamento'))
                      ORDER BY seq",
                     [],
                 )?)
@@ -553,4 +651,33 @@ impl Outbox {
     pub fn close(&self) {
         self.db.close();
     }
+}
+
+/// The server id of an approved payment attempt, which a refund of it names; refused for anything
+/// else.
+fn refundable(paid: &Attempt) -> Result<PaymentId> {
+    if paid.kind != AttemptKind::Pagamento {
+        return Err(CoreError::Invalid(
+            "um estorno não pode ser estornado; escolha o pagamento".into(),
+        ));
+    }
+    if paid.state != AttemptState::Aprovado {
+        return Err(CoreError::Invalid(format!(
+            "só um pagamento aprovado pode ser estornado; este está {}",
+            paid.state.label()
+        )));
+    }
+    let id = paid.payment_id.as_deref().unwrap_or_default();
+    PaymentId::parse(id).map_err(|e| CoreError::Invalid(e.to_string()))
+}
+
+/// What the payment attempt `payment` has had paid back or has on its way back: its approved
+/// refunds and its undecided ones (`pendente`, and `revisao` until the server said it has none).
+fn refunded(c: &rusqlite::Connection, payment: &AttemptId) -> rusqlite::Result<i64> {
+    c.prepare_cached(
+        "SELECT COALESCE(SUM(valor), 0) FROM attempts
+         WHERE kind = 'estorno' AND refund_of = ?1
+           AND (state IN ('aprovado', 'pendente') OR (state = 'revisao' AND review_checked_at IS NULL))",
+    )?
+    .query_row([payment.as_ref()], |r| r.get(0))
 }

@@ -1,17 +1,24 @@
 //! What the outbox stores and answers: attempts, the queue, and how a try ended.
 
 use crate::domain::{
-    AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, SaleId, UnixMillis,
+    AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId, SaleId,
+    UnixMillis,
 };
 use serde::Serialize;
 
-/// One press of Pagar for one sale.
+/// One press of Pagar for one sale, or of "Estornar" for one of its approved payments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Attempt {
     /// Local id (`att_…`); also sent as `referencia`.
     pub id: AttemptId,
-    /// The sale it pays.
+    /// A payment or a refund.
+    pub kind: AttemptKind,
+    /// The sale it pays (a refund: the sale of the payment it pays back).
     pub sale_id: SaleId,
+    /// A refund: the payment attempt it pays back.
+    pub refund_of: Option<AttemptId>,
+    /// A refund: that payment's server id, which its request's path names.
+    pub refund_payment: Option<PaymentId>,
     /// The `Idempotency-Key` every try of this attempt carries.
     pub idempotency_key: IdempotencyKey,
     /// Amount.
@@ -30,7 +37,7 @@ pub struct Attempt {
     pub last_error: Option<String>,
     /// HTTP status of the final answer.
     pub response_status: Option<u16>,
-    /// Server payment id (`pay_…`).
+    /// The server's id for it: `pay_…` for a payment, `est_…` for a refund.
     pub payment_id: Option<String>,
     /// Decline reason.
     pub motivo: Option<String>,
@@ -48,13 +55,51 @@ pub struct Attempt {
     pub sale_day: Option<String>,
 }
 
-/// The queue of attempts waiting for the server.
+impl Attempt {
+    /// Where its request goes.
+    pub fn target(&self) -> Target {
+        match &self.refund_payment {
+            Some(p) => Target::Refund(p.clone()),
+            None => Target::Payment,
+        }
+    }
+
+    /// True for a refund.
+    pub fn is_refund(&self) -> bool {
+        self.kind == AttemptKind::Estorno
+    }
+}
+
+/// Where an attempt's request goes and where its outcome is looked up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `POST /pagamentos`; looked up by `GET /pagamentos?referencia=`.
+    Payment,
+    /// `POST /pagamentos/{id}/estornos`; looked up in `GET /pagamentos/{id}`'s refunds.
+    Refund(PaymentId),
+}
+
+impl Target {
+    /// The request's path.
+    pub fn path(&self) -> String {
+        match self {
+            Target::Payment => "/pagamentos".to_string(),
+            Target::Refund(p) => format!("/pagamentos/{p}/estornos"),
+        }
+    }
+}
+
+/// The queue of attempts waiting for the server: payments and refunds counted apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub struct QueueSummary {
-    /// Attempts `pendente`.
+    /// Payments `pendente`.
     pub count: u64,
     /// Their total, in centavos.
     pub total: i64,
+    /// Refunds `pendente`.
+    pub refund_count: u64,
+    /// Their total, in centavos.
+    pub refund_total: i64,
 }
 
 /// What `pay` found or made.
@@ -62,8 +107,18 @@ pub struct QueueSummary {
 pub enum PayOutcome {
     /// A new attempt with a new key, durable now.
     Created(Attempt),
-    /// The sale already has a live (or approved) attempt; no new key was made.
+    /// The sale already has a live (or approved) attempt, or the payment a live refund; no
+    /// new key was made.
     Existing(Attempt),
+}
+
+impl PayOutcome {
+    /// The attempt, new or found.
+    pub fn attempt(&self) -> &Attempt {
+        match self {
+            PayOutcome::Created(a) | PayOutcome::Existing(a) => a,
+        }
+    }
 }
 
 /// What [`Outbox::pay_unless`] did.
@@ -82,6 +137,8 @@ pub(crate) enum Paid {
 pub struct SendJob {
     /// Attempt id.
     pub id: AttemptId,
+    /// Where they go.
+    pub target: Target,
     /// Its key.
     pub key: IdempotencyKey,
     /// Its exact request body.
@@ -101,7 +158,7 @@ pub struct FinalAnswer {
     pub status: u16,
     /// Body as received.
     pub body: Vec<u8>,
-    /// Server payment id.
+    /// The server's id: `pay_…`, or `est_…` for a refund.
     pub payment_id: Option<String>,
     /// Decline reason.
     pub motivo: Option<String>,

@@ -3,7 +3,8 @@
 
 use super::records::{Attempt, QueueSummary};
 use crate::domain::{
-    AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, SaleId, UnixMillis,
+    AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId, SaleId,
+    UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use durable_sqlite::exec;
@@ -16,16 +17,22 @@ pub(super) fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/V1__attempts.sql")),
         M::up(include_str!("../../migrations/V2__till.sql")),
         M::up(include_str!("../../migrations/V3__sales.sql")),
+        M::up(include_str!("../../migrations/V4__refunds.sql")),
     ])
 }
 
-/// The states in which an attempt keeps its sale from getting another one: it may still charge
+/// The payment attempts that keep their sale from getting another one: it may still charge
 /// (`pendente`), it did (`aprovado`), or nobody has confirmed yet that it did not (`revisao`
 /// before the server was asked by `referencia`).
-pub(super) const BLOCKS_SALE: &str =
-    "(state IN ('pendente', 'aprovado') OR (state = 'revisao' AND review_checked_at IS NULL))";
+pub(super) const BLOCKS_SALE: &str = "(kind = 'pagamento' AND (state IN ('pendente', 'aprovado') \
+     OR (state = 'revisao' AND review_checked_at IS NULL)))";
 
-pub(super) const ATTEMPT_COLUMNS: &str = "id, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
+/// The refund attempts that keep their payment from getting another refund: undecided ones
+/// (`attempts_one_live_refund` enforces it).
+pub(super) const LIVE_REFUND: &str = "(kind = 'estorno' AND (state = 'pendente' \
+     OR (state = 'revisao' AND review_checked_at IS NULL)))";
+
+pub(super) const ATTEMPT_COLUMNS: &str = "id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
                                last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at, \
                                (SELECT number FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_number, \
                                (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day";
@@ -43,8 +50,17 @@ fn refused(column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
 /// an error here rather than a wrong value later.
 pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
     let state: String = r.get("state")?;
+    let kind: String = r.get("kind")?;
     Ok(Attempt {
         id: AttemptId::from_stored(r.get::<_, String>("id")?),
+        kind: AttemptKind::parse(&kind).ok_or_else(|| refused("kind", &kind))?,
+        refund_of: r
+            .get::<_, Option<String>>("refund_of")?
+            .map(AttemptId::from_stored),
+        refund_payment: r
+            .get::<_, Option<String>>("refund_payment")?
+            .map(|p| PaymentId::parse(&p).map_err(|e| refused("refund_payment", e)))
+            .transpose()?,
         sale_id: SaleId::parse(&r.get::<_, String>("sale_id")?)
             .map_err(|e| refused("sale_id", e))?,
         idempotency_key: IdempotencyKey::from_stored(r.get("idempotency_key")?),
@@ -76,11 +92,13 @@ pub(super) fn get_attempt(c: &Connection, id: &AttemptId) -> rusqlite::Result<Op
 }
 
 pub(super) fn queue(c: &Connection) -> rusqlite::Result<QueueSummary> {
-    c.prepare_cached("SELECT count, total FROM queue WHERE id = 1")?
+    c.prepare_cached("SELECT count, total, refund_count, refund_total FROM queue WHERE id = 1")?
         .query_row([], |r| {
             Ok(QueueSummary {
                 count: r.get::<_, i64>(0)?.max(0) as u64,
                 total: r.get(1)?,
+                refund_count: r.get::<_, i64>(2)?.max(0) as u64,
+                refund_total: r.get(3)?,
             })
         })
 }
@@ -167,6 +185,36 @@ mod tests {
             schema, domain,
             "a new AttemptState needs a migration that widens the CHECK (and a look at the \
              triggers and partial indexes that name states)"
+        );
+    }
+
+    #[test]
+    fn the_schema_allows_exactly_the_attempt_kinds_and_a_refund_names_its_payment() {
+        let mut c = Connection::open_in_memory().unwrap();
+        migrations().to_latest(&mut c).unwrap();
+        let insert = |id: &str, kind: &str, of: Option<&str>| {
+            c.execute(
+                "INSERT INTO attempts (id, kind, refund_of, refund_payment, sale_id, idempotency_key,
+                                       valor, cartao, request_body, state, next_try_at, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?3, 's', ?1, 100, 'tok_aprovado', x'7b7d', 'aprovado', 0, 0, 0)",
+                params![id, kind, of],
+            )
+        };
+        for k in AttemptKind::ALL {
+            let of = (k == AttemptKind::Estorno).then_some("pay_1");
+            insert(&format!("att_{}", k.as_str()), k.as_str(), of).unwrap();
+        }
+        assert!(
+            insert("x1", "cancelamento", None).is_err(),
+            "an unknown kind"
+        );
+        assert!(
+            insert("x2", "estorno", None).is_err(),
+            "a refund of nothing"
+        );
+        assert!(
+            insert("x3", "pagamento", Some("pay_1")).is_err(),
+            "a payment that refunds"
         );
     }
 

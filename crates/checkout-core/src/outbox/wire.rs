@@ -34,3 +34,25 @@ impl RequestBody<'_> {
         .expect("a request body always serialises")
     }
 }
+
+/// The body of a refund: its amount, its attempt id as `referencia` (so a lost answer can be
+/// found among the payment's refunds) and the cashier's reason.
+#[derive(Serialize)]
+pub(super) struct RefundBody<'a> {
+    valor: i64,
+    referencia: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    motivo: Option<&'a str>,
+}
+
+impl RefundBody<'_> {
+    /// The bytes of a refund attempt.
+    pub fn bytes(valor: Centavos, id: &AttemptId, motivo: Option<&str>) -> Vec<u8> {
+        serde_json::to_vec(&RefundBody {
+            valor: valor.get(),
+            referencia: id.as_ref(),
+            motivo,
+        })
+        .expect("a refund body always serialises")
+    }
+}

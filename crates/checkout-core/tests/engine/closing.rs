@@ -128,6 +128,7 @@ async fn a_second_charge_and_a_stranger_on_the_server_are_found_and_pending_bloc
         Err(CoreError::PendingAtClose {
             count: 1,
             total: 300,
+            refunds: 0,
         }) => {}
         other => panic!("closing with a pending payment: {other:?}"),
     }

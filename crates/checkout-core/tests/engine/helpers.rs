@@ -72,6 +72,18 @@ impl Api {
             .unwrap()
     }
 
+    /// The gateway's refunds, oldest first: `(payment's charge, valor, status)`.
+    pub async fn refund_ledger(&self) -> Vec<payment_api::store::RefundLedgerRow> {
+        self.server
+            .as_ref()
+            .expect("server up")
+            .state()
+            .store()
+            .refund_ledger()
+            .await
+            .unwrap()
+    }
+
     pub async fn set_faults(&self, faults: Value) {
         let res = reqwest::Client::new()
             .put(format!("{}/admin/faults", self.url()))
@@ -158,6 +170,18 @@ impl Engine {
                 SaleId::parse(sale).unwrap(),
                 Centavos::new(valor).unwrap(),
                 CardToken::parse(cartao).unwrap(),
+            )
+            .await
+            .unwrap()
+    }
+
+    /// Refunds `valor` (all that is left when `None`) of the payment attempt `payment`.
+    pub async fn refund(&self, payment: &Attempt, valor: Option<i64>) -> PayOutcome {
+        self.checkout
+            .refund(
+                &payment.id,
+                valor.map(|v| Centavos::new(v).unwrap()),
+                Some("devolução".into()),
             )
             .await
             .unwrap()

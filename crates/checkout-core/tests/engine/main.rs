@@ -6,5 +6,6 @@ mod delivery;
 mod helpers;
 mod network;
 mod offline;
+mod refunds;
 mod refusals;
 mod storage;

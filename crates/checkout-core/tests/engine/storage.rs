@@ -96,13 +96,25 @@ async fn every_attempt_is_exported_as_csv_and_json() {
     let engine = Engine::open(fast_config(&api.url())).await;
     let a = engine.pay("venda-e1", 123_456, "tok_aprovado").await;
     let b = engine.pay("venda-e2", 500, "tok_recusado").await;
-    engine.final_state(&a).await;
+    let a = engine.final_state(&a).await;
     engine.final_state(&b).await;
+    let refund = engine.refund(&a, Some(456)).await;
+    engine.final_state(refund.attempt()).await;
     let attempts = engine.checkout.attempts().await.unwrap();
     let csv = String::from_utf8(checkout_core::export::to_csv(&attempts).unwrap()).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 3);
-    assert!(lines[0].starts_with("attempt_id,sale_id,idempotency_key,state,valor_centavos"));
+    assert_eq!(lines.len(), 4);
+    assert!(
+        lines[0]
+            .starts_with("attempt_id,kind,sale_id,refund_of,idempotency_key,state,valor_centavos"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[3].contains(&format!(",estorno,venda-e1,{},", a.id)) && lines[3].contains("R$ 4,56"),
+        "{}",
+        lines[3]
+    );
     assert!(
         lines[1].contains(a.idempotency_key.as_ref())
             && lines[1].contains("aprovado")
@@ -115,7 +127,8 @@ async fn every_attempt_is_exported_as_csv_and_json() {
     );
     let json: serde_json::Value =
         serde_json::from_slice(&checkout_core::export::to_json(&attempts).unwrap()).unwrap();
-    assert_eq!(json.as_array().unwrap().len(), 2);
+    assert_eq!(json.as_array().unwrap().len(), 3);
+    assert_eq!(json[2]["kind"], "estorno");
     assert_eq!(
         json[0]["payment_id"],
         attempts[0].payment_id.clone().unwrap().as_str()
