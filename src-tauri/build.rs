@@ -18,6 +18,7 @@ fn pagar_commands() -> &'static [&'static str] {
         "close_till",
         "pay",
         "refund_info",
+        "refund_preview",
         "refund",
         "attempts",
         "subscribe",

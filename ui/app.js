@@ -80,6 +80,85 @@ async function printReceipt() {
   }
 }
 
+/** "Estornar" on an approved payment in the history: the dialog, its amount defaulting to what
+ * is left of the payment. */
+async function openRefund(paymentAttemptId) {
+  try {
+    const info = await invoke("refund_info", { attemptId: paymentAttemptId });
+    state.refund = { payment: paymentAttemptId, info, step: "form", valor: info.saldo, motivo: "", attemptId: null, error: null, pressing: false };
+  } catch (err) {
+    state.error = errorText(err);
+    draw();
+    return;
+  }
+  state.dialog = "refund";
+  $("refund-valor").value = state.refund.info.saldo > 0 ? brlInput(state.refund.info.saldo) : "";
+  $("refund-motivo").value = "";
+  $("refund-dialog").hidden = false;
+  draw();
+  $("refund-valor").focus();
+  $("refund-valor").select();
+}
+
+/** The amount is read and checked by the app (never charged twice, never more than is left)
+ * and shown in R$ for the cashier to confirm. Nothing is stored yet. */
+async function reviewRefund(ev) {
+  ev.preventDefault();
+  const r = state.refund;
+  if (!r || r.step !== "form" || r.pressing) return;
+  r.error = null;
+  try {
+    const preview = await invoke("refund_preview", { attemptId: r.payment, valor: $("refund-valor").value });
+    r.valor = preview.valor;
+    r.motivo = $("refund-motivo").value;
+    r.step = "confirm";
+  } catch (err) {
+    r.error = errorText(err);
+  }
+  draw();
+  if (r.step === "confirm") $("refund-confirm").focus();
+}
+
+/** Confirmed: the refund is written ahead and sent; the dialog follows it to its end. */
+async function confirmRefund() {
+  const r = state.refund;
+  // Synchronous guard: a double click or a burst of clicks ends here.
+  if (!r || r.step !== "confirm" || r.pressing || $("refund-confirm").disabled) return;
+  r.pressing = true;
+  r.error = null;
+  $("refund-confirm").disabled = true;
+  draw();
+  try {
+    const reply = await invoke("refund", { attemptId: r.payment, valor: r.valor, motivo: r.motivo || null });
+    upsert(state, reply.attempt);
+    r.attemptId = reply.attempt.id;
+    r.step = "sent";
+  } catch (err) {
+    r.error = errorText(err);
+    r.step = "form";
+  } finally {
+    r.pressing = false;
+    draw();
+  }
+  $("refund-close").focus();
+}
+
+/** The receipt of the approved refund. */
+async function refundReceipt() {
+  const r = state.refund;
+  if (!r || !r.attemptId) return;
+  try {
+    const receipt = await invoke("receipt", { attemptId: r.attemptId });
+    $("refund-dialog").hidden = true;
+    state.refund = null;
+    state.dialog = "receipt";
+    showReceipt(receipt);
+  } catch (err) {
+    r.error = errorText(err);
+    draw();
+  }
+}
+
 /** Closes the till: the day reconciled with the server; `anyway` lists pending payments. */
 async function closeTill(anyway) {
   state.dialog = "closing";
@@ -93,6 +172,7 @@ async function closeTill(anyway) {
 function closeDialog() {
   hideDialogs();
   state.dialog = null;
+  state.refund = null;
   draw();
   $(current(state) && current(state).state === "aprovado" ? "nova-venda" : "valor").focus();
 }
@@ -109,6 +189,11 @@ function closeCards() {
 }
 
 function onKey(e) {
+  // A held key must not confirm a refund: only a fresh press does.
+  if (e.repeat && state.dialog === "refund" && e.key === "Enter") {
+    e.preventDefault();
+    return;
+  }
   const action = shortcut(state, e.key);
   if (!action) {
     if (e.key === "Enter" && document.activeElement === $("cartao") && $("cartao").size > 1) {
@@ -126,7 +211,15 @@ function onKey(e) {
     receipt: printReceipt,
     "close-till": () => closeTill(false),
     "close-dialog": closeDialog,
+    "refund-back": refundBack,
   })[action]();
+}
+
+function refundBack() {
+  if (!state.refund || state.refund.pressing) return;
+  state.refund.step = "form";
+  draw();
+  $("refund-valor").focus();
 }
 
 function anotherCard() {
@@ -198,6 +291,15 @@ async function start() {
   $("closing-anyway").addEventListener("click", () => closeTill(true));
   $("closing-print").addEventListener("click", () => window.print());
   $("closing-close").addEventListener("click", closeDialog);
+  $("history-rows").addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-refund]");
+    if (button && !state.dialog) openRefund(button.dataset.refund);
+  });
+  $("refund-form").addEventListener("submit", reviewRefund);
+  $("refund-confirm").addEventListener("click", confirmRefund);
+  $("refund-back").addEventListener("click", refundBack);
+  $("refund-receipt").addEventListener("click", refundReceipt);
+  $("refund-close").addEventListener("click", closeDialog);
   $("cartao").addEventListener("blur", closeCards);
   document.addEventListener("keydown", onKey);
 
@@ -233,7 +335,8 @@ async function start() {
   // Countdown of the next retry; the data itself only changes through events.
   setInterval(() => {
     const a = current(state);
-    if (a && a.state === "pendente") draw();
+    const r = state.refund && state.refund.attemptId ? state.attempts.get(state.refund.attemptId) : null;
+    if ((a && a.state === "pendente") || (r && r.state === "pendente")) draw();
     else renderQa(state);
   }, 1000);
   $("valor").focus();

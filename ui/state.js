@@ -18,10 +18,16 @@ export const CARD_LABELS = {
   tok_recusado: "Recusado (teste)",
   tok_saldo_insuficiente: "Saldo insuficiente (teste)",
   tok_lento: "Lento, aprova em segundos (teste)",
+  tok_estorno_recusado: "Aprova; estornos recusados (teste)",
+  tok_estorno_lento: "Aprova; estornos lentos (teste)",
 };
 
 /** Decline reasons the gateway gives, as a cashier reads them. */
-export const MOTIVOS = { cartao_recusado: "cartão recusado", saldo_insuficiente: "saldo insuficiente" };
+export const MOTIVOS = {
+  cartao_recusado: "cartão recusado",
+  saldo_insuficiente: "saldo insuficiente",
+  estorno_recusado: "a operadora recusou o estorno",
+};
 
 /** The QA panel's fault profiles. */
 export const FAULTS = {
@@ -49,6 +55,9 @@ export function createState() {
     queue: { count: 0, total: 0 },
     connectivity: "unknown",
     offlineSimulated: false,
+    // The refund dialog while open: { payment, info, step: "form" | "confirm" | "sent", valor,
+    // motivo, attemptId, error, pressing }.
+    refund: null,
     // How many queue and connectivity events have arrived: a snapshot asked for before one of
     // them must not put back the older value it read.
     seen: { queue: 0, connectivity: 0 },
@@ -83,9 +92,48 @@ export function errorText(err) {
   return err && err.message ? err.message : String(err);
 }
 
-/** The attempt the screen follows: the open sale's latest. */
+/** True for a refund (estorno) attempt. */
+export function isRefund(a) {
+  return Boolean(a && a.kind === "estorno");
+}
+
+/** The attempt the screen follows: the open sale's latest payment. */
 export function current(state) {
   return state.attemptId ? state.attempts.get(state.attemptId) : null;
+}
+
+/** Why an attempt is still `pendente`, for a payment and a refund alike. */
+function pendingWhy(state, a, now) {
+  // The last error's plain part ("a conexão caiu antes da resposta"), without the details, and
+  // not when it only repeats "sem conexão".
+  const plain = a.last_error ? a.last_error.split(" (")[0] : "";
+  const cause = plain && plain !== "sem conexão com o servidor" ? ` (${plain})` : "";
+  if (state.connectivity !== "online") {
+    return `Sem conexão${cause}: será enviado sozinho quando a rede voltar, com a mesma chave.`;
+  }
+  if (a.next_try_at > now) return `Nova tentativa em ${secondsUntil(a.next_try_at, now)} s, com a mesma chave.`;
+  return "Enviando de novo, com a mesma chave.";
+}
+
+/** A payment attempt's refunds among the attempts the window holds: approved and undecided
+ * totals, in centavos. */
+export function refundsOf(state, paymentAttemptId) {
+  let aprovado = 0;
+  let andamento = 0;
+  for (const r of state.attempts.values()) {
+    if (!isRefund(r) || r.refund_of !== paymentAttemptId) continue;
+    if (r.state === "aprovado") aprovado += r.valor;
+    else if (r.state === "pendente" || (r.state === "revisao" && !r.review_checked_at)) andamento += r.valor;
+  }
+  return { aprovado, andamento };
+}
+
+/** Whether the history offers "Estornar" for an attempt: an approved payment with something
+ * left to refund and no refund undecided (that one is followed instead). */
+export function canRefund(state, a) {
+  if (isRefund(a) || a.state !== "aprovado") return false;
+  const r = refundsOf(state, a.id);
+  return r.andamento === 0 && r.aprovado < a.valor;
 }
 
 /** The one label (and its detail) for the screen's current state: [kind, label, detail]. */
@@ -95,8 +143,11 @@ export function statusFor(state, a, now) {
   if (state.pressing && !a) return ["pendente", "Processando pagamento…", "Registrando o pagamento antes de enviar."];
   if (!a) return ["idle", "Pronto para cobrar.", ""];
   switch (a.state) {
-    case "aprovado":
-      return ["aprovado", "Pagamento aprovado", `${brl(a.valor)} · ${a.payment_id || ""}`];
+    case "aprovado": {
+      const back = refundsOf(state, a.id).aprovado;
+      const refunded = back === 0 ? "" : ` · estornado ${brl(back)}`;
+      return ["aprovado", "Pagamento aprovado", `${brl(a.valor)} · ${a.payment_id || ""}${refunded}`];
+    }
     case "recusado":
       return ["recusado", `Pagamento recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`,
         "Nenhuma cobrança foi feita. Tente outro cartão."];
@@ -112,23 +163,86 @@ export function statusFor(state, a, now) {
       if (a.tries === 0 && state.connectivity !== "offline") {
         return ["pendente", "Processando pagamento…", "Enviando ao servidor. Não cobre de novo."];
       }
-      let why;
-      // The last error's plain part ("a conexão caiu antes da resposta"), without the details.
-      const cause = a.last_error ? ` (${a.last_error.split(" (")[0]})` : "";
-      if (state.connectivity !== "online") {
-        why = `Sem conexão${cause}: será enviado sozinho quando a rede voltar, com a mesma chave.`;
-      } else if (a.next_try_at > now) {
-        why = `Nova tentativa em ${secondsUntil(a.next_try_at, now)} s, com a mesma chave.`;
-      } else {
-        why = "Enviando de novo, com a mesma chave.";
-      }
-      return ["pendente", "Pagamento pendente — não cobre de novo", why];
+      return ["pendente", "Pagamento pendente — não cobre de novo", pendingWhy(state, a, now)];
     }
     default:
       // A state this screen does not know (a newer engine): never "ready", never "approved".
       return ["erro", `Estado desconhecido: ${a.state} — não cobre de novo`,
         "Esta versão da tela não conhece este estado. Confira o pagamento no histórico antes de cobrar."];
   }
+}
+
+/** The refund dialog's label and detail, [kind, label, detail], or null before anything was
+ * asked. Every state has one honest label; `pendente` says plainly not to refund again. */
+export function refundStatus(state, now) {
+  const r = state.refund;
+  if (!r) return null;
+  const a = r.attemptId ? state.attempts.get(r.attemptId) : null;
+  if (r.error) return ["erro", "Estorno não registrado", r.error];
+  if (!a) return r.pressing ? ["pendente", "Registrando o estorno…", "Gravando o estorno antes de enviar."] : null;
+  switch (a.state) {
+    case "aprovado":
+      return ["aprovado", "Estorno aprovado", `${brl(a.valor)} devolvidos ao cartão · ${a.payment_id || ""}`];
+    case "recusado":
+      return ["recusado", `Estorno recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`,
+        "Nada foi devolvido; o valor continua disponível para estorno."];
+    case "revisao":
+      if (!a.review_checked_at) {
+        return ["revisao", "Estorno requer revisão — verificando se foi feito…",
+          `Consultando o servidor antes de qualquer novo estorno. Não estorne de novo. (${a.last_error || "pedido recusado"})`];
+      }
+      return ["revisao", "Estorno requer revisão — nenhum estorno encontrado",
+        `O servidor não fez este estorno (${a.last_error || "pedido recusado"}). Nada foi devolvido.`];
+    case "pendente":
+      if (a.tries === 0 && state.connectivity !== "offline") {
+        return ["pendente", "Processando estorno…", "Enviando ao servidor. Não estorne de novo."];
+      }
+      return ["pendente", "Estorno pendente — não estorne de novo", pendingWhy(state, a, now)];
+    default:
+      return ["erro", `Estado desconhecido: ${a.state} — não estorne de novo`,
+        "Esta versão da tela não conhece este estado. Confira o estorno no histórico."];
+  }
+}
+
+/** The refund dialog's controls: the amount is edited, then confirmed in R$, then followed.
+ * "Confirmar estorno" is disabled from the press until the refund is final, by state. */
+export function refundControls(state) {
+  const r = state.refund;
+  const a = r && r.attemptId ? state.attempts.get(r.attemptId) : null;
+  const step = r ? r.step : "form";
+  return {
+    editHidden: step !== "form",
+    reviewHidden: step !== "form",
+    confirmHidden: step !== "confirm",
+    confirmDisabled: !r || r.pressing,
+    backHidden: step !== "confirm" || Boolean(r && r.pressing),
+    statusHidden: !refundStatus(state, Date.now()),
+    receiptHidden: !(a && a.state === "aprovado"),
+  };
+}
+
+/** The confirmation a cashier reads before the money goes back. */
+export function refundConfirmText(state) {
+  const r = state.refund;
+  if (!r) return "";
+  const p = r.info.pagamento;
+  const venda = p.sale_number == null ? "desta venda" : `da venda nº ${saleNumber(p.sale_number)}`;
+  return `Estornar ${brl(r.valor)} ${venda} para o cartão ${r.info.cartao}?`;
+}
+
+/** The refund dialog's heading line: what was paid, paid back, and is left, kept current by
+ * the events while the dialog is open (the outbox's figures when it opened are the floor). */
+export function refundMeta(state) {
+  const { info } = state.refund;
+  const live = refundsOf(state, info.pagamento.id);
+  const estornado = Math.max(live.aprovado, info.estornado);
+  const andamento = live.andamento;
+  const saldo = Math.max(0, info.pagamento.valor - estornado - andamento);
+  const parts = [`Pago ${brl(info.pagamento.valor)}`];
+  if (estornado > 0) parts.push(`já estornado ${brl(estornado)}`);
+  if (andamento > 0) parts.push(`em estorno ${brl(andamento)}`);
+  parts.push(saldo > 0 ? `pode estornar até ${brl(saldo)}` : "nada mais a estornar");
+  return parts.join(" · ");
 }
 
 /** Which controls are live: the Pagar button is disabled from the press until the attempt is
@@ -178,7 +292,10 @@ export function saleTitle(state) {
 /** What a key does now, or null: the cashier never needs the mouse. Enter pays through the
  * form itself. */
 export function shortcut(state, key) {
-  if (key === "Escape") return state.dialog ? "close-dialog" : null;
+  if (key === "Escape") {
+    if (state.dialog === "refund" && state.refund && state.refund.step === "confirm" && !state.refund.pressing) return "refund-back";
+    return state.dialog ? "close-dialog" : null;
+  }
   if (state.dialog || !state.ready) return null;
   const c = controls(state, current(state));
   switch (key) {
@@ -193,19 +310,33 @@ export function shortcut(state, key) {
 /** The closing's one-line verdict and whether the day reconciles. */
 export function closingVerdict(closing) {
   const n = closing.discrepancies.length;
-  if (n === 0) return { ok: true, text: "Tudo confere: cada pagamento do caixa bate com o servidor." };
+  if (n === 0) {
+    const what = closing.refunds && closing.refunds.aprovado.count + closing.refunds.recusado.count + closing.refunds.pendente.count + closing.refunds.revisao.count > 0
+      ? "cada pagamento e cada estorno do caixa batem"
+      : "cada pagamento do caixa bate";
+    return { ok: true, text: `Tudo confere: ${what} com o servidor.` };
+  }
   return { ok: false, text: `${n} ${n === 1 ? "divergência encontrada" : "divergências encontradas"} — confira antes de encerrar o dia.` };
 }
 
-/** The closing's totals as table rows: [label, count, centavos]. */
+/** The closing's totals as table rows: [label, count, centavos], payments then refunds (refund
+ * states other than approved only when the day had some), then the day's net (count null). The
+ * printed summary has the same rows (`closing_rows` in src-tauri/src/till.rs). */
 export function closingTotals(closing) {
   const t = closing.totals;
-  return [
+  const r = closing.refunds;
+  const rows = [
     ["Aprovados", t.aprovado.count, t.aprovado.centavos],
     ["Recusados", t.recusado.count, t.recusado.centavos],
     ["Pendentes", t.pendente.count, t.pendente.centavos],
     ["Em revisão", t.revisao.count, t.revisao.centavos],
+    ["Estornos aprovados", r.aprovado.count, r.aprovado.centavos],
   ];
+  for (const [label, x] of [["Estornos recusados", r.recusado], ["Estornos pendentes", r.pendente], ["Estornos em revisão", r.revisao]]) {
+    if (x.count > 0) rows.push([label, x.count, x.centavos]);
+  }
+  rows.push(["Líquido do dia", null, closing.net_centavos]);
+  return rows;
 }
 
 /** Discrepancies grouped by kind, in the order the closing lists them: [{kind, label, items}]. */
@@ -234,9 +365,13 @@ export function offlineBanner(state) {
     ? "Verificando a conexão com o servidor de pagamentos…"
     : "Sem conexão com o servidor de pagamentos.";
   const n = state.queue.count;
-  const detail = n === 0
+  const refunds = state.queue.refund_count || 0;
+  const parts = [];
+  if (n > 0) parts.push(`${n} ${n === 1 ? "pagamento aguardando" : "pagamentos aguardando"} · ${brl(state.queue.total)}`);
+  if (refunds > 0) parts.push(`${refunds} ${refunds === 1 ? "estorno aguardando" : "estornos aguardando"} · ${brl(state.queue.refund_total)}`);
+  const detail = parts.length === 0
     ? "Nenhum pagamento aguardando."
-    : `${n} ${n === 1 ? "pagamento aguardando" : "pagamentos aguardando"} · ${brl(state.queue.total)} — serão enviados sozinhos quando a rede voltar.`;
+    : `${parts.join("; ")} — ${n + refunds === 1 ? "será enviado sozinho" : "serão enviados sozinhos"} quando a rede voltar.`;
   return { title, detail };
 }
 
@@ -245,12 +380,22 @@ export function offlineBanner(state) {
 export function unfinishedSales(state) {
   const latest = new Map();
   for (const a of state.attempts.values()) {
+    if (isRefund(a)) continue;
     const seen = latest.get(a.sale_id);
     if (!seen || a.created_at >= seen.created_at) latest.set(a.sale_id, a);
   }
   return [...latest.values()]
     .filter((a) => a.sale_id !== state.saleId && (a.state === "pendente" || a.state === "revisao"))
     .filter((a) => a.state === "revisao" || state.carriedOver.has(a.sale_id))
+    .sort((x, y) => x.created_at - y.created_at);
+}
+
+/** Every refund not settled (`pendente`, `revisao`) but the one the refund dialog follows:
+ * the cashier must not refund those payments again. */
+export function unfinishedRefunds(state) {
+  const open = state.dialog === "refund" && state.refund ? state.refund.attemptId : null;
+  return [...state.attempts.values()]
+    .filter((a) => isRefund(a) && (a.state === "pendente" || a.state === "revisao") && a.id !== open)
     .sort((x, y) => x.created_at - y.created_at);
 }
 
@@ -303,9 +448,10 @@ export function upsert(state, a) {
 export function applyEvent(state, e) {
   if (e.type === "attempt_changed") {
     upsert(state, e.attempt);
-    // A new attempt of the open sale (another card) becomes the one the screen follows.
+    // A new payment attempt of the open sale (another card) becomes the one the screen follows;
+    // a refund of it is followed by the refund dialog.
     const cur = current(state);
-    if (e.attempt.sale_id === state.saleId && (!cur || e.attempt.created_at >= cur.created_at)) {
+    if (!isRefund(e.attempt) && e.attempt.sale_id === state.saleId && (!cur || e.attempt.created_at >= cur.created_at)) {
       state.attemptId = e.attempt.id;
     }
   } else if (e.type === "queue_changed") {

@@ -2,9 +2,10 @@
 // decided in state.js; this module only puts it on the page.
 
 import {
-  brl, closingTotals, closingVerdict, connectivityText, count, controls, current, discrepancyGroups,
-  newest, nextTryText, offlineBanner, pillText, saleNumber, saleTitle, statusFor, storeTime,
-  unfinishedSales,
+  brl, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
+  discrepancyGroups, isRefund, newest, nextTryText, offlineBanner, pillText, refundConfirmText,
+  refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
+  unfinishedRefunds, unfinishedSales,
 } from "./state.js";
 
 export const $ = (id) => document.getElementById(id);
@@ -54,20 +55,32 @@ export function render(state) {
   renderUnfinished(state);
   renderHistory(state);
   renderQa(state);
+  renderRefund(state);
 }
 
 function renderUnfinished(state) {
   const open = unfinishedSales(state);
-  $("unfinished").hidden = open.length === 0;
-  if (open.length === 0) return;
-  $("unfinished-title").textContent = open.length === 1
-    ? "1 outra venda com pagamento não concluído:"
-    : `${open.length} outras vendas com pagamento não concluído:`;
+  const refunds = unfinishedRefunds(state);
+  $("unfinished").hidden = open.length + refunds.length === 0;
+  if (open.length + refunds.length === 0) return;
+  const titles = [];
+  if (open.length > 0) {
+    titles.push(open.length === 1 ? "1 outra venda com pagamento não concluído" : `${open.length} outras vendas com pagamento não concluído`);
+  }
+  if (refunds.length > 0) titles.push(count(refunds.length, "estorno não concluído", "estornos não concluídos"));
+  $("unfinished-title").textContent = `${titles.join(" e ")}:`;
+  const venda = (a) => (a.sale_number == null ? a.sale_id : `Venda nº ${saleNumber(a.sale_number)}`);
   $("unfinished-list").replaceChildren(...open.map((a) => {
     const li = document.createElement("li");
     const what = a.state === "revisao" ? "requer revisão" : "pendente — não cobre de novo";
-    li.textContent = `${a.sale_id} · ${brl(a.valor)} · ${what}`;
+    li.textContent = `${venda(a)} · ${brl(a.valor)} · ${what}`;
     li.dataset.sale = a.sale_id;
+    return li;
+  }), ...refunds.map((a) => {
+    const li = document.createElement("li");
+    const what = a.state === "revisao" ? "estorno requer revisão" : "estorno pendente — não estorne de novo";
+    li.textContent = `${venda(a)} · ${brl(a.valor)} · ${what}`;
+    li.dataset.refund = a.id;
     return li;
   }));
 }
@@ -80,7 +93,7 @@ function renderHistory(state) {
     const tr = document.createElement("tr");
     tr.className = "empty";
     const td = cell("Nenhum pagamento nesta sessão.");
-    td.colSpan = 5;
+    td.colSpan = 6;
     tr.append(td);
     body.append(tr);
     return;
@@ -88,15 +101,68 @@ function renderHistory(state) {
   for (const a of rows) {
     const tr = document.createElement("tr");
     tr.dataset.attempt = a.id;
+    const refund = isRefund(a);
+    if (refund) tr.className = "estorno";
     const pill = document.createElement("span");
     pill.className = `pill ${a.state}`;
-    pill.textContent = pillText(a.state);
+    pill.textContent = refund ? `estorno ${pillText(a.state)}` : pillText(a.state);
     const st = document.createElement("td");
     st.append(pill);
-    const venda = cell(a.sale_number == null ? "—" : `nº ${saleNumber(a.sale_number)}`);
+    const number = a.sale_number == null ? "—" : `nº ${saleNumber(a.sale_number)}`;
+    const venda = cell(refund ? `${number} · estorno` : number);
     venda.title = a.sale_id;
-    tr.append(cell(storeTime(a.created_at, state.utcOffsetMinutes)), venda, cell(brl(a.valor), "num"), st, cell(a.payment_id || "—", "mono"));
+    const valor = cell(refund ? `-${brl(a.valor)}` : brl(a.valor), "num");
+    if (!refund && a.state === "aprovado") {
+      const back = refundsOf(state, a.id).aprovado;
+      if (back > 0) {
+        const note = document.createElement("span");
+        note.className = "refunded";
+        note.textContent = back >= a.valor ? "estornado" : `estornado ${brl(back)}`;
+        valor.append(note);
+      }
+    }
+    const action = document.createElement("td");
+    if (canRefund(state, a)) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "ghost small";
+      button.textContent = "Estornar";
+      button.dataset.refund = a.id;
+      button.id = `estornar-${a.id}`;
+      button.setAttribute("aria-label", `Estornar venda ${number} de ${brl(a.valor)}`);
+      action.append(button);
+    }
+    tr.append(cell(storeTime(a.created_at, state.utcOffsetMinutes)), venda, valor, st, cell(a.payment_id || "—", "mono"), action);
     body.append(tr);
+  }
+}
+
+/** Redraws the refund dialog, when it is open. */
+function renderRefund(state) {
+  const r = state.refund;
+  if (!r || state.dialog !== "refund") return;
+  const p = r.info.pagamento;
+  $("refund-title").textContent = p.sale_number == null ? "Estornar venda" : `Estornar venda nº ${saleNumber(p.sale_number)}`;
+  $("refund-meta").textContent = refundMeta(state);
+  $("refund-hint").textContent = `Até ${brl(r.info.saldo)}. Digite como na maquininha: 1.234,56`;
+  const c = refundControls(state);
+  $("refund-edit").hidden = c.editHidden;
+  $("refund-review").hidden = c.reviewHidden;
+  $("refund-confirm").hidden = c.confirmHidden;
+  $("refund-confirm").disabled = c.confirmDisabled;
+  $("refund-confirm").textContent = `Confirmar estorno de ${brl(r.valor)}`;
+  $("refund-back").hidden = c.backHidden;
+  $("refund-confirm-text").hidden = r.step === "form";
+  $("refund-confirm-text").textContent = refundConfirmText(state);
+  $("refund-receipt").hidden = c.receiptHidden;
+  const status = refundStatus(state, Date.now());
+  $("refund-status").hidden = !status;
+  if (status) {
+    const [kind, label, detail] = status;
+    $("refund-status").dataset.state = kind;
+    // Only a changed text is written: the aria-live region announces each change once.
+    if ($("refund-status-label").textContent !== label) $("refund-status-label").textContent = label;
+    if ($("refund-status-detail").textContent !== detail) $("refund-status-detail").textContent = detail;
   }
 }
 
@@ -134,12 +200,13 @@ export function showReceipt(receipt) {
 export function showClosing(reply) {
   const c = reply.closing;
   $("closing-meta").textContent =
-    `Dia ${c.day} · terminal ${c.terminal || "—"} · ${count(c.sales, "venda", "vendas")} · ${count(c.server_payments, "pagamento", "pagamentos")} no servidor`;
+    `Dia ${c.day} · terminal ${c.terminal || "—"} · ${count(c.sales, "venda", "vendas")} · ${count(c.server_payments, "pagamento", "pagamentos")} no servidor${c.server_refunds ? ` · ${count(c.server_refunds, "estorno", "estornos")}` : ""}`;
   $("closing-totals").replaceChildren(...closingTotals(c).map(([label, n, centavos]) => {
     const tr = document.createElement("tr");
     const th = document.createElement("th");
     th.textContent = label;
-    tr.append(th, cell(String(n), "num"), cell(brl(centavos), "num"));
+    tr.append(th, cell(n == null ? "" : String(n), "num"), cell(brl(centavos), "num"));
+    if (n == null) tr.className = "net";
     return tr;
   }));
   const verdict = closingVerdict(c);
@@ -190,6 +257,7 @@ export function showClosingRefused(message, pendingKind) {
 export function hideDialogs() {
   $("receipt-dialog").hidden = true;
   $("closing-dialog").hidden = true;
+  $("refund-dialog").hidden = true;
 }
 
 /** Shows the terminal's name. */

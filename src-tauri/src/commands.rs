@@ -6,8 +6,8 @@ use crate::session::{AppInfo, Session};
 use crate::till::{self, Receipt};
 use checkout_core::domain::sale_number;
 use checkout_core::{
-    export, Attempt, AttemptId, AttemptState, CardToken, Centavos, Closing, Connectivity, Event,
-    PayOutcome, QueueSummary, SaleId, Till,
+    export, Attempt, AttemptId, AttemptState, CardToken, Centavos, Checkout, Closing, Connectivity,
+    CoreError, Event, PayOutcome, QueueSummary, SaleId, Till,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -181,14 +181,67 @@ pub struct RefundInfo {
     pub em_andamento: i64,
     /// What may still be refunded, in centavos.
     pub saldo: i64,
+    /// The card the money goes back to, masked (`tok_…vado`).
+    pub cartao: String,
 }
 
 /// A payment and its refunds, for the refund dialog.
 #[tauri::command]
 pub async fn refund_info(session: State<'_, Session>, attempt_id: String) -> Result<RefundInfo> {
-    let checkout = session.get()?.checkout();
-    let id = AttemptId::from_stored(attempt_id);
+    info_of(
+        session.get()?.checkout(),
+        AttemptId::from_stored(attempt_id),
+    )
+    .await
+}
+
+/// What the confirmation shows: the amount as the cashier typed it (`1.234,56`), read once
+/// here, checked against what is left, and sent as these centavos when confirmed.
+#[derive(Debug, Serialize)]
+pub struct RefundPreview {
+    /// The amount to refund, in centavos.
+    pub valor: i64,
+}
+
+/// Reads and checks a refund amount before the confirmation; nothing is stored.
+#[tauri::command]
+pub async fn refund_preview(
+    session: State<'_, Session>,
+    attempt_id: String,
+    valor: String,
+) -> Result<RefundPreview> {
+    let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
+    let info = info_of(
+        session.get()?.checkout(),
+        AttemptId::from_stored(attempt_id),
+    )
+    .await?;
+    if info.saldo <= 0 {
+        return Err(CoreError::NothingToRefund.into());
+    }
+    if valor.get() > info.saldo {
+        return Err(CoreError::RefundExceeds {
+            asked: valor.get(),
+            left: info.saldo,
+        }
+        .into());
+    }
+    Ok(RefundPreview { valor: valor.get() })
+}
+
+async fn info_of(checkout: &Checkout, id: AttemptId) -> Result<RefundInfo> {
     let pagamento = checkout.attempt(&id).await?;
+    if pagamento.is_refund() || pagamento.state != AttemptState::Aprovado {
+        return Err(AppError::Invalid(format!(
+            "só um pagamento aprovado pode ser estornado; este {} está {}",
+            if pagamento.is_refund() {
+                "estorno"
+            } else {
+                "pagamento"
+            },
+            pagamento.state.label()
+        )));
+    }
     let estornos = checkout.refunds_of(&id).await?;
     let sum = |keep: fn(&Attempt) -> bool| -> i64 {
         estornos
@@ -204,6 +257,7 @@ pub async fn refund_info(session: State<'_, Session>, attempt_id: String) -> Res
     });
     Ok(RefundInfo {
         saldo: (pagamento.valor.get() - estornado - em_andamento).max(0),
+        cartao: pagamento.cartao.masked(),
         pagamento,
         estornos,
         estornado,
@@ -211,16 +265,16 @@ pub async fn refund_info(session: State<'_, Session>, attempt_id: String) -> Res
     })
 }
 
-/// Refunds `valor` (as the cashier typed it, `1.234,56`) of an approved payment attempt, with
-/// the cashier's `motivo`. Answers the payment's undecided refund instead if it has one.
+/// Refunds `valor` centavos (as the confirmation showed them) of an approved payment attempt,
+/// with the cashier's `motivo`. Answers the payment's undecided refund instead if it has one.
 #[tauri::command]
 pub async fn refund(
     session: State<'_, Session>,
     attempt_id: String,
-    valor: String,
+    valor: i64,
     motivo: Option<String>,
 ) -> Result<PayReply> {
-    let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
+    let valor = Centavos::new(valor).map_err(AppError::invalid)?;
     let motivo = motivo
         .map(|m| m.trim().to_string())
         .filter(|m| !m.is_empty());

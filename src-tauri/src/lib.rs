@@ -39,6 +39,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::close_till,
         commands::pay,
         commands::refund_info,
+        commands::refund_preview,
         commands::refund,
         commands::attempts,
         commands::subscribe,

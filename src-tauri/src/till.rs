@@ -182,7 +182,16 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
         })
         .collect::<String>();
     let discrepancies = if c.discrepancies.is_empty() {
-        "<p>Nenhuma divergência: cada pagamento do caixa confere com o servidor.</p>".to_string()
+        let r = &c.refunds;
+        let refunds = r.aprovado.count + r.recusado.count + r.pendente.count + r.revisao.count;
+        format!(
+            "<p>Nenhuma divergência: {} com o servidor.</p>",
+            if refunds > 0 {
+                "cada pagamento e cada estorno do caixa conferem"
+            } else {
+                "cada pagamento do caixa confere"
+            }
+        )
     } else {
         let items: String = c
             .discrepancies

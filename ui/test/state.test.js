@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import {
   applyEvent, applySnapshot, applyTill, closingTotals, closingVerdict, discrepancyGroups, saleTitle,
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
-  STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest,
+  STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
+  refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -188,6 +189,9 @@ test("the sale is titled by its number and the closing reads at a glance", () =>
   const closing = {
     totals: { aprovado: { count: 2, centavos: 1500 }, recusado: { count: 1, centavos: 500 },
       pendente: { count: 0, centavos: 0 }, revisao: { count: 0, centavos: 0 } },
+    refunds: { aprovado: { count: 1, centavos: 300 }, recusado: { count: 0, centavos: 0 },
+      pendente: { count: 1, centavos: 200 }, revisao: { count: 0, centavos: 0 } },
+    net_centavos: 1200,
     discrepancies: [
       { kind: "two_charges_for_one_sale", label: "Duas cobranças para uma venda", venda: "0004", detail: "…" },
       { kind: "amount_mismatch", label: "Valor diferente", venda: "0003", detail: "…" },
@@ -195,6 +199,11 @@ test("the sale is titled by its number and the closing reads at a glance", () =>
     ],
   };
   assert.deepEqual(closingTotals(closing)[0], ["Aprovados", 2, 1500]);
+  assert.deepEqual(closingTotals(closing).slice(4), [
+    ["Estornos aprovados", 1, 300],
+    ["Estornos pendentes", 1, 200], // refund states other than approved only when there are some
+    ["Líquido do dia", null, 1200],
+  ]);
   assert.deepEqual(discrepancyGroups(closing).map((g) => [g.kind, g.items.length]),
     [["two_charges_for_one_sale", 2], ["amount_mismatch", 1]]);
   assert.equal(closingVerdict(closing).ok, false);
@@ -226,4 +235,75 @@ test("counts agree with their nouns", async () => {
   assert.equal(count(1, "venda", "vendas"), "1 venda");
   assert.equal(count(0, "venda", "vendas"), "0 vendas");
   assert.equal(count(2, "pagamento", "pagamentos"), "2 pagamentos");
+});
+
+/** A refund attempt of payment attempt `of`. */
+function refund(over = {}) {
+  return attempt({ id: "att_r1", kind: "estorno", refund_of: "att_1", refund_payment: "pay_1", valor: 3000, ...over });
+}
+
+test("a refund never becomes the sale's attempt, and the sale shows what was paid back", () => {
+  const paid = attempt({ state: "aprovado", payment_id: "pay_1", valor: 10000, kind: "pagamento" });
+  const s = ready(paid);
+  applyEvent(s, { type: "attempt_changed", attempt: refund({ state: "aprovado", payment_id: "est_1", created_at: NOW + 5 }) });
+  assert.equal(current(s).id, "att_1", "the screen still follows the payment");
+  assert.deepEqual(refundsOf(s, "att_1"), { aprovado: 3000, andamento: 0 });
+  assert.match(statusFor(s, current(s), NOW)[2], /estornado R\$ 30,00/);
+  assert.equal(canRefund(s, current(s)), true, "R$ 70,00 are left");
+  applyEvent(s, { type: "attempt_changed", attempt: refund({ id: "att_r2", valor: 7000, created_at: NOW + 6 }) });
+  assert.equal(canRefund(s, current(s)), false, "a refund is undecided: it is followed, not repeated");
+  assert.equal(canRefund(s, s.attempts.get("att_r2")), false, "a refund is not refunded");
+  assert.equal(unfinishedSales(s).length, 0, "refunds are not unfinished sales");
+  assert.deepEqual(unfinishedRefunds(s).map((a) => a.id), ["att_r2"]);
+});
+
+test("the refund dialog has one honest label per state and says not to refund again while pending", () => {
+  const s = ready(attempt({ state: "aprovado", payment_id: "pay_1", valor: 10000 }));
+  s.dialog = "refund";
+  s.refund = { payment: "att_1", info: { pagamento: s.attempts.get("att_1"), estornado: 0, em_andamento: 0, saldo: 10000, cartao: "tok_…vado" },
+    step: "form", valor: 10000, motivo: "", attemptId: null, error: null, pressing: false };
+  assert.equal(refundStatus(s, NOW), null, "nothing asked yet");
+  assert.equal(refundControls(s).confirmHidden, true);
+  s.refund.step = "confirm";
+  s.refund.valor = 3000;
+  assert.equal(refundConfirmText(s), "Estornar R$ 30,00 desta venda para o cartão tok_…vado?");
+  assert.equal(refundControls(s).confirmDisabled, false);
+  s.refund.pressing = true;
+  assert.equal(refundControls(s).confirmDisabled, true, "off from the press");
+  assert.equal(refundStatus(s, NOW)[1], "Registrando o estorno…");
+  s.refund.pressing = false;
+  s.refund.step = "sent";
+  s.refund.attemptId = "att_r1";
+  assert.equal(refundControls(s).confirmHidden, true, "once sent, it cannot be confirmed again");
+  const labels = new Set();
+  for (const [state, extra, label] of [
+    ["pendente", { tries: 2 }, "Estorno pendente — não estorne de novo"],
+    ["aprovado", { payment_id: "est_1" }, "Estorno aprovado"],
+    ["recusado", { motivo: "estorno_recusado" }, "Estorno recusado: a operadora recusou o estorno"],
+    ["revisao", {}, "Estorno requer revisão — verificando se foi feito…"],
+    ["revisao", { review_checked_at: NOW }, "Estorno requer revisão — nenhum estorno encontrado"],
+  ]) {
+    upsert(s, refund({ state, updated_at: NOW + labels.size + 1, ...extra }));
+    assert.equal(refundStatus(s, NOW)[1], label);
+    labels.add(label);
+  }
+  s.connectivity = "offline";
+  upsert(s, refund({ state: "pendente", tries: 0, updated_at: NOW + 99 }));
+  assert.deepEqual(refundStatus(s, NOW).slice(0, 2), ["pendente", "Estorno pendente — não estorne de novo"]);
+  assert.match(refundStatus(s, NOW)[2], /quando a rede voltar, com a mesma chave/);
+  upsert(s, refund({ state: "aprovado", payment_id: "est_1", updated_at: NOW + 100 }));
+  assert.equal(refundMeta(s), "Pago R$ 100,00 · já estornado R$ 30,00 · pode estornar até R$ 70,00",
+    "the dialog follows what the refund did, not the figures it opened with");
+  upsert(s, refund({ id: "att_r2", valor: 7000, state: "pendente", created_at: NOW + 1 }));
+  assert.equal(refundMeta(s), "Pago R$ 100,00 · já estornado R$ 30,00 · em estorno R$ 70,00 · nada mais a estornar");
+});
+
+test("the offline banner counts refunds apart from payments", () => {
+  const s = createState();
+  s.connectivity = "offline";
+  s.queue = { count: 2, total: 5000, refund_count: 1, refund_total: 3000 };
+  assert.equal(offlineBanner(s).detail,
+    "2 pagamentos aguardando · R$ 50,00; 1 estorno aguardando · R$ 30,00 — serão enviados sozinhos quando a rede voltar.");
+  s.queue = { count: 0, total: 0, refund_count: 1, refund_total: 3000 };
+  assert.equal(offlineBanner(s).detail, "1 estorno aguardando · R$ 30,00 — será enviado sozinho quando a rede voltar.");
 });

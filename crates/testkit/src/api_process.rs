@@ -155,7 +155,22 @@ impl ApiProcess {
 
     /// Every real charge, from the gateway ledger (`GET /admin/ledger`).
     pub async fn ledger(&self) -> Vec<Value> {
-        let res: Value = reqwest::Client::new()
+        self.admin_ledger().await["cobrancas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Every refund the gateway executed, oldest first (`GET /admin/ledger`'s `estornos`).
+    pub async fn refund_ledger(&self) -> Vec<Value> {
+        self.admin_ledger().await["estornos"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn admin_ledger(&self) -> Value {
+        reqwest::Client::new()
             .get(format!("{}/admin/ledger", self.url()))
             .bearer_auth(ADMIN_TOKEN)
             .send()
@@ -163,8 +178,7 @@ impl ApiProcess {
             .expect("the API answers")
             .json()
             .await
-            .expect("a ledger");
-        res["cobrancas"].as_array().cloned().unwrap_or_default()
+            .expect("a ledger")
     }
 
     /// Replaces the server's fault profile.

@@ -483,6 +483,20 @@ impl GuiApp {
             .unwrap()
     }
 
+    /// Refunds in the embedded sandbox's gateway ledger, oldest first: `(valor, status)`.
+    pub fn refund_ledger(&self) -> Vec<(i64, String)> {
+        let db = self.data_dir.join("sandbox").join("pagar-api.db");
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        let mut st = c
+            .prepare("SELECT valor, status FROM gateway_refunds ORDER BY seq")
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
     /// Calls one of the app's commands from the page, as the UI would.
     pub async fn invoke(&self, cmd: &str, args: Value) -> Value {
         self.wd(

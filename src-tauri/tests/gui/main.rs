@@ -9,3 +9,4 @@ mod faults;
 mod harness;
 mod package;
 mod recovery;
+mod refunds;
