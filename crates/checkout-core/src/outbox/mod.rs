@@ -200,7 +200,7 @@ impl Outbox {
                 if let Some(a) = existing {
                     return Ok((PayOutcome::Existing(a), queue(c)?));
                 }
-                let left = paid.valor.get() - refunded(c, &payment)?;
+                let left = paid.valor.get() - refunded(c, &payment, None)?;
                 let valor = match valor {
                     Some(v) => v,
                     None => Centavos::new(left).map_err(|_| CoreError::NothingToRefund)?,
@@ -408,6 +408,19 @@ impl Outbox {
                 } else {
                     format!("esta venda já tem outro pagamento ({other}); não dá para reenviar este")
                 }));
+            }
+            // A refund sent again must still fit in what is left of its payment.
+            if let Some(refund) = get_attempt(c, id)?.filter(Attempt::is_refund) {
+                let payment = refund.refund_of.clone().expect("a refund names its payment");
+                let paid = get_attempt(c, &payment)?
+                    .ok_or_else(|| CoreError::NotFound(payment.to_string()))?;
+                let left = paid.valor.get() - refunded(c, &payment, Some(id))?;
+                if refund.valor.get() > left {
+                    return Err(CoreError::RefundExceeds {
+                        asked: refund.valor.get(),
+                        left: left.max(0),
+                    });
+                }
             }
             exec(
                 c,
@@ -672,12 +685,17 @@ fn refundable(paid: &Attempt) -> Result<PaymentId> {
 }
 
 /// What the payment attempt `payment` has had paid back or has on its way back: its approved
-/// refunds and its undecided ones (`pendente`, and `revisao` until the server said it has none).
-fn refunded(c: &rusqlite::Connection, payment: &AttemptId) -> rusqlite::Result<i64> {
+/// refunds and its undecided ones (`pendente`, and `revisao` until the server said it has none),
+/// leaving out the refund `except`.
+fn refunded(
+    c: &rusqlite::Connection,
+    payment: &AttemptId,
+    except: Option<&AttemptId>,
+) -> rusqlite::Result<i64> {
     c.prepare_cached(
         "SELECT COALESCE(SUM(valor), 0) FROM attempts
-         WHERE kind = 'estorno' AND refund_of = ?1
+         WHERE kind = 'estorno' AND refund_of = ?1 AND id IS NOT ?2
            AND (state IN ('aprovado', 'pendente') OR (state = 'revisao' AND review_checked_at IS NULL))",
     )?
-    .query_row([payment.as_ref()], |r| r.get(0))
+    .query_row(params![payment.as_ref(), except.map(AsRef::<str>::as_ref)], |r| r.get(0))
 }
