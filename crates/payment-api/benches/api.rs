@@ -302,7 +302,10 @@ async fn main() {
         tracing_subscriber::reload::Layer::new(tracing_subscriber::EnvFilter::new("info"));
     let (log_writer, _flush_logs) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
-        .finish(std::fs::File::create(dir.path().join("server.log")).unwrap());
+        .finish(std::io::BufWriter::with_capacity(
+            64 * 1024,
+            std::fs::File::create(dir.path().join("server.log")).unwrap(),
+        ));
     {
         use tracing_subscriber::layer::SubscriberExt;
         use tracing_subscriber::util::SubscriberInitExt;

@@ -9,8 +9,8 @@
 //!    worker's fence still holds the key (recovery point `finished`).
 
 use crate::domain::{
-    CardToken, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId, PaymentRequest,
-    PaymentStatus, RefundRequest,
+    BodyDigest, CardToken, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId,
+    PaymentRequest, PaymentStatus, RefundRequest,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -56,6 +56,8 @@ pub struct Prepared {
     /// The request as JSON bytes, kept with the claim for the recovery worker: a payment's body,
     /// or `{"estorno": {"pagamento": id, "corpo": body}}` for a refund.
     body: Vec<u8>,
+    /// The digest of the bytes as received, when the HTTP layer had them.
+    pub(crate) digest: Option<BodyDigest>,
 }
 
 impl Prepared {
@@ -70,6 +72,7 @@ impl Prepared {
             fingerprint,
             op: Operation::Payment(request),
             body: serde_json::to_vec(&body).expect("a JSON value serialises"),
+            digest: None,
         })
     }
 
@@ -94,6 +97,7 @@ impl Prepared {
                 request,
             },
             body: serde_json::to_vec(&kept).expect("a JSON value serialises"),
+            digest: None,
         })
     }
 }
@@ -108,6 +112,10 @@ pub async fn create(state: &AppState, p: Prepared, faults: &Faults) -> Result<An
     if let Some(done) = state.replays().get(&p.merchant, &p.key, now) {
         if done.fingerprint != p.fingerprint {
             return Err(ApiError::FingerprintMismatch);
+        }
+        if p.digest.is_some() && done.digest != p.digest {
+            // The same request in other bytes (key order, spaces): remember these too.
+            remember(state, &p, done.response.clone(), done.completed_at);
         }
         return Ok(replay(state, done.response.clone()));
     }
@@ -189,10 +197,32 @@ pub(crate) fn remember(
         &p.key,
         Completed {
             fingerprint: p.fingerprint.clone(),
+            digest: p.digest,
             response,
             completed_at,
         },
     );
+}
+
+/// A retry that sends the very bytes of a request this server completed (and remembers) is
+/// answered from memory before its body is parsed, validated and fingerprinted: same bytes, same
+/// fingerprint. Anything else (`None`) goes the whole way through [`create`]. Faults before
+/// execution apply as they do there.
+pub async fn replay_same_bytes(
+    state: &AppState,
+    merchant: &MerchantId,
+    key: &IdempotencyKey,
+    digest: &BodyDigest,
+    faults: &Faults,
+) -> Result<Option<Answer>> {
+    let now = state.store().now_ms();
+    match state.replays().get(merchant, key, now) {
+        Some(done) if done.digest.as_ref() == Some(digest) => {
+            faults.before_execution().await?;
+            Ok(Some(replay(state, done.response.clone())))
+        }
+        _ => Ok(None),
+    }
 }
 
 pub(crate) fn replay(state: &AppState, saved: StoredResponse) -> Answer {

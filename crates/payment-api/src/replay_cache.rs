@@ -5,7 +5,7 @@
 //! its retention, so the cache never keeps a key alive longer than the store would.
 
 use crate::clock::Millis;
-use crate::domain::{Fingerprint, IdempotencyKey, MerchantId};
+use crate::domain::{BodyDigest, Fingerprint, IdempotencyKey, MerchantId};
 use crate::store::StoredResponse;
 use std::sync::Arc;
 
@@ -14,6 +14,9 @@ use std::sync::Arc;
 pub struct Completed {
     /// Fingerprint of the request that created it.
     pub fingerprint: Fingerprint,
+    /// The exact bytes of a request known to have that fingerprint (the one that created it, or
+    /// a retry that was checked against it): a retry with the same bytes is replayed unparsed.
+    pub digest: Option<BodyDigest>,
     /// The stored response.
     pub response: StoredResponse,
     /// When it completed (store clock).
@@ -80,6 +83,7 @@ mod tests {
     fn completed(at: Millis) -> Completed {
         Completed {
             fingerprint: Fingerprint::from_stored("fp".into()),
+            digest: None,
             response: StoredResponse {
                 status: 201,
                 body: b"{}".to_vec(),

@@ -26,6 +26,26 @@ impl Fingerprint {
     }
 }
 
+/// The digest of a request's exact bytes (method, path and body as received). Two requests with
+/// the same digest have the same [`Fingerprint`], so a retry that sends the very bytes of a
+/// request whose fingerprint was checked can be answered without parsing its body again. A
+/// different digest says nothing: the bodies may still be the same JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyDigest([u8; 32]);
+
+impl BodyDigest {
+    /// SHA-256 of `method`, `path` and `body`.
+    pub fn of(method: &str, path: &str, body: &[u8]) -> Self {
+        let mut h = Sha256::new();
+        h.update(method.as_bytes());
+        h.update(b"\n");
+        h.update(path.as_bytes());
+        h.update(b"\n");
+        h.update(body);
+        Self(h.finalize().into())
+    }
+}
+
 /// Compact JSON with every object's keys in byte order, whatever map serde_json was built with
 /// (its `preserve_order` feature, enabled by any crate in a build, would keep insertion order).
 /// Numbers keep serde_json's own form: `100` and `100.0` and `1e2` are different bodies.

@@ -13,7 +13,7 @@ mod request;
 mod terminal;
 
 pub use card::{CardToken, UnknownCard};
-pub use fingerprint::Fingerprint;
+pub use fingerprint::{BodyDigest, Fingerprint};
 pub use json::{parse_json_strict, MalformedJson};
 pub use key::{DownstreamKey, IdempotencyKey, KeyError};
 pub use merchant::{InvalidMerchant, MerchantId};

@@ -8,7 +8,7 @@ pub use extract::{Admin, Key, Merchant};
 pub use openapi::ApiDoc;
 
 use crate::conn::ConnHandle;
-use crate::domain::{FieldError, IdempotencyKey, MerchantId, PaymentId};
+use crate::domain::{BodyDigest, FieldError, IdempotencyKey, MerchantId, PaymentId};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::listing::{Cursor, RangeParams};
@@ -152,7 +152,13 @@ fn is_json(headers: &HeaderMap) -> bool {
         })
 }
 
-async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<serde_json::Value> {
+/// A body as JSON, strictly (a field given twice is refused).
+fn parse_json(bytes: &[u8]) -> Result<serde_json::Value> {
+    crate::domain::parse_json_strict(bytes).map_err(|e| ApiError::MalformedJson(e.0))
+}
+
+/// A body's bytes, within the size limit and the deadline.
+async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<axum::body::Bytes> {
     let read = tokio::time::timeout(deadline, axum::body::to_bytes(body, limit))
         .await
         .map_err(|_| ApiError::RequestTimeout(deadline.as_millis() as u64))?;
@@ -165,7 +171,7 @@ async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<serde
             ApiError::MalformedJson(format!("corpo incompleto: {e}"))
         }
     })?;
-    crate::domain::parse_json_strict(&bytes).map_err(|e| ApiError::MalformedJson(e.0))
+    Ok(bytes)
 }
 
 /// Creates a payment, or replays the stored answer for a key already used.
@@ -266,8 +272,16 @@ async fn execute_keyed(
         if !is_json(&parts.headers) {
             return Err(ApiError::UnsupportedMediaType);
         }
-        let json = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
-        let prepared = prepare(merchant, key, json)?;
+        let bytes = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
+        let digest = BodyDigest::of("POST", parts.uri.path(), &bytes);
+        if let Some(answer) =
+            payments::replay_same_bytes(&state, &merchant, &key, &digest, &faults).await?
+        {
+            return Ok(answer);
+        }
+        let json = parse_json(&bytes)?;
+        let mut prepared = prepare(merchant, key, json)?;
+        prepared.digest = Some(digest);
         payments::create(&state, prepared, &faults).await
     }
     .await;
@@ -503,7 +517,8 @@ pub(crate) async fn admin_put_faults(
     _: Admin,
     body: Body,
 ) -> Result<Json<Faults>> {
-    let json = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
+    let bytes = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
+    let json = parse_json(&bytes)?;
     let faults: Faults =
         serde_json::from_value(json).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     faults

@@ -58,6 +58,28 @@ async fn reordered_json_keys_and_whitespace_replay_instead_of_422(#[case] backen
     assert_eq!((s1, s2), (StatusCode::CREATED, StatusCode::CREATED));
     assert_eq!(replayed.as_deref(), Some("true"));
     assert_eq!(b1, b2);
+    // Both byte forms are now answered from memory unparsed (same bytes, same fingerprint); a
+    // third form still goes through the fingerprint, and other JSON under the key is still 422.
+    for text in [
+        r#"{"valor":500,"cartao":"tok_aprovado","referencia":"r1"}"#,
+        "{\n  \"referencia\" : \"r1\",\n  \"cartao\": \"tok_aprovado\", \"valor\": 500 }",
+        r#"{ "cartao":"tok_aprovado","valor":500,"referencia":"r1" }"#,
+    ] {
+        let (s, replayed, b) = body_of(app.post_json_text(&key, text).await).await;
+        assert_eq!(
+            (s, replayed.as_deref()),
+            (StatusCode::CREATED, Some("true")),
+            "{text}"
+        );
+        assert_eq!(b, b1, "{text}");
+    }
+    let other = app
+        .post_json_text(
+            &key,
+            r#"{"valor":501,"cartao":"tok_aprovado","referencia":"r1"}"#,
+        )
+        .await;
+    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(app.ledger().await.len(), 1);
 }
 
