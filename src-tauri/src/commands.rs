@@ -6,8 +6,8 @@ use crate::session::{AppInfo, Session};
 use crate::till::{self, Receipt};
 use checkout_core::domain::sale_number;
 use checkout_core::{
-    export, Attempt, AttemptId, AttemptState, CardToken, Centavos, Checkout, Closing, Connectivity,
-    CoreError, Event, PayOutcome, QueueSummary, SaleId, Till,
+    export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Event,
+    PayOutcome, QueueSummary, SaleId, Till,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -211,57 +211,25 @@ pub async fn refund_preview(
     valor: String,
 ) -> Result<RefundPreview> {
     let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
-    let info = info_of(
-        session.get()?.checkout(),
-        AttemptId::from_stored(attempt_id),
-    )
-    .await?;
-    if info.saldo <= 0 {
-        return Err(CoreError::NothingToRefund.into());
-    }
-    if valor.get() > info.saldo {
-        return Err(CoreError::RefundExceeds {
-            asked: valor.get(),
-            left: info.saldo,
-        }
-        .into());
-    }
+    let balance = session
+        .get()?
+        .checkout()
+        .refund_balance(&AttemptId::from_stored(attempt_id))
+        .await?;
+    let valor = balance.check(Some(valor))?;
     Ok(RefundPreview { valor: valor.get() })
 }
 
 async fn info_of(checkout: &Checkout, id: AttemptId) -> Result<RefundInfo> {
+    let balance = checkout.refund_balance(&id).await?;
     let pagamento = checkout.attempt(&id).await?;
-    if pagamento.is_refund() || pagamento.state != AttemptState::Aprovado {
-        return Err(AppError::Invalid(format!(
-            "só um pagamento aprovado pode ser estornado; este {} está {}",
-            if pagamento.is_refund() {
-                "estorno"
-            } else {
-                "pagamento"
-            },
-            pagamento.state.label()
-        )));
-    }
-    let estornos = checkout.refunds_of(&id).await?;
-    let sum = |keep: fn(&Attempt) -> bool| -> i64 {
-        estornos
-            .iter()
-            .filter(|a| keep(a))
-            .map(|a| a.valor.get())
-            .sum()
-    };
-    let estornado = sum(|a| a.state == AttemptState::Aprovado);
-    let em_andamento = sum(|a| {
-        a.state == AttemptState::Pendente
-            || (a.state == AttemptState::Revisao && a.review_checked_at.is_none())
-    });
     Ok(RefundInfo {
-        saldo: (pagamento.valor.get() - estornado - em_andamento).max(0),
+        estornos: checkout.refunds_of(&id).await?,
+        estornado: balance.estornado,
+        em_andamento: balance.em_andamento,
+        saldo: balance.left(),
         cartao: pagamento.cartao.masked(),
         pagamento,
-        estornos,
-        estornado,
-        em_andamento,
     })
 }
 

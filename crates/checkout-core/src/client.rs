@@ -86,10 +86,11 @@ struct PaymentList {
     pagamentos: Vec<serde_json::Value>,
 }
 
-/// `GET /pagamentos/{id}`: only its refunds, as the server answered each.
+/// `GET /pagamentos/{id}`: only its refunds (as the server answered each, or as a closing
+/// compares them).
 #[derive(Deserialize)]
-struct PaymentRefunds {
-    estornos: Vec<serde_json::Value>,
+struct PaymentRefunds<T> {
+    estornos: Vec<T>,
 }
 
 /// A refund as `GET /pagamentos/{id}` lists it: what a closing compares.
@@ -314,11 +315,7 @@ impl PaymentClient {
         if !status.is_success() {
             return Err(CoreError::Unreachable(problem_text(status, &body)));
         }
-        #[derive(Deserialize)]
-        struct Detail {
-            estornos: Vec<RemoteRefund>,
-        }
-        serde_json::from_slice::<Detail>(&body)
+        serde_json::from_slice::<PaymentRefunds<RemoteRefund>>(&body)
             .map(|d| d.estornos)
             .map_err(|e| CoreError::Unreachable(format!("resposta ilegível do servidor: {e}")))
     }
@@ -348,7 +345,8 @@ impl PaymentClient {
                 let Some(body) = self.lookup(&path, &[], true).await? else {
                     return Ok(None);
                 };
-                let detail: PaymentRefunds = serde_json::from_slice(&body).map_err(unreadable)?;
+                let detail: PaymentRefunds<serde_json::Value> =
+                    serde_json::from_slice(&body).map_err(unreadable)?;
                 detail
                     .estornos
                     .into_iter()

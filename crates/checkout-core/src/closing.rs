@@ -275,22 +275,17 @@ pub fn reconcile(
         let ours = terminal.is_some() && p.terminal.as_deref() == terminal;
         let unknown = p.referencia.as_deref().is_none_or(|r| !known.contains(r));
         if ours && unknown && seen_unknown.insert(p.id.as_str()) {
-            discrepancies.push(Discrepancy {
-                kind: DiscrepancyKind::UnknownOnServer,
-                label: DiscrepancyKind::UnknownOnServer.label(),
-                venda: None,
-                sale_id: None,
-                attempt_id: p.referencia.clone(),
-                payment_ids: vec![p.id.clone()],
-                local_centavos: None,
-                server_centavos: Some(p.valor),
-                detail: format!(
+            discrepancies.push(Discrepancy::unknown_on_server(
+                p.referencia.clone(),
+                &p.id,
+                p.valor,
+                format!(
                     "pagamento {} de {} ({}) enviado por este caixa, sem tentativa correspondente no caixa",
                     p.status,
                     format_brl(p.valor),
                     p.criado_em
                 ),
-            });
+            ));
         }
     }
     let (refund_totals, compared) = reconcile_refunds(&refunds, server_refunds, &mut discrepancies);
@@ -394,32 +389,42 @@ fn reconcile_refunds(
         }
     }
     let known: HashSet<&str> = refunds.iter().map(|a| a.id.as_ref()).collect();
+    let mut reported = HashSet::new();
     for r in server.iter().filter(|r| r.status != "recusado") {
-        if r.referencia.as_deref().is_none_or(|x| !known.contains(x)) && seen.remove(r.id.as_str())
-        {
-            discrepancies.push(Discrepancy {
-                kind: DiscrepancyKind::UnknownOnServer,
-                label: DiscrepancyKind::UnknownOnServer.label(),
-                venda: None,
-                sale_id: None,
-                attempt_id: r.referencia.clone(),
-                payment_ids: vec![r.id.clone()],
-                local_centavos: None,
-                server_centavos: Some(r.valor),
-                detail: format!(
+        let unknown = r.referencia.as_deref().is_none_or(|x| !known.contains(x));
+        if unknown && reported.insert(r.id.as_str()) {
+            discrepancies.push(Discrepancy::unknown_on_server(
+                r.referencia.clone(),
+                &r.id,
+                r.valor,
+                format!(
                     "estorno {} de {} de um pagamento deste caixa, feito fora deste caixa",
                     r.status,
                     format_brl(r.valor)
                 ),
-            });
+            ));
         }
     }
-    let compared = server
-        .iter()
-        .map(|r| r.id.as_str())
-        .collect::<HashSet<_>>()
-        .len();
-    (totals, compared)
+    (totals, seen.len())
+}
+
+impl Discrepancy {
+    /// Something the server has that no attempt of this till knows (referenced by `referencia`,
+    /// if it has one).
+    fn unknown_on_server(referencia: Option<String>, id: &str, valor: i64, detail: String) -> Self {
+        let kind = DiscrepancyKind::UnknownOnServer;
+        Self {
+            kind,
+            label: kind.label(),
+            venda: None,
+            sale_id: None,
+            attempt_id: referencia,
+            payment_ids: vec![id.to_string()],
+            local_centavos: None,
+            server_centavos: Some(valor),
+            detail,
+        }
+    }
 }
 
 impl Closing {

@@ -6,7 +6,9 @@ use crate::closing::{reconcile, Closing};
 use crate::config::Config;
 use crate::domain::{day_bounds, AttemptId, AttemptState, CardToken, Centavos, SaleId, UnixMillis};
 use crate::error::{CoreError, Result};
-use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, SendJob, TryResult};
+use crate::outbox::{
+    Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance, SendJob, TryResult,
+};
 use rand::Rng;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -249,6 +251,12 @@ impl Checkout {
             self.inner.wake.notify_one();
         }
         Ok(outcome)
+    }
+
+    /// What an approved payment attempt has had paid back, has on its way back and has left;
+    /// refused for anything but an approved payment.
+    pub async fn refund_balance(&self, payment: &AttemptId) -> Result<RefundBalance> {
+        self.inner.outbox.refund_balance(payment).await
     }
 
     /// The refunds of a payment attempt, oldest first.

@@ -21,4 +21,4 @@ pub use domain::{
 };
 pub use engine::{Checkout, Connectivity, Event, Till};
 pub use error::{CoreError, Result};
-pub use outbox::{Attempt, PayOutcome, QueueSummary, Target};
+pub use outbox::{Attempt, PayOutcome, QueueSummary, RefundBalance, Target};

@@ -10,7 +10,9 @@ mod wire;
 pub use caps::OfflineCaps;
 pub use lock::lock_path;
 pub(crate) use records::Paid;
-pub use records::{Attempt, FinalAnswer, PayOutcome, QueueSummary, SendJob, Target, TryResult};
+pub use records::{
+    Attempt, FinalAnswer, PayOutcome, QueueSummary, RefundBalance, SendJob, Target, TryResult,
+};
 
 use crate::domain::{
     store_day, AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey,
@@ -21,8 +23,8 @@ use caps::PageLimit;
 use durable_sqlite::{exec, Db, Options};
 use rusqlite::{params, OptionalExtension};
 use schema::{
-    after_change, attempt_from_row, get_attempt, migrations, queue, select_attempts, set_till,
-    ATTEMPT_COLUMNS, BLOCKS_SALE, LIVE_REFUND,
+    after_change, attempt_from_row, get_attempt, migrations, queue, refund_payment,
+    select_attempts, set_till, ATTEMPT_COLUMNS, BLOCKS_SALE, LIVE_REFUND,
 };
 use std::fs::File;
 use std::path::Path;
@@ -200,17 +202,7 @@ impl Outbox {
                 if let Some(a) = existing {
                     return Ok((PayOutcome::Existing(a), queue(c)?));
                 }
-                let left = paid.valor.get() - refunded(c, &payment, None)?;
-                let valor = match valor {
-                    Some(v) => v,
-                    None => Centavos::new(left).map_err(|_| CoreError::NothingToRefund)?,
-                };
-                if left <= 0 {
-                    return Err(CoreError::NothingToRefund);
-                }
-                if valor.get() > left {
-                    return Err(CoreError::RefundExceeds { asked: valor.get(), left });
-                }
+                let valor = balance(c, &paid, None)?.check(valor)?;
                 if let Some(limit) = page_limit {
                     limit.check(c.query_row("PRAGMA page_count", [], |r| r.get(0))?)?;
                 }
@@ -229,6 +221,20 @@ impl Outbox {
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");
                 Ok((PayOutcome::Created(created), queue(c)?))
+            })
+            .await
+    }
+
+    /// What an approved payment attempt has had paid back and has on its way back. Refused, as
+    /// [`Outbox::refund`] refuses, for anything but an approved payment.
+    pub async fn refund_balance(&self, payment: &AttemptId) -> Result<RefundBalance> {
+        let payment = payment.clone();
+        self.db
+            .read(move |c| {
+                let paid = get_attempt(c, &payment)?
+                    .ok_or_else(|| CoreError::NotFound(payment.to_string()))?;
+                refundable(&paid)?;
+                Ok(balance(c, &paid, None)?)
             })
             .await
     }
@@ -273,19 +279,9 @@ impl Outbox {
                 )?;
                 let jobs = st
                     .query_map(params![now, limit as i64], |r| {
-                        let target = match r.get::<_, Option<String>>(5)? {
-                            None => Target::Payment,
-                            Some(p) => Target::Refund(PaymentId::parse(&p).map_err(|e| {
-                                rusqlite::Error::FromSqlConversionFailure(
-                                    5,
-                                    rusqlite::types::Type::Text,
-                                    Box::new(e),
-                                )
-                            })?),
-                        };
                         Ok(SendJob {
                             id: AttemptId::from_stored(r.get::<_, String>(0)?),
-                            target,
+                            target: Target::of(refund_payment(r)?),
                             key: IdempotencyKey::from_stored(r.get(1)?),
                             body: r.get(2)?,
                             created_at: r.get(3)?,
@@ -411,16 +407,10 @@ impl Outbox {
             }
             // A refund sent again must still fit in what is left of its payment.
             if let Some(refund) = get_attempt(c, id)?.filter(Attempt::is_refund) {
-                let payment = refund.refund_of.clone().expect("a refund names its payment");
-                let paid = get_attempt(c, &payment)?
+                let payment = refund.refund_of.as_ref().expect("a refund names its payment");
+                let paid = get_attempt(c, payment)?
                     .ok_or_else(|| CoreError::NotFound(payment.to_string()))?;
-                let left = paid.valor.get() - refunded(c, &payment, Some(id))?;
-                if refund.valor.get() > left {
-                    return Err(CoreError::RefundExceeds {
-                        asked: refund.valor.get(),
-                        left: left.max(0),
-                    });
-                }
+                balance(c, &paid, Some(id))?.fits(refund.valor)?;
             }
             exec(
                 c,
@@ -684,18 +674,25 @@ fn refundable(paid: &Attempt) -> Result<PaymentId> {
     PaymentId::parse(id).map_err(|e| CoreError::Invalid(e.to_string()))
 }
 
-/// What the payment attempt `payment` has had paid back or has on its way back: its approved
-/// refunds and its undecided ones (`pendente`, and `revisao` until the server said it has none),
-/// leaving out the refund `except`.
-fn refunded(
+/// The refund balance of the payment attempt `paid`, leaving out the refund `except`.
+fn balance(
     c: &rusqlite::Connection,
-    payment: &AttemptId,
+    paid: &Attempt,
     except: Option<&AttemptId>,
-) -> rusqlite::Result<i64> {
-    c.prepare_cached(
-        "SELECT COALESCE(SUM(valor), 0) FROM attempts
-         WHERE kind = 'estorno' AND refund_of = ?1 AND id IS NOT ?2
-           AND (state IN ('aprovado', 'pendente') OR (state = 'revisao' AND review_checked_at IS NULL))",
-    )?
-    .query_row(params![payment.as_ref(), except.map(AsRef::<str>::as_ref)], |r| r.get(0))
+) -> rusqlite::Result<RefundBalance> {
+    let (estornado, em_andamento) = c
+        .prepare_cached(&format!(
+            "SELECT COALESCE(SUM(valor) FILTER (WHERE state = 'aprovado'), 0),
+                    COALESCE(SUM(valor) FILTER (WHERE {LIVE_REFUND}), 0)
+             FROM attempts WHERE kind = 'estorno' AND refund_of = ?1 AND id IS NOT ?2"
+        ))?
+        .query_row(
+            params![paid.id.as_ref(), except.map(AsRef::<str>::as_ref)],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+    Ok(RefundBalance {
+        valor: paid.valor.get(),
+        estornado,
+        em_andamento,
+    })
 }

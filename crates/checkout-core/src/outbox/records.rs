@@ -4,6 +4,7 @@ use crate::domain::{
     AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId, SaleId,
     UnixMillis,
 };
+use crate::error::{CoreError, Result};
 use serde::Serialize;
 
 /// One press of Pagar for one sale, or of "Estornar" for one of its approved payments.
@@ -58,10 +59,7 @@ pub struct Attempt {
 impl Attempt {
     /// Where its request goes.
     pub fn target(&self) -> Target {
-        match &self.refund_payment {
-            Some(p) => Target::Refund(p.clone()),
-            None => Target::Payment,
-        }
+        Target::of(self.refund_payment.clone())
     }
 
     /// True for a refund.
@@ -80,12 +78,63 @@ pub enum Target {
 }
 
 impl Target {
+    /// The target of an attempt whose refunded payment is `refund_payment` (none: a payment).
+    pub fn of(refund_payment: Option<PaymentId>) -> Self {
+        refund_payment.map_or(Target::Payment, Target::Refund)
+    }
+
     /// The request's path.
     pub fn path(&self) -> String {
         match self {
             Target::Payment => "/pagamentos".to_string(),
             Target::Refund(p) => format!("/pagamentos/{p}/estornos"),
         }
+    }
+}
+
+/// What an approved payment attempt has had paid back and has on its way back, as the till
+/// knows it (the server's guarded hold decides for good).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RefundBalance {
+    /// The payment's amount, in centavos.
+    pub valor: i64,
+    /// Paid back: approved refunds, in centavos.
+    pub estornado: i64,
+    /// On its way back: undecided refunds (`pendente`, and `revisao` until the server said it
+    /// has none), in centavos.
+    pub em_andamento: i64,
+}
+
+impl RefundBalance {
+    /// What may still be refunded, in centavos.
+    pub fn left(&self) -> i64 {
+        (self.valor - self.estornado - self.em_andamento).max(0)
+    }
+
+    /// The amount a new refund asks for: `asked`, or all that is left when `None`. Refused when
+    /// nothing is left or `asked` is more than is left.
+    pub fn check(&self, asked: Option<Centavos>) -> Result<Centavos> {
+        let left = self.left();
+        if left == 0 {
+            return Err(CoreError::NothingToRefund);
+        }
+        let valor = match asked {
+            Some(v) => v,
+            None => Centavos::new(left).map_err(|_| CoreError::NothingToRefund)?,
+        };
+        self.fits(valor)?;
+        Ok(valor)
+    }
+
+    /// Refused with [`CoreError::RefundExceeds`] when `valor` is more than is left.
+    pub fn fits(&self, valor: Centavos) -> Result<()> {
+        if valor.get() > self.left() {
+            return Err(CoreError::RefundExceeds {
+                asked: valor.get(),
+                left: self.left(),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -46,6 +46,13 @@ fn refused(column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
     )
 }
 
+/// The `refund_payment` column of a row: the refunded payment's server id, for a refund.
+pub(super) fn refund_payment(r: &Row<'_>) -> rusqlite::Result<Option<PaymentId>> {
+    r.get::<_, Option<String>>("refund_payment")?
+        .map(|p| PaymentId::parse(&p).map_err(|e| refused("refund_payment", e)))
+        .transpose()
+}
+
 /// An attempt from its row: every column through its domain type, so a row the types refuse is
 /// an error here rather than a wrong value later.
 pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
@@ -57,10 +64,7 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         refund_of: r
             .get::<_, Option<String>>("refund_of")?
             .map(AttemptId::from_stored),
-        refund_payment: r
-            .get::<_, Option<String>>("refund_payment")?
-            .map(|p| PaymentId::parse(&p).map_err(|e| refused("refund_payment", e)))
-            .transpose()?,
+        refund_payment: refund_payment(r)?,
         sale_id: SaleId::parse(&r.get::<_, String>("sale_id")?)
             .map_err(|e| refused("sale_id", e))?,
         idempotency_key: IdempotencyKey::from_stored(r.get("idempotency_key")?),
