@@ -298,26 +298,23 @@ async fn main() {
         .unwrap_or(5);
     let dir =
         tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
-    // Pagar's request logging as the binary has it: INFO, formatted on the request's thread and
-    // written by a thread of its own (here to a file). The level can be turned off for one run.
+    // Pagar's request logging as the binary has it: INFO, one line per request formatted on the
+    // request's thread and written in batches by a thread of its own (here to a file). The level
+    // can be turned off for one run.
     let (level, log_level) =
         tracing_subscriber::reload::Layer::new(tracing_subscriber::EnvFilter::new("info"));
-    let (log_writer, _flush_logs) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .finish(std::io::BufWriter::with_capacity(
-            64 * 1024,
+    let (log_layer, _flush_logs) = payment_api::logging::text_layer(
+        payment_api::logging::batch_writer(
             std::fs::File::create(dir.path().join("server.log")).unwrap(),
-        ));
+        ),
+        false,
+    );
     {
         use tracing_subscriber::layer::SubscriberExt;
         use tracing_subscriber::util::SubscriberInitExt;
         tracing_subscriber::registry()
             .with(level)
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_writer(log_writer)
-                    .with_ansi(false),
-            )
+            .with(log_layer)
             .init();
     }
     let script = dir.path().join("pay.lua");

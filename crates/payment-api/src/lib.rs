@@ -13,6 +13,7 @@ pub mod faults;
 pub mod gateway;
 pub mod http;
 pub mod listing;
+pub mod logging;
 pub mod metrics;
 pub mod payments;
 pub mod refunds;

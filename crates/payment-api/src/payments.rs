@@ -136,10 +136,9 @@ pub async fn create(state: &AppState, p: Prepared, faults: &Faults) -> Result<An
 
     // From the claim on, the work runs in its own task: a client that hangs up (a timeout,
     // a dropped Wi-Fi) must not cancel an execution halfway, or every retry would find the
-    // key held by a worker that no longer exists.
-    let task = tokio::spawn(
-        claim_and_execute(state.clone(), p, faults.clone()).instrument(tracing::Span::current()),
-    );
+    // key held by a worker that no longer exists. Its lines name the merchant and the key.
+    let span = tracing::info_span!("execution", merchant = %p.merchant, key = %p.key.as_ref());
+    let task = tokio::spawn(claim_and_execute(state.clone(), p, faults.clone()).instrument(span));
     task.await
         .map_err(|e| ApiError::Internal(format!("execution task failed: {e}")))?
 }
@@ -227,11 +226,6 @@ pub async fn replay_same_bytes(
 
 pub(crate) fn replay(state: &AppState, saved: StoredResponse) -> Answer {
     state.metrics().request(RequestOutcome::replay);
-    tracing::info!(
-        status = saved.status,
-        replay = true,
-        "replayed stored response"
-    );
     Answer::Replay(saved)
 }
 

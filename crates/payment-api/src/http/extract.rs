@@ -1,5 +1,4 @@
 //! What a handler knows about its caller before it runs: axum extractors, one per header rule.
-//! Each records what it found in the request's span, so every log line of the request has it.
 
 use crate::domain::{IdempotencyKey, KeyError, MerchantId};
 use crate::error::ApiError;
@@ -29,7 +28,6 @@ impl FromRequestParts<AppState> for Merchant {
         let merchant = bearer(&parts.headers)
             .and_then(|token| state.merchant_for(token))
             .ok_or(ApiError::Unauthorized)?;
-        tracing::Span::current().record("merchant", merchant.as_ref());
         Ok(Merchant(merchant))
     }
 }
@@ -65,7 +63,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Key {
             return Err(KeyError::Duplicate.into());
         }
         let key = IdempotencyKey::parse(first.as_bytes())?;
-        tracing::Span::current().record("key", key.as_ref());
         Ok(Key(key))
     }
 }

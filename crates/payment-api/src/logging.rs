@@ -1,0 +1,300 @@
+//! Log lines that cost a request as little as a line can: formatted on the request's thread,
+//! appended to one shared buffer under a short lock, and written by a thread of its own in
+//! batches.
+//!
+//! Why not `tracing-appender`'s non-blocking writer: it sends each line through a channel whose
+//! receiver parks when it catches up, so under load nearly every line paid a futex wake-up and
+//! the writer thread a `write` — in `perf` of a replay run, about a tenth of the server's CPU,
+//! on the same two cores the requests need. Here a line wakes the writer only when it is the
+//! first of a batch; the writer then lets the batch gather for [`GATHER`] and writes it with one
+//! call. A line is out within about that long, also when the server is quiet.
+//!
+//! Not lossy: when [`MAX_PENDING`] bytes wait (a stalled pipe), a request waits for room rather
+//! than a line being dropped. [`FlushGuard`] writes what is pending when it is dropped.
+
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tracing_subscriber::fmt::MakeWriter;
+
+/// How long the writer lets a batch gather after its first line.
+pub const GATHER: Duration = Duration::from_millis(10);
+
+/// Bytes that may wait for the writer before a request waits for room.
+pub const MAX_PENDING: usize = 8 * 1024 * 1024;
+
+/// The lines waiting for the writer thread.
+#[derive(Default)]
+struct Pending {
+    buf: Vec<u8>,
+    closed: bool,
+    /// Producers waiting for room (so the writer wakes them only when there are any).
+    waiting: usize,
+}
+
+#[derive(Default)]
+struct Shared {
+    pending: Mutex<Pending>,
+    /// The writer waits here for a first line, or for the guard to close.
+    lines: Condvar,
+    /// Producers wait here for room.
+    room: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        // A panic while holding the lock leaves only bytes behind: keep logging.
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn append(&self, line: &[u8]) {
+        let mut p = self.lock();
+        while p.buf.len() >= MAX_PENDING && !p.closed {
+            p.waiting += 1;
+            p = self.room.wait(p).unwrap_or_else(|e| e.into_inner());
+            p.waiting -= 1;
+        }
+        let first = p.buf.is_empty();
+        p.buf.extend_from_slice(line);
+        drop(p);
+        if first {
+            self.lines.notify_one();
+        }
+    }
+}
+
+/// Where the fmt layer writes: a [`MakeWriter`] over the shared buffer. Cheap to clone.
+#[derive(Clone)]
+pub struct BatchWriter(Arc<Shared>);
+
+/// One line's writer (the fmt layer writes each formatted line with one `write_all`).
+pub struct LineWriter<'a>(&'a Shared);
+
+impl Write for LineWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.append(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for BatchWriter {
+    type Writer = LineWriter<'a>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LineWriter(&self.0)
+    }
+}
+
+/// Stops the writer thread after it wrote every pending line. Keep it until the process exits.
+#[must_use = "dropping the guard stops the log writer"]
+pub struct FlushGuard {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for FlushGuard {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.lines.notify_one();
+        self.shared.room.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A batching writer over `out` and the guard that flushes it.
+pub fn batch_writer<W: Write + Send + 'static>(out: W) -> (BatchWriter, FlushGuard) {
+    let shared = Arc::new(Shared::default());
+    let thread = std::thread::Builder::new()
+        .name("log-writer".into())
+        .spawn({
+            let shared = shared.clone();
+            move || write_batches(&shared, out)
+        })
+        .expect("the log writer thread starts");
+    (
+        BatchWriter(shared.clone()),
+        FlushGuard {
+            shared,
+            thread: Some(thread),
+        },
+    )
+}
+
+fn write_batches<W: Write>(shared: &Shared, mut out: W) {
+    let mut batch = Vec::new();
+    loop {
+        let mut p = shared.lock();
+        while p.buf.is_empty() && !p.closed {
+            p = shared.lines.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+        if p.buf.is_empty() {
+            return; // closed, and everything written
+        }
+        if !p.closed {
+            drop(p);
+            std::thread::sleep(GATHER);
+            p = shared.lock();
+        }
+        std::mem::swap(&mut p.buf, &mut batch);
+        let waiting = p.waiting > 0;
+        drop(p);
+        if waiting {
+            shared.room.notify_all();
+        }
+        // A log that cannot be written (a closed stderr) must not stop the server.
+        let _ = out.write_all(&batch).and_then(|()| out.flush());
+        batch.clear();
+        if batch.capacity() > 1024 * 1024 {
+            batch = Vec::new(); // give back what a burst took
+        }
+    }
+}
+
+/// The server's log layer as the binary has it (text on stderr, colours only at a terminal, or
+/// JSON on stdout), writing through a [`BatchWriter`].
+pub fn layer<S>(json: bool) -> (Box<dyn tracing_subscriber::Layer<S> + Send + Sync>, FlushGuard)
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    if json {
+        let (writer, guard) = batch_writer(std::io::stdout());
+        let layer = tracing_subscriber::fmt::layer().json().with_writer(writer);
+        (Box::new(layer), guard)
+    } else {
+        // Colour codes only for a person at a terminal: in a file or a pipe they are bytes to
+        // format and write on every request.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        text_layer(batch_writer(std::io::stderr()), ansi)
+    }
+}
+
+/// The text layer over a batch writer (the bench passes one over a file).
+pub fn text_layer<S>(
+    (writer, guard): (BatchWriter, FlushGuard),
+    ansi: bool,
+) -> (Box<dyn tracing_subscriber::Layer<S> + Send + Sync>, FlushGuard)
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let layer = tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
+        .with_writer(writer);
+    (Box::new(layer), guard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `Write` the test can read back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_line_from_every_thread_is_written_once_in_its_threads_order() {
+        let sink = Sink::default();
+        let (writer, guard) = batch_writer(sink.clone());
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let writer = writer.clone();
+                s.spawn(move || {
+                    for n in 0..5_000 {
+                        writer
+                            .make_writer()
+                            .write_all(format!("{t} {n}\n").as_bytes())
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        drop(guard);
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let mut next = [0usize; 4];
+        for line in text.lines() {
+            let (t, n) = line.split_once(' ').unwrap();
+            let (t, n): (usize, usize) = (t.parse().unwrap(), n.parse().unwrap());
+            assert_eq!(n, next[t], "thread {t}'s lines in order, none lost or doubled");
+            next[t] += 1;
+        }
+        assert_eq!(next, [5_000; 4]);
+    }
+
+    #[test]
+    fn a_line_is_written_soon_without_a_flush_or_more_lines() {
+        let sink = Sink::default();
+        let (writer, _guard) = batch_writer(sink.clone());
+        writer.make_writer().write_all(b"one line\n").unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while sink.0.lock().unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the line never came out"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(&*sink.0.lock().unwrap(), b"one line\n");
+    }
+
+    /// A `Write` that blocks until released: a stalled pipe.
+    struct Stalled(Arc<(Mutex<bool>, Condvar)>, Sink);
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let (open, cv) = &*self.0;
+            let mut o = open.lock().unwrap();
+            while !*o {
+                o = cv.wait(o).unwrap();
+            }
+            self.1.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stalled_output_makes_writers_wait_and_loses_nothing() {
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let sink = Sink::default();
+        let (writer, guard) = batch_writer(Stalled(gate.clone(), sink.clone()));
+        let line = vec![b'x'; 1023];
+        let lines = 3 * MAX_PENDING / 1024;
+        let producer = std::thread::spawn({
+            let writer = writer.clone();
+            move || {
+                for _ in 0..lines {
+                    let mut l = line.clone();
+                    l.push(b'\n');
+                    writer.make_writer().write_all(&l).unwrap();
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            !producer.is_finished(),
+            "more than MAX_PENDING waiting: the producer waits for room"
+        );
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        producer.join().unwrap();
+        drop(guard);
+        assert_eq!(sink.0.lock().unwrap().len(), lines * 1024);
+    }
+}
