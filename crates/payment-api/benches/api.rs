@@ -9,7 +9,7 @@
 //! - replays: the same requests again (every one answered from the stored response), first from
 //!   the in-memory replay cache, then through a second server whose cache is off;
 //! - the peer: the same load against an in-memory idempotency middleware from crates.io
-//!   (`api/peer.rs`), in three interleaved rounds beside Pagar (medians), with Pagar's request
+//!   (`api/peer.rs`), in five interleaved rounds beside Pagar (medians), with Pagar's request
 //!   logging on at its default level (INFO, written off the request path to a file), then off;
 //!   and 50 concurrent requests with one key against each, counting charges.
 
@@ -97,6 +97,52 @@ async fn bare_server(dir: &std::path::Path) -> String {
     let url = format!("http://{}/bare", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     url
+}
+
+/// The ceiling of a replay on this machine: an axum route that answers every request with one
+/// fixed stored answer (Pagar's replay headers and a body of its size) and does nothing else —
+/// no authentication, no key, no lookup, no log. Both servers share the two cores with wrk, so
+/// what is left between this and a server is all that the server itself can still gain.
+async fn constant_server(body: Vec<u8>) -> String {
+    use axum::http::{header, HeaderValue, StatusCode};
+    use axum::response::IntoResponse;
+    use axum::routing::post;
+    let body = axum::body::Bytes::from(body);
+    let app = axum::Router::new().route(
+        "/pagamentos",
+        post(move || {
+            let body = body.clone();
+            async move {
+                let mut res = (StatusCode::CREATED, body).into_response();
+                let h = res.headers_mut();
+                h.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                h.insert("idempotent-replayed", HeaderValue::from_static("true"));
+                res
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/pagamentos", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// The body Pagar replays for one of the keys the replay runs cycle through.
+async fn replay_body(url: &str) -> Vec<u8> {
+    let res = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(API_KEY)
+        .header("Idempotency-Key", "k-0-1")
+        .header("Content-Type", "application/json")
+        .body(r#"{"valor":2,"cartao":"tok_aprovado"}"#)
+        .send()
+        .await
+        .expect("the server answers");
+    assert!(res.headers().contains_key("idempotent-replayed"));
+    res.bytes().await.unwrap().to_vec()
 }
 
 /// wrk script: every request gets a key of its own (`prefix-thread-n`), or, with `cycle` > 0, one
@@ -386,11 +432,19 @@ async fn main() {
         first.count
     );
 
-    // Beside the peer: three interleaved rounds, each with fresh keys.
+    // Beside the peer: interleaved rounds, each with fresh keys.
     let peer = peer::start().await;
-    let (mut ours_first, mut ours_replay, mut peer_first, mut peer_replay) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for round in 0..3 {
+    let ceiling = constant_server(replay_body(&url).await).await;
+    let (mut ours_first, mut ours_replay, mut peer_first, mut peer_replay, mut ceilings) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    const ROUNDS: usize = 5;
+    let mut quiet_replay = Vec::new();
+    let set_level = |level: &str| {
+        log_level
+            .modify(|f| *f = tracing_subscriber::EnvFilter::new(level))
+            .unwrap();
+    };
+    for round in 0..ROUNDS {
         let (ours, theirs) = (format!("p{round}"), format!("q{round}"));
         let run = |name, url: &str, prefix: &str, cycle, cookie: &str| {
             tokio::task::block_in_place(|| {
@@ -407,40 +461,48 @@ async fn main() {
             peer_first.push(run("peer first", &peer.url, &theirs, 0, &peer.cookie));
             ours_first.push(run("Pagar first", &url, &ours, 0, ""));
         }
-        ours_replay.push(run("Pagar replay", &url, &ours, REPLAY_KEYS, ""));
-        peer_replay.push(run(
-            "peer replay",
-            &peer.url,
-            &theirs,
-            REPLAY_KEYS,
-            &peer.cookie,
-        ));
+        // The four replay runs of a round in an order that turns each round, so that none of
+        // them is always the one run right after the first executions (or always the last).
+        for which in (0..4).map(|i| (i + round) % 4) {
+            match which {
+                0 => ours_replay.push(run("Pagar replay", &url, &ours, REPLAY_KEYS, "")),
+                1 => {
+                    set_level("off");
+                    quiet_replay.push(run("Pagar replay, quiet", &url, &ours, REPLAY_KEYS, ""));
+                    set_level("info");
+                }
+                2 => peer_replay.push(run(
+                    "peer replay",
+                    &peer.url,
+                    &theirs,
+                    REPLAY_KEYS,
+                    &peer.cookie,
+                )),
+                _ => ceilings.push(run("ceiling", &ceiling, &ours, REPLAY_KEYS, "")),
+            }
+        }
     }
-    // Pagar's replays with its request logging off, three runs.
-    log_level
-        .modify(|f| *f = tracing_subscriber::EnvFilter::new("off"))
-        .unwrap();
-    let mut quiet_replay = Vec::new();
-    for round in 0..3 {
-        quiet_replay.push(tokio::task::block_in_place(|| {
-            wrk(
-                "Pagar replay, logging off",
-                &script,
-                &url,
-                secs,
-                &format!("p{round}"),
-                REPLAY_KEYS,
-            )
-        }));
-    }
-    log_level
-        .modify(|f| *f = tracing_subscriber::EnvFilter::new("info"))
-        .unwrap();
+    // Each ratio is the median of the rounds' own ratios: runs a minute apart share the
+    // machine's mood, and this machine's throughput wanders by a fifth over a few minutes.
+    let ratio = |a: &[Row], b: &[Row]| {
+        let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a.rate() / b.rate()).collect();
+        r.sort_by(|x, y| x.total_cmp(y));
+        r[r.len() / 2]
+    };
+    let first_vs_peer = ratio(&ours_first, &peer_first);
+    let replay_vs_peer = ratio(&ours_replay, &peer_replay);
+    let logging_on_off = ratio(&ours_replay, &quiet_replay);
+    let of_ceiling = [
+        ratio(&ours_replay, &ceilings),
+        ratio(&quiet_replay, &ceilings),
+        ratio(&peer_replay, &ceilings),
+    ];
     let ours_first = median("Pagar (SQLite, durable), first execution", &ours_first);
     let ours_replay = median("Pagar, replay (logging INFO)", &ours_replay);
     let quiet_replay = median("Pagar, replay (logging off)", &quiet_replay);
     let peer_first = median("axum-idempotent 0.6.0 (memory), first", &peer_first);
     let peer_replay = median("axum-idempotent 0.6.0 (memory), replay", &peer_replay);
+    let ceiling = median("ceiling: one fixed answer, no work", &ceilings);
     // 50 concurrent requests with one key, three times each: how many charges?
     let mut duplicates = (Vec::new(), Vec::new());
     for round in 0..3 {
@@ -481,13 +543,14 @@ async fn main() {
     );
     println!("ledger rows after the run: {ledger} (first executions answered: {}; wrk cuts off those in flight)", first.count);
     println!();
-    println!("beside the peer (3 interleaved rounds, medians):");
+    println!("beside the peer ({ROUNDS} interleaved rounds: medians; each ratio the median of the rounds' ratios):");
     print_table(&[
         &ours_first,
         &peer_first,
         &ours_replay,
         &peer_replay,
         &quiet_replay,
+        &ceiling,
     ]);
     println!(
         "50 concurrent requests, one key, charges: Pagar {:?}, axum-idempotent {:?}",
@@ -495,18 +558,18 @@ async fn main() {
     );
     target(
         "Pagar first executions / peer first executions",
-        ours_first.rate() / peer_first.rate(),
+        first_vs_peer,
         1.0,
     );
-    target(
-        "Pagar replays / peer replays",
-        ours_replay.rate() / peer_replay.rate(),
-        1.2,
-    );
+    target("Pagar replays / peer replays", replay_vs_peer, 1.2);
     target(
         "Pagar replays, logging on / logging off",
-        ours_replay.rate() / quiet_replay.rate(),
+        logging_on_off,
         0.9,
+    );
+    println!(
+        "of the ceiling (one fixed answer, same wrk load): Pagar replays {:.2}x, logging off {:.2}x, peer replays {:.2}x",
+        of_ceiling[0], of_ceiling[1], of_ceiling[2]
     );
     match pg {
         Ok(pg) => pg.print(&first, &replay),

@@ -2,6 +2,7 @@
 //! bodies into domain types and call [`crate::payments`].
 
 mod extract;
+mod front;
 mod openapi;
 
 pub use extract::{Admin, Key, Merchant};
@@ -19,15 +20,16 @@ use crate::schema::{
     PaymentList, Problem, RefundBody, RefundLedgerEntry,
 };
 use crate::state::AppState;
+use front::Logged;
 use crate::store::{PaymentField, StoredResponse};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
+use std::future::Future;
 use std::time::Duration;
 use utoipa::OpenApi;
 
@@ -49,8 +51,9 @@ pub fn app(state: AppState) -> Router {
     let router = router
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(middleware::from_fn_with_state(state.clone(), limit_headers))
-        .layer(middleware::from_fn(access_log));
+        .layer(front::FrontLayer {
+            max_header_bytes: state.max_header_bytes(),
+        });
     match cors(state.cors_origins()) {
         Some(cors) => router.layer(cors).with_state(state),
         None => router.with_state(state),
@@ -95,53 +98,6 @@ fn cors(origins: &str) -> Option<tower_http::cors::CorsLayer> {
     )
 }
 
-/// What a keyed request's log line says besides its method, path and status: put in the
-/// response's extensions by the handler, read by [`access_log`].
-#[derive(Debug, Clone)]
-struct Logged {
-    merchant: Option<MerchantId>,
-    key: Option<IdempotencyKey>,
-    outcome: &'static str,
-}
-
-/// One log line per request, written when it is answered, with every field it has: method,
-/// path, status, time taken and, for a keyed `POST`, merchant, key and outcome. One event and no
-/// span: in `perf` of a replay run, a span per request (its creation, the fields recorded into
-/// it as they became known, its close) cost more than the line itself. A first execution has a
-/// span of its own ([`payments::create`]) for the lines its work writes.
-async fn access_log(req: Request, next: Next) -> Response {
-    if !tracing::enabled!(tracing::Level::INFO) {
-        return next.run(req).await;
-    }
-    let started = std::time::Instant::now();
-    let (method, uri) = (req.method().clone(), req.uri().clone());
-    let res = next.run(req).await;
-    let logged = res.extensions().get::<Logged>();
-    tracing::info!(
-        method = %method,
-        path = uri.path(),
-        status = res.status().as_u16(),
-        micros = started.elapsed().as_micros() as u64,
-        merchant = logged.and_then(|l| l.merchant.as_ref()).map(|m| m.as_ref()),
-        key = logged.and_then(|l| l.key.as_ref()).map(|k| k.as_ref()),
-        outcome = logged.map(|l| l.outcome),
-        "request"
-    );
-    res
-}
-
-async fn limit_headers(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let size: usize = req
-        .headers()
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 4)
-        .sum();
-    if size > state.max_header_bytes() {
-        return ApiError::HeadersTooLarge(state.max_header_bytes()).into_response();
-    }
-    next.run(req).await
-}
-
 fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
@@ -161,9 +117,17 @@ fn parse_json(bytes: &[u8]) -> Result<serde_json::Value> {
 
 /// A body's bytes, within the size limit and the deadline.
 async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<axum::body::Bytes> {
-    let read = tokio::time::timeout(deadline, axum::body::to_bytes(body, limit))
-        .await
-        .map_err(|_| ApiError::RequestTimeout(deadline.as_millis() as u64))?;
+    // A small body has usually arrived with the headers: it is taken without arming a timer
+    // (one per request, a visible share of a replay in `perf`); a body still on its way gets the
+    // deadline from then.
+    let mut read = std::pin::pin!(axum::body::to_bytes(body, limit));
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(read.as_mut().poll(cx))).await;
+    let read = match first {
+        std::task::Poll::Ready(read) => read,
+        std::task::Poll::Pending => tokio::time::timeout(deadline, read)
+            .await
+            .map_err(|_| ApiError::RequestTimeout(deadline.as_millis() as u64))?,
+    };
     let bytes = read.map_err(|e| {
         let too_large = std::error::Error::source(&e)
             .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
