@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const SANDBOX_MERCHANT: &str = "loja_sandbox";
+/// Completed keys the embedded server keeps in memory.
+const EMBEDDED_REPLAY_CACHE: usize = 64;
 
 /// The app's state: a started session, or why it could not start.
 pub struct Session(std::result::Result<Running, String>);
@@ -93,12 +95,16 @@ impl Running {
                 let sandbox_key = format!("sk_sandbox_{}", uuid::Uuid::new_v4().simple());
                 private::create_dir(&settings.data_dir.join("sandbox"))
                     .map_err(|e| AppError::Startup(e.to_string()))?;
-                let config = payment_api::Config::sandbox(
+                let mut config = payment_api::Config::sandbox(
                     settings.sandbox_db(),
                     &sandbox_key,
                     SANDBOX_MERCHANT,
                     &admin,
                 );
+                // One till is the sandbox's only client and retries only its few unsettled
+                // keys: a server's 100 000 cached answers would only grow with every sale (a
+                // miss reads the database, as after a restart).
+                config.replay_cache_entries = EMBEDDED_REPLAY_CACHE;
                 let server = payment_api::start(config)
                     .await
                     .map_err(|e| AppError::Startup(format!("API embutida: {e}")))?;

@@ -201,7 +201,12 @@ impl tracing_subscriber::fmt::time::FormatTime for CachedSecondTimer {
 
 /// The server's log layer as the binary has it (text on stderr, colours only at a terminal, or
 /// JSON on stdout), writing through a [`BatchWriter`].
-pub fn layer<S>(json: bool) -> (Box<dyn tracing_subscriber::Layer<S> + Send + Sync>, FlushGuard)
+pub fn layer<S>(
+    json: bool,
+) -> (
+    Box<dyn tracing_subscriber::Layer<S> + Send + Sync>,
+    FlushGuard,
+)
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
@@ -224,7 +229,10 @@ where
 pub fn text_layer<S>(
     (writer, guard): (BatchWriter, FlushGuard),
     ansi: bool,
-) -> (Box<dyn tracing_subscriber::Layer<S> + Send + Sync>, FlushGuard)
+) -> (
+    Box<dyn tracing_subscriber::Layer<S> + Send + Sync>,
+    FlushGuard,
+)
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
@@ -276,7 +284,10 @@ mod tests {
         for line in text.lines() {
             let (t, n) = line.split_once(' ').unwrap();
             let (t, n): (usize, usize) = (t.parse().unwrap(), n.parse().unwrap());
-            assert_eq!(n, next[t], "thread {t}'s lines in order, none lost or doubled");
+            assert_eq!(
+                n, next[t],
+                "thread {t}'s lines in order, none lost or doubled"
+            );
             next[t] += 1;
         }
         assert_eq!(next, [5_000; 4]);
@@ -307,7 +318,9 @@ mod tests {
             CachedSecondTimer
                 .format_time(&mut Writer::new(&mut ours))
                 .unwrap();
-            SystemTime.format_time(&mut Writer::new(&mut theirs)).unwrap();
+            SystemTime
+                .format_time(&mut Writer::new(&mut theirs))
+                .unwrap();
             assert_eq!(ours.len(), "2026-12-01T15:37:43.123456Z".len(), "{ours}");
             // Taken a moment apart: the same up to the tenths of a second, unless a second
             // turned in between (then the next round compares again).

@@ -13,7 +13,10 @@ async fn main() -> std::process::ExitCode {
     // Lines are written off the request path in batches (`payment_api::logging`); the guard
     // writes what is pending at exit.
     let (logs, _flush_at_exit) = payment_api::logging::layer(config.log_json);
-    tracing_subscriber::registry().with(logs).with(filter).init();
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(filter)
+        .init();
     let server = match payment_api::start(config).await {
         Ok(s) => s,
         Err(e) => {

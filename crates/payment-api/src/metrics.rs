@@ -80,8 +80,8 @@ impl Default for Metrics {
             "POST /pagamentos by outcome",
             requests.clone(),
         );
-        let requests =
-            RequestOutcome::ALL.map(|outcome| requests.get_or_create(&OutcomeLabel { outcome }).clone());
+        let requests = RequestOutcome::ALL
+            .map(|outcome| requests.get_or_create(&OutcomeLabel { outcome }).clone());
         registry.register(
             "gateway_charges",
             "Gateway executions (ledger rows written or found) by status",
@@ -179,8 +179,17 @@ mod tests {
         metrics.request(RequestOutcome::replay);
         metrics.request(RequestOutcome::mismatch);
         let text = metrics.encode();
-        assert!(text.contains(r#"pagar_payment_requests_total{outcome="replay"} 2"#), "{text}");
-        assert!(text.contains(r#"pagar_payment_requests_total{outcome="mismatch"} 1"#), "{text}");
-        assert!(text.contains(r#"pagar_payment_requests_total{outcome="first"} 0"#), "{text}");
+        assert!(
+            text.contains(r#"pagar_payment_requests_total{outcome="replay"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"pagar_payment_requests_total{outcome="mismatch"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"pagar_payment_requests_total{outcome="first"} 0"#),
+            "{text}"
+        );
     }
 }

@@ -119,9 +119,9 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for FrontFuture<F>
                 Poll::Ready(Ok(res)) => res,
                 Poll::Pending => return Poll::Pending,
             },
-            AnswerProj::Refused { response } => response
-                .take()
-                .expect("a refusal is answered once"),
+            AnswerProj::Refused { response } => {
+                response.take().expect("a refusal is answered once")
+            }
         };
         if let Some(started) = this.started.take() {
             log(&started, &res);

@@ -20,7 +20,6 @@ use crate::schema::{
     PaymentList, Problem, RefundBody, RefundLedgerEntry,
 };
 use crate::state::AppState;
-use front::Logged;
 use crate::store::{PaymentField, StoredResponse};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
@@ -28,6 +27,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use front::Logged;
 use serde::Deserialize;
 use std::future::Future;
 use std::time::Duration;
