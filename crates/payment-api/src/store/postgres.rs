@@ -355,21 +355,13 @@ impl Store for PgStore {
         );
         let shift = self.shift();
         for _ in 0..CLAIM_ATTEMPTS {
-            // Committed without waiting for the WAL flush (`synchronous_commit = off` for this
-            // statement's own transaction), as SQLite commits its claim relaxed: the claim is
-            // visible to every replica at once and survives a crash of this process; a crash of
-            // the database can take it only together with every later commit, and the gateway's
-            // record of a charge is a durable commit after it (the WAL is flushed in order), so
-            // no charge of a lost claim survives either. The retry then claims the free key anew
-            // and charges under the same downstream key. One fewer flush to wait for per payment.
             let insert = c
                 .prepare_cached(
-                    "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
-                     INSERT INTO idempotency_keys
+                    "INSERT INTO idempotency_keys
                          (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point,
                           request_body)
                      SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $7::bigint, 'started', $6::bytea
-                     FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t, relaxed
+                     FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
                      ON CONFLICT (merchant, key) DO NOTHING
                      RETURNING fence",
                 )
