@@ -21,6 +21,7 @@ mod faults;
 mod helpers;
 mod key_syntax;
 mod listing;
+mod logs;
 mod lookups;
 mod openapi;
 mod refunds;
