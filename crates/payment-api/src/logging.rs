@@ -225,6 +225,57 @@ where
     }
 }
 
+/// The text line without colours, as the default `Full` format writes it — timestamp, level, the
+/// spans from the root with their fields, target, fields — without the styling calls that format
+/// writes even with colours off.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainLine;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for PlainLine
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing_log::NormalizeEvent as _;
+        use tracing_subscriber::fmt::time::FormatTime as _;
+        use tracing_subscriber::fmt::FormatFields as _;
+        CachedSecondTimer.format_time(&mut w)?;
+        // A record from the `log` crate (rusqlite_migration's, refinery's) names its own target.
+        let normalized = event.normalized_metadata();
+        let meta = normalized.as_ref().unwrap_or_else(|| event.metadata());
+        w.write_str(match *meta.level() {
+            tracing::Level::ERROR => " ERROR ",
+            tracing::Level::WARN => "  WARN ",
+            tracing::Level::INFO => "  INFO ",
+            tracing::Level::DEBUG => " DEBUG ",
+            tracing::Level::TRACE => " TRACE ",
+        })?;
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                w.write_str(span.name())?;
+                let ext = span.extensions();
+                if let Some(fields) = ext.get::<tracing_subscriber::fmt::FormattedFields<N>>() {
+                    if !fields.is_empty() {
+                        write!(w, "{{{fields}}}")?;
+                    }
+                }
+                w.write_char(':')?;
+            }
+            w.write_char(' ')?;
+        }
+        w.write_str(meta.target())?;
+        w.write_str(": ")?;
+        ctx.format_fields(w.by_ref(), event)?;
+        writeln!(w)
+    }
+}
+
 /// The text layer over a batch writer (the bench passes one over a file).
 pub fn text_layer<S>(
     (writer, guard): (BatchWriter, FlushGuard),
@@ -240,7 +291,11 @@ where
         .with_ansi(ansi)
         .with_timer(CachedSecondTimer)
         .with_writer(writer);
-    (Box::new(layer), guard)
+    if ansi {
+        (Box::new(layer), guard)
+    } else {
+        (Box::new(layer.event_format(PlainLine)), guard)
+    }
 }
 
 #[cfg(test)]
@@ -331,6 +386,46 @@ mod tests {
             }
         }
         panic!("three seconds turned over in three rounds");
+    }
+
+    #[test]
+    fn the_plain_line_is_the_default_format_without_colours() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let (ours, theirs) = (Sink::default(), Sink::default());
+        let (a, b) = (ours.clone(), theirs.clone());
+        let subscriber = tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .event_format(PlainLine)
+                    .with_writer(move || a.clone()),
+            )
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(move || b.clone()),
+            );
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(status = 201u16, key = %"k-1", "outside a span");
+            let outer = tracing::info_span!("execution", merchant = %"loja", key = "k 2");
+            let _outer = outer.enter();
+            let inner = tracing::warn_span!("step");
+            let _inner = inner.enter();
+            tracing::warn!(fence = 3, "inside two spans");
+            tracing::error!(why = ?Some("x"), "an error");
+            tracing::debug!("filtered out? no: no filter here");
+        });
+        let (ours, theirs) = (
+            String::from_utf8(ours.0.lock().unwrap().clone()).unwrap(),
+            String::from_utf8(theirs.0.lock().unwrap().clone()).unwrap(),
+        );
+        let after_time = |text: &str| -> Vec<String> {
+            text.lines()
+                .map(|l| l["2026-12-01T15:37:43.123456Z".len()..].to_string())
+                .collect()
+        };
+        assert_eq!(after_time(&ours), after_time(&theirs), "{ours}\n{theirs}");
+        assert_eq!(after_time(&ours).len(), 4, "{ours}");
     }
 
     /// A `Write` that blocks until released: a stalled pipe.
