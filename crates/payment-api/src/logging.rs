@@ -199,14 +199,12 @@ impl tracing_subscriber::fmt::time::FormatTime for CachedSecondTimer {
     }
 }
 
+/// A log layer over a subscriber `S`, boxed (text or JSON are different types).
+pub type Layer<S> = Box<dyn tracing_subscriber::Layer<S> + Send + Sync>;
+
 /// The server's log layer as the binary has it (text on stderr, colours only at a terminal, or
 /// JSON on stdout), writing through a [`BatchWriter`].
-pub fn layer<S>(
-    json: bool,
-) -> (
-    Box<dyn tracing_subscriber::Layer<S> + Send + Sync>,
-    FlushGuard,
-)
+pub fn layer<S>(json: bool) -> (Layer<S>, FlushGuard)
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
@@ -280,10 +278,7 @@ where
 pub fn text_layer<S>(
     (writer, guard): (BatchWriter, FlushGuard),
     ansi: bool,
-) -> (
-    Box<dyn tracing_subscriber::Layer<S> + Send + Sync>,
-    FlushGuard,
-)
+) -> (Layer<S>, FlushGuard)
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
