@@ -258,7 +258,7 @@ async fn execute_keyed(
         payments::create(&state, prepared, &faults).await
     }
     .await;
-    let (mut res, outcome) = match result {
+    let (res, outcome) = match result {
         Ok(Answer::First(stored)) => {
             faults.after_commit(conn.as_ref());
             (stored_response(stored, false), "first")
@@ -266,12 +266,7 @@ async fn execute_keyed(
         Ok(Answer::Replay(stored)) => (stored_response(stored, true), "replay"),
         Err(e) => return refused(&state, e, Some(merchant), Some(key)),
     };
-    res.extensions_mut().insert(Logged {
-        merchant: Some(merchant),
-        key: Some(key),
-        outcome,
-    });
-    res
+    logged(res, Some(merchant), Some(key), outcome)
 }
 
 /// A keyed request that was refused or failed: counted, and its problem slug logged.
@@ -285,7 +280,16 @@ fn refused(
     state
         .metrics()
         .request(RequestOutcome::rejected_or_failed(&e));
-    let mut res = e.into_response();
+    logged(e.into_response(), merchant, key, outcome)
+}
+
+/// A keyed request's answer with what its log line names (read by the front door).
+fn logged(
+    mut res: Response,
+    merchant: Option<MerchantId>,
+    key: Option<IdempotencyKey>,
+    outcome: &'static str,
+) -> Response {
     res.extensions_mut().insert(Logged {
         merchant,
         key,
