@@ -20,6 +20,33 @@ use std::time::Duration;
 const RUNS: usize = 5;
 const WARM: usize = 100;
 const PAYMENTS: usize = 1_000;
+/// Sales per WebDriver script (a divisor of `WARM`): each script is a few seconds of selling.
+const BATCH: usize = 25;
+
+/// Sells `n` sales at the till as a cashier does, in the page: types the amount, presses Pagar,
+/// waits for "Pagamento aprovado", presses Nova venda, waits for the next sale. One WebDriver
+/// script per `BATCH` sales, so that the harness's own scripts (a WebDriver command per sale
+/// would be 1 000 compiled scripts in the web process) are not what the growth measures.
+const CASHIER: &str = r#"
+const [n, first, done] = arguments;
+const $ = (id) => document.getElementById(id);
+const until = (ok, what) => new Promise((resolve, reject) => {
+  const t0 = Date.now();
+  const poll = () => ok() ? resolve()
+    : Date.now() - t0 > 10000 ? reject(new Error(`${what}: ${$("status-label").textContent}`))
+    : setTimeout(poll, 1);
+  poll();
+});
+(async () => {
+  for (let i = first; i < first + n; i++) {
+    $("valor").value = `${1 + i},${String(i % 100).padStart(2, "0")}`;
+    $("pagar").click();
+    await until(() => $("status").dataset.state === "aprovado", `sale ${i} approved`);
+    $("nova-venda").click();
+    await until(() => $("status").dataset.state === "idle" && !$("pagar").disabled, `sale ${i + 1} open`);
+  }
+})().then(() => done({ ok: n }), (e) => done({ err: String(e) }));
+"#;
 
 fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -107,14 +134,38 @@ fn blank_window() -> PathBuf {
 }
 
 /// (RSS of the process, PSS of the process and its children) of `binary` idle after its window
-/// opened, started without WebDriver.
-async fn plain_idle(binary: &Path) -> (f64, f64) {
+/// opened, started without WebDriver, and where that PSS is.
+async fn plain_idle(binary: &Path) -> ((f64, f64), Vec<(String, [f64; 3])>) {
     let dir = tempfile::tempdir().unwrap();
     let window = PlainWindow::launch(binary, dir.path(), Duration::from_secs(6)).await;
     let pid = window
         .pid
         .unwrap_or_else(|| panic!("{} is running", binary.display()));
-    (rss_mib(pid), tree_pss_mib(pid))
+    ((rss_mib(pid), tree_pss_mib(pid)), by_process(pid))
+}
+
+/// Prints `from -> to` per process: (PSS, anonymous, file-backed) MiB. The first process of each
+/// is the app itself (whatever its name); its children are paired by name.
+fn compare(from: &[(String, [f64; 3])], to: &[(String, [f64; 3])]) {
+    for (i, (name, a)) in to.iter().enumerate() {
+        let w = if i == 0 {
+            from.first()
+        } else {
+            from.iter().find(|(n, _)| n == name)
+        }
+        .map(|(_, w)| *w)
+        .unwrap_or_default();
+        println!(
+            "  {name:<22} {:6.1} {:6.1} {:6.1}  ->  {:6.1} {:6.1} {:6.1}   (+{:.1} anonymous)",
+            w[0],
+            w[1],
+            w[2],
+            a[0],
+            a[1],
+            a[2],
+            a[1] - w[1]
+        );
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -147,9 +198,14 @@ async fn main() {
         blank.display()
     );
     let (mut bare, mut plain) = (Vec::new(), Vec::new());
+    let (mut bare_by, mut plain_by) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        bare.push(plain_idle(&blank).await);
-        plain.push(plain_idle(Path::new(env!("CARGO_BIN_EXE_pagar"))).await);
+        let (m, by) = plain_idle(&blank).await;
+        bare.push(m);
+        bare_by = by;
+        let (m, by) = plain_idle(Path::new(env!("CARGO_BIN_EXE_pagar"))).await;
+        plain.push(m);
+        plain_by = by;
     }
 
     let dir = tempfile::tempdir().unwrap();
@@ -159,26 +215,36 @@ async fn main() {
     let idle = (rss_mib(pid), tree_pss_mib(pid));
     let mut warm = (0.0, 0.0);
     let mut warm_by = Vec::new();
-    for i in 0..PAYMENTS {
-        if i == WARM {
+    let mut sold = 0;
+    while sold < PAYMENTS {
+        if sold == WARM {
             settle(&app).await;
             warm = (rss_mib(pid), tree_pss_mib(pid));
             warm_by = by_process(pid);
         }
-        // Sales of the bench's own numbering: `new_sale` waits for the open sale to settle.
-        let sale = format!("venda-bench-{i}");
-        let valor = format!("{},{:02}", 1 + i, i % 100);
-        let reply = app
-            .invoke(
-                "pay",
-                json!({"saleId": sale, "valor": valor, "cartao": "tok_aprovado"}),
-            )
-            .await;
-        assert!(reply["ok"].is_object(), "{reply}");
+        let reply = app.execute_async(CASHIER, json!([BATCH, sold])).await;
+        assert_eq!(reply["ok"], BATCH, "{reply}");
+        sold += BATCH;
     }
     settle(&app).await;
     let after = (rss_mib(pid), tree_pss_mib(pid));
     let after_by = by_process(pid);
+    // `APP_BENCH_MORE=n`: n more sales after the measured ones, to see whether memory keeps
+    // growing or levels off (a diagnosis; not part of the targets).
+    let more: usize = std::env::var("APP_BENCH_MORE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut later = Vec::new();
+    while sold < PAYMENTS + more {
+        let reply = app.execute_async(CASHIER, json!([BATCH, sold])).await;
+        assert_eq!(reply["ok"], BATCH, "{reply}");
+        sold += BATCH;
+        if (sold - PAYMENTS) % 1_000 == 0 {
+            settle(&app).await;
+            later.push((sold, tree_pss_mib(pid), by_process(pid)));
+        }
+    }
     let charged = app.ledger_rows();
     app.close().await;
 
@@ -205,23 +271,15 @@ async fn main() {
         "  Pagar after {PAYMENTS} payments under WebDriver                {:6.1}  ({:6.1})",
         after.1, after.0
     );
+    println!("where it is (PSS MiB: total, anonymous, file-backed), idle: the bare window's third run -> Pagar's:");
+    compare(&bare_by, &plain_by);
     println!("where it is (PSS MiB: total, anonymous, file-backed), after {WARM} -> after {PAYMENTS} payments:");
-    for (name, a) in &after_by {
-        let w = warm_by
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, w)| *w)
-            .unwrap_or_default();
-        println!(
-            "  {name:<22} {:6.1} {:6.1} {:6.1}  ->  {:6.1} {:6.1} {:6.1}   (+{:.1} anonymous)",
-            w[0],
-            w[1],
-            w[2],
-            a[0],
-            a[1],
-            a[2],
-            a[1] - w[1]
-        );
+    compare(&warm_by, &after_by);
+    let mut before = &after_by;
+    for (n, pss, by) in &later {
+        println!("after {n} payments (APP_BENCH_MORE): {pss:.1} MiB; from the previous figure:");
+        compare(before, by);
+        before = by;
     }
     println!("ledger charges after the payments: {charged}");
     target(

@@ -75,6 +75,11 @@ pub struct Options {
     /// How often a background thread copies the WAL into the database (a passive checkpoint).
     /// Committing writers then never pay for a checkpoint themselves.
     pub checkpoint_every: Duration,
+    /// Most page cache each connection keeps, in KiB (`PRAGMA cache_size`); `None` for SQLite's
+    /// default, 2 000 KiB. Every connection (the writer and each pooled reader) fills its own
+    /// cache as the file grows, so a small database read by a few connections is held in memory
+    /// several times over.
+    pub cache_kib: Option<u32>,
 }
 
 impl Default for Options {
@@ -84,6 +89,7 @@ impl Default for Options {
             max_batch: 512,
             max_page_count: None,
             checkpoint_every: Duration::from_millis(500),
+            cache_kib: None,
         }
     }
 }
@@ -127,6 +133,10 @@ pub fn connect(path: &Path, options: &Options) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "foreign_keys", "ON")?;
     if let Some(pages) = options.max_page_count {
         conn.pragma_update(None, "max_page_count", pages)?;
+    }
+    if let Some(kib) = options.cache_kib {
+        // A negative cache size is in KiB, a positive one in pages.
+        conn.pragma_update(None, "cache_size", -i64::from(kib))?;
     }
     Ok(conn)
 }

@@ -22,9 +22,11 @@ pub enum StoreError {
     #[error(transparent)]
     Db(#[from] durable_sqlite::Error),
     /// PostgreSQL said no.
+    #[cfg(feature = "postgres")]
     #[error("postgres: {}", describe_postgres(.0))]
     Postgres(#[from] tokio_postgres::Error),
     /// PostgreSQL could not be reached, configured or migrated.
+    #[cfg(feature = "postgres")]
     #[error("postgres: {0}")]
     Unavailable(String),
     /// A stored row did not have the expected shape.
@@ -34,6 +36,7 @@ pub enum StoreError {
 
 /// A PostgreSQL error with its reason: tokio-postgres's own message is only "db error" or
 /// "error connecting to server", with the reason kept in the server's answer or the source chain.
+#[cfg(feature = "postgres")]
 pub fn describe_postgres(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         return format!("{} (SQLSTATE {})", db.message(), db.code().code());

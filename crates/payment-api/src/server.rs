@@ -6,7 +6,9 @@ use crate::conn::{ConnHandle, CuttableListener};
 use crate::error::{ApiError, Result};
 use crate::gateway::SimulatedGateway;
 use crate::state::AppState;
-use crate::store::{redact, PgOptions, PgStore, SqliteStore, Store};
+#[cfg(feature = "postgres")]
+use crate::store::{redact, PgOptions, PgStore};
+use crate::store::{SqliteStore, Store};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,38 +79,57 @@ pub async fn start(config: Config) -> Result<RunningServer> {
     start_with_store(config, store).await
 }
 
+/// Page cache per SQLite connection of an embedded sandbox, in KiB: its database holds one till's
+/// sales, and what the cache does not hold the operating system's does.
+const EMBEDDED_CACHE_KIB: u32 = 512;
+
 /// The store the configuration names, migrated and answering; a clear error when it cannot be.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::with_offset(config.clock_offset_ms));
     match &config.database_url {
-        Some(url) => {
-            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-                return Err(ApiError::Startup(format!(
-                    "DATABASE_URL deve começar com postgres:// (recebido {})",
-                    redact(url)
-                )));
-            }
-            let options = PgOptions {
-                max_connections: config.pg_max_connections,
-                ..PgOptions::default()
-            };
-            let store = PgStore::connect(url, options, clock).await.map_err(|e| {
-                ApiError::Startup(format!("PostgreSQL {} inacessível: {e}", redact(url)))
-            })?;
-            tracing::info!(
-                url = %redact(url),
-                offset_to_database_ms = store.offset_to_database_ms(),
-                "store: PostgreSQL"
-            );
-            Ok(Arc::new(store))
-        }
+        #[cfg(feature = "postgres")]
+        Some(url) => open_postgres(url, config, clock).await,
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => Err(ApiError::Startup(
+            "este binário foi construído sem PostgreSQL (feature `postgres` de payment-api)".into(),
+        )),
         None => {
-            let store = SqliteStore::open(&config.database, clock).map_err(|e| {
-                ApiError::Startup(format!("banco {}: {e}", config.database.display()))
-            })?;
+            let cache = config.embedded.then_some(EMBEDDED_CACHE_KIB);
+            let store =
+                SqliteStore::open_with_cache(&config.database, clock, cache).map_err(|e| {
+                    ApiError::Startup(format!("banco {}: {e}", config.database.display()))
+                })?;
             Ok(Arc::new(store))
         }
     }
+}
+
+/// The PostgreSQL store at `url`, migrated and answering.
+#[cfg(feature = "postgres")]
+async fn open_postgres(
+    url: &str,
+    config: &Config,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn Store>> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(ApiError::Startup(format!(
+            "DATABASE_URL deve começar com postgres:// (recebido {})",
+            redact(url)
+        )));
+    }
+    let options = PgOptions {
+        max_connections: config.pg_max_connections,
+        ..PgOptions::default()
+    };
+    let store = PgStore::connect(url, options, clock)
+        .await
+        .map_err(|e| ApiError::Startup(format!("PostgreSQL {} inacessível: {e}", redact(url))))?;
+    tracing::info!(
+        url = %redact(url),
+        offset_to_database_ms = store.offset_to_database_ms(),
+        "store: PostgreSQL"
+    );
+    Ok(Arc::new(store))
 }
 
 /// Starts serving on a given store (tests pass a store with a manual clock).

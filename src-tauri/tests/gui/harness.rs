@@ -499,12 +499,21 @@ impl GuiApp {
 
     /// Calls one of the app's commands from the page, as the UI would.
     pub async fn invoke(&self, cmd: &str, args: Value) -> Value {
+        self.execute_async(
+            "const [cmd, args, done] = arguments; \
+             window.__TAURI__.core.invoke(cmd, args).then(v => done({ok: v}), e => done({err: e}));",
+            json!([cmd, args]),
+        )
+        .await
+    }
+
+    /// Runs an asynchronous script in the page: its last argument is the callback that ends it
+    /// with a value (within WebDriver's script timeout, 30 s).
+    pub async fn execute_async(&self, script: &str, args: Value) -> Value {
         self.wd(
             reqwest::Method::POST,
             "/execute/async",
-            json!({"script": "const [cmd, args, done] = arguments; \
-                window.__TAURI__.core.invoke(cmd, args).then(v => done({ok: v}), e => done({err: e}));",
-                   "args": [cmd, args]}),
+            json!({"script": script, "args": args}),
         )
         .await
     }

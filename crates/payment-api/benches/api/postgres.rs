@@ -21,6 +21,108 @@ pub struct Figures {
     replay_3: Row,
     /// Mean milliseconds of each step of a first execution on one replica, from its `/metrics`.
     steps: Vec<(String, f64, u64)>,
+    /// What the raw 32-connection commits and the one replica's first executions cost.
+    raw_cost: Cost,
+    first_cost: Cost,
+}
+
+/// What a scenario cost the machine, between two [`Sample`]s.
+#[derive(Clone, Copy, Default)]
+struct Cost {
+    /// CPU seconds of PostgreSQL's processes (backends, WAL writer, checkpointer…).
+    pg_cpu_s: f64,
+    /// CPU seconds of the replica (0 for the raw commits).
+    replica_cpu_s: f64,
+    /// Bytes of WAL the database wrote.
+    wal_bytes: f64,
+    /// The share of the machine's CPU time that was idle.
+    idle: f64,
+}
+
+/// Counters read at one moment: CPU ticks of PostgreSQL, of one process, the WAL position, and
+/// the machine's busy and idle ticks.
+struct Sample {
+    pg_ticks: u64,
+    replica_ticks: u64,
+    wal_lsn: u64,
+    machine: (u64, u64),
+}
+
+/// `(state, ppid, utime, stime, cutime, cstime)` of a process, from `/proc/<pid>/stat`.
+fn proc_stat(pid: &str) -> Option<(String, u32, u64, u64, u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1.to_string();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let n = |i: usize| f.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Some((comm, n(1) as u32, n(11), n(12), n(13), n(14)))
+}
+
+impl Sample {
+    /// PostgreSQL's CPU is every live `postgres` process's own plus what the postmaster reaped
+    /// from backends that exited (the raw commits' connections close before the second sample).
+    fn take(replica: Option<u32>) -> Self {
+        let procs: Vec<(u32, (String, u32, u64, u64, u64, u64))> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let pid = e.file_name().to_str()?.to_string();
+                Some((pid.parse().ok()?, proc_stat(&pid)?))
+            })
+            .collect();
+        let is_pg = |pid: u32| procs.iter().any(|(p, s)| *p == pid && s.0 == "postgres");
+        let pg_ticks = procs
+            .iter()
+            .filter(|(_, s)| s.0 == "postgres")
+            .map(|(_, s)| s.2 + s.3 + if is_pg(s.1) { 0 } else { s.4 + s.5 })
+            .sum();
+        let replica_ticks = replica
+            .and_then(|r| procs.iter().find(|(p, _)| *p == r))
+            .map_or(0, |(_, s)| s.2 + s.3);
+        let lsn = Command::new("psql")
+            .args([ADMIN_URL, "-tAc", "SELECT pg_current_wal_lsn()"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let wal_lsn = lsn
+            .split_once('/')
+            .and_then(|(hi, lo)| {
+                Some((u64::from_str_radix(hi, 16).ok()? << 32) + u64::from_str_radix(lo, 16).ok()?)
+            })
+            .unwrap_or(0);
+        let cpu = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<u64> = cpu
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+        let busy = ticks.iter().take(8).sum::<u64>() - idle;
+        Self {
+            pg_ticks,
+            replica_ticks,
+            wal_lsn,
+            machine: (busy, idle),
+        }
+    }
+
+    fn until(&self, later: &Sample) -> Cost {
+        // USER_HZ is 100 on every Linux this runs on (`getconf CLK_TCK`).
+        let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / 100.0;
+        let busy = later.machine.0.saturating_sub(self.machine.0) as f64;
+        let idle = later.machine.1.saturating_sub(self.machine.1) as f64;
+        Cost {
+            pg_cpu_s: secs(self.pg_ticks, later.pg_ticks),
+            replica_cpu_s: secs(self.replica_ticks, later.replica_ticks),
+            wal_bytes: later.wal_lsn.saturating_sub(self.wal_lsn) as f64,
+            idle: idle / (busy + idle).max(1.0),
+        }
+    }
 }
 
 /// The mean of each `pagar_store_seconds` operation the server at `base` measured, in ms.
@@ -208,10 +310,14 @@ pub async fn run(script: &Path, secs: u64) -> Result<Figures, String> {
 
 async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
     let raw_one = raw_commits(&db.url(), 1, RAW_COMMITS).await;
+    let before = Sample::take(None);
     let raw_many = raw_commits(&db.url(), CONCURRENCY, RAW_COMMITS / 8).await;
+    let raw_cost = before.until(&Sample::take(None));
 
     let one = Replica::start(db);
-    let (first_1, replay_1, steps) = tokio::task::block_in_place(|| {
+    let pid = Some(one.0.id());
+    let (first_1, replay_1, steps, first_cost) = tokio::task::block_in_place(|| {
+        let before = Sample::take(pid);
         let first = wrk_with(
             "PG 1 replica, first execution",
             script,
@@ -222,6 +328,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             CONCURRENCY,
             "",
         );
+        let cost = before.until(&Sample::take(pid));
         let steps = store_steps(one.1.trim_end_matches("/pagamentos"));
         warm(&one.1, "", "p1");
         let replay = wrk_with(
@@ -234,7 +341,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             CONCURRENCY,
             "",
         );
-        (first, replay, steps)
+        (first, replay, steps, cost)
     });
     drop(one);
 
@@ -274,6 +381,8 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
         first_3,
         replay_3,
         steps,
+        raw_cost,
+        first_cost,
     }
 }
 
@@ -304,6 +413,27 @@ impl Figures {
             steps.join(", "),
             self.raw_one.p50_ms,
             self.raw_many.p50_ms
+        );
+        let per = |c: &Cost, n: usize| {
+            let n = n.max(1) as f64;
+            (
+                c.pg_cpu_s * 1e3 / n,
+                c.replica_cpu_s * 1e3 / n,
+                c.wal_bytes / n,
+            )
+        };
+        let (raw_pg, _, raw_wal) = per(&self.raw_cost, self.raw_many.count);
+        let (first_pg, first_app, first_wal) = per(&self.first_cost, self.first_1.count);
+        println!(
+            "PG cost per operation (CPU from /proc, WAL from pg_current_wal_lsn): raw commit: PostgreSQL {raw_pg:.3} ms CPU, {raw_wal:.0} B WAL (cores idle {:.0} %); first execution: PostgreSQL {first_pg:.3} ms CPU, replica {first_app:.3} ms CPU, {first_wal:.0} B WAL (cores idle {:.0} %)",
+            self.raw_cost.idle * 100.0,
+            self.first_cost.idle * 100.0
+        );
+        println!(
+            "PG first execution / raw commit: PostgreSQL CPU {:.2}x, WAL {:.2}x; 2 cores / (PostgreSQL + replica CPU per execution) = {:.0}/s",
+            first_pg / raw_pg,
+            first_wal / raw_wal,
+            2e3 / (first_pg + first_app)
         );
         println!(
             "PG first executions, 3 replicas / 1 replica:                  {:.2}x",

@@ -4,9 +4,11 @@
 //! every process sharing one database agrees on them.
 
 mod claim;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite;
 
+#[cfg(feature = "postgres")]
 pub use postgres::{redact, PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 

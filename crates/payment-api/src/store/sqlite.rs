@@ -33,7 +33,21 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating and migrating if needed) the database at `path` and starts its writer.
     pub fn open(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> StoreResult<Self> {
-        let db = Db::open(path, Options::default(), |c| {
+        Self::open_with_cache(path, clock, None)
+    }
+
+    /// [`SqliteStore::open`] with at most `cache_kib` of page cache per connection (`None`:
+    /// SQLite's default). The app's embedded sandbox keeps a small one.
+    pub fn open_with_cache(
+        path: impl AsRef<Path>,
+        clock: Arc<dyn Clock>,
+        cache_kib: Option<u32>,
+    ) -> StoreResult<Self> {
+        let options = Options {
+            cache_kib,
+            ..Options::default()
+        };
+        let db = Db::open(path, options, |c| {
             migrations().to_latest(c).map_err(StoreError::from)
         })?;
         Ok(Self { db, clock })
