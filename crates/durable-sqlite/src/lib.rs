@@ -75,11 +75,12 @@ pub struct Options {
     /// How often a background thread copies the WAL into the database (a passive checkpoint).
     /// Committing writers then never pay for a checkpoint themselves.
     pub checkpoint_every: Duration,
-    /// Most page cache each connection keeps, in KiB (`PRAGMA cache_size`); `None` for SQLite's
-    /// default, 2 000 KiB. Every connection (the writer and each pooled reader) fills its own
-    /// cache as the file grows, so a small database read by a few connections is held in memory
-    /// several times over.
-    pub cache_kib: Option<u32>,
+    /// Most page cache each pooled reader keeps, in KiB (`PRAGMA cache_size`); `None` for
+    /// SQLite's default, 2 000 KiB. Every connection fills a cache of its own as the file grows,
+    /// so a database read by a few connections is held in memory several times over. The writer
+    /// keeps SQLite's default: its cache is what spares a burst of writes (a queue draining) from
+    /// reading its pages back.
+    pub reader_cache_kib: Option<u32>,
 }
 
 impl Default for Options {
@@ -89,7 +90,7 @@ impl Default for Options {
             max_batch: 512,
             max_page_count: None,
             checkpoint_every: Duration::from_millis(500),
-            cache_kib: None,
+            reader_cache_kib: None,
         }
     }
 }
@@ -134,7 +135,13 @@ pub fn connect(path: &Path, options: &Options) -> rusqlite::Result<Connection> {
     if let Some(pages) = options.max_page_count {
         conn.pragma_update(None, "max_page_count", pages)?;
     }
-    if let Some(kib) = options.cache_kib {
+    Ok(conn)
+}
+
+/// A pooled reader's connection: [`connect`] with its page cache bounded.
+fn reader(path: &Path, options: &Options) -> rusqlite::Result<Connection> {
+    let conn = connect(path, options)?;
+    if let Some(kib) = options.reader_cache_kib {
         // A negative cache size is in KiB, a positive one in pages.
         conn.pragma_update(None, "cache_size", -i64::from(kib))?;
     }
@@ -258,7 +265,7 @@ impl Db {
             let pooled = inner.readers.lock().expect("reader lock").pop();
             let conn = match pooled {
                 Some(c) => c,
-                None => connect(&inner.path, &inner.options).map_err(|e| E::from(e.into()))?,
+                None => reader(&inner.path, &inner.options).map_err(|e| E::from(e.into()))?,
             };
             let result = f(&conn);
             inner.readers.lock().expect("reader lock").push(conn);

@@ -79,8 +79,8 @@ pub async fn start(config: Config) -> Result<RunningServer> {
     start_with_store(config, store).await
 }
 
-/// Page cache per SQLite connection of an embedded sandbox, in KiB: its database holds one till's
-/// sales, and what the cache does not hold the operating system's does.
+/// Page cache per pooled SQLite reader of an embedded sandbox, in KiB: its database holds one
+/// till's sales, and what the cache does not hold the operating system's does.
 const EMBEDDED_CACHE_KIB: u32 = 512;
 
 /// The store the configuration names, migrated and answering; a clear error when it cannot be.

@@ -33,9 +33,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use wire::{RefundBody, RequestBody};
 
-/// Page cache per connection, in KiB: one till's attempts, read by the writer and a few pooled
-/// readers, each with a cache of its own; what it does not hold the operating system's does.
-const CACHE_KIB: u32 = 512;
+/// Page cache per pooled reader, in KiB: the window reads one till's recent attempts; what the
+/// cache does not hold the operating system's does.
+const READER_CACHE_KIB: u32 = 512;
 
 /// The outbox database, owned by exactly one process.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ impl Outbox {
         let options = Options {
             busy_timeout,
             max_page_count: page_limit.map(PageLimit::hard),
-            cache_kib: Some(CACHE_KIB),
+            reader_cache_kib: Some(READER_CACHE_KIB),
             ..Options::default()
         };
         let db = Db::open(path, options, |c| {

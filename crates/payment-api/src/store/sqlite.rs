@@ -36,15 +36,15 @@ impl SqliteStore {
         Self::open_with_cache(path, clock, None)
     }
 
-    /// [`SqliteStore::open`] with at most `cache_kib` of page cache per connection (`None`:
-    /// SQLite's default). The app's embedded sandbox keeps a small one.
+    /// [`SqliteStore::open`] with at most `reader_cache_kib` of page cache per pooled reader
+    /// (`None`: SQLite's default). The app's embedded sandbox keeps a small one.
     pub fn open_with_cache(
         path: impl AsRef<Path>,
         clock: Arc<dyn Clock>,
-        cache_kib: Option<u32>,
+        reader_cache_kib: Option<u32>,
     ) -> StoreResult<Self> {
         let options = Options {
-            cache_kib,
+            reader_cache_kib,
             ..Options::default()
         };
         let db = Db::open(path, options, |c| {
