@@ -79,10 +79,12 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	# The app builds the payment API without its PostgreSQL store: that build is linted too.
-	$(CARGO) clippy -p payment-api --no-default-features --lib -- -D warnings
+	$(CARGO) clippy -p payment-api --no-default-features --lib --tests -- -D warnings
 
 unit:
 	$(CARGO) test --workspace
+	# The payment API as the app builds it: without its PostgreSQL store.
+	$(CARGO) test -p payment-api --no-default-features --lib
 
 ## ui-test: the screen's state module (ui/state.js) under Node's own test runner.
 ui-test: deps-node

@@ -247,7 +247,7 @@ async fn main() {
         let reply = app.execute_async(CASHIER, json!([BATCH, sold])).await;
         assert_eq!(reply["ok"], BATCH, "{reply}");
         sold += BATCH;
-        if (sold - PAYMENTS) % 1_000 == 0 {
+        if (sold - PAYMENTS).is_multiple_of(1_000) {
             settle(&app).await;
             later.push((sold, tree_pss_mib(pid), by_process(pid)));
         }

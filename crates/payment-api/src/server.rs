@@ -203,3 +203,30 @@ async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_afte
         }
     }
 }
+
+#[cfg(all(test, not(feature = "postgres")))]
+mod without_postgres {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_database_url_is_refused_by_a_build_without_postgres() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::sandbox(
+            dir.path().join("api.db"),
+            "sk_test_without_pg",
+            "loja",
+            "adm-token",
+        );
+        config.database_url = Some("postgres://postgres@127.0.0.1/pagar".into());
+
+        let Err(refused) = open_store(&config).await else {
+            panic!("a build without PostgreSQL opened a PostgreSQL store");
+        };
+
+        assert!(refused.to_string().contains("sem PostgreSQL"), "{refused}");
+        assert!(
+            !dir.path().join("api.db").exists(),
+            "no SQLite file instead"
+        );
+    }
+}

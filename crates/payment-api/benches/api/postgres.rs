@@ -48,21 +48,34 @@ struct Sample {
     machine: (u64, u64),
 }
 
-/// `(state, ppid, utime, stime, cutime, cstime)` of a process, from `/proc/<pid>/stat`.
-fn proc_stat(pid: &str) -> Option<(String, u32, u64, u64, u64, u64)> {
+/// One process's line of `/proc/<pid>/stat`, what [`Sample`] needs of it.
+struct ProcStat {
+    comm: String,
+    ppid: u32,
+    /// Its own user and system ticks.
+    ticks: u64,
+    /// The user and system ticks of the children it reaped.
+    reaped: u64,
+}
+
+fn proc_stat(pid: &str) -> Option<ProcStat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (head, rest) = stat.rsplit_once(')')?;
-    let comm = head.split_once('(')?.1.to_string();
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let n = |i: usize| f.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
-    Some((comm, n(1) as u32, n(11), n(12), n(13), n(14)))
+    let n = |i: usize| f.get(i).and_then(|v| v.parse().ok()).unwrap_or(0u64);
+    Some(ProcStat {
+        comm: head.split_once('(')?.1.to_string(),
+        ppid: n(1) as u32,
+        ticks: n(11) + n(12),
+        reaped: n(13) + n(14),
+    })
 }
 
 impl Sample {
     /// PostgreSQL's CPU is every live `postgres` process's own plus what the postmaster reaped
     /// from backends that exited (the raw commits' connections close before the second sample).
     fn take(replica: Option<u32>) -> Self {
-        let procs: Vec<(u32, (String, u32, u64, u64, u64, u64))> = std::fs::read_dir("/proc")
+        let procs: Vec<(u32, ProcStat)> = std::fs::read_dir("/proc")
             .into_iter()
             .flatten()
             .flatten()
@@ -71,15 +84,15 @@ impl Sample {
                 Some((pid.parse().ok()?, proc_stat(&pid)?))
             })
             .collect();
-        let is_pg = |pid: u32| procs.iter().any(|(p, s)| *p == pid && s.0 == "postgres");
+        let is_pg = |pid: u32| procs.iter().any(|(p, s)| *p == pid && s.comm == "postgres");
         let pg_ticks = procs
             .iter()
-            .filter(|(_, s)| s.0 == "postgres")
-            .map(|(_, s)| s.2 + s.3 + if is_pg(s.1) { 0 } else { s.4 + s.5 })
+            .filter(|(_, s)| s.comm == "postgres")
+            .map(|(_, s)| s.ticks + if is_pg(s.ppid) { 0 } else { s.reaped })
             .sum();
         let replica_ticks = replica
             .and_then(|r| procs.iter().find(|(p, _)| *p == r))
-            .map_or(0, |(_, s)| s.2 + s.3);
+            .map_or(0, |(_, s)| s.ticks);
         let lsn = Command::new("psql")
             .args([ADMIN_URL, "-tAc", "SELECT pg_current_wal_lsn()"])
             .output()
