@@ -229,9 +229,7 @@ async fn main() {
             warm = (rss_mib(pid), tree_pss_mib(pid));
             warm_by = by_process(pid);
         }
-        let reply = app.execute_async(CASHIER, json!([BATCH, sold])).await;
-        assert_eq!(reply["ok"], BATCH, "{reply}");
-        sold += BATCH;
+        sold = sell(&app, sold).await;
     }
     settle(&app).await;
     let after = (rss_mib(pid), tree_pss_mib(pid));
@@ -244,9 +242,7 @@ async fn main() {
         .unwrap_or(2_000);
     let mut later = Vec::new();
     while sold < PAYMENTS + more {
-        let reply = app.execute_async(CASHIER, json!([BATCH, sold])).await;
-        assert_eq!(reply["ok"], BATCH, "{reply}");
-        sold += BATCH;
+        sold = sell(&app, sold).await;
         if (sold - PAYMENTS).is_multiple_of(1_000) {
             settle(&app).await;
             later.push((sold, tree_pss_mib(pid), by_process(pid)));
@@ -307,6 +303,13 @@ async fn main() {
         "MiB",
         warm.1 + 5.0,
     );
+}
+
+/// Sells the next `BATCH` sales after the `sold` already sold; returns how many are sold then.
+async fn sell(app: &GuiApp, sold: usize) -> usize {
+    let reply = app.execute_async(CASHIER, json!([BATCH, sold])).await;
+    assert_eq!(reply["ok"], BATCH, "{reply}");
+    sold + BATCH
 }
 
 /// Waits until the queue is empty (every payment answered), at most 30 s.

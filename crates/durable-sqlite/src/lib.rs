@@ -83,6 +83,10 @@ pub struct Options {
     pub reader_cache_kib: Option<u32>,
 }
 
+/// A reader cache for a database that holds one machine's own recent work (the app's outbox and
+/// its embedded sandbox): what the cache does not hold, the operating system's page cache does.
+pub const SMALL_READER_CACHE_KIB: u32 = 512;
+
 impl Default for Options {
     fn default() -> Self {
         Self {

@@ -79,10 +79,6 @@ pub async fn start(config: Config) -> Result<RunningServer> {
     start_with_store(config, store).await
 }
 
-/// Page cache per pooled SQLite reader of an embedded sandbox, in KiB: its database holds one
-/// till's sales, and what the cache does not hold the operating system's does.
-const EMBEDDED_CACHE_KIB: u32 = 512;
-
 /// The store the configuration names, migrated and answering; a clear error when it cannot be.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::with_offset(config.clock_offset_ms));
@@ -94,7 +90,10 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>> {
             "este binário foi construído sem PostgreSQL (feature `postgres` de payment-api)".into(),
         )),
         None => {
-            let cache = config.embedded.then_some(EMBEDDED_CACHE_KIB);
+            // An embedded sandbox holds one till's sales.
+            let cache = config
+                .embedded
+                .then_some(durable_sqlite::SMALL_READER_CACHE_KIB);
             let store =
                 SqliteStore::open_with_cache(&config.database, clock, cache).map_err(|e| {
                     ApiError::Startup(format!("banco {}: {e}", config.database.display()))

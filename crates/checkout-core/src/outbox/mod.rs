@@ -33,10 +33,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use wire::{RefundBody, RequestBody};
 
-/// Page cache per pooled reader, in KiB: the window reads one till's recent attempts; what the
-/// cache does not hold the operating system's does.
-const READER_CACHE_KIB: u32 = 512;
-
 /// The outbox database, owned by exactly one process.
 #[derive(Debug, Clone)]
 pub struct Outbox {
@@ -66,7 +62,7 @@ impl Outbox {
         let options = Options {
             busy_timeout,
             max_page_count: page_limit.map(PageLimit::hard),
-            reader_cache_kib: Some(READER_CACHE_KIB),
+            reader_cache_kib: Some(durable_sqlite::SMALL_READER_CACHE_KIB),
             ..Options::default()
         };
         let db = Db::open(path, options, |c| {
