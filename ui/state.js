@@ -27,6 +27,7 @@ export const MOTIVOS = {
   cartao_recusado: "cartão recusado",
   saldo_insuficiente: "saldo insuficiente",
   estorno_recusado: "a operadora recusou o estorno",
+  chave_cancelada: "tentativa cancelada, nada foi cobrado",
 };
 
 /** The QA panel's fault profiles. */
@@ -149,6 +150,10 @@ export function statusFor(state, a, now) {
       return ["aprovado", "Pagamento aprovado", `${brl(a.valor)} · ${a.payment_id || ""}${refunded}`];
     }
     case "recusado":
+      if (a.motivo === "chave_cancelada") {
+        return ["recusado", "Tentativa cancelada — nada foi cobrado",
+          "O servidor cancelou a chave desta tentativa: ela não cobrou e não pode mais cobrar. Pode cobrar de novo."];
+      }
       return ["recusado", `Pagamento recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`,
         "Nenhuma cobrança foi feita. Tente outro cartão."];
     case "revisao":

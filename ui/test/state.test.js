@@ -307,3 +307,12 @@ test("the offline banner counts refunds apart from payments", () => {
   s.queue = { count: 0, total: 0, refund_count: 1, refund_total: 3000 };
   assert.equal(offlineBanner(s).detail, "1 estorno aguardando · R$ 30,00 — será enviado sozinho quando a rede voltar.");
 });
+
+test("a sale whose key the server cancelled says nothing was charged and lets the cashier charge again", () => {
+  const s = ready(attempt({ state: "recusado", motivo: "chave_cancelada" }));
+  const [kind, label, detail] = statusFor(s, current(s), NOW);
+  assert.equal(kind, "recusado");
+  assert.equal(label, "Tentativa cancelada — nada foi cobrado");
+  assert.match(detail, /não pode mais cobrar/);
+  assert.equal(controls(s, current(s)).pagarDisabled, false);
+});

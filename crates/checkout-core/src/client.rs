@@ -81,9 +81,29 @@ enum ServerStatus {
     Recusado,
 }
 
+/// A look-up by `referencia`: the payments, and the keys still executing for it (a server that
+/// does not list them sends no `em_andamento`).
 #[derive(Deserialize)]
 struct PaymentList {
     pagamentos: Vec<serde_json::Value>,
+    #[serde(default)]
+    em_andamento: Vec<serde_json::Value>,
+}
+
+/// What the server said of a cancelled key.
+#[derive(Debug, Clone)]
+pub enum Cancelled {
+    /// Nothing was charged under the key and nothing ever will be.
+    NeverCharged,
+    /// The key had made this payment (its final answer).
+    Charged(FinalAnswer),
+}
+
+#[derive(Deserialize)]
+struct CancelBody {
+    resultado: String,
+    #[serde(default)]
+    pagamento: Option<serde_json::Value>,
 }
 
 /// `GET /pagamentos/{id}`: only its refunds (as the server answered each, or as a closing
@@ -337,7 +357,20 @@ impl PaymentClient {
                     return Ok(None);
                 };
                 let list: PaymentList = serde_json::from_slice(&body).map_err(unreadable)?;
-                list.pagamentos.into_iter().next()
+                match list.pagamentos.into_iter().next() {
+                    Some(found) => Some(found),
+                    // No payment yet is not "no payment" while a try of it still executes: it
+                    // may charge when it ends.
+                    None if !list.em_andamento.is_empty() => {
+                        return Err(Answer::Retry {
+                            retry_after: None,
+                            error: "o servidor ainda está processando uma tentativa desta venda"
+                                .into(),
+                            offline: false,
+                        })
+                    }
+                    None => None,
+                }
             }
             Target::Refund(payment) => {
                 // A payment unknown to this merchant has no refund either.
@@ -377,6 +410,58 @@ impl PaymentClient {
             None,
             bytes,
         )))
+    }
+
+    /// Cancels a payment attempt's key on the server (`POST /pagamentos/cancelamentos`): the
+    /// payment it made for the attempt whose `referencia` this is, or the certainty that it never
+    /// charges for it (a payment another request made under the key is not this attempt's: the
+    /// server refuses this attempt's bytes under that key for good). `Err` with what to do
+    /// otherwise (a key still executing answers a retry).
+    pub async fn cancel(
+        &self,
+        key: &crate::domain::IdempotencyKey,
+        referencia: &str,
+    ) -> Result<Cancelled, Answer> {
+        let res = self
+            .http
+            .post(format!("{}/pagamentos/cancelamentos", self.base))
+            .bearer_auth(&self.api_key)
+            .json(&serde_json::json!({ "idempotency_key": key.as_ref() }))
+            .send()
+            .await
+            .map_err(|e| network_error(&e))?;
+        let status = res.status();
+        let retry_after = retry_after(res.headers());
+        let body = res.bytes().await.map_err(|e| network_error(&e))?.to_vec();
+        if status != StatusCode::OK {
+            return Err(classify(&Target::Payment, status, retry_after, body));
+        }
+        let unreadable = |e: String| Answer::Retry {
+            retry_after: None,
+            error: format!("resposta de cancelamento ilegível: {e}"),
+            offline: false,
+        };
+        let answer: CancelBody =
+            serde_json::from_slice(&body).map_err(|e| unreadable(e.to_string()))?;
+        match (answer.resultado.as_str(), answer.pagamento) {
+            ("cancelada", None) => Ok(Cancelled::NeverCharged),
+            ("pagamento", Some(payment)) if payment["referencia"] != referencia => {
+                Ok(Cancelled::NeverCharged)
+            }
+            ("pagamento", Some(payment)) => {
+                let code = match payment["status"].as_str() {
+                    Some("aprovado") => StatusCode::CREATED,
+                    Some("recusado") => StatusCode::PAYMENT_REQUIRED,
+                    other => return Err(unreadable(format!("status {other:?}"))),
+                };
+                let bytes = serde_json::to_vec(&payment).expect("a JSON value serialises");
+                match classify(&Target::Payment, code, None, bytes) {
+                    Answer::Final(f) => Ok(Cancelled::Charged(f)),
+                    other => Err(other),
+                }
+            }
+            (other, _) => Err(unreadable(format!("resultado {other:?}"))),
+        }
     }
 
     /// One lookup `GET`: the body of a 200, nothing for a 404 when `missing_is_none`; otherwise
@@ -524,7 +609,9 @@ fn classify(
                 body,
             },
         },
-        409 | 429 | 500..=599 => Answer::Retry {
+        // 408: the request did not arrive whole (the server marks it retryable); 3xx: something
+        // between us and the API answered (a captive portal, a proxy), not the API itself.
+        300..=399 | 408 | 409 | 429 | 500..=599 => Answer::Retry {
             retry_after,
             error: problem_text(status, &body),
             offline: false,
@@ -543,7 +630,7 @@ mod tests {
 
     #[test]
     fn retryable_statuses_keep_the_attempt_pending_and_others_need_review() {
-        for s in [409, 429, 500, 502, 503] {
+        for s in [301, 302, 307, 408, 409, 429, 500, 502, 503] {
             assert!(
                 matches!(
                     classify(

@@ -1,7 +1,7 @@
 //! The checkout engine: `pay` writes ahead, the dispatcher sends and retries, the prober watches
 //! connectivity, and every change is announced as an [`Event`].
 
-use crate::client::{Answer, Health, PaymentClient};
+use crate::client::{Answer, Cancelled, Health, PaymentClient};
 use crate::closing::{reconcile, Closing};
 use crate::config::Config;
 use crate::domain::{day_bounds, AttemptId, AttemptState, CardToken, Centavos, SaleId, UnixMillis};
@@ -88,8 +88,10 @@ pub struct Till {
 enum ReviewCheck {
     /// The server has a payment for it: the attempt now carries that result.
     Settled(Box<Attempt>),
-    /// The server has none (recorded).
+    /// The server has none (recorded), and nothing of it in progress.
     NoPayment,
+    /// The server cancelled its key: it never charged (recorded as `recusado`).
+    Cancelled,
     /// The server could not be asked or did not say.
     Unknown(String),
 }
@@ -189,8 +191,9 @@ impl Checkout {
     /// configured offline caps are refused rather than queued.
     ///
     /// A sale with an attempt in `revisao` is first looked up on the server by `referencia`: a
-    /// payment found settles the sale (returned as `Existing`), and a new attempt is made only
-    /// once the server has said it has none.
+    /// payment found settles the sale (returned as `Existing`), and a new attempt (a new key) is
+    /// made only once the old key can no longer charge: the server found no payment and nothing
+    /// in progress for it, and then cancelled its key (or answered the payment it had made).
     pub async fn pay(
         &self,
         sale: SaleId,
@@ -207,9 +210,9 @@ impl Checkout {
             Paid::Done(outcome, queue) => (outcome, queue),
             Paid::ReviewFirst(reviews) => {
                 for review in reviews {
-                    match self.inner.resolve_review(&review).await {
+                    match self.inner.settle_doubt(&review).await {
                         ReviewCheck::Settled(a) => return Ok(PayOutcome::Existing(*a)),
-                        ReviewCheck::NoPayment => {}
+                        ReviewCheck::NoPayment | ReviewCheck::Cancelled => {}
                         ReviewCheck::Unknown(why) => {
                             return Err(CoreError::ReviewUnresolved {
                                 attempt: review.id,
@@ -304,18 +307,28 @@ impl Checkout {
 
     /// Opens a new sale at the till. Refused while the open sale's payment is being decided
     /// with the server online (the customer is still at the counter: a new sale there invites a
-    /// second charge) or sits in `revisao` unchecked. A payment waiting offline does not block:
-    /// it was accepted under the offline caps and is sent by itself.
+    /// second charge) or sits in `revisao` unchecked. A sale in `revisao` that the server found
+    /// no payment for is given up only through a cancellation of its key (the sale is then
+    /// settled as not charged, or as the payment the key had made), so nothing left behind can
+    /// charge later. A payment waiting offline does not block: it was accepted under the
+    /// offline caps and is sent by itself.
     pub async fn new_sale(&self) -> Result<SaleId> {
         if let Some((current, _)) = self.inner.outbox.current_sale().await? {
             let latest = self.inner.outbox.attempts_of(&current).await?.pop();
-            let blocks = latest.is_some_and(|a| match a.state {
-                AttemptState::Pendente => self.connectivity() == Connectivity::Online,
-                AttemptState::Revisao => a.review_checked_at.is_none(),
-                AttemptState::Aprovado | AttemptState::Recusado => false,
-            });
-            if blocks {
-                return Err(CoreError::SaleOpen(current.as_ref().to_string()));
+            if let Some(a) = latest {
+                let blocks = match a.state {
+                    AttemptState::Pendente => self.connectivity() == Connectivity::Online,
+                    AttemptState::Revisao => a.review_checked_at.is_none(),
+                    AttemptState::Aprovado | AttemptState::Recusado => false,
+                };
+                if blocks {
+                    return Err(CoreError::SaleOpen(current.as_ref().to_string()));
+                }
+                if a.state == AttemptState::Revisao {
+                    if let ReviewCheck::Unknown(why) = self.inner.settle_doubt(&a).await {
+                        return Err(CoreError::ReviewUnresolved { attempt: a.id, why });
+                    }
+                }
             }
         }
         let sale = SaleId::generate();
@@ -530,6 +543,8 @@ impl Inner {
                     .await
                     .map(|(a, q)| (ReviewCheck::Settled(Box::new(a.clone())), a, q))
             }
+            // Checked before: nothing to record again.
+            Ok(None) if attempt.review_checked_at.is_some() => return ReviewCheck::NoPayment,
             Ok(None) => self
                 .outbox
                 .mark_review_checked(&attempt.id, now_ms())
@@ -538,6 +553,48 @@ impl Inner {
             Ok(Some(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }))
             | Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
                 return ReviewCheck::Unknown(error)
+            }
+            Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
+        };
+        match recorded {
+            Ok((check, a, q)) => {
+                self.announce(a, q);
+                check
+            }
+            Err(e) => ReviewCheck::Unknown(e.to_string()),
+        }
+    }
+
+    /// Settles a payment attempt in `revisao` for good before its sale is paid another way or
+    /// given up: looked up first (a payment found settles it), then, with no payment and nothing
+    /// in progress on the server, its key is cancelled there, so the old key can never charge
+    /// once a new one exists. A refund in review is only looked up.
+    async fn settle_doubt(&self, attempt: &Attempt) -> ReviewCheck {
+        match self.resolve_review(attempt).await {
+            ReviewCheck::NoPayment if !attempt.is_refund() => {}
+            other => return other,
+        }
+        let recorded = match self
+            .client
+            .cancel(&attempt.idempotency_key, attempt.id.as_ref())
+            .await
+        {
+            Ok(Cancelled::NeverCharged) => {
+                tracing::info!(attempt = %attempt.id, "key cancelled on the server: it never charged");
+                self.outbox
+                    .record_key_cancelled(&attempt.id, now_ms())
+                    .await
+                    .map(|(a, q)| (ReviewCheck::Cancelled, a, q))
+            }
+            Ok(Cancelled::Charged(found)) => {
+                tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "cancelling the key found its payment: settled from it");
+                self.outbox
+                    .settle_review(&attempt.id, found, now_ms())
+                    .await
+                    .map(|(a, q)| (ReviewCheck::Settled(Box::new(a.clone())), a, q))
+            }
+            Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
+                return ReviewCheck::Unknown(format!("cancelamento da chave: {error}"))
             }
             Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
         };
@@ -606,14 +663,14 @@ async fn probe(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
 /// How often attempts in `revisao` that could not be checked are looked up again.
 const REVIEW_RECHECK: Duration = Duration::from_secs(5);
 
-/// Checks attempts in `revisao` against the server by `referencia`: every one once at start,
-/// then those not yet checked whenever one is added, the server comes back, or every
-/// [`REVIEW_RECHECK`].
+/// Checks attempts in `revisao` against the server by `referencia`, every one of them, at start,
+/// whenever one is added, the server comes back, and every [`REVIEW_RECHECK`], until a payment
+/// found or a cancelled key settles it: "no payment" is true only until something charges, so a
+/// review is never checked once and forgotten.
 async fn check_reviews(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
-    let mut unchecked_only = false;
     loop {
         if inner.connectivity() != Connectivity::Offline {
-            match inner.outbox.reviews(unchecked_only).await {
+            match inner.outbox.reviews(false).await {
                 Ok(reviews) => {
                     for review in reviews {
                         if inner.stopped() {
@@ -623,7 +680,6 @@ async fn check_reviews(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
                             tracing::info!(attempt = %review.id, %why, "review not checked yet");
                         }
                     }
-                    unchecked_only = true;
                 }
                 Err(e) => tracing::warn!(error = %e, "could not read the reviews"),
             }

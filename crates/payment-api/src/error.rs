@@ -96,6 +96,14 @@ pub enum ApiError {
         /// Seconds until the holder's lease ends.
         retry_after_secs: u64,
     },
+    /// The key was cancelled (`POST /pagamentos/cancelamentos`): it can never charge.
+    #[error("esta Idempotency-Key foi cancelada e não pode mais cobrar; use uma chave nova")]
+    KeyCancelled,
+    /// A cancellation asked for a key that executes something other than a charge.
+    #[error(
+        "esta Idempotency-Key não é de um pagamento; só a chave de um pagamento pode ser cancelada"
+    )]
+    NotAPaymentKey,
     /// This worker's lease was taken over while it executed.
     #[error("a execução desta chave foi assumida por outra requisição; tente de novo")]
     LeaseLost,
@@ -214,6 +222,18 @@ impl ApiError {
                 "Requisição em andamento",
                 true,
             ),
+            KeyCancelled => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-cancelled",
+                "Idempotency-Key cancelada",
+                false,
+            ),
+            NotAPaymentKey => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "not-a-payment-key",
+                "A chave não é de um pagamento",
+                false,
+            ),
             LeaseLost => (
                 StatusCode::CONFLICT,
                 "lease-lost",
@@ -284,6 +304,15 @@ fn brl(centavos: i64) -> String {
         grouped.push(ch);
     }
     format!("R$ {grouped},{cents:02}")
+}
+
+impl From<crate::gateway::GatewayError> for ApiError {
+    fn from(e: crate::gateway::GatewayError) -> Self {
+        match e {
+            crate::gateway::GatewayError::Voided => ApiError::KeyCancelled,
+            crate::gateway::GatewayError::Unavailable(e) => ApiError::Store(e),
+        }
+    }
 }
 
 impl IntoResponse for ApiError {

@@ -11,6 +11,8 @@ use std::time::Duration;
 pub struct GatewayResult {
     /// The gateway's charge id.
     pub cobranca_id: String,
+    /// The amount charged.
+    pub valor: Centavos,
     /// Approved, or declined with a reason code.
     pub decision: ChargeDecision,
     /// False when the gateway had charged this downstream key before and returned that charge.
@@ -22,6 +24,7 @@ impl GatewayResult {
     pub fn from_ledger(row: LedgerRow, fresh: bool) -> Self {
         Self {
             cobranca_id: row.cobranca_id,
+            valor: row.valor,
             decision: match row.motivo {
                 None => ChargeDecision::Aprovado,
                 Some(m) => ChargeDecision::Recusado(m),
@@ -65,17 +68,43 @@ impl GatewayRefund {
     }
 }
 
+/// Why a gateway call did not give a result.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The downstream key was voided: it never charges.
+    #[error("a chave desta cobrança foi anulada no gateway")]
+    Voided,
+    /// The gateway could not be asked (the simulator's store failed).
+    #[error(transparent)]
+    Unavailable(#[from] StoreError),
+}
+
 /// A card gateway. Calls carrying the same downstream key charge at most once.
 #[async_trait::async_trait]
 pub trait Gateway: Send + Sync + std::fmt::Debug + 'static {
-    /// Charges (or returns the earlier result for) `downstream_key`.
+    /// Charges (or returns the earlier result for) `downstream_key`; refused with
+    /// [`GatewayError::Voided`] once the key was voided.
     async fn charge(
         &self,
         downstream_key: DownstreamKey,
         merchant: &MerchantId,
         valor: Centavos,
         cartao: CardToken,
-    ) -> Result<GatewayResult, StoreError>;
+    ) -> Result<GatewayResult, GatewayError>;
+
+    /// The charge made under `downstream_key`, if any (asks; never charges).
+    async fn find_charge(
+        &self,
+        downstream_key: &DownstreamKey,
+    ) -> Result<Option<GatewayResult>, StoreError>;
+
+    /// Voids `downstream_key` so that it can never charge (Square's cancel by idempotency key):
+    /// `Some(charge)` when it had charged already, `None` once it is void.
+    async fn void(
+        &self,
+        downstream_key: &DownstreamKey,
+        merchant: &MerchantId,
+    ) -> Result<Option<GatewayResult>, StoreError>;
 
     /// Pays `valor` of the charge `cobranca_id` back (or returns the earlier result for
     /// `downstream_key`). The server has already held the amount against the payment.
@@ -111,7 +140,7 @@ impl Gateway for SimulatedGateway {
         merchant: &MerchantId,
         valor: Centavos,
         cartao: CardToken,
-    ) -> Result<GatewayResult, StoreError> {
+    ) -> Result<GatewayResult, GatewayError> {
         let (status, motivo) = match cartao {
             CardToken::Aprovado | CardToken::EstornoRecusado | CardToken::EstornoLento => {
                 (PaymentStatus::Aprovado, None)
@@ -133,8 +162,32 @@ impl Gateway for SimulatedGateway {
                 motivo,
                 cartao: cartao.as_str(),
             })
-            .await?;
+            .await?
+            .ok_or(GatewayError::Voided)?;
         Ok(GatewayResult::from_ledger(charged.row, charged.fresh))
+    }
+
+    async fn find_charge(
+        &self,
+        downstream_key: &DownstreamKey,
+    ) -> Result<Option<GatewayResult>, StoreError> {
+        Ok(self
+            .store
+            .ledger_row(downstream_key)
+            .await?
+            .map(|row| GatewayResult::from_ledger(row, false)))
+    }
+
+    async fn void(
+        &self,
+        downstream_key: &DownstreamKey,
+        merchant: &MerchantId,
+    ) -> Result<Option<GatewayResult>, StoreError> {
+        Ok(self
+            .store
+            .ledger_void(downstream_key, merchant)
+            .await?
+            .map(|row| GatewayResult::from_ledger(row, false)))
     }
 
     async fn refund(

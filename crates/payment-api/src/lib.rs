@@ -4,6 +4,7 @@
 //! for byte; a unique constraint decides which of two concurrent duplicates runs. See
 //! `ARCHITECTURE.md` for the invariants and `../shared/SPEC.md` §2 for the contract.
 
+pub mod cancel;
 pub mod clock;
 pub mod config;
 pub mod conn;

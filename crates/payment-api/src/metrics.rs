@@ -23,17 +23,20 @@ pub enum RequestOutcome {
     rejected,
     /// Failed during execution (store error, lost lease).
     failed,
+    /// The key was cancelled: it can never charge (422).
+    cancelled,
 }
 
 impl RequestOutcome {
     /// Every outcome, in declaration order (`outcome as usize` indexes it).
-    pub const ALL: [RequestOutcome; 6] = [
+    pub const ALL: [RequestOutcome; 7] = [
         RequestOutcome::first,
         RequestOutcome::replay,
         RequestOutcome::in_progress,
         RequestOutcome::mismatch,
         RequestOutcome::rejected,
         RequestOutcome::failed,
+        RequestOutcome::cancelled,
     ];
 }
 
@@ -63,6 +66,8 @@ pub struct Metrics {
     refunds: Family<StatusLabel, Counter>,
     store_latency: Family<OpLabel, Histogram>,
     purged: Counter,
+    recovered: Family<StatusLabel, Counter>,
+    cancellations: Family<StatusLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -75,6 +80,18 @@ impl Default for Metrics {
             Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
         });
         let purged = Counter::default();
+        let recovered = Family::<StatusLabel, Counter>::default();
+        let cancellations = Family::<StatusLabel, Counter>::default();
+        registry.register(
+            "recovered_keys",
+            "Abandoned keys the recovery worker settled (completed, released) or could not (failed)",
+            recovered.clone(),
+        );
+        registry.register(
+            "key_cancellations",
+            "POST /pagamentos/cancelamentos by result (cancelada, pagamento)",
+            cancellations.clone(),
+        );
         registry.register(
             "payment_requests",
             "POST /pagamentos by outcome",
@@ -109,6 +126,8 @@ impl Default for Metrics {
             refunds,
             store_latency,
             purged,
+            recovered,
+            cancellations,
         }
     }
 }
@@ -138,6 +157,18 @@ impl Metrics {
             .observe(started.elapsed().as_secs_f64());
     }
 
+    /// Counts one abandoned key the recovery worker `status`: `completed`, `released`, `failed`.
+    pub fn recovered(&self, status: &'static str) {
+        self.recovered.get_or_create(&StatusLabel { status }).inc();
+    }
+
+    /// Counts one cancellation by its result: `cancelada` or `pagamento`.
+    pub fn cancellation(&self, status: &'static str) {
+        self.cancellations
+            .get_or_create(&StatusLabel { status })
+            .inc();
+    }
+
     /// Counts purged keys.
     pub fn purged(&self, n: u64) {
         self.purged.inc_by(n);
@@ -158,6 +189,7 @@ impl RequestOutcome {
         use crate::error::ApiError::*;
         match e {
             KeyInProgress { .. } => RequestOutcome::in_progress,
+            KeyCancelled => RequestOutcome::cancelled,
             FingerprintMismatch => RequestOutcome::mismatch,
             LeaseLost | Store(_) | Internal(_) => RequestOutcome::failed,
             _ => RequestOutcome::rejected,

@@ -9,17 +9,19 @@
 //!    worker's fence still holds the key (recovery point `finished`).
 
 use crate::domain::{
-    BodyDigest, CardToken, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId,
-    PaymentRequest, PaymentStatus, RefundRequest,
+    BodyDigest, CardToken, DownstreamKey, Fingerprint, IdempotencyKey, KeyOperation, MerchantId,
+    PaymentId, PaymentRequest, PaymentStatus, RefundRequest,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::gateway::{ChargeDecision, GatewayResult};
+use crate::gateway::{ChargeDecision, GatewayError, GatewayResult};
 use crate::metrics::RequestOutcome;
 use crate::replay_cache::Completed;
 use crate::schema::PaymentBody;
 use crate::state::AppState;
-use crate::store::{Claim, Completion, FinishOutcome, NextAction, Payment, StoredResponse};
+use crate::store::{
+    Abandoned, Claim, Completion, FinishOutcome, NextAction, Payment, StoredResponse,
+};
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -61,6 +63,23 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// What the key executes.
+    fn operation(&self) -> KeyOperation {
+        match self.op {
+            Operation::Payment(_) => KeyOperation::Pagamento,
+            Operation::Refund { .. } => KeyOperation::Estorno,
+        }
+    }
+
+    /// The `referencia` a look-up finds the execution by while it runs (payments only: a refund
+    /// is looked up among its payment's refunds).
+    fn referencia(&self) -> Option<String> {
+        match &self.op {
+            Operation::Payment(request) => request.referencia.clone(),
+            Operation::Refund { .. } => None,
+        }
+    }
+
     /// Validates a payment's body and fingerprints it. Nothing is stored for a request that
     /// fails here.
     pub fn new(merchant: MerchantId, key: IdempotencyKey, body: serde_json::Value) -> Result<Self> {
@@ -124,6 +143,9 @@ pub async fn create(state: &AppState, p: Prepared, faults: &Faults) -> Result<An
         let existing = state.store().lookup_key(&p.merchant, &p.key).await?;
         state.metrics().store_op("lookup_key", started);
         if let Some(record) = existing {
+            if record.cancelled {
+                return Err(ApiError::KeyCancelled);
+            }
             if record.fingerprint != p.fingerprint {
                 return Err(ApiError::FingerprintMismatch);
             }
@@ -154,6 +176,8 @@ async fn claim_and_execute(state: AppState, p: Prepared, faults: Faults) -> Resu
             fingerprint: p.fingerprint.clone(),
             request: p.body.clone(),
             lease_ms: state.lease_ms(),
+            operation: p.operation(),
+            referencia: p.referencia(),
         })
         .await?;
     state.metrics().store_op("claim", started);
@@ -166,6 +190,7 @@ async fn claim_and_execute(state: AppState, p: Prepared, faults: Faults) -> Resu
             Ok(replay(state, response))
         }
         NextAction::FingerprintMismatch => Err(ApiError::FingerprintMismatch),
+        NextAction::Cancelled => Err(ApiError::KeyCancelled),
         NextAction::InProgress { retry_after_ms } => Err(ApiError::KeyInProgress {
             retry_after_secs: u64::try_from((retry_after_ms + 999) / 1000)
                 .unwrap_or(1)
@@ -245,7 +270,16 @@ async fn execute(
     state.metrics().store_op("gateway_charge", started);
     let charged = match charged {
         Ok(c) => c,
-        Err(e) => {
+        Err(GatewayError::Voided) => {
+            // The key was cancelled while this worker held it (a cancellation took an expired
+            // lease over) or cancelled and then purged: it never charges.
+            state
+                .store()
+                .mark_cancelled(&p.merchant, &p.key, fence)
+                .await?;
+            return Err(ApiError::KeyCancelled);
+        }
+        Err(GatewayError::Unavailable(e)) => {
             // Nothing durable happened at the gateway's side we cannot find again (the downstream
             // key makes the next try idempotent); free the key so the client's retry runs now.
             let _ = state.store().release(&p.merchant, &p.key, fence).await;
@@ -304,6 +338,7 @@ pub(crate) async fn answer_finished(
             // A retry took the key over while we ran; whatever it stored is the answer.
             tracing::warn!(fence, "lease lost: this worker's result was not written");
             match state.store().lookup_key(&p.merchant, &p.key).await? {
+                Some(record) if record.cancelled => Err(ApiError::KeyCancelled),
                 Some(record) if record.response.is_some() => {
                     Ok(replay(state, record.response.expect("checked above")))
                 }
@@ -321,29 +356,19 @@ fn build_payment(
     charged: &GatewayResult,
     created_at: crate::clock::Millis,
 ) -> (Payment, StoredResponse) {
-    let (status, motivo) = match &charged.decision {
-        ChargeDecision::Aprovado => (PaymentStatus::Aprovado, None),
-        ChargeDecision::Recusado(m) => (PaymentStatus::Recusado, Some(m.clone())),
-    };
     let payment = Payment {
-        id: PaymentId::new(),
-        status,
         valor: request.valor,
-        motivo,
         descricao: request.descricao.clone(),
         referencia: request.referencia.clone(),
-        idempotency_key: key.clone(),
-        cobranca_id: charged.cobranca_id.clone(),
-        created_at,
-        merchant: merchant.clone(),
         terminal: request.terminal.clone(),
+        ..from_charge(merchant, key, charged, created_at)
     };
     let response = response_for(&payment);
     (payment, response)
 }
 
 /// The answer a payment was (and is again) sent as: the same bytes every time.
-fn response_for(payment: &Payment) -> StoredResponse {
+pub(crate) fn response_for(payment: &Payment) -> StoredResponse {
     StoredResponse {
         status: payment.status.http_status(),
         body: PaymentBody::bytes_of(payment),
@@ -386,7 +411,13 @@ async fn reconcile(
     let response = response_for(&existing);
     match state
         .store()
-        .finish_existing(&p.merchant, &p.key, fence, &existing.id, response.clone())
+        .finish_existing(
+            &p.merchant,
+            &p.key,
+            fence,
+            existing.id.as_ref(),
+            response.clone(),
+        )
         .await?
     {
         FinishOutcome::Stored => {
@@ -401,74 +432,206 @@ async fn reconcile(
 /// What one pass of the recovery worker did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Recovered {
-    /// Abandoned keys whose charge was found and whose payment is now stored.
+    /// Abandoned keys whose charge (or refund) was found and whose outcome is now stored.
     pub completed: u64,
     /// Abandoned keys the gateway never charged, released for the client's next try.
     pub released: u64,
+    /// Abandoned cancellations finished: their keys are void.
+    pub cancelled: u64,
+    /// Keys that could not be settled in this pass (logged with the key; the next pass tries
+    /// again). One never stops the pass.
+    pub failed: u64,
 }
 
 /// Brandur Leach's "completer": finishes executions abandoned after a crash without waiting for
 /// the client to retry. A key still `started` whose lease ended more than `stale_ms` ago is taken
-/// over (a new fence, so a worker that is only late can no longer write), then settled from the
-/// gateway's ledger by its downstream key: charged → its payment is stored and the answer becomes
-/// replayable (so a lookup by `referencia` finds every real charge); never charged → the key is
-/// released.
+/// over (a new fence, so a worker that is only late can no longer write), then settled by what
+/// the gateway says of its downstream key: charged → its payment is stored the way the request
+/// path stores it ([`complete_charge`]) and the answer becomes replayable (so a look-up by
+/// `referencia` finds every real charge); never charged → the key is released. A cancellation
+/// left halfway is finished (voided). A key that fails is logged and counted, and the pass goes
+/// on to the next.
 pub async fn recover_abandoned(
     state: &AppState,
     stale_ms: crate::clock::Millis,
 ) -> Result<Recovered> {
     let mut done = Recovered::default();
     for a in state.store().abandoned(stale_ms, 100).await? {
-        let Some(fence) = state
-            .store()
-            .take_over(&a.merchant, &a.key, a.fence, state.lease_ms())
-            .await?
-        else {
-            continue; // a client retry got there first
-        };
-        if crate::refunds::is_refund(a.request.as_deref()) {
-            crate::refunds::recover(state, &a, fence, &mut done).await?;
-            continue;
-        }
-        let downstream = DownstreamKey::derive(&a.merchant, &a.key);
-        let Some(row) = state.store().ledger_row(&downstream).await? else {
-            if state.store().forget(&a.merchant, &a.key, fence).await? {
-                tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: never charged; key released");
-                done.released += 1;
-            }
-            continue;
-        };
-        let request = a
-            .request
-            .as_deref()
-            .and_then(|b| crate::domain::parse_json_strict(b).ok())
-            .and_then(|v| PaymentRequest::from_json(&v).ok());
-        let Some(request) = request else {
-            // Claimed by a server that did not keep requests: only the client's retry can finish it.
-            state.store().release(&a.merchant, &a.key, fence).await?;
-            continue;
-        };
-        let charged = GatewayResult::from_ledger(row, false);
-        let created_at = state.store().now_ms();
-        let (payment, response) =
-            build_payment(&a.merchant, &a.key, &request, &charged, created_at);
-        let finished = state
-            .store()
-            .finish(Completion {
-                merchant: a.merchant.clone(),
-                key: a.key.clone(),
-                fence,
-                payment: payment.clone(),
-                response,
-                fingerprint: a.fingerprint.clone(),
-            })
-            .await?;
-        if finished == FinishOutcome::Stored {
-            tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), payment = %payment.id, "recovery: charged before a crash; payment stored");
-            done.completed += 1;
+        if let Err(e) = recover_one(state, &a, &mut done).await {
+            tracing::error!(merchant = %a.merchant, key = a.key.as_ref(), operation = %a.operation, error = %e, "recovery: could not settle this key; going on with the others");
+            state.metrics().recovered("failed");
+            done.failed += 1;
         }
     }
     Ok(done)
+}
+
+async fn recover_one(state: &AppState, a: &Abandoned, done: &mut Recovered) -> Result<()> {
+    let Some(fence) = state
+        .store()
+        .take_over(&a.merchant, &a.key, a.fence, state.lease_ms())
+        .await?
+    else {
+        return Ok(()); // a client retry got there first
+    };
+    match a.operation {
+        KeyOperation::Estorno => crate::refunds::recover(state, a, fence, done).await,
+        KeyOperation::Cancelamento => {
+            let held = HeldExecution {
+                merchant: &a.merchant,
+                key: &a.key,
+                fence,
+                fingerprint: &a.fingerprint,
+                request: a.request.as_deref(),
+            };
+            let settled = crate::cancel::settle(state, &held).await?;
+            tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), ?settled, "recovery: abandoned cancellation finished");
+            state.metrics().recovered("completed");
+            done.cancelled += 1;
+            Ok(())
+        }
+        KeyOperation::Pagamento => {
+            let downstream = DownstreamKey::derive(&a.merchant, &a.key);
+            let Some(charged) = state.gateway().find_charge(&downstream).await? else {
+                if state.store().forget(&a.merchant, &a.key, fence).await? {
+                    tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: never charged; key released");
+                    state.metrics().recovered("released");
+                    done.released += 1;
+                }
+                return Ok(());
+            };
+            let held = HeldExecution {
+                merchant: &a.merchant,
+                key: &a.key,
+                fence,
+                fingerprint: &a.fingerprint,
+                request: a.request.as_deref(),
+            };
+            match complete_charge(state, &held, &charged).await? {
+                ChargeSettled::Payment(payment) => {
+                    tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), payment = %payment.id, "recovery: charged before a crash; payment stored");
+                    state.metrics().recovered("completed");
+                    done.completed += 1;
+                }
+                ChargeSettled::Mismatch | ChargeSettled::LeaseLost => {}
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A key some worker holds under `fence`, with what was claimed with it.
+pub(crate) struct HeldExecution<'a> {
+    pub merchant: &'a MerchantId,
+    pub key: &'a IdempotencyKey,
+    pub fence: i64,
+    pub fingerprint: &'a Fingerprint,
+    /// The request kept with the key (none for a key a cancellation claimed).
+    pub request: Option<&'a [u8]>,
+}
+
+/// What [`complete_charge`] stored.
+#[derive(Debug)]
+pub(crate) enum ChargeSettled {
+    /// The key completed with this payment (new, or the one the charge already had).
+    Payment(Box<Payment>),
+    /// The charge's payment was made by another request under this key (purged, then reused):
+    /// the key was deleted, so the request it holds now is answered 422 on its retry.
+    Mismatch,
+    /// Another worker took the key over meanwhile; nothing was written.
+    LeaseLost,
+}
+
+/// Completes a held key whose charge the gateway made, without the client's request in hand: the
+/// recovery worker's and the cancellation's step. A charge that already has its payment (one per
+/// `cobranca_id`) completes the key with it; otherwise the payment is built from the request kept
+/// with the key or, when there is none (a cancellation found a charge its worker never stored),
+/// from the gateway's own record of the charge.
+pub(crate) async fn complete_charge(
+    state: &AppState,
+    held: &HeldExecution<'_>,
+    charged: &GatewayResult,
+) -> Result<ChargeSettled> {
+    let store = state.store();
+    if let Some((existing, fingerprint)) = store.payment_by_charge(&charged.cobranca_id).await? {
+        if fingerprint.is_some_and(|fp| fp != *held.fingerprint)
+            && held.request.is_some()
+            && existing.idempotency_key == *held.key
+        {
+            store.forget(held.merchant, held.key, held.fence).await?;
+            return Ok(ChargeSettled::Mismatch);
+        }
+        let response = response_for(&existing);
+        return Ok(
+            match store
+                .finish_existing(
+                    held.merchant,
+                    held.key,
+                    held.fence,
+                    existing.id.as_ref(),
+                    response,
+                )
+                .await?
+            {
+                FinishOutcome::Stored => ChargeSettled::Payment(Box::new(existing)),
+                FinishOutcome::LeaseLost => ChargeSettled::LeaseLost,
+            },
+        );
+    }
+    let request = held
+        .request
+        .and_then(|b| crate::domain::parse_json_strict(b).ok())
+        .and_then(|v| PaymentRequest::from_json(&v).ok());
+    let created_at = store.now_ms();
+    let (payment, response) = match request {
+        Some(request) => build_payment(held.merchant, held.key, &request, charged, created_at),
+        None => {
+            let payment = from_charge(held.merchant, held.key, charged, created_at);
+            let response = response_for(&payment);
+            (payment, response)
+        }
+    };
+    let finished = store
+        .finish(Completion {
+            merchant: held.merchant.clone(),
+            key: held.key.clone(),
+            fence: held.fence,
+            payment: payment.clone(),
+            response,
+            fingerprint: held.fingerprint.clone(),
+        })
+        .await?;
+    Ok(match finished {
+        FinishOutcome::Stored => ChargeSettled::Payment(Box::new(payment)),
+        FinishOutcome::LeaseLost => ChargeSettled::LeaseLost,
+    })
+}
+
+/// A payment as the gateway's record of the charge tells it (what the request adds is filled in
+/// by [`build_payment`] when the request is at hand).
+fn from_charge(
+    merchant: &MerchantId,
+    key: &IdempotencyKey,
+    charged: &GatewayResult,
+    created_at: crate::clock::Millis,
+) -> Payment {
+    let (status, motivo) = match &charged.decision {
+        ChargeDecision::Aprovado => (PaymentStatus::Aprovado, None),
+        ChargeDecision::Recusado(m) => (PaymentStatus::Recusado, Some(m.clone())),
+    };
+    Payment {
+        id: PaymentId::new(),
+        status,
+        valor: charged.valor,
+        motivo,
+        descricao: None,
+        referencia: None,
+        idempotency_key: key.clone(),
+        cobranca_id: charged.cobranca_id.clone(),
+        created_at,
+        merchant: merchant.clone(),
+        terminal: None,
+    }
 }
 
 /// The card tokens the sandbox knows, for UIs that offer a choice.

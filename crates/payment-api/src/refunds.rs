@@ -44,8 +44,18 @@ pub(crate) async fn execute(
         estorno_gateway: None,
         created_at: 0,
     };
-    let held = match state.store().hold_refund(asked).await? {
+    let held = match state.store().hold_refund(asked.clone(), fence).await? {
+        // The key held this refund before: a takeover, or the key purged and sent again.
+        Hold::Held(r) if !same_request(&r, &asked) => {
+            tracing::warn!(refund = %r.id, "refund key sent again with another request");
+            state.store().forget(&p.merchant, &p.key, fence).await?;
+            return Err(ApiError::FingerprintMismatch);
+        }
+        Hold::Held(r) if r.status != RefundStatus::Pendente => {
+            return answer_decided(state, p, &r, fence).await;
+        }
         Hold::Held(r) => *r,
+        Hold::LeaseLost => return Err(ApiError::LeaseLost),
         refused => {
             // Nothing was held: the key is freed and nothing is stored, like a validation error.
             state.store().forget(&p.merchant, &p.key, fence).await?;
@@ -53,7 +63,7 @@ pub(crate) async fn execute(
                 Hold::NoPayment => ApiError::NotFound,
                 Hold::NotApproved => ApiError::NotRefundable,
                 Hold::Exceeds { left } => ApiError::RefundExceeds { left },
-                Hold::Held(_) => unreachable!("matched above"),
+                Hold::Held(_) | Hold::LeaseLost => unreachable!("matched above"),
             });
         }
     };
@@ -77,6 +87,44 @@ pub(crate) async fn execute(
         tracing::info!(status = response.status, refund = %done.id, payment = %done.payment_id, replay = false, "refund executed");
     }
     answer_finished(state, p, finished, response, state.store().now_ms(), fence).await
+}
+
+/// Whether the refund a key held is the one this request asks for: the same payment, amount,
+/// reason and reference (a key's refund never changes what it pays back).
+fn same_request(held: &Refund, asked: &Refund) -> bool {
+    held.payment_id == asked.payment_id
+        && held.valor == asked.valor
+        && held.motivo == asked.motivo
+        && held.referencia == asked.referencia
+}
+
+/// A refund decided before its key was purged, asked again with the same request: the key
+/// completes with that refund's answer (a replay), and no money moves again.
+async fn answer_decided(
+    state: &AppState,
+    p: &Prepared,
+    decided: &Refund,
+    fence: i64,
+) -> Result<Answer> {
+    let response = response_for(decided);
+    match state
+        .store()
+        .finish_existing(
+            &p.merchant,
+            &p.key,
+            fence,
+            decided.id.as_ref(),
+            response.clone(),
+        )
+        .await?
+    {
+        FinishOutcome::Stored => {
+            tracing::info!(refund = %decided.id, "refund key sent again after its retention: answered with its refund");
+            crate::payments::remember(state, p, response.clone(), state.store().now_ms());
+            Ok(crate::payments::replay(state, response))
+        }
+        FinishOutcome::LeaseLost => Err(ApiError::LeaseLost),
+    }
 }
 
 /// Asks the gateway to pay `held` back, under the downstream key of its (merchant, key): the
@@ -138,8 +186,9 @@ fn response_for(refund: &Refund) -> StoredResponse {
     }
 }
 
-/// Whether a key's kept request is a refund's (see [`Prepared::refund`]).
-pub(crate) fn is_refund(kept: Option<&[u8]>) -> bool {
+/// Whether a key row claimed before operations were recorded kept a refund's request (the
+/// `{"estorno": …}` envelope such rows were kept in).
+pub(crate) fn is_legacy_refund(kept: Option<&[u8]>) -> bool {
     kept.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
         .is_some_and(|v| v.get("estorno").is_some())
 }
@@ -161,14 +210,29 @@ pub(crate) async fn recover(
     let Some(held) = store.refund_by_key(&a.merchant, &a.key).await? else {
         if store.forget(&a.merchant, &a.key, fence).await? {
             tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: refund never held; key released");
+            state.metrics().recovered("released");
             done.released += 1;
         }
         return Ok(());
     };
+    if held.status != RefundStatus::Pendente {
+        // Decided before the key was purged and claimed again: the key completes with it.
+        let response = response_for(&held);
+        if store
+            .finish_existing(&a.merchant, &a.key, fence, held.id.as_ref(), response)
+            .await?
+            == FinishOutcome::Stored
+        {
+            state.metrics().recovered("completed");
+            done.completed += 1;
+        }
+        return Ok(());
+    }
     let refunded = ask_gateway(state, &held).await?;
     let (refund, _, finished) = finish(state, held, refunded, fence).await?;
     if finished == FinishOutcome::Stored {
         tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), refund = %refund.id, "recovery: abandoned refund completed");
+        state.metrics().recovered("completed");
         done.completed += 1;
     }
     Ok(())

@@ -177,10 +177,72 @@ pub struct NovoEstorno {
 pub struct PaymentList {
     /// Oldest first; empty when none.
     pub pagamentos: Vec<PaymentBody>,
+    /// A look-up by `referencia` or `idempotency_key` only: keys with that reference (or that
+    /// key) still executing — or abandoned mid-execution and not yet recovered. Whatever they
+    /// become, an empty `pagamentos` with entries here is **not** "no payment": ask again later,
+    /// or cancel the key (`POST /pagamentos/cancelamentos`) to settle it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub em_andamento: Option<Vec<EmAndamento>>,
     /// A time range only: the `cursor` of the next page, or `null` on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, nullable)]
     pub proximo: Option<Option<String>>,
+}
+
+/// A key still executing, as a look-up lists it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct EmAndamento {
+    /// The key.
+    pub idempotency_key: String,
+    /// When it was first claimed, RFC 3339.
+    pub desde: String,
+}
+
+impl From<&crate::store::InProgressKey> for EmAndamento {
+    fn from(k: &crate::store::InProgressKey) -> Self {
+        Self {
+            idempotency_key: k.key.as_ref().to_string(),
+            desde: rfc3339(k.since),
+        }
+    }
+}
+
+/// Body of `POST /pagamentos/cancelamentos`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NovoCancelamento {
+    /// The key of the payment to cancel (or to learn the payment of), as it was sent in
+    /// `Idempotency-Key`.
+    pub idempotency_key: String,
+}
+
+/// The answer of `POST /pagamentos/cancelamentos`: the same however often it is asked.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct CancelamentoBody {
+    /// The key.
+    pub idempotency_key: String,
+    /// `cancelada`: nothing was charged under the key and nothing ever will be (any request with
+    /// it is refused with 422 `idempotency-key-cancelled`); `pagamento`: the key had made the
+    /// payment in `pagamento`, and nothing more was charged.
+    pub resultado: &'static str,
+    /// The key's payment, when `resultado` is `pagamento`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pagamento: Option<PaymentBody>,
+}
+
+impl CancelamentoBody {
+    /// The body of a cancellation's outcome.
+    pub fn new(key: &crate::domain::IdempotencyKey, outcome: &crate::cancel::Cancellation) -> Self {
+        let (resultado, pagamento) = match outcome {
+            crate::cancel::Cancellation::Cancelled => ("cancelada", None),
+            crate::cancel::Cancellation::Payment(p) => ("pagamento", Some(PaymentBody::from(&**p))),
+        };
+        Self {
+            idempotency_key: key.as_ref().to_string(),
+            resultado,
+            pagamento,
+        }
+    }
 }
 
 /// Body of `POST /pagamentos` (documentation; the handler validates the raw JSON itself so that

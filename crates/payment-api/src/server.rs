@@ -188,6 +188,8 @@ async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_afte
             Ok(r) => tracing::info!(
                 completed = r.completed,
                 released = r.released,
+                cancelled = r.cancelled,
+                failed = r.failed,
                 "recovery settled abandoned executions"
             ),
             Err(e) => tracing::warn!(error = %e, "recovery failed; will try again"),

@@ -29,7 +29,7 @@ pub enum Fault {
     CutAfterAnswer,
     /// Answer the next `POST` itself with this status and a problem+json body, without
     /// forwarding it (a middlebox, or a key rotated under the client); everything else, and every
-    /// later `POST`, passes.
+    /// later `POST`, passes. Until that `POST` comes, each connection carries one request.
     RejectNextPost(u16),
     /// Forward everything, each chunk held this many milliseconds (a slow link).
     Delay(u64),
@@ -233,10 +233,28 @@ async fn handle(inner: &Inner, client: TcpStream, fault: Fault) {
                     while matches!(client.read(&mut sink).await, Ok(n) if n > 0) {}
                 })
                 .await;
+            } else if inner.reject_armed.load(Ordering::SeqCst) {
+                // While armed, each connection carries one request: a later POST cannot ride on
+                // a kept-alive connection that began with a GET and slip past.
+                relay(inner, client, close_after(head), false).await;
             } else {
                 relay(inner, client, head, false).await;
             }
         }
+    }
+}
+
+/// The request head with `Connection: close` added after its request line, so the server ends
+/// the connection after answering it.
+fn close_after(head: Vec<u8>) -> Vec<u8> {
+    match head.windows(2).position(|w| w == b"\r\n") {
+        Some(end) => {
+            let mut out = head[..end + 2].to_vec();
+            out.extend_from_slice(b"Connection: close\r\n");
+            out.extend_from_slice(&head[end + 2..]);
+            out
+        }
+        None => head,
     }
 }
 

@@ -33,6 +33,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use wire::{RefundBody, RequestBody};
 
+/// The `motivo` of a payment attempt whose key the server cancelled: nothing was charged under
+/// it, and nothing ever will be.
+pub const KEY_CANCELLED: &str = "chave_cancelada";
+
 /// The outbox database, owned by exactly one process.
 #[derive(Debug, Clone)]
 pub struct Outbox {
@@ -386,6 +390,13 @@ impl Outbox {
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
         self.change(id, move |c, id| {
+            let attempt = get_attempt(c, id)?.ok_or_else(|| CoreError::NotFound(id.to_string()))?;
+            if attempt.state != AttemptState::Revisao {
+                return Err(CoreError::Invalid(format!(
+                    "esta tentativa não está em revisão (está {}); não dá para reenviá-la",
+                    attempt.state.label()
+                )));
+            }
             let other: Option<(String, String)> = c
                 .prepare_cached(&format!(
                     "SELECT id, kind FROM attempts WHERE id != ?1 AND (
@@ -446,6 +457,26 @@ impl Outbox {
         .await
     }
 
+    /// Records that the server cancelled the key of a payment attempt in `revisao`: it never
+    /// charged and never will, so the attempt is final as `recusado` (motivo
+    /// [`KEY_CANCELLED`]) and the sale may get a new attempt.
+    pub async fn record_key_cancelled(
+        &self,
+        id: &AttemptId,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        self.change(id, move |c, id| {
+            exec(
+                c,
+                "UPDATE attempts SET state = 'recusado', motivo = ?2, review_checked_at = ?3, updated_at = ?3
+                 WHERE id = ?1 AND state = 'revisao' AND kind = 'pagamento'",
+                params![id.as_ref(), KEY_CANCELLED, now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Records that the server has no payment for an attempt in `revisao`.
     pub async fn mark_review_checked(
         &self,
@@ -464,6 +495,7 @@ impl Outbox {
     }
 
     /// Attempts in `revisao`, oldest first; only those not yet checked with `unchecked_only`.
+    /// A checked one stays here until a payment found or a cancelled key settles it.
     pub async fn reviews(&self, unchecked_only: bool) -> Result<Vec<Attempt>> {
         self.db
             .read(move |c| {

@@ -18,6 +18,9 @@ pub(super) fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/V2__till.sql")),
         M::up(include_str!("../../migrations/V3__sales.sql")),
         M::up(include_str!("../../migrations/V4__refunds.sql")),
+        M::up(include_str!(
+            "../../migrations/V5__cancel_before_new_key.sql"
+        )),
     ])
 }
 

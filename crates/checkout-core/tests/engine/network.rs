@@ -4,7 +4,7 @@
 use crate::helpers::*;
 use checkout_core::outbox::OfflineCaps;
 use checkout_core::{
-    AttemptState, CardToken, Centavos, Checkout, Connectivity, CoreError, Event, SaleId,
+    AttemptState, CardToken, Centavos, Checkout, Connectivity, CoreError, Event, PayOutcome, SaleId,
 };
 use pagar_testkit::{Fault, FaultProxy, TlsFront};
 use serde_json::json;
@@ -253,4 +253,92 @@ async fn a_missing_ca_file_or_plain_http_to_another_host_is_refused_before_anyth
         "{err}"
     );
     assert!(!db.exists(), "nothing was opened");
+}
+
+/// The edge of "revisão" while the first try still executes: the gateway is slower than the
+/// till's request timeout, the next POST meets a 403 from a middlebox. The look-up sees the
+/// execution in progress, so the review is never marked "no charge found" and another card is
+/// never offered; when the execution ends, the look-up finds its payment and the sale is paid,
+/// once.
+#[tokio::test]
+async fn a_review_while_the_first_try_still_executes_waits_for_it_and_charges_once() {
+    // Arrange
+    let api = Api::start_with(|c| c.slow_gateway_ms = 4_000).await;
+    let proxy = FaultProxy::start(api.addr).await;
+    let mut config = fast_config(&proxy.url());
+    config.request_timeout = Duration::from_millis(1_000);
+    let engine = Engine::open(config).await;
+    let attempt = engine.pay("venda-lenta", 2_500, "tok_lento").await;
+    // The first try reaches the server and times out at the till; the middlebox refuses only
+    // the POST after it.
+    let tried = tokio::time::timeout(Duration::from_secs(5), async {
+        while engine.checkout.attempt(&attempt.id).await.unwrap().tries == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let now = engine.checkout.attempt(&attempt.id).await.unwrap();
+    assert!(tried.is_ok(), "{now:?}");
+    proxy.set(Fault::RejectNextPost(403)).await;
+
+    // Act: the attempt goes to review while the server is still at the gateway.
+    let in_review = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let a = engine.checkout.attempt(&attempt.id).await.unwrap();
+            if a.state == AttemptState::Revisao {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let now = engine.checkout.attempt(&attempt.id).await.unwrap();
+    let in_review =
+        in_review.unwrap_or_else(|_| panic!("the 403 puts the attempt in review: {now:?}"));
+    assert!(
+        in_review.review_checked_at.is_none(),
+        "never 'no charge found' while an execution runs: {in_review:?}"
+    );
+    // The cashier tries another card meanwhile: refused, nothing sent, no new key.
+    let refused = engine
+        .checkout
+        .pay(
+            SaleId::parse("venda-lenta").unwrap(),
+            Centavos::new(2_500).unwrap(),
+            CardToken::parse("tok_aprovado").unwrap(),
+        )
+        .await;
+    match refused {
+        Ok(PayOutcome::Existing(a)) => assert_eq!(a.id, attempt.id),
+        Err(e) => assert!(
+            e.to_string().contains("revis") || e.to_string().contains("cobrou"),
+            "{e}"
+        ),
+        Ok(other) => panic!("a second attempt while the first may charge: {other:?}"),
+    }
+
+    // Assert: the execution ends, the review checker finds its payment, the sale is paid once.
+    let paid = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let a = engine.checkout.attempt(&attempt.id).await.unwrap();
+            assert!(
+                a.state == AttemptState::Aprovado || a.review_checked_at.is_none(),
+                "'no charge found' while the execution ran: {a:?}"
+            );
+            if a.state == AttemptState::Aprovado {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let done = engine.checkout.attempt(&attempt.id).await.unwrap();
+    assert!(
+        paid.is_ok(),
+        "the review settles from the payment: {done:?}"
+    );
+    assert_eq!(api.ledger().await.len(), 1);
+    let again = engine.pay("venda-lenta", 2_500, "tok_aprovado").await;
+    assert_eq!(again.id, attempt.id);
+    assert_eq!(api.ledger().await.len(), 1, "one charge for the sale");
 }

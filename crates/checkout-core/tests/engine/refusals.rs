@@ -98,13 +98,22 @@ async fn a_422_puts_the_attempt_in_review_and_it_is_never_sent_with_another_key(
     );
     // The engine asked the server by referencia before saying "review": it has no payment.
     assert!(done.review_checked_at.is_some(), "{done:?}");
-    // Only then may the sale be paid again: a new attempt with a new key (another card), and
-    // the attempt in review can no longer be sent.
+    // Only then may the sale be paid again: a new attempt with a new key (another card), made
+    // after the old key was settled on the server — it belongs to the other request's payment,
+    // so this attempt never charged under it and is final, not to be sent again.
     let again = engine.pay("venda-f2", 100, "tok_recusado").await;
     assert_ne!(again.id, attempt.id);
     assert_ne!(again.idempotency_key, attempt.idempotency_key);
+    let settled = engine.checkout.attempt(&attempt.id).await.unwrap();
+    assert_eq!(
+        (settled.state, settled.motivo.as_deref()),
+        (AttemptState::Recusado, Some("chave_cancelada"))
+    );
     let refused = engine.checkout.retry_review(&attempt.id).await.unwrap_err();
-    assert!(refused.to_string().contains("outro pagamento"), "{refused}");
+    assert!(
+        refused.to_string().contains("não está em revisão"),
+        "{refused}"
+    );
 }
 
 #[tokio::test]

@@ -16,8 +16,8 @@ use crate::listing::{Cursor, RangeParams};
 use crate::metrics::RequestOutcome;
 use crate::payments::{self, Answer, Prepared};
 use crate::schema::{
-    Health, Ledger, LedgerEntry, NovoEstorno, NovoPagamento, PaymentBody, PaymentDetail,
-    PaymentList, Problem, RefundBody, RefundLedgerEntry,
+    CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, NovoCancelamento, NovoEstorno,
+    NovoPagamento, PaymentBody, PaymentDetail, PaymentList, Problem, RefundBody, RefundLedgerEntry,
 };
 use crate::state::AppState;
 use crate::store::{PaymentField, StoredResponse};
@@ -37,6 +37,7 @@ use utoipa::OpenApi;
 pub fn app(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/pagamentos", get(list_payments).post(create_payment))
+        .route("/pagamentos/cancelamentos", post(cancel_payment_key))
         .route("/pagamentos/{id}", get(get_payment))
         .route("/pagamentos/{id}/estornos", post(create_refund))
         .route("/health", get(health))
@@ -298,6 +299,57 @@ fn logged(
     res
 }
 
+/// Cancels a payment's idempotency key, or answers the payment it made: what a client does before
+/// it makes a new key for a sale whose payment is in doubt.
+#[utoipa::path(
+    post,
+    path = "/pagamentos/cancelamentos",
+    request_body = NovoCancelamento,
+    responses(
+        (status = 200, description = "Settled: `cancelada` (the key never charged and now never will; any request with it is refused 422 `idempotency-key-cancelled`) or `pagamento` (the key's payment, approved or declined). The same answer however often it is asked", body = CancelamentoBody,
+            example = json!({"idempotency_key":"2b0a4a52-0d57-4b0e-9f43-3c1d1f1e2a10","resultado":"cancelada"})),
+        (status = 400, description = "Malformed JSON or a bad key", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Bad API key", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The key is executing now; ask again after `Retry-After`", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before asking again"))),
+        (status = 422, description = "The key belongs to a refund (`not-a-payment-key`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Unavailable; ask again", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn cancel_payment_key(
+    State(state): State<AppState>,
+    merchant: Result<Merchant>,
+    req: Request,
+) -> Response {
+    let merchant = match merchant {
+        Ok(Merchant(m)) => m,
+        Err(e) => return refused(&state, e, None, None),
+    };
+    let mut key = None;
+    let result = async {
+        let (parts, body) = req.into_parts();
+        if !is_json(&parts.headers) {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let bytes = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
+        let asked: NovoCancelamento = serde_json::from_value(parse_json(&bytes)?)
+            .map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+        let k = IdempotencyKey::parse(asked.idempotency_key.as_bytes())?;
+        key = Some(k.clone());
+        let outcome = crate::cancel::cancel(&state, &merchant, &k).await?;
+        Ok(CancelamentoBody::new(&k, &outcome))
+    }
+    .await;
+    match result {
+        Ok(body) => {
+            state.metrics().cancellation(body.resultado);
+            logged(Json(body).into_response(), Some(merchant), key, "cancel")
+        }
+        Err(e) => refused(&state, e, Some(merchant), key),
+    }
+}
+
 /// One payment of the caller's merchant.
 #[utoipa::path(
     get,
@@ -346,13 +398,13 @@ pub struct PaymentQuery {
 }
 
 /// Finds payments by `referencia` or by `idempotency_key`, for a client resolving an attempt whose
-/// outcome it does not know.
+/// outcome it does not know; `em_andamento` lists the keys still executing for it.
 #[utoipa::path(
     get,
     path = "/pagamentos",
     params(PaymentQuery),
     responses(
-        (status = 200, description = "The payments found (oldest first); empty when none. A range answers one page in `(criado_em, id)` order and `proximo`, the cursor of the next page (`null` on the last): each payment that existed when the listing began is on exactly one page, however many are added meanwhile", body = PaymentList),
+        (status = 200, description = "The payments found (oldest first); empty when none. A look-up by `referencia` or `idempotency_key` also lists in `em_andamento` the keys still executing for it: no payment *and* nothing in progress is the only answer that means \"never charged\" (until a cancellation burns the key, a key in progress can still charge). A range answers one page in `(criado_em, id)` order and `proximo`, the cursor of the next page (`null` on the last): each payment that existed when the listing began is on exactly one page, however many are added meanwhile", body = PaymentList),
         (status = 400, description = "Not exactly one of `referencia`, `idempotency_key` and a range", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Bad API key", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad range: `desde`/`ate` missing or not RFC 3339, `ate` not after `desde` or over 92 days later, a bad `limite`, `cursor` or `terminal`", body = Problem, content_type = "application/problem+json"),
@@ -394,29 +446,28 @@ pub(crate) async fn list_payments(
         return Ok(Json(PaymentList {
             pagamentos: found.iter().map(PaymentBody::from).collect(),
             proximo: Some(proximo),
+            em_andamento: None,
         }));
     }
-    let pagamentos = match (q.referencia, q.idempotency_key) {
-        (Some(r), None) => {
-            state
-                .store()
-                .payments_by(&merchant, PaymentField::Referencia, &r)
-                .await?
-        }
-        (None, Some(k)) => {
-            state
-                .store()
-                .payments_by(&merchant, PaymentField::IdempotencyKey, &k)
-                .await?
-        }
+    let (field, value) = match (q.referencia, q.idempotency_key) {
+        (Some(r), None) => (PaymentField::Referencia, r),
+        (None, Some(k)) => (PaymentField::IdempotencyKey, k),
         _ => return Err(ApiError::BadQuery(
             "informe exatamente um de: referencia, idempotency_key, ou um intervalo (desde e ate)"
                 .into(),
         )),
     };
+    // Executions first: one that completes between the two reads is then seen as a payment (or
+    // still as in progress), never as neither.
+    let executing = state
+        .store()
+        .keys_in_progress(&merchant, field, &value)
+        .await?;
+    let pagamentos = state.store().payments_by(&merchant, field, &value).await?;
     Ok(Json(PaymentList {
         pagamentos: pagamentos.iter().map(PaymentBody::from).collect(),
         proximo: None,
+        em_andamento: Some(executing.iter().map(EmAndamento::from).collect()),
     }))
 }
 

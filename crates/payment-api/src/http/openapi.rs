@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::schema::{
-    Health, Ledger, LedgerEntry, NovoEstorno, NovoPagamento, PaymentBody, PaymentDetail,
-    PaymentList, Problem, RefundBody, RefundLedgerEntry,
+    CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, NovoCancelamento, NovoEstorno,
+    NovoPagamento, PaymentBody, PaymentDetail, PaymentList, Problem, RefundBody, RefundLedgerEntry,
 };
 
 struct SecuritySchemes;
@@ -25,8 +25,8 @@ impl utoipa::Modify for SecuritySchemes {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Pagar payment API", description = "Honours Idempotency-Key: each key charges at most once and replays its stored answer."),
-    paths(create_payment, create_refund, get_payment, list_payments, health, ready, admin_ledger, admin_get_faults, admin_put_faults),
-    components(schemas(NovoPagamento, PaymentBody, PaymentList, Problem, Ledger, LedgerEntry, Faults, Health, NovoEstorno, RefundBody, PaymentDetail, RefundLedgerEntry)),
+    paths(create_payment, create_refund, cancel_payment_key, get_payment, list_payments, health, ready, admin_ledger, admin_get_faults, admin_put_faults),
+    components(schemas(NovoPagamento, PaymentBody, PaymentList, Problem, Ledger, LedgerEntry, Faults, Health, NovoEstorno, RefundBody, PaymentDetail, RefundLedgerEntry, EmAndamento, NovoCancelamento, CancelamentoBody)),
     modifiers(&SecuritySchemes)
 )]
 pub struct ApiDoc;

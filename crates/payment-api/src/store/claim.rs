@@ -2,9 +2,9 @@
 //! there. One pure function over the stored row and the store's clock, called by both stores
 //! inside the transaction that holds the row, so SQLite and PostgreSQL cannot decide differently.
 
-use super::{NextAction, StoredResponse};
+use super::{CancelClaim, NextAction, StoredResponse};
 use crate::clock::Millis;
-use crate::domain::Fingerprint;
+use crate::domain::{Fingerprint, KeyOperation, PaymentId};
 
 /// The fence a key gets when its INSERT wins: the first worker's token.
 pub(super) const FIRST_FENCE: i64 = 1;
@@ -26,8 +26,16 @@ pub(super) struct HeldKey {
     pub locked_until: Millis,
     /// The holder's fencing token.
     pub fence: i64,
-    /// The completed answer and when it completed, if the key completed.
+    /// The completed answer and when it completed, if the key completed with one.
     pub response: Option<(StoredResponse, Millis)>,
+    /// What the key executes.
+    pub operation: KeyOperation,
+    /// The key was cancelled (completed with no answer).
+    pub cancelled: bool,
+    /// The id a completed key's answer was stored with.
+    pub payment_id: Option<PaymentId>,
+    /// The request kept with the key.
+    pub request: Option<Vec<u8>>,
 }
 
 /// The decision, with the write a takeover needs.
@@ -58,15 +66,28 @@ impl Decision {
     }
 }
 
+/// How long a request is told to wait for a cancellation in progress whose lease has ended: its
+/// completion is the recovery worker's, not the request's.
+const CANCELLING_RETRY_MS: Millis = 1_000;
+
 /// Decides for a request with `fingerprint`, at `now`, that would hold the key for `lease_ms`.
-/// In order: another request's key is refused (whatever its state); a completed key is replayed;
-/// a live lease is waited for; an expired one is taken over.
+/// In order: a cancelled key is refused for good; a key being cancelled is waited for; another
+/// request's key is refused (whatever its state); a completed key is replayed; a live lease is
+/// waited for; an expired one is taken over.
 pub(super) fn decide(
     held: HeldKey,
     fingerprint: &Fingerprint,
     now: Millis,
     lease_ms: Millis,
 ) -> Decision {
+    if held.cancelled {
+        return Decision::Answer(NextAction::Cancelled);
+    }
+    if held.operation == KeyOperation::Cancelamento {
+        return Decision::Answer(NextAction::InProgress {
+            retry_after_ms: (held.locked_until - now).max(CANCELLING_RETRY_MS),
+        });
+    }
     if held.fingerprint != *fingerprint {
         return Decision::Answer(NextAction::FingerprintMismatch);
     }
@@ -87,6 +108,63 @@ pub(super) fn decide(
     }
 }
 
+/// What a cancellation of a key that exists does, and the takeover write it needs: the same
+/// order as [`decide`], with a completed key answered by what it made and an abandoned execution
+/// taken over so the gateway can be asked whether it charged.
+pub(super) fn decide_cancel(
+    held: HeldKey,
+    now: Millis,
+    lease_ms: Millis,
+) -> (CancelClaim, Option<(i64, Millis)>) {
+    if held.cancelled {
+        return (CancelClaim::Cancelled, None);
+    }
+    if held.operation == KeyOperation::Estorno {
+        return (CancelClaim::NotAPayment, None);
+    }
+    if held.response.is_some() {
+        return (
+            CancelClaim::Completed {
+                payment_id: held.payment_id,
+            },
+            None,
+        );
+    }
+    if held.locked_until > now {
+        return (
+            CancelClaim::InProgress {
+                retry_after_ms: held.locked_until - now,
+            },
+            None,
+        );
+    }
+    let fence = held.fence + 1;
+    (
+        CancelClaim::Hold {
+            fence,
+            operation: held.operation,
+            fingerprint: held.fingerprint,
+            request: held.request,
+        },
+        Some((fence, now + lease_ms)),
+    )
+}
+
+/// The claim of a cancellation whose INSERT won: nothing had claimed the key.
+pub(super) fn cancel_inserted() -> CancelClaim {
+    CancelClaim::Hold {
+        fence: FIRST_FENCE,
+        operation: KeyOperation::Cancelamento,
+        fingerprint: cancelling_fingerprint(),
+        request: None,
+    }
+}
+
+/// The fingerprint stored on a key a cancellation inserted: no request has it.
+pub(super) fn cancelling_fingerprint() -> Fingerprint {
+    Fingerprint::from_stored(String::new())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,7 +179,90 @@ mod tests {
             locked_until,
             fence: 3,
             response,
+            operation: KeyOperation::Pagamento,
+            cancelled: false,
+            payment_id: None,
+            request: None,
         }
+    }
+
+    fn cancelled() -> HeldKey {
+        HeldKey {
+            cancelled: true,
+            ..held(0, None)
+        }
+    }
+
+    #[test]
+    fn a_cancelled_key_refuses_every_request_whatever_its_fingerprint() {
+        for f in ["a", "b", ""] {
+            assert_eq!(
+                decide(cancelled(), &fp(f), 1_000, 500),
+                Decision::Answer(NextAction::Cancelled)
+            );
+        }
+    }
+
+    #[test]
+    fn a_key_being_cancelled_is_waited_for_even_after_its_lease() {
+        for locked_until in [5_000, 0] {
+            let h = HeldKey {
+                operation: KeyOperation::Cancelamento,
+                ..held(locked_until, None)
+            };
+            assert!(matches!(
+                decide(h, &fp("a"), 1_000, 500),
+                Decision::Answer(NextAction::InProgress { retry_after_ms }) if retry_after_ms >= 1_000
+            ));
+        }
+    }
+
+    #[test]
+    fn a_cancellation_answers_what_the_key_became_and_takes_over_only_an_abandoned_one() {
+        assert_eq!(
+            decide_cancel(cancelled(), 1_000, 500),
+            (CancelClaim::Cancelled, None)
+        );
+        let refund = HeldKey {
+            operation: KeyOperation::Estorno,
+            ..held(0, None)
+        };
+        assert_eq!(
+            decide_cancel(refund, 1_000, 500),
+            (CancelClaim::NotAPayment, None)
+        );
+        let done = HeldKey {
+            payment_id: Some(PaymentId::from_stored("pay_1".into())),
+            ..held(0, Some((saved(), 7)))
+        };
+        assert_eq!(
+            decide_cancel(done, 1_000, 500),
+            (
+                CancelClaim::Completed {
+                    payment_id: Some(PaymentId::from_stored("pay_1".into()))
+                },
+                None
+            )
+        );
+        assert_eq!(
+            decide_cancel(held(1_300, None), 1_000, 500),
+            (
+                CancelClaim::InProgress {
+                    retry_after_ms: 300
+                },
+                None
+            )
+        );
+        let (claim, write) = decide_cancel(held(900, None), 1_000, 500);
+        assert_eq!(write, Some((4, 1_500)));
+        assert!(matches!(
+            claim,
+            CancelClaim::Hold {
+                fence: 4,
+                operation: KeyOperation::Pagamento,
+                ..
+            }
+        ));
     }
 
     fn saved() -> StoredResponse {

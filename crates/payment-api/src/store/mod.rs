@@ -14,10 +14,14 @@ pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;
 use crate::domain::{
-    Centavos, DownstreamKey, Fingerprint, IdempotencyKey, MerchantId, PaymentId, PaymentStatus,
-    RefundId, RefundStatus, TerminalId,
+    Centavos, DownstreamKey, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentId,
+    PaymentStatus, RefundId, RefundStatus, TerminalId,
 };
 use crate::error::StoreError;
+
+/// The ledger status of a void: the row that keeps a downstream key from ever charging. Listings
+/// of charges leave these rows out.
+const VOID_STATUS: &str = "anulado";
 
 /// Result of store operations.
 pub type StoreResult<T> = std::result::Result<T, StoreError>;
@@ -56,6 +60,60 @@ fn completed_response(
     }
 }
 
+/// The operation a key row records; rows claimed before operations were recorded are told apart
+/// by the envelope their refund requests were kept in.
+fn operation_of(stored: Option<&str>, request: Option<&[u8]>) -> StoreResult<KeyOperation> {
+    match stored {
+        Some(op) => KeyOperation::parse(op).map_err(|e| corrupt("operation", e)),
+        None => Ok(if crate::refunds::is_legacy_refund(request) {
+            KeyOperation::Estorno
+        } else {
+            KeyOperation::Pagamento
+        }),
+    }
+}
+
+/// The columns of an `idempotency_keys` row that the claim and the cancellation decide from, in
+/// the order both stores read them.
+const HELD_COLUMNS: &str = "fingerprint, locked_until, fence, response_status, response_body, \
+     completed_at, operation, cancelled_at, payment_id, request_body";
+
+/// A key row's columns as a driver reads them (see [`HELD_COLUMNS`]).
+#[derive(Debug)]
+struct HeldColumns {
+    fingerprint: String,
+    locked_until: Millis,
+    fence: i64,
+    status: Option<i64>,
+    body: Option<Vec<u8>>,
+    completed_at: Option<Millis>,
+    operation: Option<String>,
+    cancelled_at: Option<Millis>,
+    payment_id: Option<String>,
+    request: Option<Vec<u8>>,
+}
+
+impl HeldColumns {
+    fn parse(self) -> StoreResult<claim::HeldKey> {
+        let cancelled = self.cancelled_at.is_some();
+        Ok(claim::HeldKey {
+            operation: operation_of(self.operation.as_deref(), self.request.as_deref())?,
+            fingerprint: Fingerprint::from_stored(self.fingerprint),
+            locked_until: self.locked_until,
+            fence: self.fence,
+            // A cancelled key is completed without an answer: it has none to replay.
+            response: if cancelled {
+                None
+            } else {
+                completed_response(self.status, self.body, self.completed_at)?
+            },
+            cancelled,
+            payment_id: self.payment_id.map(PaymentId::from_stored),
+            request: self.request,
+        })
+    }
+}
+
 /// An abandoned key from its stored columns.
 fn abandoned_from(
     merchant: String,
@@ -63,8 +121,10 @@ fn abandoned_from(
     fence: i64,
     fingerprint: String,
     request: Option<Vec<u8>>,
+    operation: Option<String>,
 ) -> StoreResult<Abandoned> {
     Ok(Abandoned {
+        operation: operation_of(operation.as_deref(), request.as_deref())?,
         merchant: MerchantId::parse(&merchant)
             .map_err(|e| StoreError::Corrupt(format!("merchant {merchant:?}: {e}")))?,
         key: IdempotencyKey::parse(key.as_bytes())
@@ -108,6 +168,8 @@ pub struct StoredResponse {
 pub struct KeyRecord {
     /// Fingerprint of the request that first claimed the key.
     pub fingerprint: Fingerprint,
+    /// The key was cancelled: it answers no request and never charges.
+    pub cancelled: bool,
     /// Completed response, if any.
     pub response: Option<StoredResponse>,
     /// When it completed (store clock), if it did.
@@ -126,6 +188,11 @@ pub struct Claim {
     /// The request body as JSON, kept with the key so the recovery worker can finish an
     /// execution whose worker died after the charge.
     pub request: Vec<u8>,
+    /// What the key executes.
+    pub operation: KeyOperation,
+    /// A payment's `referencia`, kept with the key so a look-up by reference sees the execution
+    /// while it is still in progress.
+    pub referencia: Option<String>,
     /// How long this worker holds the key before another request may take over.
     pub lease_ms: Millis,
 }
@@ -155,6 +222,49 @@ pub enum NextAction {
     },
     /// The key was used with a different request.
     FingerprintMismatch,
+    /// The key was cancelled: it can never execute.
+    Cancelled,
+}
+
+/// A key still executing (or abandoned mid-execution and not yet recovered), as a look-up
+/// reports it: whatever it will become, it is not "no payment".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InProgressKey {
+    /// The key.
+    pub key: IdempotencyKey,
+    /// When it was first claimed (store clock).
+    pub since: Millis,
+}
+
+/// What [`Store::claim_for_cancel`] found, and what it did about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelClaim {
+    /// The key is now held for cancelling under `fence`: nothing had claimed it, or its
+    /// execution was abandoned (its lease ended) and is taken over. The gateway decides next.
+    Hold {
+        /// The new fencing token; the worker it replaced can no longer write.
+        fence: i64,
+        /// What the key was claimed for (`Cancelamento` when nothing had claimed it).
+        operation: KeyOperation,
+        /// The fingerprint of the request that claimed it, if one did.
+        fingerprint: Fingerprint,
+        /// That request's kept body, if one did.
+        request: Option<Vec<u8>>,
+    },
+    /// The key was cancelled before.
+    Cancelled,
+    /// The key completed: with this payment (or refund) id.
+    Completed {
+        /// The id its answer was stored with.
+        payment_id: Option<PaymentId>,
+    },
+    /// A live worker holds the key.
+    InProgress {
+        /// Milliseconds until its lease ends.
+        retry_after_ms: Millis,
+    },
+    /// The key executes a refund: only a payment's key is cancelled.
+    NotAPayment,
 }
 
 /// A payment as it is stored: final, typed, and owned by its merchant. The JSON clients see is
@@ -265,6 +375,8 @@ pub struct Completion {
 /// A started execution whose lease ended long ago: its worker died or hung.
 #[derive(Debug, Clone)]
 pub struct Abandoned {
+    /// What the key executes.
+    pub operation: KeyOperation,
     /// Owner of the key.
     pub merchant: MerchantId,
     /// The key.
@@ -440,6 +552,8 @@ pub enum Hold {
         /// What could still be refunded.
         left: i64,
     },
+    /// The fence no longer holds the key (a takeover): nothing was held.
+    LeaseLost,
 }
 
 /// The write that completes a refund key: the refund's outcome and the response, in one
@@ -572,9 +686,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> StoreResult<Vec<Payment>>;
     /// Deletes completed keys older than `retention_ms`; never keys in progress, never payments.
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64>;
-    /// Records a charge once per downstream key; returns the row that holds it (new or earlier).
-    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Charged>;
-    /// The ledger row of a downstream key, if it was ever charged.
+    /// Records a charge once per downstream key; returns the row that holds it (new or earlier),
+    /// or `None` when the key was voided (it can never charge).
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Option<Charged>>;
+    /// The ledger row of a downstream key, if it was ever charged (a void is not a charge).
     async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>>;
     /// The payment stored for a gateway charge (`UNIQUE (cobranca_id)`), with the fingerprint of
     /// the request that made it (absent for payments stored before fingerprints were kept).
@@ -582,14 +697,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         &self,
         cobranca_id: &str,
     ) -> StoreResult<Option<(Payment, Option<Fingerprint>)>>;
-    /// Completes a key with an answer for a payment that already exists (the key was purged and
-    /// the same request came again): stores the response, inserts no payment.
+    /// Completes a key with the answer of a payment or refund that already exists (`resource`:
+    /// its id; the key was purged and the same request came again): stores the response, writes
+    /// nothing else.
     async fn finish_existing(
         &self,
         merchant: &MerchantId,
         key: &IdempotencyKey,
         fence: i64,
-        payment_id: &PaymentId,
+        resource: &str,
         response: StoredResponse,
     ) -> StoreResult<FinishOutcome>;
     /// Deletes a key still in progress under `fence`: nothing was or will be stored for it.
@@ -610,16 +726,54 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         fence: i64,
         lease_ms: Millis,
     ) -> StoreResult<Option<i64>>;
-    /// Every ledger row, oldest first.
+    /// Every ledger row, oldest first (charges only: a void is not a charge).
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>>;
-    /// Holds a refund's amount against its payment, unless this key already did (a takeover):
-    /// the refund row is created `pendente` and `payments.estornado` grows by its amount in one
-    /// transaction, by an `UPDATE … WHERE estornado + valor <= payments.valor` the database
-    /// decides (with a `CHECK` behind it). Nothing is written when the answer is not `Held`.
-    /// `refund` is as it is created (`pendente`); the store sets `created_at`.
-    async fn hold_refund(&self, refund: Refund) -> StoreResult<Hold>;
-    /// Stores the refund's outcome and the response if `fence` still holds the key; a declined
-    /// refund gives its amount back to the payment in the same transaction.
+    /// The merchant's keys still executing with this `referencia` (`PaymentField::Referencia`)
+    /// or this key (`PaymentField::IdempotencyKey`), oldest first.
+    async fn keys_in_progress(
+        &self,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+    ) -> StoreResult<Vec<InProgressKey>>;
+    /// The claim of a cancellation: in one transaction, inserts the key held for cancelling if
+    /// nothing had claimed it, or decides from its row (`claim::decide_cancel`) and takes an
+    /// abandoned execution over.
+    async fn claim_for_cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        lease_ms: Millis,
+    ) -> StoreResult<CancelClaim>;
+    /// Marks a key held under `fence` cancelled (completed with no answer); false when the fence
+    /// no longer holds it.
+    async fn mark_cancelled(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool>;
+    /// Voids a downstream key at the simulator: a row under the ledger's `UNIQUE (downstream_key)`
+    /// that is no charge, so no later charge of that key can be made. `Some(row)` when the key
+    /// had charged already (nothing is written); `None` when it is void (now or before).
+    async fn ledger_void(
+        &self,
+        downstream_key: &DownstreamKey,
+        merchant: &MerchantId,
+    ) -> StoreResult<Option<LedgerRow>>;
+    /// Holds a refund's amount against its payment, if `fence` still holds the key and this key
+    /// did not hold one before: the refund row is created `pendente` and `payments.estornado`
+    /// grows by its amount in one transaction, by an `UPDATE … WHERE estornado + valor <=
+    /// payments.valor` the database decides (with a `CHECK` behind it). A key that held a refund
+    /// before gets that refund back as `Held`, in whatever status it is (a takeover finds it
+    /// `pendente`; a key purged and sent again finds it decided). Nothing is written when the
+    /// answer is not a new `Held`. `refund` is as it is created (`pendente`); the store sets
+    /// `created_at`.
+    async fn hold_refund(&self, refund: Refund, fence: i64) -> StoreResult<Hold>;
+    /// Decides a `pendente` refund and stores the response, if `fence` still holds the key; a
+    /// declined refund gives its amount back to the payment in the same transaction. Nothing is
+    /// written (`LeaseLost`) unless the refund was still `pendente`, so an amount is never given
+    /// back twice.
     async fn finish_refund(&self, done: RefundCompletion) -> StoreResult<FinishOutcome>;
     /// The refund a key asked for, if it got as far as holding its amount.
     async fn refund_by_key(

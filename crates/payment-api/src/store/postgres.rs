@@ -261,6 +261,24 @@ fn ledger_from_row(r: &Row) -> StoreResult<LedgerRow> {
     .parse()
 }
 
+fn held_from_row(r: &Row) -> StoreResult<claim::HeldKey> {
+    HeldColumns {
+        fingerprint: r.try_get("fingerprint")?,
+        locked_until: r.try_get("locked_until")?,
+        fence: r.try_get("fence")?,
+        status: r
+            .try_get::<_, Option<i32>>("response_status")?
+            .map(i64::from),
+        body: r.try_get("response_body")?,
+        completed_at: r.try_get("completed_at")?,
+        operation: r.try_get("operation")?,
+        cancelled_at: r.try_get("cancelled_at")?,
+        payment_id: r.try_get("payment_id")?,
+        request: r.try_get("request_body")?,
+    }
+    .parse()
+}
+
 const LEDGER_COLUMNS: &str =
     "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at";
 
@@ -329,7 +347,7 @@ impl Store for PgStore {
         let c = self.conn().await?;
         let st = c
             .prepare_cached(
-                "SELECT fingerprint, response_status, response_body, completed_at
+                "SELECT fingerprint, response_status, response_body, completed_at, cancelled_at
                  FROM idempotency_keys WHERE merchant = $1 AND key = $2",
             )
             .await?;
@@ -339,6 +357,7 @@ impl Store for PgStore {
         row.map(|r| {
             Ok(KeyRecord {
                 fingerprint: Fingerprint::from_stored(r.get(0)),
+                cancelled: r.get::<_, Option<i64>>(4).is_some(),
                 response: stored_response(r.get::<_, Option<i32>>(1).map(i64::from), r.get(2))?,
                 completed_at: r.get(3),
             })
@@ -359,8 +378,9 @@ impl Store for PgStore {
                 .prepare_cached(
                     "INSERT INTO idempotency_keys
                          (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point,
-                          request_body)
-                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $7::bigint, 'started', $6::bytea
+                          request_body, operation, referencia)
+                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $7::bigint, 'started', $6::bytea,
+                            $8::text, $9::text
                      FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
                      ON CONFLICT (merchant, key) DO NOTHING
                      RETURNING fence",
@@ -376,6 +396,8 @@ impl Store for PgStore {
                     &shift,
                     &claim.request,
                     &claim::FIRST_FENCE,
+                    &claim.operation.as_str(),
+                    &claim.referencia,
                 ],
             )
             .await?
@@ -386,51 +408,36 @@ impl Store for PgStore {
             // The key exists. A completed key never changes, so a replay (or a mismatch) is
             // decided from a plain read, without the row lock every other replica would queue on.
             let completed = c
-                .prepare_cached(
-                    "SELECT fingerprint, response_status, response_body, completed_at
-                     FROM idempotency_keys
-                     WHERE merchant = $1 AND key = $2 AND completed_at IS NOT NULL",
-                )
+                .prepare_cached(&format!(
+                    "SELECT {HELD_COLUMNS} FROM idempotency_keys
+                     WHERE merchant = $1 AND key = $2 AND completed_at IS NOT NULL"
+                ))
                 .await?;
             if let Some(row) = c.query_opt(&completed, &[&m, &k]).await? {
-                let held = claim::HeldKey {
-                    fingerprint: Fingerprint::from_stored(row.try_get(0)?),
-                    locked_until: 0,
-                    fence: 0,
-                    response: completed_response(
-                        row.try_get::<_, Option<i32>>(1)?.map(i64::from),
-                        row.try_get(2)?,
-                        row.try_get(3)?,
-                    )?,
-                };
-                if held.response.is_some() {
+                let held = held_from_row(&row)?;
+                if held.response.is_some() || held.cancelled {
                     return Ok(claim::decide(held, &claim.fingerprint, 0, claim.lease_ms).action());
                 }
             }
             // Not completed: decide under its row lock.
             let tx = c.transaction().await?;
             let select = tx
-                .prepare_cached(
-                    "SELECT fingerprint, locked_until, fence, response_status, response_body,
-                            pagar_now_ms() + $3, completed_at
-                     FROM idempotency_keys WHERE merchant = $1 AND key = $2 FOR UPDATE",
-                )
+                .prepare_cached(&format!(
+                    "SELECT {HELD_COLUMNS}, pagar_now_ms() + $3 AS now_ms
+                     FROM idempotency_keys WHERE merchant = $1 AND key = $2 FOR UPDATE"
+                ))
                 .await?;
             let Some(row) = tx.query_opt(&select, &[&m, &k, &shift]).await? else {
                 tx.rollback().await?;
                 continue;
             };
-            let held = claim::HeldKey {
-                fingerprint: Fingerprint::from_stored(row.try_get(0)?),
-                locked_until: row.try_get(1)?,
-                fence: row.try_get(2)?,
-                response: completed_response(
-                    row.try_get::<_, Option<i32>>(3)?.map(i64::from),
-                    row.try_get(4)?,
-                    row.try_get(6)?,
-                )?,
-            };
-            let decision = claim::decide(held, &claim.fingerprint, row.try_get(5)?, claim.lease_ms);
+            let held = held_from_row(&row)?;
+            let decision = claim::decide(
+                held,
+                &claim.fingerprint,
+                row.try_get("now_ms")?,
+                claim.lease_ms,
+            );
             if let claim::Decision::TakeOver {
                 fence,
                 locked_until,
@@ -603,7 +610,7 @@ impl Store for PgStore {
         Ok(c.execute(&st, &[&retention_ms, &self.shift()]).await?)
     }
 
-    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Charged> {
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Option<Charged>> {
         let c = self.conn().await?;
         let insert = c
             .prepare_cached(&format!(
@@ -630,31 +637,36 @@ impl Store for PgStore {
             )
             .await?;
         if let Some(row) = inserted {
-            return Ok(Charged {
+            return Ok(Some(Charged {
                 row: ledger_from_row(&row)?,
                 fresh: true,
-            });
+            }));
         }
-        // Charged earlier (or by a concurrent worker that committed first): return that charge.
+        // Charged earlier (or by a concurrent worker that committed first): return that charge;
+        // or voided, and then no charge is ever made.
         let select = c
             .prepare_cached(&format!(
                 "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1"
             ))
             .await?;
-        Ok(Charged {
-            row: ledger_from_row(&c.query_one(&select, &[&dk]).await?)?,
+        let row = c.query_one(&select, &[&dk]).await?;
+        if row.try_get::<_, &str>("status")? == VOID_STATUS {
+            return Ok(None);
+        }
+        Ok(Some(Charged {
+            row: ledger_from_row(&row)?,
             fresh: false,
-        })
+        }))
     }
 
     async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>> {
         let c = self.conn().await?;
         let select = c
             .prepare_cached(&format!(
-                "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1"
+                "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1 AND status <> $2"
             ))
             .await?;
-        c.query_opt(&select, &[&downstream_key.as_ref()])
+        c.query_opt(&select, &[&downstream_key.as_ref(), &VOID_STATUS])
             .await?
             .map(|r| ledger_from_row(&r))
             .transpose()
@@ -684,7 +696,7 @@ impl Store for PgStore {
         merchant: &MerchantId,
         key: &IdempotencyKey,
         fence: i64,
-        payment_id: &PaymentId,
+        resource: &str,
         response: StoredResponse,
     ) -> StoreResult<FinishOutcome> {
         let c = self.conn().await?;
@@ -705,7 +717,7 @@ impl Store for PgStore {
                     &fence,
                     &i32::from(response.status),
                     &response.body,
-                    &payment_id.as_ref(),
+                    &resource,
                     &self.shift(),
                 ],
             )
@@ -739,7 +751,7 @@ impl Store for PgStore {
         let c = self.conn().await?;
         let st = c
             .prepare_cached(
-                "SELECT merchant, key, fence, fingerprint, request_body FROM idempotency_keys
+                "SELECT merchant, key, fence, fingerprint, request_body, operation FROM idempotency_keys
                  WHERE completed_at IS NULL AND locked_until < pagar_now_ms() + $1 - $2
                  ORDER BY locked_until LIMIT $3",
             )
@@ -748,7 +760,7 @@ impl Store for PgStore {
         c.query(&st, &[&self.shift(), &stale_ms, &limit])
             .await?
             .into_iter()
-            .map(|r| abandoned_from(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .map(|r| abandoned_from(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
             .collect()
     }
 
@@ -783,12 +795,25 @@ impl Store for PgStore {
         .map(|r| r.get(0)))
     }
 
-    async fn hold_refund(&self, refund: Refund) -> StoreResult<Hold> {
+    async fn hold_refund(&self, refund: Refund, fence: i64) -> StoreResult<Hold> {
         let mut c = self.conn().await?;
         let r = &refund;
         let (m, k) = (r.merchant.as_ref(), r.idempotency_key.as_ref());
         for _ in 0..CLAIM_ATTEMPTS {
             let tx = c.transaction().await?;
+            // The key's row lock (shared) keeps a takeover from changing the fence until this
+            // hold commits: a worker whose key was taken over holds nothing.
+            let holds = tx
+                .query_opt(
+                    "SELECT 1 FROM idempotency_keys
+                     WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
+                     FOR SHARE",
+                    &[&m, &k, &fence],
+                )
+                .await?;
+            if holds.is_none() {
+                return Ok(Hold::LeaseLost);
+            }
             if let Some(held) = pg_refund_by_key(&tx, m, k).await? {
                 return Ok(Hold::Held(Box::new(held)));
             }
@@ -863,6 +888,19 @@ impl Store for PgStore {
         let tx = c.transaction().await?;
         let (m, k) = (done.merchant.as_ref(), done.key.as_ref());
         let r = &done.refund;
+        // Decided once: only a refund still `pendente`, and only by the key's holder.
+        let decided = tx
+            .execute(
+                "UPDATE refunds SET status = $3, recusa = $4, estorno_gateway = $5
+                 WHERE merchant = $1 AND idempotency_key = $2 AND status = 'pendente'
+                   AND EXISTS (SELECT 1 FROM idempotency_keys
+                               WHERE merchant = $1 AND key = $2 AND fence = $6 AND completed_at IS NULL)",
+                &[&m, &k, &r.status.as_str(), &r.recusa, &r.estorno_gateway, &done.fence],
+            )
+            .await?;
+        if decided != 1 {
+            return Ok(FinishOutcome::LeaseLost);
+        }
         let completed = tx
             .execute(
                 "UPDATE idempotency_keys
@@ -883,12 +921,6 @@ impl Store for PgStore {
         if completed != 1 {
             return Ok(FinishOutcome::LeaseLost);
         }
-        tx.execute(
-            "UPDATE refunds SET status = $3, recusa = $4, estorno_gateway = $5
-             WHERE merchant = $1 AND idempotency_key = $2 AND status = 'pendente'",
-            &[&m, &k, &r.status.as_str(), &r.recusa, &r.estorno_gateway],
-        )
-        .await?;
         if r.status == RefundStatus::Recusado {
             tx.execute(
                 "UPDATE payments SET estornado = estornado - $3 WHERE merchant = $1 AND id = $2",
@@ -1014,11 +1046,156 @@ impl Store for PgStore {
         let c = self.conn().await?;
         let rows = c
             .query(
-                &format!("SELECT {LEDGER_COLUMNS} FROM gateway_ledger ORDER BY seq"),
-                &[],
+                &format!(
+                    "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE status <> $1 ORDER BY seq"
+                ),
+                &[&VOID_STATUS],
             )
             .await?;
         rows.iter().map(ledger_from_row).collect()
+    }
+
+    async fn keys_in_progress(
+        &self,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+    ) -> StoreResult<Vec<InProgressKey>> {
+        let column = match field {
+            PaymentField::Referencia => "referencia",
+            PaymentField::IdempotencyKey => "key",
+        };
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "SELECT key, created_at FROM idempotency_keys
+                 WHERE merchant = $1 AND {column} = $2 AND completed_at IS NULL
+                 ORDER BY created_at, key"
+            ))
+            .await?;
+        c.query(&st, &[&merchant.as_ref(), &value])
+            .await?
+            .iter()
+            .map(|r| {
+                let key: String = r.try_get(0)?;
+                Ok(InProgressKey {
+                    key: IdempotencyKey::parse(key.as_bytes()).map_err(|e| corrupt("key", e))?,
+                    since: r.try_get(1)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_for_cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        lease_ms: Millis,
+    ) -> StoreResult<CancelClaim> {
+        let mut c = self.conn().await?;
+        let (m, k) = (merchant.as_ref(), key.as_ref());
+        let shift = self.shift();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let inserted = c
+                .query_opt(
+                    "INSERT INTO idempotency_keys
+                         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, operation)
+                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $6::bigint, 'started', 'cancelamento'
+                     FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
+                     ON CONFLICT (merchant, key) DO NOTHING
+                     RETURNING fence",
+                    &[
+                        &m,
+                        &k,
+                        &claim::cancelling_fingerprint().as_ref(),
+                        &lease_ms,
+                        &shift,
+                        &claim::FIRST_FENCE,
+                    ],
+                )
+                .await?;
+            if inserted.is_some() {
+                return Ok(claim::cancel_inserted());
+            }
+            let tx = c.transaction().await?;
+            let Some(row) = tx
+                .query_opt(
+                    &format!(
+                        "SELECT {HELD_COLUMNS}, pagar_now_ms() + $3 AS now_ms
+                         FROM idempotency_keys WHERE merchant = $1 AND key = $2 FOR UPDATE"
+                    ),
+                    &[&m, &k, &shift],
+                )
+                .await?
+            else {
+                tx.rollback().await?;
+                continue;
+            };
+            let (answer, takeover) =
+                claim::decide_cancel(held_from_row(&row)?, row.try_get("now_ms")?, lease_ms);
+            if let Some((fence, locked_until)) = takeover {
+                tx.execute(
+                    "UPDATE idempotency_keys SET fence = $3, locked_until = $4
+                     WHERE merchant = $1 AND key = $2",
+                    &[&m, &k, &fence, &locked_until],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            return Ok(answer);
+        }
+        Err(StoreError::Unavailable(format!(
+            "a chave {k:?} mudou {CLAIM_ATTEMPTS} vezes durante o cancelamento"
+        )))
+    }
+
+    async fn mark_cancelled(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let c = self.conn().await?;
+        Ok(c.execute(
+            "UPDATE idempotency_keys
+             SET recovery_point = 'finished', cancelled_at = now_ms, completed_at = now_ms, locked_until = 0
+             FROM (SELECT pagar_now_ms() + $4 AS now_ms) AS t
+             WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+            &[&merchant.as_ref(), &key.as_ref(), &fence, &self.shift()],
+        )
+        .await?
+            == 1)
+    }
+
+    async fn ledger_void(
+        &self,
+        downstream_key: &DownstreamKey,
+        merchant: &MerchantId,
+    ) -> StoreResult<Option<LedgerRow>> {
+        let c = self.conn().await?;
+        let dk = downstream_key.as_ref();
+        c.execute(
+            "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, created_at)
+             VALUES ($1, $2, $3, 0, $4, pagar_now_ms() + $5)
+             ON CONFLICT (downstream_key) DO NOTHING",
+            &[
+                &format!("void_{}", uuid::Uuid::now_v7().simple()),
+                &dk,
+                &merchant.as_ref(),
+                &VOID_STATUS,
+                &self.shift(),
+            ],
+        )
+        .await?;
+        c.query_opt(
+            &format!(
+                "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1 AND status <> $2"
+            ),
+            &[&dk, &VOID_STATUS],
+        )
+        .await?
+        .map(|r| ledger_from_row(&r))
+        .transpose()
     }
 
     async fn health(&self) -> StoreResult<()> {

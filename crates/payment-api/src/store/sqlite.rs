@@ -20,6 +20,9 @@ fn migrations() -> Migrations<'static> {
             "../../migrations/sqlite/V3__terminal_and_range.sql"
         )),
         M::up(include_str!("../../migrations/sqlite/V4__refunds.sql")),
+        M::up(include_str!(
+            "../../migrations/sqlite/V5__operations_and_cancel.sql"
+        )),
     ])
 }
 
@@ -150,6 +153,30 @@ fn refund_ledger_from_row(r: &Row<'_>) -> rusqlite::Result<RefundLedgerColumns> 
     })
 }
 
+fn held_from_row(r: &Row<'_>) -> rusqlite::Result<HeldColumns> {
+    Ok(HeldColumns {
+        fingerprint: r.get("fingerprint")?,
+        locked_until: r.get("locked_until")?,
+        fence: r.get("fence")?,
+        status: r.get("response_status")?,
+        body: r.get("response_body")?,
+        completed_at: r.get("completed_at")?,
+        operation: r.get("operation")?,
+        cancelled_at: r.get("cancelled_at")?,
+        payment_id: r.get("payment_id")?,
+        request: r.get("request_body")?,
+    })
+}
+
+/// A key's row as the claim and the cancellation decide from it, inside the caller's transaction.
+fn held_key(c: &rusqlite::Connection, merchant: &str, key: &str) -> StoreResult<claim::HeldKey> {
+    c.prepare_cached(&format!(
+        "SELECT {HELD_COLUMNS} FROM idempotency_keys WHERE merchant = ?1 AND key = ?2"
+    ))?
+    .query_row(params![merchant, key], held_from_row)?
+    .parse()
+}
+
 /// The refund a key holds, read inside the caller's transaction.
 fn refund_by_key(
     c: &rusqlite::Connection,
@@ -173,27 +200,34 @@ impl Store for SqliteStore {
         key: &IdempotencyKey,
     ) -> StoreResult<Option<KeyRecord>> {
         let (m, k) = (merchant.to_string(), key.as_ref().to_string());
-        self.db.read(move |c| {
-            let row = c
+        self.db
+            .read(move |c| {
+                let row = c
                 .prepare_cached(
-                    "SELECT fingerprint, response_status, response_body, completed_at FROM idempotency_keys
-                     WHERE merchant = ?1 AND key = ?2",
+                    "SELECT fingerprint, response_status, response_body, completed_at, cancelled_at
+                     FROM idempotency_keys WHERE merchant = ?1 AND key = ?2",
                 )?
-                .query_row(
-                    params![m, k],
-                    |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-                )
-                .optional()?;
-            row.map(|(fp, status, body, completed_at)| {
-                Ok(KeyRecord {
-                    fingerprint: Fingerprint::from_stored(fp),
-                    response: stored_response(status, body)?,
-                    completed_at,
+                .query_row(params![m, k], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get::<_, Option<i64>>(4)?,
+                    ))
                 })
+                .optional()?;
+                row.map(|(fp, status, body, completed_at, cancelled_at)| {
+                    Ok(KeyRecord {
+                        fingerprint: Fingerprint::from_stored(fp),
+                        cancelled: cancelled_at.is_some(),
+                        response: stored_response(status, body)?,
+                        completed_at,
+                    })
+                })
+                .transpose()
             })
-            .transpose()
-        })
-        .await
+            .await
     }
 
     async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
@@ -209,33 +243,26 @@ impl Store for SqliteStore {
                 let inserted = exec(
                     c,
                     "INSERT INTO idempotency_keys
-                     (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, request_body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?7, 'started', ?6)
+                     (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, request_body,
+                      operation, referencia)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?7, 'started', ?6, ?8, ?9)
                  ON CONFLICT (merchant, key) DO NOTHING",
-                    params![m, k, claim.fingerprint.as_ref(), now, now + claim.lease_ms, claim.request, claim::FIRST_FENCE],
+                    params![
+                        m,
+                        k,
+                        claim.fingerprint.as_ref(),
+                        now,
+                        now + claim.lease_ms,
+                        claim.request,
+                        claim::FIRST_FENCE,
+                        claim.operation.as_str(),
+                        claim.referencia
+                    ],
                 )?;
                 if inserted == 1 {
                     return Ok(claim::inserted());
                 }
-                let (fingerprint, locked_until, fence, status, body, completed_at): (
-                    String,
-                    i64,
-                    i64,
-                    Option<i64>,
-                    Option<Vec<u8>>,
-                    Option<i64>,
-                ) = c.query_row(
-                    "SELECT fingerprint, locked_until, fence, response_status, response_body, completed_at
-                     FROM idempotency_keys WHERE merchant = ?1 AND key = ?2",
-                    params![m, k],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
-                )?;
-                let held = claim::HeldKey {
-                    fingerprint: Fingerprint::from_stored(fingerprint),
-                    locked_until,
-                    fence,
-                    response: completed_response(status, body, completed_at)?,
-                };
+                let held = held_key(c, m, k)?;
                 let decision = claim::decide(held, &claim.fingerprint, now, claim.lease_ms);
                 if let claim::Decision::TakeOver { fence, locked_until } = decision {
                     exec(
@@ -388,7 +415,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Charged> {
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Option<Charged>> {
         let now = self.now_ms();
         self.db.write(move |c| {
             let inserted = exec(
@@ -411,8 +438,11 @@ impl Store for SqliteStore {
                 "SELECT * FROM gateway_ledger WHERE downstream_key = ?1",
                 params![charge.downstream_key.as_ref()],
                 ledger_from_row,
-            )?.parse()?;
-            Ok(Charged { row, fresh: inserted == 1 })
+            )?;
+            if row.status == VOID_STATUS {
+                return Ok(None);
+            }
+            Ok(Some(Charged { row: row.parse()?, fresh: inserted == 1 }))
         })
         .await
     }
@@ -421,11 +451,13 @@ impl Store for SqliteStore {
         let dk = downstream_key.as_ref().to_string();
         self.db
             .read(move |c| {
-                c.prepare_cached("SELECT * FROM gateway_ledger WHERE downstream_key = ?1")?
-                    .query_row([dk], ledger_from_row)
-                    .optional()?
-                    .map(LedgerColumns::parse)
-                    .transpose()
+                c.prepare_cached(
+                    "SELECT * FROM gateway_ledger WHERE downstream_key = ?1 AND status <> ?2",
+                )?
+                .query_row(params![dk, VOID_STATUS], ledger_from_row)
+                .optional()?
+                .map(LedgerColumns::parse)
+                .transpose()
             })
             .await
     }
@@ -459,14 +491,14 @@ impl Store for SqliteStore {
         merchant: &MerchantId,
         key: &IdempotencyKey,
         fence: i64,
-        payment_id: &PaymentId,
+        resource: &str,
         response: StoredResponse,
     ) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
         let (m, k, id) = (
             merchant.to_string(),
             key.as_ref().to_string(),
-            payment_id.to_string(),
+            resource.to_string(),
         );
         self.db
             .write(move |c| {
@@ -503,7 +535,7 @@ impl Store for SqliteStore {
         self.db
             .read(move |c| {
                 let mut st = c.prepare_cached(
-                    "SELECT merchant, key, fence, fingerprint, request_body FROM idempotency_keys
+                    "SELECT merchant, key, fence, fingerprint, request_body, operation FROM idempotency_keys
                      WHERE completed_at IS NULL AND locked_until < ?1 ORDER BY locked_until LIMIT ?2",
                 )?;
                 let rows = st
@@ -514,11 +546,12 @@ impl Store for SqliteStore {
                             r.get(2)?,
                             r.get::<_, String>(3)?,
                             r.get(4)?,
+                            r.get(5)?,
                         ))
                     })?
                     .collect::<Result<Vec<_>, _>>()?;
                 rows.into_iter()
-                    .map(|(m, k, fence, fp, request)| abandoned_from(m, k, fence, fp, request))
+                    .map(|(m, k, fence, fp, request, op)| abandoned_from(m, k, fence, fp, request, op))
                     .collect()
             })
             .await
@@ -547,12 +580,22 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn hold_refund(&self, refund: Refund) -> StoreResult<Hold> {
+    async fn hold_refund(&self, refund: Refund, fence: i64) -> StoreResult<Hold> {
         let now = self.now_ms();
         self.db
             .write(move |c| {
                 let r = &refund;
                 let (m, k) = (r.merchant.as_ref(), r.idempotency_key.as_ref());
+                let holds: Option<i64> = c
+                    .prepare_cached(
+                        "SELECT 1 FROM idempotency_keys
+                         WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                    )?
+                    .query_row(params![m, k, fence], |row| row.get(0))
+                    .optional()?;
+                if holds.is_none() {
+                    return Ok(Hold::LeaseLost);
+                }
                 if let Some(held) = refund_by_key(c, m, k)? {
                     return Ok(Hold::Held(Box::new(held)));
                 }
@@ -612,15 +655,20 @@ impl Store for SqliteStore {
             .write(move |c| {
                 let (m, k) = (done.merchant.as_ref(), done.key.as_ref());
                 let r = &done.refund;
-                if !complete_key(c, m, k, done.fence, &done.response, r.id.as_ref(), now)? {
-                    return Ok(FinishOutcome::LeaseLost);
-                }
-                exec(
+                // Decided once: only a refund still `pendente`, and only by the key's holder.
+                let decided = exec(
                     c,
                     "UPDATE refunds SET status = ?3, recusa = ?4, estorno_gateway = ?5
-                     WHERE merchant = ?1 AND idempotency_key = ?2 AND status = 'pendente'",
-                    params![m, k, r.status.as_str(), r.recusa, r.estorno_gateway],
+                     WHERE merchant = ?1 AND idempotency_key = ?2 AND status = 'pendente'
+                       AND EXISTS (SELECT 1 FROM idempotency_keys
+                                   WHERE merchant = ?1 AND key = ?2 AND fence = ?6 AND completed_at IS NULL)",
+                    params![m, k, r.status.as_str(), r.recusa, r.estorno_gateway, done.fence],
                 )?;
+                if decided != 1
+                    || !complete_key(c, m, k, done.fence, &done.response, r.id.as_ref(), now)?
+                {
+                    return Ok(FinishOutcome::LeaseLost);
+                }
                 if r.status == RefundStatus::Recusado {
                     exec(
                         c,
@@ -745,11 +793,142 @@ impl Store for SqliteStore {
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>> {
         self.db
             .read(|c| {
-                let mut st = c.prepare("SELECT * FROM gateway_ledger ORDER BY seq")?;
+                let mut st =
+                    c.prepare("SELECT * FROM gateway_ledger WHERE status <> ?1 ORDER BY seq")?;
                 let rows = st
-                    .query_map([], ledger_from_row)?
+                    .query_map([VOID_STATUS], ledger_from_row)?
                     .collect::<Result<Vec<_>, _>>()?;
                 rows.into_iter().map(LedgerColumns::parse).collect()
+            })
+            .await
+    }
+
+    async fn keys_in_progress(
+        &self,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+    ) -> StoreResult<Vec<InProgressKey>> {
+        let column = match field {
+            PaymentField::Referencia => "referencia",
+            PaymentField::IdempotencyKey => "key",
+        };
+        let (m, v) = (merchant.to_string(), value.to_string());
+        self.db
+            .read(move |c| {
+                let rows = c
+                    .prepare_cached(&format!(
+                        "SELECT key, created_at FROM idempotency_keys
+                         WHERE merchant = ?1 AND {column} = ?2 AND completed_at IS NULL
+                         ORDER BY created_at, key"
+                    ))?
+                    .query_map(params![m, v], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, Millis>(1)?))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter()
+                    .map(|(key, since)| {
+                        Ok(InProgressKey {
+                            key: IdempotencyKey::parse(key.as_bytes())
+                                .map_err(|e| corrupt("key", e))?,
+                            since,
+                        })
+                    })
+                    .collect()
+            })
+            .await
+    }
+
+    async fn claim_for_cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        lease_ms: Millis,
+    ) -> StoreResult<CancelClaim> {
+        let now = self.now_ms();
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                let inserted = exec(
+                    c,
+                    "INSERT INTO idempotency_keys
+                     (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, operation)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'started', 'cancelamento')
+                     ON CONFLICT (merchant, key) DO NOTHING",
+                    params![
+                        m,
+                        k,
+                        claim::cancelling_fingerprint().as_ref(),
+                        now,
+                        now + lease_ms,
+                        claim::FIRST_FENCE
+                    ],
+                )?;
+                if inserted == 1 {
+                    return Ok(claim::cancel_inserted());
+                }
+                let (answer, takeover) = claim::decide_cancel(held_key(c, &m, &k)?, now, lease_ms);
+                if let Some((fence, locked_until)) = takeover {
+                    exec(
+                        c,
+                        "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
+                         WHERE merchant = ?1 AND key = ?2",
+                        params![m, k, fence, locked_until],
+                    )?;
+                }
+                Ok(answer)
+            })
+            .await
+    }
+
+    async fn mark_cancelled(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let now = self.now_ms();
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                Ok(exec(
+                    c,
+                    "UPDATE idempotency_keys
+                     SET recovery_point = 'finished', cancelled_at = ?4, completed_at = ?4, locked_until = 0
+                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                    params![m, k, fence, now],
+                )? == 1)
+            })
+            .await
+    }
+
+    async fn ledger_void(
+        &self,
+        downstream_key: &DownstreamKey,
+        merchant: &MerchantId,
+    ) -> StoreResult<Option<LedgerRow>> {
+        let now = self.now_ms();
+        let (dk, m) = (downstream_key.as_ref().to_string(), merchant.to_string());
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, created_at)
+                     VALUES (?1, ?2, ?3, 0, ?4, ?5)
+                     ON CONFLICT (downstream_key) DO NOTHING",
+                    params![
+                        format!("void_{}", uuid::Uuid::now_v7().simple()),
+                        dk,
+                        m,
+                        VOID_STATUS,
+                        now
+                    ],
+                )?;
+                c.prepare_cached("SELECT * FROM gateway_ledger WHERE downstream_key = ?1 AND status <> ?2")?
+                    .query_row(params![dk, VOID_STATUS], ledger_from_row)
+                    .optional()?
+                    .map(LedgerColumns::parse)
+                    .transpose()
             })
             .await
     }
@@ -784,6 +963,8 @@ mod tests {
             fingerprint: Fingerprint::from_stored(fp.into()),
             request: Vec::new(),
             lease_ms: 1_000,
+            operation: KeyOperation::Pagamento,
+            referencia: None,
         }
     }
 

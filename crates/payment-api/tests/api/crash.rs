@@ -159,3 +159,110 @@ async fn a_client_hanging_up_mid_execution_does_not_cancel_it(#[case] backend: B
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     assert_eq!(app.ledger().await.len(), 1);
 }
+
+/// The recovery worker settles a key sent again after its purge whose server died after the
+/// gateway returned the earlier charge (that charge already has its payment: the key completes
+/// with it, no second payment row), and a key that fails never holds up the others.
+#[apply(stores)]
+async fn the_recovery_worker_reconciles_a_purged_key_sent_again_and_goes_on_to_the_next(
+    #[case] backend: Backend,
+) {
+    let db = TestDb::new(backend).await;
+    let client = reqwest::Client::new();
+    let (purged_key, fresh_key) = (new_key(), new_key());
+    let body = approved(4_200);
+    let lookup = |url: String, key: String| {
+        let client = client.clone();
+        async move { admin_free_get(&client, &url, &format!("/pagamentos?idempotency_key={key}")).await }
+    };
+
+    // Arrange: a payment whose key is purged...
+    let first = ServerProcess::start(
+        &db,
+        &["--key-retention-secs", "1", "--reaper-interval-secs", "1"],
+    );
+    let paid: Value = try_pay(&client, &first.url, &purged_key, &body)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            db.count("idempotency_keys").await == 0
+        })
+        .await,
+        "the key was purged"
+    );
+    drop(first);
+    // ...sent again to a server that dies after the gateway answers (with the earlier charge),
+    // and a fresh key whose server dies after charging.
+    for key in [&purged_key, &fresh_key] {
+        let mut doomed = ServerProcess::start(
+            &db,
+            &["--fault-crash-after-charge", "1", "--lease-ms", "300"],
+        );
+        assert!(try_pay(&client, &doomed.url, key, &body).await.is_err());
+        let _ = doomed.child.wait();
+    }
+    assert_eq!(db.count("idempotency_keys").await, 2);
+
+    // Act: a server whose recovery worker runs every second.
+    let healer = ServerProcess::start(
+        &db,
+        &[
+            "--recovery-after-ms",
+            "0",
+            "--reaper-interval-secs",
+            "1",
+            "--lease-ms",
+            "300",
+        ],
+    );
+
+    // Assert: both settled; one payment per charge.
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            let found = lookup(healer.url.clone(), fresh_key.clone()).await;
+            found["pagamentos"].as_array().is_some_and(|p| p.len() == 1)
+        })
+        .await,
+        "the key after the reconciled one was recovered too"
+    );
+    let again = lookup(healer.url.clone(), purged_key.clone()).await;
+    assert_eq!(again["pagamentos"][0]["id"], paid["id"]);
+    assert_eq!(again["em_andamento"], json!([]));
+    assert_eq!(db.count("payments").await, 2);
+    assert_eq!(ledger_at(&client, &healer.url).await.len(), 2);
+    let metrics = client
+        .get(format!("{}/metrics", healer.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("pagar_recovered_keys_total{status=\"completed\"} 2"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("status=\"failed\""), "{metrics}");
+    let replay = try_pay(&client, &healer.url, &purged_key, &body)
+        .await
+        .unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(replay.json::<Value>().await.unwrap()["id"], paid["id"]);
+}
+
+/// `GET {base}{path}` with merchant A's API key, as JSON.
+async fn admin_free_get(client: &reqwest::Client, base: &str, path: &str) -> Value {
+    client
+        .get(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}

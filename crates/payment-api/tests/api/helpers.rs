@@ -360,6 +360,11 @@ impl TestApp {
         );
     }
 
+    /// `POST /pagamentos/cancelamentos` for `key`, with merchant A's API key.
+    pub async fn cancel(&self, key: &str) -> Response {
+        cancel_at(&self.client, &self.url, key).await
+    }
+
     /// Rows in the idempotency key table, read from the database itself.
     pub async fn stored_keys(&self) -> i64 {
         self.db.count("idempotency_keys").await
@@ -411,6 +416,17 @@ async fn post_pay(
         .json(body)
         .send()
         .await
+}
+
+/// `POST {base}/pagamentos/cancelamentos` for `key`, with merchant A's API key.
+pub async fn cancel_at(client: &reqwest::Client, base: &str, key: &str) -> Response {
+    client
+        .post(format!("{base}/pagamentos/cancelamentos"))
+        .bearer_auth(API_KEY)
+        .json(&json!({ "idempotency_key": key }))
+        .send()
+        .await
+        .expect("request sent")
 }
 
 pub fn approved(valor: i64) -> Value {

@@ -14,6 +14,7 @@ use rstest_reuse::template;
 async fn stores(#[case] backend: crate::helpers::Backend) {}
 
 mod bad_input;
+mod cancel;
 mod concurrency;
 mod crash;
 mod edges;

@@ -567,3 +567,130 @@ async fn killed_mid_refund(
     );
     payment
 }
+
+/// A server that purges completed keys after an hour of its (manual) clock, every second.
+async fn purging_app(backend: Backend) -> TestApp {
+    TestApp::spawn_with_clock(backend, |c| {
+        c.key_retention_secs = 3_600;
+        c.reaper_interval_secs = 1;
+    })
+    .await
+}
+
+/// Two hours pass and the reaper purges every completed key.
+async fn purge_all(app: &TestApp) {
+    app.advance_clock(std::time::Duration::from_secs(2 * 3_600));
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || async {
+            app.stored_keys().await == 0
+        })
+        .await,
+        "the reaper purged the keys"
+    );
+}
+
+/// Case A: a declined refund's key sent again after its purge gets the same decline, and its
+/// amount is not given back a second time.
+#[apply(stores)]
+async fn a_declined_refund_sent_again_after_its_purge_is_replayed_and_frees_nothing_twice(
+    #[case] backend: Backend,
+) {
+    let app = purging_app(backend).await;
+    let payment = paid(&app, 1_000, "tok_estorno_recusado").await;
+    let key = new_key();
+    let body = json!({"valor": 300});
+    let first = try_refund(&app.client, &app.url, &payment, &key, &body)
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::PAYMENT_REQUIRED);
+    let first: Value = first.json().await.unwrap();
+    purge_all(&app).await;
+
+    let again = try_refund(&app.client, &app.url, &payment, &key, &body)
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::PAYMENT_REQUIRED);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.json::<Value>().await.unwrap(), first);
+    let detail = app.get_json(&format!("/pagamentos/{payment}")).await;
+    assert_eq!(
+        (&detail["estornado"], &detail["saldo_estornavel"]),
+        (&json!(0), &json!(1_000))
+    );
+    assert_eq!(refund_ledger(&app.client, &app.url).await.len(), 1);
+}
+
+/// Case B: the key of a refund of payment A, purged, sent to payment B's path: refused, and B is
+/// not refunded (nor is A again).
+#[apply(stores)]
+async fn a_refund_key_sent_to_another_payment_after_its_purge_is_refused(#[case] backend: Backend) {
+    let app = purging_app(backend).await;
+    let a = paid(&app, 1_000, "tok_aprovado").await;
+    let b = paid(&app, 1_000, "tok_aprovado").await;
+    let key = new_key();
+    let body = json!({"valor": 200});
+    let first = try_refund(&app.client, &app.url, &a, &key, &body)
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    purge_all(&app).await;
+
+    let other = try_refund(&app.client, &app.url, &b, &key, &body)
+        .await
+        .unwrap();
+    assert_problem(
+        other,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+    )
+    .await;
+    for (payment, estornado) in [(&a, 200), (&b, 0)] {
+        let detail = app.get_json(&format!("/pagamentos/{payment}")).await;
+        assert_eq!(detail["estornado"], json!(estornado), "{payment}");
+    }
+    assert_eq!(refund_ledger(&app.client, &app.url).await.len(), 1);
+}
+
+/// Case C: an approved refund's key, purged, sent again: another amount is refused, the same
+/// request is answered with the same refund, and nothing more is paid back.
+#[apply(stores)]
+async fn an_approved_refund_sent_again_after_its_purge_is_replayed_and_pays_back_nothing_more(
+    #[case] backend: Backend,
+) {
+    let app = purging_app(backend).await;
+    let payment = paid(&app, 1_000, "tok_aprovado").await;
+    let key = new_key();
+    let body = json!({"valor": 300});
+    let first: Value = try_refund(&app.client, &app.url, &payment, &key, &body)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    purge_all(&app).await;
+
+    let more = try_refund(
+        &app.client,
+        &app.url,
+        &payment,
+        &key,
+        &json!({"valor": 400}),
+    )
+    .await
+    .unwrap();
+    assert_problem(
+        more,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+    )
+    .await;
+    let same = try_refund(&app.client, &app.url, &payment, &key, &body)
+        .await
+        .unwrap();
+    assert_eq!(same.status(), StatusCode::CREATED);
+    assert_eq!(same.json::<Value>().await.unwrap(), first);
+    let detail = app.get_json(&format!("/pagamentos/{payment}")).await;
+    assert_eq!(detail["estornado"], json!(300));
+    let ledger = refund_ledger(&app.client, &app.url).await;
+    assert_eq!((ledger.len(), sum(&ledger, "aprovado")), (1, 300));
+}

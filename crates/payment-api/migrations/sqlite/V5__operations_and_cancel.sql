@@ -1,0 +1,9 @@
+-- A key records the operation it executes and, for a payment, its referencia, so a look-up by
+-- reference sees an execution still in progress (the partial index holds only those rows). A key
+-- can be cancelled: completed with no answer, it never executes again.
+ALTER TABLE idempotency_keys ADD COLUMN operation TEXT
+    CHECK (operation IN ('pagamento', 'estorno', 'cancelamento'));
+ALTER TABLE idempotency_keys ADD COLUMN referencia TEXT;
+ALTER TABLE idempotency_keys ADD COLUMN cancelled_at INTEGER;
+CREATE INDEX idempotency_keys_in_progress ON idempotency_keys (merchant, referencia)
+    WHERE completed_at IS NULL;
