@@ -7,12 +7,21 @@ use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
 
-/// A client of `/admin/*` on one API, with its admin token.
-#[derive(Debug, Clone)]
+/// A client of `/admin/*` on one API, with its admin token (never shown by `Debug`).
+#[derive(Clone)]
 pub struct AdminClient {
     http: reqwest::Client,
     base: String,
     token: String,
+}
+
+impl std::fmt::Debug for AdminClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminClient")
+            .field("base", &self.base)
+            .field("token", &"***")
+            .finish_non_exhaustive()
+    }
 }
 
 /// The parts of a problem+json the panel shows.

@@ -7,7 +7,7 @@ use crate::till::{self, Receipt};
 use checkout_core::domain::sale_number;
 use checkout_core::{
     export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Event,
-    PayOutcome, QueueSummary, SaleId, Till,
+    PayOutcome, QueueSummary, RefundReason, SaleId, Till,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -243,14 +243,10 @@ pub async fn refund(
     motivo: Option<String>,
 ) -> Result<PayReply> {
     let valor = Centavos::new(valor).map_err(AppError::invalid)?;
-    let motivo = motivo
-        .map(|m| m.trim().to_string())
-        .filter(|m| !m.is_empty());
-    if motivo.as_ref().is_some_and(|m| m.chars().count() > 255) {
-        return Err(AppError::Invalid(
-            "o motivo do estorno passa de 255 caracteres".into(),
-        ));
-    }
+    let motivo = match motivo {
+        Some(m) => RefundReason::parse(&m).map_err(AppError::invalid)?,
+        None => None,
+    };
     let outcome = session
         .get()?
         .checkout()

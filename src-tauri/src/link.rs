@@ -7,7 +7,9 @@
 //! when the API cannot be reached it answers the SOCKS request with the matching error (refused,
 //! host or network unreachable), which the engine meets as a connect error, exactly as it would
 //! directly. Cutting closes the listening socket (new connections are refused by the kernel)
-//! and resets every relayed connection; restoring binds the same port again.
+//! and resets every relayed connection; restoring binds the same port again. It connects only
+//! to the configured API's host and port (anything else is answered "not allowed"), so it is no
+//! open proxy for whatever else runs on the machine.
 
 use std::io::ErrorKind;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -31,18 +33,22 @@ pub struct QaRelay {
 #[derive(Debug)]
 struct Inner {
     local: SocketAddr,
+    /// The one destination it relays to: the API's host (as the URL names it) and port.
+    allowed: Arc<(String, u16)>,
     cut: watch::Sender<bool>,
     acceptor: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl QaRelay {
-    /// Opens the relay on a free loopback port.
-    pub async fn open() -> std::io::Result<Self> {
+    /// Opens the relay on a free loopback port, for connections to `host`:`port` only.
+    pub async fn open(host: &str, port: u16) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let local = listener.local_addr()?;
         let (cut, _) = watch::channel(false);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
         let relay = Self {
             inner: Arc::new(Inner {
+                allowed: Arc::new((host.to_ascii_lowercase(), port)),
                 local,
                 cut,
                 acceptor: Mutex::new(None),
@@ -86,10 +92,11 @@ impl QaRelay {
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let mut cut = inner.cut.subscribe();
+                let allowed = inner.allowed.clone();
                 tokio::spawn(async move {
                     let Ok(killer) = dup(&client) else { return };
                     tokio::select! {
-                        _ = relay(client) => {}
+                        _ = relay(client, &allowed) => {}
                         _ = cut.wait_for(|c| *c) => {
                             // Reset rather than close: a cut cable does not say goodbye.
                             let _ = killer.set_zero_linger();
@@ -112,14 +119,16 @@ fn dup(stream: &TcpStream) -> std::io::Result<TcpStream> {
 /// SOCKS5 reply codes (RFC 1928 §6).
 const SUCCEEDED: u8 = 0x00;
 const GENERAL_FAILURE: u8 = 0x01;
+const NOT_ALLOWED: u8 = 0x02;
 const NETWORK_UNREACHABLE: u8 = 0x03;
 const HOST_UNREACHABLE: u8 = 0x04;
 const CONNECTION_REFUSED: u8 = 0x05;
 const COMMAND_NOT_SUPPORTED: u8 = 0x07;
 const ADDRESS_NOT_SUPPORTED: u8 = 0x08;
 
-/// Serves one SOCKS5 CONNECT (no authentication) and relays its bytes.
-async fn relay(mut client: TcpStream) -> std::io::Result<()> {
+/// Serves one SOCKS5 CONNECT (no authentication) to the `allowed` host and port, and relays its
+/// bytes.
+async fn relay(mut client: TcpStream, allowed: &(String, u16)) -> std::io::Result<()> {
     let mut head = [0u8; 2];
     client.read_exact(&mut head).await?;
     let mut methods = vec![0u8; head[1] as usize];
@@ -157,6 +166,10 @@ async fn relay(mut client: TcpStream) -> std::io::Result<()> {
     let mut port = [0u8; 2];
     client.read_exact(&mut port).await?;
     let port = u16::from_be_bytes(port);
+    if (host.to_ascii_lowercase(), port) != *allowed {
+        tracing::warn!(%host, port, "QA relay: refused a connection to something other than the API");
+        return reply(&mut client, NOT_ALLOWED).await;
+    }
     // Resolved here, for every connection, as the engine itself would without the relay.
     let connected = tokio::time::timeout(
         UPSTREAM_CONNECT_TIMEOUT,
@@ -233,8 +246,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_relay_forwards_by_name_and_mirrors_a_refused_api() {
-        let relay = QaRelay::open().await.unwrap();
         let echo = echo_server().await;
+        let relay = QaRelay::open("LocalHost", echo.port()).await.unwrap();
         let (code, bytes) = through(relay.local_addr(), "localhost", echo.port())
             .await
             .unwrap();
@@ -242,6 +255,7 @@ mod tests {
         let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = closed.local_addr().unwrap().port();
         drop(closed);
+        let relay = QaRelay::open("127.0.0.1", port).await.unwrap();
         let (code, _) = through(relay.local_addr(), "127.0.0.1", port)
             .await
             .unwrap();
@@ -253,8 +267,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_cut_relay_refuses_connections_and_a_restored_one_relays_again() {
-        let relay = QaRelay::open().await.unwrap();
         let echo = echo_server().await;
+        let relay = QaRelay::open("127.0.0.1", echo.port()).await.unwrap();
         relay.set_cut(true).await.unwrap();
         let refused = TcpStream::connect(relay.local_addr()).await.unwrap_err();
         assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
@@ -263,5 +277,20 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((code, bytes.as_slice()), (SUCCEEDED, &b"oi"[..]));
+    }
+
+    #[tokio::test]
+    async fn the_relay_connects_only_to_the_api_it_was_opened_for() {
+        let api = echo_server().await;
+        let other = echo_server().await;
+        let relay = QaRelay::open("127.0.0.1", api.port()).await.unwrap();
+        for (host, port) in [("127.0.0.1", other.port()), ("localhost", api.port())] {
+            let (code, _) = through(relay.local_addr(), host, port).await.unwrap();
+            assert_eq!(code, NOT_ALLOWED, "{host}:{port}");
+        }
+        let (code, _) = through(relay.local_addr(), "127.0.0.1", api.port())
+            .await
+            .unwrap();
+        assert_eq!(code, SUCCEEDED);
     }
 }

@@ -122,8 +122,16 @@ impl Running {
             ),
         };
         let relay = if settings.qa {
+            let url = reqwest::Url::parse(&api_url)
+                .map_err(|e| AppError::Startup(format!("endereço da API {api_url:?}: {e}")))?;
+            let (host, port) =
+                url.host_str()
+                    .zip(url.port_or_known_default())
+                    .ok_or_else(|| {
+                        AppError::Startup(format!("endereço da API {api_url:?} sem host"))
+                    })?;
             Some(
-                QaRelay::open()
+                QaRelay::open(host, port)
                     .await
                     .map_err(|e| AppError::Startup(format!("relé de QA: {e}")))?,
             )

@@ -22,8 +22,8 @@
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// The API the app pays against.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The API the app pays against. Its `Debug` never shows the key or the token.
+#[derive(Clone, PartialEq, Eq)]
 pub enum ApiTarget {
     /// Start the payment API in this process, on loopback, with a sandbox database.
     Embedded,
@@ -65,7 +65,7 @@ pub struct Settings {
     pub utc_offset: time::UtcOffset,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     api_url: Option<String>,
@@ -78,6 +78,22 @@ struct FileConfig {
     terminal: Option<String>,
     loja: Option<String>,
     fuso_horario: Option<String>,
+}
+
+impl std::fmt::Debug for ApiTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiTarget::Embedded => f.write_str("Embedded"),
+            ApiTarget::External {
+                url, admin_token, ..
+            } => f
+                .debug_struct("External")
+                .field("url", url)
+                .field("key", &"***")
+                .field("admin_token", &admin_token.as_ref().map(|_| "***"))
+                .finish(),
+        }
+    }
 }
 
 /// Reads `-03:00`, `+05:30`, `Z`.
@@ -243,8 +259,13 @@ fn secrets_in_keyring(dir: &Path, file: &mut FileConfig) -> Result<(), String> {
     let mut moved = false;
     for (secret, value) in &in_file {
         if let Some(v) = value {
-            secrets::set(*secret, v)?;
+            secrets::set(dir, *secret, v)?;
             moved = true;
+        }
+    }
+    for secret in [Secret::ApiKey, Secret::AdminToken] {
+        if secrets::adopt_legacy(dir, secret)? {
+            tracing::warn!(dir = %dir.display(), secret = secret.name(), "secret of an earlier version moved to this data folder's entry");
         }
     }
     if moved {
@@ -255,8 +276,8 @@ fn secrets_in_keyring(dir: &Path, file: &mut FileConfig) -> Result<(), String> {
         tracing::info!(dir = %dir.display(), "secrets moved from config.json to the secret store");
     }
     let (api_key, admin_token) = (
-        secrets::get(Secret::ApiKey)?,
-        secrets::get(Secret::AdminToken)?,
+        secrets::get(dir, Secret::ApiKey)?,
+        secrets::get(dir, Secret::AdminToken)?,
     );
     file.api_key = api_key;
     file.admin_token = admin_token;

@@ -75,11 +75,13 @@ fn the_api_key_moves_into_the_secret_service_and_config_json_keeps_no_secret() {
     assert_eq!(settings.secrets_from, "keyring");
     assert!(settings.notices.is_empty(), "{:?}", settings.notices);
     assert_eq!(
-        secrets::get(Secret::ApiKey).unwrap().as_deref(),
+        secrets::get(dir.path(), Secret::ApiKey).unwrap().as_deref(),
         Some("sk_segredo_da_loja")
     );
     assert_eq!(
-        secrets::get(Secret::AdminToken).unwrap().as_deref(),
+        secrets::get(dir.path(), Secret::AdminToken)
+            .unwrap()
+            .as_deref(),
         Some("adm_segredo")
     );
     let text = std::fs::read_to_string(&path).unwrap();
@@ -123,4 +125,52 @@ fn with_no_secret_store_running_the_app_says_so_and_keeps_the_private_file() {
     assert!(std::fs::read_to_string(&path)
         .unwrap()
         .contains("sk_segredo_da_loja"));
+}
+
+#[test]
+fn two_data_folders_keep_their_own_keys_in_the_secret_service() {
+    if std::env::var_os(CHILD).is_none() {
+        in_child(
+            "two_data_folders_keep_their_own_keys_in_the_secret_service",
+            "printf senha-de-teste | gnome-keyring-daemon --unlock --components=secrets >/dev/null &&",
+            &[],
+        );
+        return;
+    }
+    // Arrange: a production folder and a QA folder, each with its own merchant's key.
+    let (producao, qa) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (dir, key) in [(&producao, "sk_loja_producao"), (&qa, "sk_loja_de_testes")] {
+        std::fs::write(
+            dir.path().join("config.json"),
+            format!(r#"{{"api_url": "http://127.0.0.1:9", "api_key": "{key}", "secret_store": "keyring"}}"#),
+        )
+        .unwrap();
+    }
+    // Act: both start (and move their keys into the store), then both start again.
+    for _ in 0..2 {
+        let p = Settings::resolve(producao.path().to_path_buf()).unwrap();
+        let q = Settings::resolve(qa.path().to_path_buf()).unwrap();
+        // Assert: neither overwrote the other.
+        assert_eq!(key_of(&p), "sk_loja_producao");
+        assert_eq!(key_of(&q), "sk_loja_de_testes");
+        assert_eq!((p.secrets_from, q.secrets_from), ("keyring", "keyring"));
+    }
+    assert_ne!(
+        secrets::account(producao.path(), Secret::ApiKey),
+        secrets::account(qa.path(), Secret::ApiKey)
+    );
+}
+
+#[test]
+fn debug_of_the_settings_and_the_admin_client_never_shows_a_secret() {
+    let target = ApiTarget::External {
+        url: "https://api.loja".into(),
+        key: "sk_live_segredo".into(),
+        admin_token: Some("adm_segredo".into()),
+    };
+    let admin =
+        pagar_lib::admin::AdminClient::new("https://api.loja", "adm_segredo".into(), None).unwrap();
+    let shown = format!("{target:?} {target:#?} {admin:?}");
+    assert!(!shown.contains("segredo"), "{shown}");
+    assert!(shown.contains("https://api.loja"), "{shown}");
 }

@@ -148,13 +148,23 @@ struct ServerProblem {
     title: Option<String>,
 }
 
-/// HTTP client of the payment API.
-#[derive(Debug, Clone)]
+/// HTTP client of the payment API. Its `Debug` never shows the API key.
+#[derive(Clone)]
 pub struct PaymentClient {
     http: reqwest::Client,
     base: String,
     api_key: String,
     probe_timeout: Duration,
+}
+
+impl std::fmt::Debug for PaymentClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PaymentClient")
+            .field("base", &self.base)
+            .field("api_key", &"***")
+            .field("probe_timeout", &self.probe_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PaymentClient {

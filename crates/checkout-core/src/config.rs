@@ -7,8 +7,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How the engine reaches the payment API and how patient it is.
-#[derive(Debug, Clone)]
+/// How the engine reaches the payment API and how patient it is. Its `Debug` never shows the
+/// API key.
+#[derive(Clone)]
 pub struct Config {
     /// Base URL of the payment API, e.g. `http://127.0.0.1:8080`.
     pub api_url: String,
@@ -148,9 +149,44 @@ fn is_loopback(host: &str) -> bool {
         || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("api_url", &self.api_url)
+            .field("api_key", &"***")
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("ca_cert", &self.ca_cert)
+            .field("socks_relay", &self.socks_relay)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("backoff_base", &self.backoff_base)
+            .field("backoff_cap", &self.backoff_cap)
+            .field("probe_interval", &self.probe_interval)
+            .field("probe_timeout", &self.probe_timeout)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("offline_caps", &self.offline_caps)
+            .field("server_key_retention", &self.server_key_retention)
+            .field("retention_margin", &self.retention_margin)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("max_outbox_bytes", &self.max_outbox_bytes)
+            .field("terminal", &self.terminal)
+            .field("utc_offset", &self.utc_offset)
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_shows_the_api_key() {
+        let c = Config::new("https://api.loja.example", "sk_live_segredo_loja");
+        let client = crate::client::PaymentClient::new(&c).unwrap();
+        let shown = format!("{c:?} {c:#?} {client:?}");
+        assert!(!shown.contains("sk_live_segredo_loja"), "{shown}");
+        assert!(shown.contains("api.loja.example"), "{shown}");
+    }
 
     fn check(url: &str, insecure: bool) -> Result<reqwest::Url> {
         let mut c = Config::new(url, "k");

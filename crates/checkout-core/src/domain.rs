@@ -410,6 +410,49 @@ impl AttemptKind {
     }
 }
 
+/// The cashier's reason for a refund, as the server will take it: trimmed, at most
+/// [`RefundReason::MAX_CHARS`] characters, no control character (a tab or a line break the server
+/// would refuse after the refund was written ahead, leaving it in review for good).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundReason(String);
+
+/// Why a refund reason was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidReason {
+    /// Over the limit.
+    #[error("o motivo do estorno passa de {} caracteres", RefundReason::MAX_CHARS)]
+    TooLong,
+    /// A tab, a line break or another control character.
+    #[error("o motivo do estorno não pode ter tabulação, quebra de linha nem outros caracteres de controle")]
+    ControlCharacter,
+}
+
+impl RefundReason {
+    /// The server's limit for free text.
+    pub const MAX_CHARS: usize = 255;
+
+    /// `None` for a reason that is empty once trimmed.
+    pub fn parse(s: &str) -> Result<Option<Self>, InvalidReason> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(None);
+        }
+        if s.chars().any(char::is_control) {
+            return Err(InvalidReason::ControlCharacter);
+        }
+        if s.chars().count() > Self::MAX_CHARS {
+            return Err(InvalidReason::TooLong);
+        }
+        Ok(Some(Self(s.to_string())))
+    }
+}
+
+impl AsRef<str> for RefundReason {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A server payment id (`pay_…`) as the till keeps it for refunding: it goes into a URL path,
 /// so only letters, digits and `_` are taken.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -463,6 +506,30 @@ impl fmt::Display for PaymentId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refund_reason_with_a_tab_or_a_line_break_is_refused_and_an_empty_one_is_none() {
+        for bad in ["troca\tde produto", "linha\noutra", "nul\u{0}"] {
+            assert_eq!(
+                RefundReason::parse(bad),
+                Err(InvalidReason::ControlCharacter),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(RefundReason::parse("   "), Ok(None));
+        assert_eq!(
+            RefundReason::parse(" devolução ")
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            "devolução"
+        );
+        assert_eq!(
+            RefundReason::parse(&"é".repeat(256)),
+            Err(InvalidReason::TooLong)
+        );
+        assert!(RefundReason::parse(&"é".repeat(255)).unwrap().is_some());
+    }
 
     #[test]
     fn a_card_token_is_shown_masked() {

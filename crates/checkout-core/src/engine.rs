@@ -4,7 +4,9 @@
 use crate::client::{Answer, Cancelled, Health, PaymentClient};
 use crate::closing::{reconcile, Closing};
 use crate::config::Config;
-use crate::domain::{day_bounds, AttemptId, AttemptState, CardToken, Centavos, SaleId, UnixMillis};
+use crate::domain::{
+    day_bounds, AttemptId, AttemptState, CardToken, Centavos, RefundReason, SaleId, UnixMillis,
+};
 use crate::error::{CoreError, Result};
 use crate::outbox::{
     Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance, SendJob, TryResult,
@@ -241,7 +243,7 @@ impl Checkout {
         &self,
         payment: &AttemptId,
         valor: Option<Centavos>,
-        motivo: Option<String>,
+        motivo: Option<RefundReason>,
     ) -> Result<PayOutcome> {
         let (outcome, queue) = self
             .inner

@@ -17,7 +17,7 @@ pub use closing::{Closing, Discrepancy, DiscrepancyKind};
 pub use config::Config;
 pub use domain::{
     format_brl, mask_card, AttemptId, AttemptKind, AttemptState, CardToken, Centavos,
-    IdempotencyKey, PaymentId, SaleId, UnixMillis,
+    IdempotencyKey, PaymentId, RefundReason, SaleId, UnixMillis,
 };
 pub use engine::{Checkout, Connectivity, Event, Till};
 pub use error::{CoreError, Result};

@@ -28,10 +28,48 @@ pub fn create_file(path: &Path) -> io::Result<()> {
     tighten(path, 0o600)
 }
 
-/// Writes `bytes` to a new or existing file, `0600`.
+/// Replaces `path` with `bytes`, `0600`, atomically and durably: the bytes go to a temporary file
+/// beside it, which is synced and then renamed over `path`, and the folder is synced. A crash or
+/// a power cut leaves the old file or the new one whole, never an empty or half-written one (a
+/// truncated `config.json` would keep the app from starting).
 pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    create_file(path)?;
-    std::fs::write(path, bytes)
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a file name is needed"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = (|| {
+        let mut f = options.open(&tmp)?;
+        tighten(&tmp, 0o600)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Makes a rename or a new file in `dir` durable (a no-op where folders cannot be synced).
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
 }
 
 /// Makes `path` at most `mode` (a file `0600`, a folder `0700`) if it exists and is more open.
@@ -100,5 +138,21 @@ mod tests {
         write_file(&new, b"segredo").unwrap();
         assert_eq!(mode(&new), 0o600);
         assert_eq!(std::fs::read(&new).unwrap(), b"segredo");
+    }
+
+    #[test]
+    fn a_rewrite_replaces_the_whole_file_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, b"{\"longo\": \"conteudo antigo bem maior\"}").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_file(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        assert_eq!(mode(&path), 0o600);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("config.json")]);
     }
 }

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Everything the server needs to start. Every flag also reads an environment variable.
-#[derive(Debug, Clone, clap::Parser)]
+/// Everything the server needs to start. Every flag also reads an environment variable. Its
+/// `Debug` never shows the API keys, the admin token or the database password.
+#[derive(Clone, clap::Parser)]
 #[command(
     name = "payment-api",
     version,
@@ -92,8 +93,43 @@ pub struct Config {
     pub embedded: bool,
 }
 
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let merchants: Vec<&MerchantId> = self.api_keys.iter().map(|(_, m)| m).collect();
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database", &self.database)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(crate::redact::redact_url),
+            )
+            .field("pg_max_connections", &self.pg_max_connections)
+            .field("api_keys", &format_args!("*** for {merchants:?}"))
+            .field("api_keys_file", &self.api_keys_file)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .field("key_retention_secs", &self.key_retention_secs)
+            .field("reaper_interval_secs", &self.reaper_interval_secs)
+            .field("lease_ms", &self.lease_ms)
+            .field("recovery_after_ms", &self.recovery_after_ms)
+            .field("slow_gateway_ms", &self.slow_gateway_ms)
+            .field("replay_cache_entries", &self.replay_cache_entries)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_header_bytes", &self.max_header_bytes)
+            .field("body_timeout_ms", &self.body_timeout_ms)
+            .field("cors_origins", &self.cors_origins)
+            .field("clock_offset_ms", &self.clock_offset_ms)
+            .field("log_json", &self.log_json)
+            .field("faults", &self.faults)
+            .field("embedded", &self.embedded)
+            .finish()
+    }
+}
+
 /// Longest lease, retention or timeout the server accepts: ten years, far inside `i64` milliseconds.
 const MAX_DURATION_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
+
+/// The shortest API key or admin token the server takes.
+const MIN_SECRET_LEN: usize = 8;
 
 fn parse_key_pair(s: &str) -> Result<(String, MerchantId), String> {
     let (key, merchant) = s
@@ -101,9 +137,9 @@ fn parse_key_pair(s: &str) -> Result<(String, MerchantId), String> {
         .split_once('=')
         .ok_or_else(|| format!("esperado CHAVE=MERCHANT, recebido {s:?}"))?;
     let key = key.trim();
-    if key.len() < 8 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+    if key.len() < MIN_SECRET_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(format!(
-            "chave de API {key:?}: use pelo menos 8 caracteres ASCII visíveis"
+            "chave de API {key:?}: use pelo menos {MIN_SECRET_LEN} caracteres ASCII visíveis"
         ));
     }
     Ok((
@@ -157,6 +193,13 @@ impl Config {
                 ));
             }
         }
+        if let Some(token) = self.admin_token.as_deref().filter(|t| !t.is_empty()) {
+            if token.len() < MIN_SECRET_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(format!(
+                    "--admin-token: use pelo menos {MIN_SECRET_LEN} caracteres ASCII visíveis, como uma chave de API"
+                ));
+            }
+        }
         if self.clock_offset_ms.unsigned_abs() > MAX_DURATION_MS {
             return Err("--clock-offset-ms: fora do intervalo aceito (até 10 anos)".into());
         }
@@ -200,6 +243,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_admin_token_shorter_than_an_api_key_is_refused() {
+        let mut c = Config::sandbox("x.db".into(), "sk_test_loja", "loja", "curto");
+        assert!(c.validate().unwrap_err().contains("--admin-token"));
+        c.admin_token = Some("token com espaço".into());
+        assert!(c.validate().is_err());
+        c.admin_token = Some("qa-admin-local".into());
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn debug_never_shows_an_api_key_the_admin_token_or_the_database_password() {
+        let mut c = Config::sandbox(
+            "x.db".into(),
+            "sk_live_segredo_loja",
+            "loja",
+            "token-admin-segredo",
+        );
+        c.database_url = Some("postgres://pagar:pg-segredo@db/pagar".into());
+        let shown = format!("{c:?} {c:#?}");
+        for secret in ["sk_live_segredo_loja", "token-admin-segredo", "pg-segredo"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(
+            shown.contains("loja") && shown.contains("db/pagar"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn app_state_debug_never_shows_the_keys_or_the_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config::sandbox(
+            dir.path().join("s.db"),
+            "sk_live_segredo_loja",
+            "loja",
+            "token-admin-segredo",
+        );
+        let store: std::sync::Arc<dyn crate::store::Store> = std::sync::Arc::new(
+            crate::store::SqliteStore::open(
+                c.database.clone(),
+                std::sync::Arc::new(crate::clock::SystemClock::default()),
+            )
+            .unwrap(),
+        );
+        let gateway = std::sync::Arc::new(crate::gateway::SimulatedGateway::new(
+            store.clone(),
+            std::time::Duration::ZERO,
+        ));
+        let keys = c.api_keys.iter().cloned().collect();
+        let state = crate::state::AppState::new(&c, keys, store, gateway);
+        let shown = format!("{state:?}");
+        for secret in ["sk_live_segredo_loja", "token-admin-segredo"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
+
+    #[test]
     fn a_key_pair_needs_an_equals_sign_and_a_valid_merchant() {
         assert!(parse_key_pair("sk_test_123456=loja1").is_ok());
         assert!(parse_key_pair("sk_test_123456").is_err());
@@ -224,7 +324,7 @@ mod tests {
 
     #[test]
     fn values_that_would_overflow_are_refused_with_the_flag_name() {
-        let mut c = Config::sandbox("x.db".into(), "sk_test_cccccccc", "loja_c", "admin");
+        let mut c = Config::sandbox("x.db".into(), "sk_test_cccccccc", "loja_c", "admin-token");
         assert!(c.validate().is_ok());
         c.lease_ms = u64::MAX;
         assert!(c.validate().unwrap_err().contains("--lease-ms"));

@@ -17,6 +17,7 @@ pub mod listing;
 pub mod logging;
 pub mod metrics;
 pub mod payments;
+pub mod redact;
 pub mod refunds;
 pub mod replay_cache;
 pub mod schema;

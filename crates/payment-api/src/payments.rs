@@ -104,6 +104,9 @@ impl Prepared {
         body: serde_json::Value,
     ) -> Result<Self> {
         let request = RefundRequest::from_json(&body).map_err(ApiError::Validation)?;
+        let Some(payment_id) = PaymentId::from_path(&payment) else {
+            return Err(ApiError::NotFound);
+        };
         let fingerprint =
             Fingerprint::of("POST", &format!("/pagamentos/{payment}/estornos"), &body);
         let kept = serde_json::json!({"estorno": {"pagamento": payment, "corpo": body}});
@@ -112,7 +115,7 @@ impl Prepared {
             key,
             fingerprint,
             op: Operation::Refund {
-                payment: PaymentId::from_stored(payment),
+                payment: payment_id,
                 request,
             },
             body: serde_json::to_vec(&kept).expect("a JSON value serialises"),

@@ -5,9 +5,11 @@ use crate::config::Config;
 use crate::conn::{ConnHandle, CuttableListener};
 use crate::error::{ApiError, Result};
 use crate::gateway::SimulatedGateway;
+#[cfg(feature = "postgres")]
+use crate::redact::redact_url as redact;
 use crate::state::AppState;
 #[cfg(feature = "postgres")]
-use crate::store::{redact, PgOptions, PgStore};
+use crate::store::{PgOptions, PgStore};
 use crate::store::{SqliteStore, Store};
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -14,7 +14,6 @@ use std::sync::{Arc, RwLock};
 #[derive(Debug, Clone)]
 pub struct AppState(Arc<Shared>);
 
-#[derive(Debug)]
 struct Shared {
     store: Arc<dyn Store>,
     gateway: Arc<dyn Gateway>,
@@ -30,6 +29,24 @@ struct Shared {
     body_timeout: std::time::Duration,
     embedded: bool,
     cors_origins: String,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The API keys and the admin token are credentials: only their count and presence show.
+        f.debug_struct("AppState")
+            .field("store", &self.store)
+            .field("gateway", &self.gateway)
+            .field(
+                "api_keys",
+                &format_args!("{} keys (***)", self.api_keys.len()),
+            )
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .field("lease_ms", &self.lease_ms)
+            .field("key_retention_secs", &self.key_retention_secs)
+            .field("embedded", &self.embedded)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AppState {

@@ -16,7 +16,7 @@ pub use records::{
 
 use crate::domain::{
     store_day, AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey,
-    PaymentId, SaleId, UnixMillis,
+    PaymentId, RefundReason, SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use caps::PageLimit;
@@ -188,7 +188,7 @@ impl Outbox {
         &self,
         payment: &AttemptId,
         valor: Option<Centavos>,
-        motivo: Option<String>,
+        motivo: Option<RefundReason>,
         now: UnixMillis,
     ) -> Result<(PayOutcome, QueueSummary)> {
         let page_limit = self.page_limit;
@@ -213,7 +213,7 @@ impl Outbox {
                 }
                 let id = AttemptId::generate();
                 let key = IdempotencyKey::generate();
-                let body = RefundBody::bytes(valor, &id, motivo.as_deref());
+                let body = RefundBody::bytes(valor, &id, motivo.as_ref().map(AsRef::as_ref));
                 exec(
                     c,
                     "INSERT INTO attempts (id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor,

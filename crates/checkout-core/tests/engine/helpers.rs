@@ -181,7 +181,7 @@ impl Engine {
             .refund(
                 &payment.id,
                 valor.map(|v| Centavos::new(v).unwrap()),
-                Some("devolução".into()),
+                checkout_core::RefundReason::parse("devolução").unwrap(),
             )
             .await
             .unwrap()

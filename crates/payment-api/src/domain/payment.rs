@@ -61,10 +61,20 @@ impl PaymentId {
         Self(format!("pay_{}", uuid::Uuid::now_v7().simple()))
     }
 
-    /// An id read back from the store (or from a URL: a lookup of an id that does not exist
-    /// simply finds nothing).
+    /// An id read back from the store.
     pub fn from_stored(s: String) -> Self {
         Self(s)
+    }
+
+    /// An id from a URL path: `None` for what no payment id can be (empty, over 100 characters,
+    /// anything but letters, digits, `_` and `-`), so a NUL or a control character never reaches
+    /// a store that cannot hold it; such a path finds nothing, like any unknown id.
+    pub fn from_path(s: &str) -> Option<Self> {
+        let plausible = !s.is_empty()
+            && s.len() <= 100
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        plausible.then(|| Self(s.to_string()))
     }
 }
 
@@ -96,5 +106,14 @@ mod tests {
             assert_eq!(PaymentStatus::parse(s.as_str()), Ok(s));
         }
         assert!(PaymentStatus::parse("pendente").is_err());
+    }
+
+    #[test]
+    fn a_path_id_with_a_nul_or_a_control_character_is_no_payment_id() {
+        for bad in ["pay_\u{0}", "pay\t1", "", "pay 1", &"a".repeat(101)] {
+            assert_eq!(PaymentId::from_path(bad), None, "{bad:?}");
+        }
+        let id = PaymentId::new();
+        assert_eq!(PaymentId::from_path(id.as_ref()), Some(id));
     }
 }

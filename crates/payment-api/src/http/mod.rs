@@ -366,7 +366,7 @@ pub(crate) async fn get_payment(
     Merchant(merchant): Merchant,
     Path(id): Path<String>,
 ) -> Result<Json<PaymentDetail>> {
-    let id = PaymentId::from_stored(id);
+    let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
     let payment = state
         .store()
         .payment(&merchant, &id)
@@ -448,6 +448,17 @@ pub(crate) async fn list_payments(
             proximo: Some(proximo),
             em_andamento: None,
         }));
+    }
+    if [&q.referencia, &q.idempotency_key]
+        .into_iter()
+        .flatten()
+        .any(|v| v.chars().any(char::is_control))
+    {
+        // Nothing is ever stored with one (requests refuse them), and PostgreSQL cannot even
+        // compare a NUL.
+        return Err(ApiError::BadQuery(
+            "referencia e idempotency_key não têm caracteres de controle".into(),
+        ));
     }
     let (field, value) = match (q.referencia, q.idempotency_key) {
         (Some(r), None) => (PaymentField::Referencia, r),

@@ -9,7 +9,7 @@ mod postgres;
 mod sqlite;
 
 #[cfg(feature = "postgres")]
-pub use postgres::{redact, PgOptions, PgStore};
+pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;

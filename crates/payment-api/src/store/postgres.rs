@@ -80,35 +80,6 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`, for error messages and logs.
-pub fn redact(url: &str) -> String {
-    let mut out = match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    };
-    // `?password=…` in a URL and `password=…` in a key=value DSN (quoted or not).
-    let mut from = 0;
-    while let Some(found) = out[from..].to_ascii_lowercase().find("password=") {
-        let start = from + found + "password=".len();
-        let rest = &out[start..];
-        let len = if let Some(quoted) = rest.strip_prefix('\'') {
-            quoted.find('\'').map_or(rest.len(), |end| end + 2)
-        } else {
-            rest.find(|c: char| c == '&' || c.is_whitespace())
-                .unwrap_or(rest.len())
-        };
-        out.replace_range(start..start + len, "***");
-        from = start + 3;
-    }
-    out
-}
-
 impl PgStore {
     /// Connects to `url` (`postgres://…`), runs the migrations (one replica at a time) and
     /// measures the offset to the database clock. Fails when the database cannot be reached.
@@ -1205,42 +1176,5 @@ impl Store for PgStore {
 
     fn now_ms(&self) -> Millis {
         self.local.now_ms() + self.db_offset.load(Ordering::Relaxed) + self.shift()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(
-            redact("postgres://pagar:s3cr3t@db.loja:5432/pagar"),
-            "postgres://pagar:***@db.loja:5432/pagar"
-        );
-        assert_eq!(
-            redact("postgres://postgres@127.0.0.1/test"),
-            "postgres://postgres@127.0.0.1/test"
-        );
-        assert_eq!(redact("host=/tmp dbname=x"), "host=/tmp dbname=x");
-        assert_eq!(
-            redact("postgres://u@h/db?sslmode=disable&password=s3cr3t&x=1"),
-            "postgres://u@h/db?sslmode=disable&password=***&x=1"
-        );
-        assert_eq!(
-            redact("host=h user=u password=s3cr3t dbname=d"),
-            "host=h user=u password=*** dbname=d"
-        );
-        assert_eq!(
-            redact("host=h PASSWORD='s3 cr3t' dbname=d"),
-            "host=h PASSWORD=*** dbname=d"
-        );
-        for url in [
-            "postgres://u:s3cr3t@h/d?password=s3cr3t",
-            "password=s3cr3t",
-            "host=h password='s3cr3t'",
-        ] {
-            assert!(!redact(url).contains("s3cr3t"), "{url}");
-        }
     }
 }

@@ -5,8 +5,9 @@
 
 use crate::helpers::*;
 use crate::stores;
+use reqwest::StatusCode;
 use rstest_reuse::apply;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -699,4 +700,35 @@ async fn a_body_trickled_a_byte_at_a_time_is_cut_at_the_deadline(#[case] backend
         app.pay(&key, &approved(100)).await.status(),
         reqwest::StatusCode::CREATED
     );
+}
+
+/// A NUL or a control character in a path id or a look-up value is refused before any store call
+/// (PostgreSQL cannot hold a NUL: it used to answer 503 and leave a refund key claimed), and
+/// nothing is stored.
+#[apply(stores)]
+async fn a_nul_in_a_path_id_or_a_lookup_value_is_refused_before_the_store(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    for path in ["/pagamentos/pay_%00x", "/pagamentos/pay%09x"] {
+        assert_problem(app.get(path).await, StatusCode::NOT_FOUND, "not-found").await;
+    }
+    for query in [
+        "/pagamentos?referencia=venda%00",
+        "/pagamentos?idempotency_key=k%00",
+        "/pagamentos?referencia=a%0Ab",
+    ] {
+        assert_problem(app.get(query).await, StatusCode::BAD_REQUEST, "bad-query").await;
+    }
+    let refund = app
+        .client
+        .post(format!("{}/pagamentos/pay_%00x/estornos", app.url))
+        .bearer_auth(API_KEY)
+        .header("Idempotency-Key", new_key())
+        .json(&json!({"valor": 100}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(refund, StatusCode::NOT_FOUND, "not-found").await;
+    assert_eq!(app.stored_keys().await, 0, "no key claimed");
 }
