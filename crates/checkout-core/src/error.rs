@@ -53,6 +53,10 @@ pub enum CoreError {
         /// Why it could not be checked.
         why: String,
     },
+    /// The sale's earlier payment attempt is in review and its key was not cancelled on the
+    /// server yet: no new key may exist for the sale while the old one could still charge.
+    #[error("a tentativa {0} desta venda está em revisão e a chave dela ainda não foi cancelada no servidor; nada foi criado")]
+    KeyNotCancelled(crate::domain::AttemptId),
     /// The refund asked for is more than what is left of the payment.
     #[error("o estorno de {} passa do que resta estornar deste pagamento ({}); nada foi enviado", format_brl(*.asked), format_brl(*.left))]
     RefundExceeds {
@@ -160,6 +164,7 @@ impl Serialize for CoreError {
             CoreError::OfflinePaymentTooLarge { .. } => "offline_payment_too_large",
             CoreError::OfflineQueueFull { .. } => "offline_queue_full",
             CoreError::ReviewUnresolved { .. } => "review_unresolved",
+            CoreError::KeyNotCancelled(_) => "key_not_cancelled",
             CoreError::RefundExceeds { .. } => "refund_exceeds",
             CoreError::NothingToRefund => "nothing_to_refund",
             CoreError::NotFound(_) => "not_found",

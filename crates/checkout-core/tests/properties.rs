@@ -62,6 +62,8 @@ enum Op {
     Answer { pick: usize, answer: Answer },
     /// Retry the `pick`-th attempt in review with its key.
     RetryReview { pick: usize },
+    /// The server cancels the key of the `pick`-th payment attempt in review.
+    CancelKey { pick: usize },
     /// The app is killed and started again on the same file.
     Restart,
 }
@@ -84,6 +86,7 @@ fn op() -> impl Strategy<Value = Op> {
             Just(Answer::ReviewChecked), Just(Answer::ReviewUnchecked),
         ]).prop_map(|(pick, answer)| Op::Answer { pick, answer }),
         1 => any::<usize>().prop_map(|pick| Op::RetryReview { pick }),
+        1 => any::<usize>().prop_map(|pick| Op::CancelKey { pick }),
         1 => Just(Op::Restart),
     ]
 }
@@ -135,7 +138,11 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                 let sale_id = SaleId::parse(&format!("venda-{sale}")).unwrap();
                 let before: Vec<_> = outbox.attempts_of(&sale_id).await.unwrap();
                 let live = before.iter().rev().find(|a| blocks(a)).cloned();
-                let (outcome, _) = outbox
+                let in_doubt = before
+                    .iter()
+                    .find(|a| a.state == AttemptState::Revisao)
+                    .cloned();
+                let paid = outbox
                     .pay(
                         sale_id,
                         Centavos::new(valor).unwrap(),
@@ -143,8 +150,21 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                         None,
                         now,
                     )
-                    .await
-                    .unwrap();
+                    .await;
+                let outcome = match (paid, &live, in_doubt) {
+                    (Err(CoreError::KeyNotCancelled(id)), None, Some(review)) => {
+                        prop_assert_eq!(id, review.id, "no new key while the old one may charge");
+                        continue;
+                    }
+                    (Ok((outcome, _)), _, _) => outcome,
+                    (other, live, doubt) => {
+                        prop_assert!(
+                            false,
+                            "pay gave {other:?} with live {live:?}, in review {doubt:?}"
+                        );
+                        unreachable!()
+                    }
+                };
                 match (outcome, live) {
                     (PayOutcome::Existing(a), Some(l)) => prop_assert_eq!(a.id, l.id),
                     (PayOutcome::Created(a), None) => {
@@ -280,6 +300,23 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                         "refused only when the sale moved on (or the refund no longer fits)"
                     ),
                 }
+            }
+            Op::CancelKey { pick } => {
+                let reviews: Vec<_> = outbox
+                    .reviews(false)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .filter(|r| !r.is_refund())
+                    .collect();
+                if reviews.is_empty() {
+                    continue;
+                }
+                let r = &reviews[pick % reviews.len()];
+                let (a, _) = outbox.record_key_cancelled(&r.id, now).await.unwrap();
+                prop_assert_eq!(a.state, AttemptState::Recusado);
+                prop_assert_eq!(a.motivo.as_deref(), Some("chave_cancelada"));
+                finals.insert(a.id, a.state);
             }
             Op::Restart => {
                 outbox.close();

@@ -120,8 +120,9 @@ impl Outbox {
 
     /// [`Outbox::pay`], except that with `stop_for_reviews` a sale that would get a new attempt
     /// while it has attempts in `revisao` is left as it is and those attempts are returned: the
-    /// engine asks the server about them first. The check runs in the same write, so the usual
-    /// payment (a sale with no review) costs no extra read.
+    /// engine asks the server about them first. Without it, such a sale is refused
+    /// ([`CoreError::KeyNotCancelled`]) until its reviews are settled: no new key while an old one
+    /// could still charge. The check runs in the same write (one indexed read by sale).
     pub(crate) async fn pay_unless(
         &self,
         sale: SaleId,
@@ -147,15 +148,17 @@ impl Outbox {
                 if let Some(a) = existing {
                     return Ok(Paid::Done(PayOutcome::Existing(a), queue(c)?));
                 }
-                if stop_for_reviews {
-                    let reviews = select_attempts(
-                        c,
-                        "WHERE sale_id = ?1 AND kind = 'pagamento' AND state = 'revisao' ORDER BY seq",
-                        [sale.as_ref()],
-                    )?;
-                    if !reviews.is_empty() {
-                        return Ok(Paid::ReviewFirst(reviews));
+                let reviews = select_attempts(
+                    c,
+                    "WHERE sale_id = ?1 AND kind = 'pagamento' AND state = 'revisao' ORDER BY seq",
+                    [sale.as_ref()],
+                )?;
+                if let Some(review) = reviews.first() {
+                    if !stop_for_reviews {
+                        // The trigger `attempts_no_new_key_while_in_review` would refuse it too.
+                        return Err(CoreError::KeyNotCancelled(review.id.clone()));
                     }
+                    return Ok(Paid::ReviewFirst(reviews));
                 }
                 if let Some(caps) = caps {
                     caps.check(valor, queue(c)?.total)?;
