@@ -55,6 +55,8 @@ export function createState() {
     attempts: new Map(),
     queue: { count: 0, total: 0 },
     connectivity: "unknown",
+    // Why the server cannot be used (a pt-BR sentence from the engine), while it cannot.
+    connectivityProblem: null,
     offlineSimulated: false,
     // The refund dialog while open: { payment, info, step: "form" | "confirm" | "sent", valor,
     // motivo, attemptId, error, pressing }.
@@ -109,6 +111,9 @@ function pendingWhy(state, a, now) {
   // not when it only repeats "sem conexão".
   const plain = a.last_error ? a.last_error.split(" (")[0] : "";
   const cause = plain && plain !== "sem conexão com o servidor" ? ` (${plain})` : "";
+  if (state.connectivity === "certificado") {
+    return "Certificado do servidor recusado: guardado com a mesma chave, será enviado quando o certificado for aceito.";
+  }
   if (state.connectivity !== "online") {
     return `Sem conexão${cause}: será enviado sozinho quando a rede voltar, com a mesma chave.`;
   }
@@ -165,7 +170,7 @@ export function statusFor(state, a, now) {
       return ["revisao", "Requer revisão — nenhuma cobrança encontrada",
         `O servidor não tem pagamento desta venda (${a.last_error || "pedido recusado"}). Tente de novo com a mesma chave ou use outro cartão.`];
     case "pendente": {
-      if (a.tries === 0 && state.connectivity !== "offline") {
+      if (a.tries === 0 && !serverDown(state)) {
         return ["pendente", "Processando pagamento…", "Enviando ao servidor. Não cobre de novo."];
       }
       return ["pendente", "Pagamento pendente — não cobre de novo", pendingWhy(state, a, now)];
@@ -199,7 +204,7 @@ export function refundStatus(state, now) {
       return ["revisao", "Estorno requer revisão — nenhum estorno encontrado",
         `O servidor não fez este estorno (${a.last_error || "pedido recusado"}). Nada foi devolvido.`];
     case "pendente":
-      if (a.tries === 0 && state.connectivity !== "offline") {
+      if (a.tries === 0 && !serverDown(state)) {
         return ["pendente", "Processando estorno…", "Enviando ao servidor. Não estorne de novo."];
       }
       return ["pendente", "Estorno pendente — não estorne de novo", pendingWhy(state, a, now)];
@@ -263,7 +268,7 @@ export function controls(state, a) {
   // A new sale starts once this one is settled. A payment waiting offline was accepted under
   // the offline caps and is sent by itself, so the next customer may be served meanwhile.
   const settled = Boolean(a && (a.state === "recusado" || approved || checked));
-  const queued = live && known && state.connectivity === "offline";
+  const queued = live && known && serverDown(state);
   return {
     pagarDisabled: !state.ready || state.pressing || live || approved || (review && !(checked && state.anotherCard)),
     retryReviewHidden: !checked || state.pressing,
@@ -361,23 +366,43 @@ export function discrepancyGroups(closing) {
 /** The connectivity pill's text. */
 export function connectivityText(state) {
   if (state.startupError) return "Parado";
-  return { online: "Online", offline: "Offline", unknown: "Conectando…" }[state.connectivity];
+  return { online: "Online", offline: "Offline", unknown: "Conectando…", certificado: "Certificado recusado" }[state.connectivity];
 }
 
-/** The offline banner's title and detail. */
+/** The offline banner's title and detail. A refused certificate is named as such: it is not
+ * the cable, and waiting alone will not fix it. */
 export function offlineBanner(state) {
-  const title = state.connectivity === "unknown"
-    ? "Verificando a conexão com o servidor de pagamentos…"
-    : "Sem conexão com o servidor de pagamentos.";
+  const untrusted = state.connectivity === "certificado";
+  const title = untrusted
+    ? "Certificado do servidor de pagamentos recusado."
+    : state.connectivity === "unknown"
+      ? "Verificando a conexão com o servidor de pagamentos…"
+      : "Sem conexão com o servidor de pagamentos.";
   const n = state.queue.count;
   const refunds = state.queue.refund_count || 0;
   const parts = [];
   if (n > 0) parts.push(`${n} ${n === 1 ? "pagamento aguardando" : "pagamentos aguardando"} · ${brl(state.queue.total)}`);
   if (refunds > 0) parts.push(`${refunds} ${refunds === 1 ? "estorno aguardando" : "estornos aguardando"} · ${brl(state.queue.refund_total)}`);
+  if (untrusted) {
+    const why = state.connectivityProblem ? `${capitalize(state.connectivityProblem)}.` : "O certificado apresentado não é aceito por este caixa.";
+    const waiting = parts.length === 0
+      ? "Nenhum pagamento aguardando."
+      : `${parts.join("; ")} — guardados com as mesmas chaves; ${n + refunds === 1 ? "será enviado" : "serão enviados"} quando o certificado for aceito.`;
+    return { title, detail: `${why} ${waiting} Não cobre de novo.` };
+  }
   const detail = parts.length === 0
     ? "Nenhum pagamento aguardando."
     : `${parts.join("; ")} — ${n + refunds === 1 ? "será enviado sozinho" : "serão enviados sozinhos"} quando a rede voltar.`;
   return { title, detail };
+}
+
+/** The server cannot be used now (no connection, or its certificate refused): payments wait. */
+function serverDown(state) {
+  return state.connectivity === "offline" || state.connectivity === "certificado";
+}
+
+function capitalize(text) {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /** The latest attempt of every other sale still unsettled that the cashier did not just queue:
@@ -464,6 +489,7 @@ export function applyEvent(state, e) {
     state.seen.queue += 1;
   } else if (e.type === "connectivity_changed") {
     state.connectivity = e.connectivity;
+    state.connectivityProblem = e.problema || null;
     state.seen.connectivity += 1;
   }
 }
@@ -479,7 +505,10 @@ export function snapshotMark(state) {
 export function applySnapshot(state, snap, mark) {
   for (const a of snap.attempts) upsert(state, a);
   if (state.seen.queue === mark.queue) state.queue = snap.queue;
-  if (state.seen.connectivity === mark.connectivity) state.connectivity = snap.connectivity;
+  if (state.seen.connectivity === mark.connectivity) {
+    state.connectivity = snap.connectivity;
+    state.connectivityProblem = snap.connectivity_problem || null;
+  }
   state.offlineSimulated = snap.offline_simulated;
 }
 

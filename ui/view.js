@@ -194,7 +194,10 @@ export function renderQa(state) {
   body.replaceChildren();
   for (const a of newest(state, 20)) {
     const tr = document.createElement("tr");
-    tr.append(cell(a.id, "mono"), cell(a.idempotency_key, "mono"), cell(String(a.tries), "num"), cell(a.last_error || "—"), cell(nextTryText(a, now)));
+    // Before any try (the first probe already failed), the reason the server cannot be used is
+    // the attempt's last error as far as QA is concerned.
+    const waiting = a.state === "pendente" && state.connectivityProblem;
+    tr.append(cell(a.id, "mono"), cell(a.idempotency_key, "mono"), cell(String(a.tries), "num"), cell(a.last_error || (waiting ? `(sem envio) ${state.connectivityProblem}` : "—")), cell(nextTryText(a, now)));
     body.append(tr);
   }
 }

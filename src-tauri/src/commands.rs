@@ -264,6 +264,8 @@ pub struct Snapshot {
     pub queue: QueueSummary,
     /// Connectivity.
     pub connectivity: Connectivity,
+    /// Why the payment API cannot be used (pt-BR), while it cannot.
+    pub connectivity_problem: Option<String>,
     /// Whether QA has cut the network path.
     pub offline_simulated: bool,
 }
@@ -281,6 +283,7 @@ pub async fn attempts(session: State<'_, Session>) -> Result<Snapshot> {
         attempts: p.checkout().recent_attempts(WINDOW_ATTEMPTS).await?,
         queue: p.checkout().queue().await?,
         connectivity: p.checkout().connectivity(),
+        connectivity_problem: p.checkout().connectivity_problem(),
         offline_simulated: p.offline_simulated(),
     })
 }

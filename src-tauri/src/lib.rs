@@ -55,15 +55,91 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
 /// When the process started, for the startup figure `ui_ready` records.
 pub static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 
+/// What `pagar` is asked on its command line.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Invocation {
+    /// Open the window.
+    Run,
+    /// `--version`/`-V`: print the version.
+    Version,
+    /// `--help`/`-h`: print what the program is and how it is configured.
+    Help,
+    /// Anything else: refused with this message.
+    Unknown(String),
+}
+
+impl Invocation {
+    /// Reads the arguments after the program's name.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Self {
+        match args.into_iter().next().as_deref() {
+            None => Invocation::Run,
+            Some("--version" | "-V") => Invocation::Version,
+            Some("--help" | "-h") => Invocation::Help,
+            Some(other) => Invocation::Unknown(other.to_string()),
+        }
+    }
+}
+
+/// Why the window cannot open on this machine, when that can be told before trying: no display
+/// to draw on. `None` when there is one (or the platform needs none).
+pub fn missing_display(env: impl Fn(&str) -> Option<String>) -> Option<&'static str> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let set = |k: &str| env(k).is_some_and(|v| !v.is_empty());
+    (!set("DISPLAY") && !set("WAYLAND_DISPLAY")).then_some(
+        "pagar: nenhuma tela encontrada (DISPLAY e WAYLAND_DISPLAY vazios). Abra o Pagar numa sessão gráfica; num servidor sem monitor, use: xvfb-run pagar",
+    )
+}
+
 /// Runs the app.
 pub fn run() {
     STARTED.get_or_init(std::time::Instant::now);
+    match Invocation::parse(std::env::args().skip(1)) {
+        Invocation::Run => {}
+        Invocation::Version => {
+            println!("Pagar {}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        Invocation::Help => {
+            println!(
+                "Pagar {}: o caixa que nunca cobra duas vezes.\n\nUso: pagar [--version | --help]\n\nSem configuração, abre com a API de pagamentos embutida (sandbox). Para uma API real,\ndefina PAGAR_API_URL e PAGAR_API_KEY (ou api_url e api_key em <dados>/config.json);\nPAGAR_DATA_DIR escolhe a pasta de dados. Veja docs/ no repositório.",
+                env!("CARGO_PKG_VERSION")
+            );
+            return;
+        }
+        Invocation::Unknown(arg) => {
+            eprintln!("pagar: opção desconhecida {arg:?}; use pagar --help");
+            std::process::exit(2);
+        }
+    }
+    if let Some(why) = missing_display(|k| std::env::var(k).ok()) {
+        eprintln!("{why}");
+        std::process::exit(1);
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only on a terminal: a log file (or a journal) gets plain text.
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colours)
         .with_env_filter(filter)
         .init();
+    // A display named but unusable (no X server there) makes GTK fail inside the window library
+    // with a panic: say it in one line instead of a backtrace.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info.to_string();
+        if text.contains("Failed to initialize gtk") || text.contains("cannot open display") {
+            eprintln!(
+                "pagar: não foi possível abrir a tela ({}); confira DISPLAY ou use: xvfb-run pagar",
+                std::env::var("DISPLAY").unwrap_or_default()
+            );
+            std::process::exit(1);
+        }
+        default_hook(info);
+    }));
     app(tauri::Builder::default())
         .run(tauri::generate_context!())
         .expect("error while running Pagar");

@@ -316,9 +316,16 @@ fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<Vec<String>>>) {
                         checkout_core::format_brl(queue.total)
                     ),
                 ),
-                Ok(Event::ConnectivityChanged { connectivity }) => {
-                    push_log(&log, format!("conectividade {connectivity:?}"))
-                }
+                Ok(Event::ConnectivityChanged {
+                    connectivity,
+                    problema,
+                }) => push_log(
+                    &log,
+                    match problema {
+                        Some(why) => format!("conectividade {connectivity:?}: {why}"),
+                        None => format!("conectividade {connectivity:?}"),
+                    },
+                ),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => push_log(
                     &log,
                     format!("{n} eventos não registrados (fila de eventos cheia)"),

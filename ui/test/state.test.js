@@ -6,6 +6,7 @@ import {
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
+  connectivityText,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -315,4 +316,26 @@ test("a sale whose key the server cancelled says nothing was charged and lets th
   assert.equal(label, "Tentativa cancelada — nada foi cobrado");
   assert.match(detail, /não pode mais cobrar/);
   assert.equal(controls(s, current(s)).pagarDisabled, false);
+});
+
+test("a refused certificate is named as such, never as a cut cable, and says the payments wait with their keys", () => {
+  const s = ready(attempt({ state: "pendente", tries: 0 }));
+  applyEvent(s, {
+    type: "connectivity_changed",
+    connectivity: "certificado",
+    problema: "o certificado do servidor de pagamentos não é de uma autoridade em que este caixa confia: configure ca_cert com a CA que o emitiu",
+  });
+  s.queue = { count: 1, total: 1234, refund_count: 0, refund_total: 0 };
+  assert.equal(connectivityText(s), "Certificado recusado");
+  const banner = offlineBanner(s);
+  assert.equal(banner.title, "Certificado do servidor de pagamentos recusado.");
+  assert.match(banner.detail, /^O certificado do servidor de pagamentos não é de uma autoridade/);
+  assert.match(banner.detail, /configure ca_cert/);
+  assert.match(banner.detail, /mesmas chaves/);
+  assert.doesNotMatch(banner.detail, /rede voltar/);
+  const [, label, detail] = statusFor(s, current(s), NOW);
+  assert.equal(label, "Pagamento pendente — não cobre de novo");
+  assert.match(detail, /Certificado do servidor recusado/);
+  applyEvent(s, { type: "connectivity_changed", connectivity: "online" });
+  assert.equal(s.connectivityProblem, null);
 });

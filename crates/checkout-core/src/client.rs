@@ -19,10 +19,10 @@ pub enum Answer {
     Retry {
         /// What the server asked for, if it did.
         retry_after: Option<Duration>,
-        /// What went wrong, for the cashier and QA.
+        /// What went wrong, for the cashier and QA: a sentence in pt-BR, no URL.
         error: String,
-        /// True when the server could not be reached at all.
-        offline: bool,
+        /// How far the try got: whether the server was reached at all.
+        reach: Reach,
     },
     /// The server refused the request as it is: a person must look.
     Review {
@@ -33,6 +33,19 @@ pub enum Answer {
         /// Body.
         body: Vec<u8>,
     },
+}
+
+/// How far a try got on its way to the payment API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// The API answered (whatever it said).
+    Answered,
+    /// Nothing answered: refused, unreachable, DNS, timeouts, a connection cut before the answer.
+    Unreachable,
+    /// A server answered the TLS handshake with a certificate the till does not trust (unknown
+    /// authority, expired, another host's name): not a cable problem, and waiting will not fix
+    /// it; someone must configure `ca_cert` or the server.
+    Untrusted,
 }
 
 /// A payment as a listing returns it: what a closing compares.
@@ -133,10 +146,12 @@ struct HealthView {
 }
 
 /// What a `GET /health` probe learned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Health {
-    /// The server answered 200.
-    pub reachable: bool,
+    /// How far the probe got (`Answered` only for a 200).
+    pub reach: Reach,
+    /// Why it did not get an answer: a pt-BR sentence.
+    pub problem: Option<String>,
     /// How long it keeps idempotency keys, when it says.
     pub key_retention: Option<Duration>,
 }
@@ -321,7 +336,7 @@ impl PaymentClient {
         let (status, _, body) = self
             .get(path, query)
             .await
-            .map_err(|e| CoreError::Unreachable(format!("servidor de pagamentos: {e}")))?;
+            .map_err(|e| CoreError::Unreachable(transport_problem(&e).1))?;
         if !status.is_success() {
             return Err(CoreError::Unreachable(problem_text(status, &body)));
         }
@@ -338,7 +353,7 @@ impl PaymentClient {
         let (status, _, body) = self
             .get(&format!("/pagamentos/{payment}"), &[])
             .await
-            .map_err(|e| CoreError::Unreachable(format!("servidor de pagamentos: {e}")))?;
+            .map_err(|e| CoreError::Unreachable(transport_problem(&e).1))?;
         if status == StatusCode::NOT_FOUND {
             return Ok(Vec::new());
         }
@@ -358,7 +373,7 @@ impl PaymentClient {
         let unreadable = |e: serde_json::Error| Answer::Retry {
             retry_after: None,
             error: format!("resposta de consulta ilegível: {e}"),
-            offline: false,
+            reach: Reach::Answered,
         };
         let found = match target {
             Target::Payment => {
@@ -376,7 +391,7 @@ impl PaymentClient {
                             retry_after: None,
                             error: "o servidor ainda está processando uma tentativa desta venda"
                                 .into(),
-                            offline: false,
+                            reach: Reach::Answered,
                         })
                     }
                     None => None,
@@ -409,7 +424,7 @@ impl PaymentClient {
                         "o servidor ainda não decidiu este pedido ({})",
                         other.unwrap_or("sem status")
                     ),
-                    offline: false,
+                    reach: Reach::Answered,
                 })
             }
         };
@@ -449,7 +464,7 @@ impl PaymentClient {
         let unreadable = |e: String| Answer::Retry {
             retry_after: None,
             error: format!("resposta de cancelamento ilegível: {e}"),
-            offline: false,
+            reach: Reach::Answered,
         };
         let answer: CancelBody =
             serde_json::from_slice(&body).map_err(|e| unreadable(e.to_string()))?;
@@ -494,7 +509,7 @@ impl PaymentClient {
                 Answer::Review { reason, .. } => Answer::Retry {
                     retry_after: None,
                     error: format!("consulta por referência falhou: {reason}"),
-                    offline: false,
+                    reach: Reach::Answered,
                 },
                 other => other,
             },
@@ -503,25 +518,38 @@ impl PaymentClient {
 
     /// Probes `GET /health` within the probe timeout.
     pub async fn health(&self) -> Health {
-        let unreachable = Health {
-            reachable: false,
-            key_retention: None,
-        };
         let res = self
             .http
             .get(format!("{}/health", self.base))
             .timeout(self.probe_timeout)
             .send()
             .await;
-        let Ok(res) = res.map_err(|e| tracing::debug!(error = %e, "health probe failed")) else {
-            return unreachable;
+        let res = match res {
+            Ok(res) => res,
+            Err(e) => {
+                let (reach, problem) = transport_problem(&e);
+                tracing::debug!(error = %error_chain(&e), "health probe failed");
+                return Health {
+                    reach,
+                    problem: Some(problem),
+                    key_retention: None,
+                };
+            }
         };
         if !res.status().is_success() {
-            return unreachable;
+            return Health {
+                reach: Reach::Unreachable,
+                problem: Some(format!(
+                    "o servidor de pagamentos respondeu HTTP {} à verificação de saúde",
+                    res.status().as_u16()
+                )),
+                key_retention: None,
+            };
         }
         let view = res.json::<HealthView>().await.ok();
         Health {
-            reachable: true,
+            reach: Reach::Answered,
+            problem: None,
             key_retention: view
                 .and_then(|v| v.key_retention_secs)
                 .map(Duration::from_secs),
@@ -533,18 +561,80 @@ fn network_error(e: &reqwest::Error) -> Answer {
     // Every way of not getting an answer means the server is out of reach as far as the till
     // can tell: refused, unreachable, DNS, connect timeout, a reset or a close before the
     // answer, no answer in time. Each is retried with the same key; the prober says when the
-    // server answers again.
-    let what = if e.is_connect() {
+    // server answers again. A refused certificate is told apart: it is not the network.
+    let (reach, error) = transport_problem(e);
+    tracing::debug!(error = %error_chain(e), "request failed before an answer");
+    Answer::Retry {
+        retry_after: None,
+        error,
+        reach,
+    }
+}
+
+/// Why a request got no answer, as a cashier can read it (pt-BR, no URL, no library text), and
+/// whether that was a refused certificate.
+pub fn transport_problem(e: &reqwest::Error) -> (Reach, String) {
+    if let Some(tls) = tls_error(e) {
+        return (Reach::Untrusted, certificate_text(tls));
+    }
+    let chain = error_chain(e).to_ascii_lowercase();
+    let text = if e.is_timeout() {
+        "o servidor de pagamentos não respondeu a tempo"
+    } else if e.is_connect()
+        && (chain.contains("dns") || chain.contains("lookup") || chain.contains("name or service"))
+    {
+        "o endereço do servidor de pagamentos não foi encontrado (DNS)"
+    } else if e.is_connect() && chain.contains("refused") {
+        "sem conexão com o servidor: a conexão foi recusada"
+    } else if e.is_connect() {
         "sem conexão com o servidor"
-    } else if e.is_timeout() {
-        "o servidor não respondeu a tempo"
     } else {
         "a conexão caiu antes da resposta"
     };
-    Answer::Retry {
-        retry_after: None,
-        error: format!("{what} ({})", error_chain(e)),
-        offline: true,
+    (Reach::Unreachable, text.to_string())
+}
+
+/// The rustls error inside a transport error, if the TLS handshake is what failed. rustls's
+/// error travels inside `io::Error`s (nested), whose `source()` skips what they wrap, so each
+/// link is opened as well as followed.
+fn tls_error(e: &reqwest::Error) -> Option<&rustls::Error> {
+    let mut link: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = link {
+        let mut inner = Some(err);
+        while let Some(wrapped) = inner {
+            if let Some(tls) = wrapped.downcast_ref::<rustls::Error>() {
+                return Some(tls);
+            }
+            inner = wrapped
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .map(|e| e as &(dyn std::error::Error + 'static));
+        }
+        link = err.source();
+    }
+    None
+}
+
+/// A refused certificate, in words that say what to do.
+fn certificate_text(e: &rustls::Error) -> String {
+    use rustls::CertificateError as C;
+    match e {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            "o certificado do servidor de pagamentos não é de uma autoridade em que este caixa confia: configure ca_cert com a CA que o emitiu".into()
+        }
+        rustls::Error::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
+            "o certificado do servidor de pagamentos expirou: o servidor precisa de um certificado novo".into()
+        }
+        rustls::Error::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
+            "o certificado do servidor de pagamentos ainda não vale: confira o relógio deste caixa e o do servidor".into()
+        }
+        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "o certificado do servidor de pagamentos é de outro nome: confira o endereço da API (api_url)".into()
+        }
+        rustls::Error::InvalidCertificate(C::Revoked) => {
+            "o certificado do servidor de pagamentos foi revogado".into()
+        }
+        other => format!("a conexão segura (TLS) com o servidor de pagamentos falhou: {other}"),
     }
 }
 
@@ -624,7 +714,7 @@ fn classify(
         300..=399 | 408 | 409 | 429 | 500..=599 => Answer::Retry {
             retry_after,
             error: problem_text(status, &body),
-            offline: false,
+            reach: Reach::Answered,
         },
         _ => Answer::Review {
             reason: problem_text(status, &body),

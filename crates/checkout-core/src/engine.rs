@@ -1,7 +1,7 @@
 //! The checkout engine: `pay` writes ahead, the dispatcher sends and retries, the prober watches
 //! connectivity, and every change is announced as an [`Event`].
 
-use crate::client::{Answer, Cancelled, Health, PaymentClient};
+use crate::client::{Answer, Cancelled, Health, PaymentClient, Reach};
 use crate::closing::{reconcile, Closing};
 use crate::config::Config;
 use crate::domain::{
@@ -32,6 +32,11 @@ pub enum Connectivity {
     Online,
     /// The server could not be reached; attempts wait and `/health` is probed.
     Offline,
+    /// A server answered with a certificate the till does not trust (unknown authority, expired,
+    /// another host's name): attempts wait with their keys as when offline, but the cause is a
+    /// configuration to fix, not the network. Shown as `certificado`.
+    #[serde(rename = "certificado")]
+    Untrusted,
 }
 
 impl Connectivity {
@@ -39,6 +44,7 @@ impl Connectivity {
         match v {
             1 => Connectivity::Online,
             2 => Connectivity::Offline,
+            3 => Connectivity::Untrusted,
             _ => Connectivity::Unknown,
         }
     }
@@ -48,6 +54,20 @@ impl Connectivity {
             Connectivity::Unknown => 0,
             Connectivity::Online => 1,
             Connectivity::Offline => 2,
+            Connectivity::Untrusted => 3,
+        }
+    }
+
+    /// The server cannot be used now: nothing is sent, and `/health` is probed until it answers.
+    pub fn is_down(self) -> bool {
+        matches!(self, Connectivity::Offline | Connectivity::Untrusted)
+    }
+
+    fn of(reach: Reach) -> Self {
+        match reach {
+            Reach::Answered => Connectivity::Online,
+            Reach::Unreachable => Connectivity::Offline,
+            Reach::Untrusted => Connectivity::Untrusted,
         }
     }
 }
@@ -70,6 +90,8 @@ pub enum Event {
     ConnectivityChanged {
         /// The new state.
         connectivity: Connectivity,
+        /// Why the server cannot be used, in pt-BR, while it cannot.
+        problema: Option<String>,
     },
 }
 
@@ -113,6 +135,8 @@ struct Inner {
     in_flight: Mutex<HashSet<AttemptId>>,
     wake: Notify,
     connectivity: AtomicU8,
+    /// Why the server cannot be used (pt-BR), while it cannot.
+    problem: Mutex<Option<String>>,
     went_offline: Notify,
     /// The server's key retention in seconds, as its `/health` said; 0 until it says.
     advertised_retention: AtomicU64,
@@ -170,6 +194,7 @@ impl Checkout {
             in_flight: Mutex::new(HashSet::new()),
             wake: Notify::new(),
             connectivity: AtomicU8::new(Connectivity::Unknown.as_u8()),
+            problem: Mutex::new(None),
             went_offline: Notify::new(),
             advertised_retention: AtomicU64::new(0),
             reviews_due: Notify::new(),
@@ -416,6 +441,11 @@ impl Checkout {
         self.inner.connectivity()
     }
 
+    /// Why the payment API cannot be used (a pt-BR sentence), while it cannot.
+    pub fn connectivity_problem(&self) -> Option<String> {
+        self.inner.problem.lock().expect("problem lock").clone()
+    }
+
     /// The server's key retention, once its `/health` said it.
     pub fn advertised_retention(&self) -> Option<Duration> {
         self.inner.advertised_retention()
@@ -515,19 +545,15 @@ impl Inner {
     /// Probes `/health` once and records what it says.
     async fn probe_once(&self) {
         let Health {
-            reachable,
+            reach,
+            problem,
             key_retention,
         } = self.client.health().await;
         if let Some(r) = key_retention {
             self.advertised_retention
                 .store(r.as_secs().max(1), Ordering::SeqCst);
         }
-        self.observe(if reachable {
-            Connectivity::Online
-        } else {
-            Connectivity::Offline
-        })
-        .await;
+        self.observe(Connectivity::of(reach), problem).await;
     }
 
     /// Asks the server whether it has a payment for an attempt in `revisao` and records the
@@ -609,18 +635,39 @@ impl Inner {
         }
     }
 
-    /// Records a connectivity observation; on a change, tells the app, and going offline starts
-    /// the prober while coming back makes the whole queue due.
-    async fn observe(&self, now: Connectivity) {
+    /// Records a connectivity observation and why the server could not be used; on a change,
+    /// tells the app, and going down starts the prober while coming back makes the whole queue
+    /// due.
+    async fn observe(&self, now: Connectivity, problem: Option<String>) {
+        let problem = problem.filter(|_| now.is_down());
+        let changed_problem = {
+            let mut kept = self.problem.lock().expect("problem lock");
+            let changed = *kept != problem;
+            kept.clone_from(&problem);
+            changed
+        };
         let before = Connectivity::from_u8(self.connectivity.swap(now.as_u8(), Ordering::SeqCst));
+        if before == now && !changed_problem {
+            return;
+        }
+        if now == Connectivity::Untrusted && before != now {
+            tracing::warn!(
+                problem = problem.as_deref().unwrap_or(""),
+                "the payment API's certificate is not trusted: payments wait with their keys"
+            );
+        } else {
+            tracing::info!(?before, ?now, "connectivity changed");
+        }
+        self.emit(Event::ConnectivityChanged {
+            connectivity: now,
+            problema: problem,
+        });
         if before == now {
             return;
         }
-        tracing::info!(?before, ?now, "connectivity changed");
-        self.emit(Event::ConnectivityChanged { connectivity: now });
         match now {
-            Connectivity::Offline => self.went_offline.notify_one(),
-            Connectivity::Online if before == Connectivity::Offline => {
+            Connectivity::Offline | Connectivity::Untrusted => self.went_offline.notify_one(),
+            Connectivity::Online if before.is_down() => {
                 if let Err(e) = self.outbox.make_all_due(now_ms()).await {
                     tracing::warn!(error = %e, "could not reschedule the queue");
                 }
@@ -642,14 +689,14 @@ async fn probe(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     }
     inner.probed.send_replace(true);
     while !inner.stopped() {
-        if inner.connectivity() == Connectivity::Offline {
-            inner.went_offline.notify_one(); // went offline before this loop waited
+        if inner.connectivity().is_down() {
+            inner.went_offline.notify_one(); // went down before this loop waited
         }
         tokio::select! {
             _ = inner.went_offline.notified() => {}
             _ = stop.changed() => return,
         }
-        while inner.connectivity() == Connectivity::Offline {
+        while inner.connectivity().is_down() {
             tokio::select! {
                 _ = tokio::time::sleep(inner.config.probe_interval) => {}
                 _ = stop.changed() => return,
@@ -671,7 +718,7 @@ const REVIEW_RECHECK: Duration = Duration::from_secs(5);
 /// review is never checked once and forgotten.
 async fn check_reviews(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     loop {
-        if inner.connectivity() != Connectivity::Offline {
+        if !inner.connectivity().is_down() {
             match inner.outbox.reviews(false).await {
                 Ok(reviews) => {
                     for review in reviews {
@@ -712,9 +759,7 @@ async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
         }
         while tries.try_join_next().is_some() {}
         let busy = inner.in_flight.lock().expect("in-flight lock").len();
-        if inner.connectivity() != Connectivity::Offline
-            && max.saturating_sub(busy) >= refill_at(max)
-        {
+        if !inner.connectivity().is_down() && max.saturating_sub(busy) >= refill_at(max) {
             match inner.outbox.due(now_ms(), max + busy).await {
                 Ok(jobs) => {
                     let mut in_flight = inner.in_flight.lock().expect("in-flight lock");
@@ -752,7 +797,7 @@ fn refill_at(max: usize) -> usize {
 
 async fn next_wake(inner: &Inner) -> Duration {
     const IDLE: Duration = Duration::from_secs(60);
-    if inner.connectivity() == Connectivity::Offline {
+    if inner.connectivity().is_down() {
         return IDLE; // the prober wakes the dispatcher when the server is back
     }
     let busy = inner.in_flight.lock().expect("in-flight lock").len();
@@ -793,14 +838,11 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
     } else {
         inner.client.send(&job).await
     };
-    let reached = !matches!(answer, Answer::Retry { offline: true, .. });
-    inner
-        .observe(if reached {
-            Connectivity::Online
-        } else {
-            Connectivity::Offline
-        })
-        .await;
+    let (reach, problem) = match &answer {
+        Answer::Retry { reach, error, .. } => (*reach, Some(error.clone())),
+        _ => (Reach::Answered, None),
+    };
+    inner.observe(Connectivity::of(reach), problem).await;
     let tries = job.tries + 1;
     let result = match answer {
         Answer::Final(answer) => TryResult::Final(answer),

@@ -167,6 +167,15 @@ fn attempts_by_sale(data: &std::path::Path) -> Vec<(u32, String, String, Vec<u8>
     .unwrap()
 }
 
+/// Sale `n`'s latest attempt as the outbox has it now.
+fn of_now(data: &std::path::Path, n: u32) -> (u32, String, String, Vec<u8>, String) {
+    attempts_by_sale(data)
+        .into_iter()
+        .filter(|a| a.0 == n)
+        .last()
+        .unwrap()
+}
+
 async fn post(url: &str, key: &str, body: &[u8]) -> reqwest::StatusCode {
     reqwest::Client::new()
         .post(format!("{url}/pagamentos"))
@@ -232,9 +241,14 @@ async fn closing_the_till_finds_every_planted_discrepancy() {
     let attempts = attempts_by_sale(dir.path());
     let of = |n: u32| attempts.iter().find(|a| a.0 == n).unwrap().clone();
 
-    // Planted. Through the API: a second charge for sale 3, the charge of sale 4 (its own key
-    // and bytes, as if its answer had been lost before the middlebox refused the retry), and a
-    // payment sent as this till that it never made.
+    // Sale 4 was in doubt when "Nova venda" was pressed: the app cancelled its key on the
+    // server first (it never charged), so nothing can ever charge under it.
+    let (_, _, s4_key, s4_body, s4_state) = of(4);
+    assert_eq!(s4_state, "recusado", "settled as never charged");
+    assert_eq!(post(&api.url(), &s4_key, &s4_body).await, 422);
+
+    // Planted. Through the API: a second charge for sale 3 and a payment sent as this till that
+    // it never made.
     let (_, s3, _, _, _) = of(3);
     let second = json!({"valor": 3000, "cartao": "tok_aprovado", "referencia": s3, "terminal": "caixa-teste"});
     assert_eq!(
@@ -246,9 +260,6 @@ async fn closing_the_till_finds_every_planted_discrepancy() {
         .await,
         201
     );
-    let (_, _, s4_key, s4_body, s4_state) = of(4);
-    assert_eq!(s4_state, "revisao");
-    assert_eq!(post(&api.url(), &s4_key, &s4_body).await, 201);
     let stranger = json!({"valor": 777, "cartao": "tok_aprovado", "referencia": "att_alheia", "terminal": "caixa-teste"});
     assert_eq!(
         post(
@@ -288,11 +299,22 @@ async fn closing_the_till_finds_every_planted_discrepancy() {
         1
     );
 
-    // A sixth sale stays pending: the server answers 503 to every payment.
+    // A sixth sale stays pending: the server answers 503 to every payment. Its charge is planted
+    // in the server's database, as if an earlier try had charged and the till never heard.
     api.set_faults(json!({"error_5xx_probability": 1.0})).await;
     app.next_sale().await;
     sell(&app, "6,00", "tok_aprovado").await;
     app.wait_status("Pagamento pendente").await;
+    let (_, s6, s6_key, _, _) = of_now(dir.path(), 6);
+    assert_eq!(
+        db.execute(
+            "INSERT INTO payments (id, merchant, idempotency_key, valor, status, referencia, cobranca_id, created_at, terminal)
+             VALUES ('pay_plantado6', ?1, ?2, 600, 'aprovado', ?3, 'ch_plantado6', ?4, 'caixa-teste')",
+            rusqlite::params![pagar_testkit::MERCHANT, s6_key, s6, time::OffsetDateTime::now_utc().unix_timestamp() * 1000],
+        )
+        .unwrap(),
+        1
+    );
 
     // F9: refused while a payment is pending, with the choice to close listing it.
     app.press(F9).await;
@@ -323,7 +345,7 @@ async fn closing_the_till_finds_every_planted_discrepancy() {
     let text = app.prop("closing", "textContent").await.unwrap();
     for want in [
         "Venda nº 0003",
-        "Venda nº 0004",
+        "Venda nº 0006",
         "Venda nº 0001",
         "Venda nº 0002",
         "Venda nº 0005",

@@ -355,3 +355,147 @@ async fn the_app_pays_an_https_api_trusted_through_its_ca_file_and_refuses_plain
     app.screenshot("http-inseguro-recusado").await;
     app.close().await;
 }
+
+/// An `https://` API whose certificate the till does not trust (a private CA, no `ca_cert`): the
+/// screen names the certificate and what to configure, never "Offline", the payment waits with
+/// its key, and the warning is in the app's log; with the CA configured, the same payment goes
+/// through once.
+#[tokio::test]
+async fn an_untrusted_certificate_is_named_on_screen_and_the_payment_waits_until_the_ca_is_configured(
+) {
+    // Arrange: the API behind TLS with a CA made in this test; the app is not told of it.
+    let api = ApiProcess::start(&[]);
+    let tls = TlsFront::start(api.addr()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log").display().to_string();
+    let url = tls.url();
+    let app = GuiApp::launch_with(
+        dir.path(),
+        &[
+            ("PAGAR_API_URL", &url),
+            ("PAGAR_API_KEY", API_KEY),
+            ("STDERR_FILE", &log),
+        ],
+    )
+    .await;
+
+    // Assert: the badge and the banner name the certificate and what to configure.
+    wait_badge(&app, "Certificado recusado").await;
+    assert!(!app.hidden("offline-banner").await);
+    assert_eq!(
+        app.prop("offline-title", "textContent").await.unwrap(),
+        "Certificado do servidor de pagamentos recusado."
+    );
+    let detail = app.prop("offline-detail", "textContent").await.unwrap();
+    assert!(detail.contains("configure ca_cert"), "{detail}");
+    assert!(
+        !detail.contains("https://") && !detail.contains("rede voltar"),
+        "{detail}"
+    );
+
+    // Act: the cashier charges anyway; the payment waits with its key.
+    pay(&app, "12,34").await;
+    app.wait_status("Pagamento pendente — não cobre de novo")
+        .await;
+    let why = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(why.contains("Certificado do servidor recusado"), "{why}");
+    assert!(!app.enabled("pagar").await);
+    app.screenshot("certificado-recusado").await;
+    assert_eq!(
+        api.ledger().await.len(),
+        0,
+        "nothing sent to an untrusted server"
+    );
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        written.contains("WARN") && written.contains("ca_cert"),
+        "the log names the certificate at warn: {written}"
+    );
+    assert!(!written.contains('\u{1b}'), "no colour codes in a log file");
+    app.close().await;
+
+    // The CA configured: the open sale comes back and is paid once, with its key.
+    let ca = tls.ca_pem().display().to_string();
+    let app = GuiApp::launch_with(
+        dir.path(),
+        &[
+            ("PAGAR_API_URL", &url),
+            ("PAGAR_API_KEY", API_KEY),
+            ("PAGAR_CA_CERT", &ca),
+        ],
+    )
+    .await;
+    app.wait_status("Pagamento aprovado").await;
+    wait_badge(&app, "Online").await;
+    assert_eq!(api.ledger().await.len(), 1, "one charge");
+    app.close().await;
+}
+
+/// "Revisão" while the first try still executes: the gateway is slower than the app's request
+/// timeout, the first try's connection is cut, the next POST meets a 403 from a middlebox. The
+/// look-up sees the execution in progress, so the screen never says "nenhuma cobrança
+/// encontrada" and never offers another card; when the execution ends, the sale is paid — once.
+#[tokio::test]
+async fn a_review_while_the_first_try_still_executes_never_offers_another_card_and_charges_once() {
+    // Arrange: a gateway that takes 12 s for tok_lento.
+    let api = ApiProcess::start(&["--slow-gateway-ms", "12000"]);
+    let proxy = FaultProxy::start(api.addr()).await;
+    let url = proxy.url();
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch_with(
+        dir.path(),
+        &[("PAGAR_API_URL", &url), ("PAGAR_API_KEY", API_KEY)],
+    )
+    .await;
+    wait_badge(&app, "Online").await;
+    let db = rusqlite::Connection::open(api.sqlite_path().unwrap()).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+
+    // Act: Pagar; once the server is executing, the path cuts that request and refuses the next.
+    app.type_into("valor", "87,65").await;
+    app.select("cartao", "tok_lento").await;
+    app.click("pagar").await;
+    let started = Instant::now();
+    while db
+        .query_row("SELECT count(*) FROM idempotency_keys", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap()
+        == 0
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the first try reached the server"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    proxy.set(Fault::RejectNextPost(403)).await;
+
+    // Assert: in review, still looking — no "Outro cartão", Pagar off — until it is paid.
+    app.wait_status("Requer revisão — verificando se houve cobrança")
+        .await;
+    app.screenshot("revisao-em-andamento").await;
+    let mut seen_paid = false;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while Instant::now() < deadline {
+        let status = app.status().await;
+        if status == "Pagamento aprovado" {
+            seen_paid = true;
+            break;
+        }
+        assert!(
+            !status.contains("nenhuma cobrança encontrada"),
+            "never 'no charge found' while the execution runs: {status}"
+        );
+        assert!(
+            app.hidden("another-card").await,
+            "never another card meanwhile"
+        );
+        assert!(!app.enabled("pagar").await, "Pagar stays disabled");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(seen_paid, "the execution ended and the sale was paid");
+    assert_eq!(api.ledger().await.len(), 1, "one charge for the sale");
+    app.screenshot("revisao-resolvida-aprovado").await;
+    app.close().await;
+}

@@ -16,7 +16,7 @@ async fn wait_connectivity(
 ) {
     wait_event(
         events,
-        |e| matches!(e, Event::ConnectivityChanged { connectivity } if *connectivity == want),
+        |e| matches!(e, Event::ConnectivityChanged { connectivity, .. } if *connectivity == want),
     )
     .await;
 }
@@ -223,14 +223,47 @@ async fn the_engine_pays_over_tls_trusting_a_private_ca_and_refuses_an_unknown_o
     );
     assert_eq!(api.ledger().await.len(), 1);
 
-    // Without the CA the server is not trusted: nothing is sent in clear, nothing charged.
-    let untrusted = Engine::open(fast_config(&tls.url())).await;
-    assert_eq!(untrusted.checkout.connectivity(), Connectivity::Offline);
-    let a = untrusted.pay("venda-tls-2", 2_500, "tok_aprovado").await;
+    // Without the CA the server is not trusted: nothing is sent in clear, nothing charged, and
+    // the engine says it is the certificate, in words that name what to configure.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("outbox.db");
+    let untrusted = Checkout::open(&db, fast_config(&tls.url())).await.unwrap();
+    assert_eq!(
+        settled_connectivity(&untrusted).await,
+        Connectivity::Untrusted
+    );
+    let problem = untrusted.connectivity_problem().unwrap();
+    assert!(problem.contains("ca_cert"), "{problem}");
+    assert!(!problem.contains("https://"), "no URL: {problem}");
+    let a = match untrusted
+        .pay(
+            SaleId::parse("venda-tls-2").unwrap(),
+            Centavos::new(2_500).unwrap(),
+            CardToken::parse("tok_aprovado").unwrap(),
+        )
+        .await
+        .unwrap()
+    {
+        PayOutcome::Created(a) => a,
+        other => panic!("{other:?}"),
+    };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let a = untrusted.checkout.attempt(&a.id).await.unwrap();
+    let a = untrusted.attempt(&a.id).await.unwrap();
     assert_eq!(a.state, AttemptState::Pendente);
     assert_eq!(api.ledger().await.len(), 1);
+    // The same outbox with the CA configured: the waiting payment goes through once, with its key.
+    untrusted.shutdown().await;
+    let mut config = fast_config(&tls.url());
+    config.ca_cert = Some(tls.ca_pem().to_path_buf());
+    let fixed = Checkout::open(&db, config).await.unwrap();
+    let done = fixed
+        .wait_final(&a.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done.state, AttemptState::Aprovado);
+    assert_eq!(done.idempotency_key, a.idempotency_key);
+    assert_eq!(api.ledger().await.len(), 2);
+    fixed.shutdown().await;
 }
 
 #[tokio::test]

@@ -31,7 +31,8 @@ async fn with_the_server_down_payments_wait_and_drain_by_themselves_when_it_retu
         matches!(
             e,
             Event::ConnectivityChanged {
-                connectivity: Connectivity::Online
+                connectivity: Connectivity::Online,
+                ..
             }
         )
     })
