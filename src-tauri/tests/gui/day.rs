@@ -171,8 +171,7 @@ fn attempts_by_sale(data: &std::path::Path) -> Vec<(u32, String, String, Vec<u8>
 fn of_now(data: &std::path::Path, n: u32) -> (u32, String, String, Vec<u8>, String) {
     attempts_by_sale(data)
         .into_iter()
-        .filter(|a| a.0 == n)
-        .last()
+        .rfind(|a| a.0 == n)
         .unwrap()
 }
 
