@@ -326,6 +326,7 @@ async function start() {
   } catch (err) {
     const box = $("startup-error");
     state.startupError = errorText(err);
+    state.startupKind = err && err.kind ? err.kind : null;
     box.textContent = state.startupError;
     box.hidden = false;
   }

@@ -52,6 +52,7 @@ export function createState() {
     carriedOver: new Set(), // sales left unfinished by an earlier run (a crash, a restart, a reload)
     error: null, // a refusal of the last press (nothing was stored)
     startupError: null, // the app could not start: nothing can be paid
+    startupKind: null, // why: `other_window`, or `startup` (a configuration to correct)
     attempts: new Map(),
     queue: { count: 0, total: 0 },
     connectivity: "unknown",
@@ -144,6 +145,9 @@ export function canRefund(state, a) {
 
 /** The one label (and its detail) for the screen's current state: [kind, label, detail]. */
 export function statusFor(state, a, now) {
+  if (state.startupError && state.startupKind === "other_window") {
+    return ["erro", "Pagar já aberto em outra janela", "Só uma janela pode usar esta pasta de dados: use a outra janela do Pagar, ou feche-a e abra esta de novo."];
+  }
   if (state.startupError) return ["erro", "Pagar indisponível", "Corrija a configuração indicada acima e abra o app de novo."];
   if (state.error) return ["erro", "Pagamento não registrado", state.error];
   if (state.pressing && !a) return ["pendente", "Processando pagamento…", "Registrando o pagamento antes de enviar."];
@@ -342,7 +346,8 @@ export function closingTotals(closing) {
     ["Em revisão", t.revisao.count, t.revisao.centavos],
     ["Estornos aprovados", r.aprovado.count, r.aprovado.centavos],
   ];
-  for (const [label, x] of [["Estornos recusados", r.recusado], ["Estornos pendentes", r.pendente], ["Estornos em revisão", r.revisao]]) {
+  const elsewhere = closing.refunds_elsewhere || { count: 0, centavos: 0 };
+  for (const [label, x] of [["Estornos recusados", r.recusado], ["Estornos pendentes", r.pendente], ["Estornos em revisão", r.revisao], ["Estornos feitos fora deste caixa", elsewhere]]) {
     if (x.count > 0) rows.push([label, x.count, x.centavos]);
   }
   rows.push(["Líquido do dia", null, closing.net_centavos]);

@@ -14,6 +14,9 @@ pub enum AppError {
     /// The app could not start (the message says why); nothing can be paid.
     #[error("o Pagar não pôde iniciar: {0}")]
     Startup(String),
+    /// Another Pagar window (another process) already uses this data folder.
+    #[error("o Pagar já está aberto em outra janela com esta pasta de dados ({0}); use aquela janela, ou feche-a e abra esta de novo")]
+    OtherWindow(String),
     /// Input that does not parse.
     #[error("{0}")]
     Invalid(String),
@@ -37,6 +40,7 @@ impl Serialize for AppError {
                 use serde::ser::SerializeStruct;
                 let kind = match other {
                     AppError::Startup(_) => "startup",
+                    AppError::OtherWindow(_) => "other_window",
                     AppError::Invalid(_) => "invalid",
                     _ => "qa",
                 };

@@ -18,24 +18,40 @@ const SANDBOX_MERCHANT: &str = "loja_sandbox";
 const EMBEDDED_REPLAY_CACHE: usize = 64;
 
 /// The app's state: a started session, or why it could not start.
-pub struct Session(std::result::Result<Running, String>);
+pub struct Session(std::result::Result<Running, NotStarted>);
+
+/// Why the session did not start: another window holds the data folder, or anything else (a
+/// configuration to correct), with the message.
+#[derive(Debug, Clone)]
+enum NotStarted {
+    OtherWindow(String),
+    Failed(String),
+}
 
 impl Session {
     /// Starts everything; a failure is kept so the window can say what went wrong.
     pub async fn start(settings: std::result::Result<Settings, String>) -> Self {
         let started = match settings {
-            Ok(s) => Running::start(s).await.map_err(|e| e.to_string()),
-            Err(e) => Err(e),
+            Ok(s) => Running::start(s).await.map_err(|e| match e {
+                AppError::Core(checkout_core::CoreError::AlreadyOpen(path)) => {
+                    NotStarted::OtherWindow(path.display().to_string())
+                }
+                other => NotStarted::Failed(other.to_string()),
+            }),
+            Err(e) => Err(NotStarted::Failed(e)),
         };
         if let Err(e) = &started {
-            tracing::error!(error = %e, "Pagar could not start");
+            tracing::error!(error = ?e, "Pagar could not start");
         }
         Self(started)
     }
 
     /// The running session, or the startup error.
     pub fn get(&self) -> Result<&Running> {
-        self.0.as_ref().map_err(|e| AppError::Startup(e.clone()))
+        self.0.as_ref().map_err(|e| match e {
+            NotStarted::OtherWindow(path) => AppError::OtherWindow(path.clone()),
+            NotStarted::Failed(why) => AppError::Startup(why.clone()),
+        })
     }
 }
 

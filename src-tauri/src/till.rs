@@ -249,6 +249,7 @@ pub fn closing_rows(c: &Closing) -> Vec<(&'static str, Total)> {
         ("Estornos recusados", c.refunds.recusado),
         ("Estornos pendentes", c.refunds.pendente),
         ("Estornos em revisão", c.refunds.revisao),
+        ("Estornos feitos fora deste caixa", c.refunds_elsewhere),
     ] {
         if t.count > 0 {
             rows.push((name, t));

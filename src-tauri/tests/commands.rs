@@ -1,6 +1,7 @@
 //! The app's commands through Tauri's IPC with `tauri::test::mock_builder()`: input is parsed
 //! into domain types, bad input is refused with a clear error, and nothing is stored for it.
 
+use pagar_lib::error::AppError;
 use pagar_lib::session::Session;
 use pagar_lib::settings::{ApiTarget, Settings};
 use serde_json::{json, Value};
@@ -159,8 +160,15 @@ fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
     let first = tauri::async_runtime::block_on(Session::start(settings()));
     assert!(first.get().is_ok());
     let second = tauri::async_runtime::block_on(Session::start(settings()));
-    let err = second.get().err().unwrap().to_string();
-    assert!(err.contains("outra instância"), "{err}");
+    let err = second.get().err().unwrap();
+    assert!(matches!(err, AppError::OtherWindow(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("outra janela"), "{text}");
+    assert_eq!(
+        serde_json::to_value(&err).unwrap()["kind"],
+        "other_window",
+        "the window tells it apart from a configuration to correct"
+    );
 }
 
 #[test]

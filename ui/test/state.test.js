@@ -339,3 +339,15 @@ test("a refused certificate is named as such, never as a cut cable, and says the
   applyEvent(s, { type: "connectivity_changed", connectivity: "online" });
   assert.equal(s.connectivityProblem, null);
 });
+
+test("a second window on the same data folder names the other window, not the configuration", () => {
+  const s = createState();
+  s.startupError = "o Pagar já está aberto em outra janela com esta pasta de dados (/x/outbox.db)";
+  s.startupKind = "other_window";
+  const [kind, label, detail] = statusFor(s, null, NOW);
+  assert.equal(kind, "erro");
+  assert.equal(label, "Pagar já aberto em outra janela");
+  assert.doesNotMatch(detail, /configuração/);
+  s.startupKind = "startup";
+  assert.match(statusFor(s, null, NOW)[2], /Corrija a configuração/);
+});

@@ -138,6 +138,9 @@ pub struct RemoteRefund {
     /// The attempt id the till sent.
     #[serde(default)]
     pub referencia: Option<String>,
+    /// When the server made it, RFC 3339.
+    #[serde(default)]
+    pub criado_em: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -136,7 +136,11 @@ pub struct Closing {
     pub totals: Totals,
     /// Refund attempts by state (refunds made that day, whatever day their sale was).
     pub refunds: Totals,
-    /// What the day took in: approved payments less approved refunds, in centavos.
+    /// Refunds of this till's payments that the server made for someone else (the API, another
+    /// till) on this day: no refund attempt of this till knows them, and the net counts them.
+    pub refunds_elsewhere: Total,
+    /// What the day took in: approved payments less approved refunds (this till's and those made
+    /// elsewhere), in centavos.
     pub net_centavos: i64,
     /// Sales that day.
     pub sales: usize,
@@ -150,18 +154,32 @@ pub struct Closing {
     pub pending: Vec<String>,
 }
 
-/// Reconciles the attempts of a day with the server's payments and refunds. `server` holds every
-/// payment the server has for the payment attempts' `referencia`s (from the day's range and from
-/// lookups), and this till's other payments in the range; `server_refunds` every refund of the
-/// payments the day's refund attempts paid back.
+/// What the server and the rest of the outbox say about one day, for [`reconcile`].
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    /// Every payment the server has for the payment attempts' `referencia`s (from the day's
+    /// range and from lookups), and this till's other payments in the range.
+    pub payments: &'a [RemotePayment],
+    /// Every refund of the day's approved payments and of the payments the day's refund
+    /// attempts paid back.
+    pub refunds: &'a [RemoteRefund],
+    /// Attempt ids the outbox holds for other days: a payment or refund of theirs that the
+    /// server lists here is that day's (a sale queued at 23:55 that drained after midnight, a
+    /// refund made yesterday), not a stranger.
+    pub other_days: &'a HashSet<String>,
+    /// The day's bounds (epoch ms): a refund made elsewhere belongs to the day it was made.
+    pub bounds: (UnixMillis, UnixMillis),
+}
+
+/// Reconciles the attempts of a day with what the server has.
 pub fn reconcile(
     day: &str,
     closed_at: UnixMillis,
     terminal: Option<&str>,
     attempts: &[Attempt],
-    server: &[RemotePayment],
-    server_refunds: &[RemoteRefund],
+    evidence: &Evidence<'_>,
 ) -> Closing {
+    let server = evidence.payments;
     let (refunds, attempts): (Vec<&Attempt>, Vec<&Attempt>) =
         attempts.iter().partition(|a| a.is_refund());
     let mut totals = Totals::default();
@@ -273,7 +291,10 @@ pub fn reconcile(
     let mut seen_unknown = HashSet::new();
     for p in server {
         let ours = terminal.is_some() && p.terminal.as_deref() == terminal;
-        let unknown = p.referencia.as_deref().is_none_or(|r| !known.contains(r));
+        let unknown = p
+            .referencia
+            .as_deref()
+            .is_none_or(|r| !known.contains(r) && !evidence.other_days.contains(r));
         if ours && unknown && seen_unknown.insert(p.id.as_str()) {
             discrepancies.push(Discrepancy::unknown_on_server(
                 p.referencia.clone(),
@@ -288,7 +309,8 @@ pub fn reconcile(
             ));
         }
     }
-    let (refund_totals, compared) = reconcile_refunds(&refunds, server_refunds, &mut discrepancies);
+    let (refund_totals, elsewhere, compared) =
+        reconcile_refunds(&refunds, evidence, &mut discrepancies);
     discrepancies.sort_by_key(|d| {
         (
             DiscrepancyKind::ALL.iter().position(|k| *k == d.kind),
@@ -300,9 +322,12 @@ pub fn reconcile(
         day: day.to_string(),
         closed_at,
         terminal: terminal.map(str::to_string),
-        net_centavos: totals.aprovado.centavos - refund_totals.aprovado.centavos,
+        net_centavos: totals.aprovado.centavos
+            - refund_totals.aprovado.centavos
+            - elsewhere.centavos,
         totals,
         refunds: refund_totals,
+        refunds_elsewhere: elsewhere,
         sales: sales.len(),
         server_payments: seen.len(),
         server_refunds: compared,
@@ -316,15 +341,16 @@ pub fn reconcile(
     }
 }
 
-/// Reconciles the refund attempts with the refunds the server has for their payments, by
-/// `referencia`; returns their totals and how many server refunds were compared. A refund the
-/// server has for one of those payments that no refund attempt of this till knows is reported
-/// too: the payment was paid back outside this till.
+/// Reconciles the refund attempts with the refunds the server has for their payments and the
+/// day's payments, by `referencia`; returns their totals, the total paid back elsewhere that
+/// day, and how many server refunds were compared. A refund made that day that no refund attempt
+/// of this till knows (on any day) is reported too: the payment was paid back outside this till.
 fn reconcile_refunds(
     refunds: &[&Attempt],
-    server: &[RemoteRefund],
+    evidence: &Evidence<'_>,
     discrepancies: &mut Vec<Discrepancy>,
-) -> (Totals, usize) {
+) -> (Totals, Total, usize) {
+    let server = evidence.refunds;
     let mut totals = Totals::default();
     let mut by_ref: HashMap<&str, &RemoteRefund> = HashMap::new();
     let mut seen = HashSet::new();
@@ -390,9 +416,25 @@ fn reconcile_refunds(
     }
     let known: HashSet<&str> = refunds.iter().map(|a| a.id.as_ref()).collect();
     let mut reported = HashSet::new();
+    let mut elsewhere = Total::default();
+    let (from, to) = evidence.bounds;
     for r in server.iter().filter(|r| r.status != "recusado") {
-        let unknown = r.referencia.as_deref().is_none_or(|x| !known.contains(x));
-        if unknown && reported.insert(r.id.as_str()) {
+        let unknown = r
+            .referencia
+            .as_deref()
+            .is_none_or(|x| !known.contains(x) && !evidence.other_days.contains(x));
+        // A refund made elsewhere counts on the day it was made (a server that does not say
+        // when: on this one).
+        let that_day = r
+            .criado_em
+            .as_deref()
+            .and_then(epoch_ms)
+            .is_none_or(|at| at >= from && at < to);
+        if unknown && that_day && reported.insert(r.id.as_str()) {
+            if r.status == "aprovado" {
+                elsewhere.count += 1;
+                elsewhere.centavos += r.valor;
+            }
             discrepancies.push(Discrepancy::unknown_on_server(
                 r.referencia.clone(),
                 &r.id,
@@ -405,7 +447,14 @@ fn reconcile_refunds(
             ));
         }
     }
-    (totals, seen.len())
+    (totals, elsewhere, seen.len())
+}
+
+/// Epoch milliseconds of an RFC 3339 instant.
+fn epoch_ms(rfc3339: &str) -> Option<UnixMillis> {
+    let t = time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
+        .ok()?;
+    UnixMillis::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
 impl Discrepancy {
@@ -446,6 +495,10 @@ impl Closing {
         ] {
             out.push_str(&format!("total,{name},,,,{},{},,\n", t.count, t.centavos));
         }
+        out.push_str(&format!(
+            "total,estorno_fora_deste_caixa,,,,{},{},,\n",
+            self.refunds_elsewhere.count, self.refunds_elsewhere.centavos
+        ));
         out.push_str(&format!("total,liquido,,,,,{},,\n", self.net_centavos));
         for d in &self.discrepancies {
             out.push_str(&format!(
@@ -523,6 +576,23 @@ mod tests {
             status: status.into(),
             valor,
             referencia: Some(referencia.into()),
+            criado_em: Some("2026-12-01T15:00:00Z".into()),
+        }
+    }
+
+    /// The day 2026-12-01 in São Paulo (UTC−3), in epoch ms.
+    const DAY: (UnixMillis, UnixMillis) = (1_796_094_000_000, 1_796_180_400_000);
+
+    fn evidence<'a>(
+        payments: &'a [RemotePayment],
+        refunds: &'a [RemoteRefund],
+        other_days: &'a HashSet<String>,
+    ) -> Evidence<'a> {
+        Evidence {
+            payments,
+            refunds,
+            other_days,
+            bounds: DAY,
         }
     }
 
@@ -554,7 +624,14 @@ mod tests {
             paid("p3", "a3", 500, "aprovado"),
             paid("p3", "a3", 500, "aprovado"), // listed twice (range and lookup)
         ];
-        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &attempts, &server, &[]);
+        let none = HashSet::new();
+        let c = reconcile(
+            "2026-12-01",
+            1,
+            Some("caixa-01"),
+            &attempts,
+            &evidence(&server, &[], &none),
+        );
         assert!(c.discrepancies.is_empty(), "{:?}", c.discrepancies);
         assert_eq!(
             c.totals.aprovado,
@@ -599,8 +676,7 @@ mod tests {
             1,
             Some("caixa-01"),
             &attempts,
-            &server,
-            &server_refunds,
+            &evidence(&server, &server_refunds, &HashSet::new()),
         );
         assert_eq!(
             kinds(&c),
@@ -646,8 +722,7 @@ mod tests {
             1,
             Some("caixa-01"),
             &attempts,
-            &server,
-            &server_refunds,
+            &evidence(&server, &server_refunds, &HashSet::new()),
         );
         assert_eq!(
             kinds(&c),
@@ -672,7 +747,15 @@ mod tests {
                 centavos: 4_500
             }
         );
-        assert_eq!(c.net_centavos, 5_500);
+        assert_eq!(
+            c.refunds_elsewhere,
+            Total {
+                count: 1,
+                centavos: 400
+            },
+            "paid back outside this till, and counted"
+        );
+        assert_eq!(c.net_centavos, 5_100);
         assert_eq!((c.sales, c.server_payments, c.server_refunds), (1, 1, 4));
         assert!(
             c.discrepancies[0].detail.contains("estorno"),
@@ -681,14 +764,74 @@ mod tests {
         );
         let csv = c.to_csv();
         assert!(csv.contains("total,estorno_aprovado,,,,3,4500,,"), "{csv}");
-        assert!(csv.contains("total,liquido,,,,,5500,,"), "{csv}");
+        assert!(
+            csv.contains("total,estorno_fora_deste_caixa,,,,1,400,,"),
+            "{csv}"
+        );
+        assert!(csv.contains("total,liquido,,,,,5100,,"), "{csv}");
     }
 
     #[test]
     fn another_tills_payments_are_not_this_tills_business() {
         let mut other = paid("p9", "att_x", 900, "aprovado");
         other.terminal = Some("caixa-02".into());
-        let c = reconcile("2026-12-01", 1, Some("caixa-01"), &[], &[other], &[]);
+        let none = HashSet::new();
+        let c = reconcile(
+            "2026-12-01",
+            1,
+            Some("caixa-01"),
+            &[],
+            &evidence(&[other], &[], &none),
+        );
         assert!(c.discrepancies.is_empty());
+    }
+
+    #[test]
+    fn what_belongs_to_another_day_of_this_till_is_no_stranger_and_the_net_counts_only_the_day() {
+        // Today: one sale, refunded in part here; yesterday this till refunded the same payment
+        // (r0) and sold a sale queued at 23:55 that reached the server after midnight (a0).
+        let sale = attempt("a1", "v1", 1, 10_000, AttemptState::Aprovado);
+        let attempts = [
+            sale.clone(),
+            refund("r1", &sale, 1_000, AttemptState::Aprovado),
+        ];
+        let mut drained = paid("pay_a0", "a0", 700, "aprovado");
+        drained.criado_em = "2026-12-01T03:02:00Z".into(); // 00:02 in São Paulo
+        let server = [paid("pay_a1", "a1", 10_000, "aprovado"), drained];
+        let mut yesterday = refunded("est_r0", "r0", 2_000, "aprovado");
+        yesterday.criado_em = Some("2026-11-30T20:00:00Z".into());
+        let mut elsewhere_before = refunded("est_y", "att_api", 300, "aprovado");
+        elsewhere_before.criado_em = Some("2026-11-30T21:00:00Z".into());
+        let server_refunds = [
+            refunded("est_r1", "r1", 1_000, "aprovado"),
+            yesterday,
+            elsewhere_before,
+            refunded("est_z", "att_api_2", 500, "aprovado"), // today, elsewhere
+        ];
+        let other_days: HashSet<String> = ["r0", "a0"].map(String::from).into();
+        let c = reconcile(
+            "2026-12-01",
+            1,
+            Some("caixa-01"),
+            &attempts,
+            &evidence(&server, &server_refunds, &other_days),
+        );
+        // Only today's refund made elsewhere is reported, and the net counts it.
+        assert_eq!(
+            kinds(&c),
+            [DiscrepancyKind::UnknownOnServer],
+            "{:?}",
+            c.discrepancies
+        );
+        assert!(c.discrepancies[0].detail.contains("feito fora deste caixa"));
+        assert_eq!(c.discrepancies[0].payment_ids, ["est_z"]);
+        assert_eq!(
+            c.refunds_elsewhere,
+            Total {
+                count: 1,
+                centavos: 500
+            }
+        );
+        assert_eq!(c.net_centavos, 10_000 - 1_000 - 500);
     }
 }

@@ -2,10 +2,11 @@
 //! connectivity, and every change is announced as an [`Event`].
 
 use crate::client::{Answer, Cancelled, Health, PaymentClient, Reach};
-use crate::closing::{reconcile, Closing};
+use crate::closing::{reconcile, Closing, Evidence};
 use crate::config::Config;
 use crate::domain::{
-    day_bounds, AttemptId, AttemptState, CardToken, Centavos, RefundReason, SaleId, UnixMillis,
+    day_bounds, AttemptId, AttemptState, CardToken, Centavos, PaymentId, RefundReason, SaleId,
+    UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use crate::outbox::{
@@ -408,18 +409,52 @@ impl Checkout {
                 );
             }
         }
-        // Refunds are listed with their payment: each refunded payment is asked for once.
-        let mut refunded = Vec::new();
-        for a in &attempts {
-            if let Some(p) = a.refund_payment.as_ref().filter(|p| !refunded.contains(*p)) {
-                refunded.push(p.clone());
+        // Refunds are listed with their payment: each payment refunded today by this till, and
+        // each of the day's approved payments (it may have been paid back elsewhere), is asked
+        // for once.
+        let today: HashSet<&str> = attempts.iter().map(|a| a.id.as_ref()).collect();
+        let mut refunded: Vec<PaymentId> = Vec::new();
+        let day_payments = server
+            .iter()
+            .filter(|p| p.status == "aprovado")
+            .filter(|p| p.referencia.as_deref().is_some_and(|r| today.contains(r)))
+            .filter_map(|p| PaymentId::parse(&p.id).ok());
+        for p in attempts
+            .iter()
+            .filter_map(|a| a.refund_payment.clone())
+            .chain(day_payments)
+        {
+            if !refunded.contains(&p) {
+                refunded.push(p);
             }
         }
         let mut server_refunds = Vec::new();
         for p in &refunded {
             server_refunds.extend(self.inner.client.refunds_of(p).await?);
         }
-        let closing = reconcile(&day, now, terminal, &attempts, &server, &server_refunds);
+        // What the server lists that this till made on another day is that day's business.
+        let mut other_days = HashSet::new();
+        let strangers = server
+            .iter()
+            .filter_map(|p| p.referencia.as_deref())
+            .chain(
+                server_refunds
+                    .iter()
+                    .filter_map(|r| r.referencia.as_deref()),
+            )
+            .filter(|r| !today.contains(r));
+        for r in strangers {
+            if !other_days.contains(r) && outbox.get(&AttemptId::from_stored(r)).await?.is_some() {
+                other_days.insert(r.to_string());
+            }
+        }
+        let evidence = Evidence {
+            payments: &server,
+            refunds: &server_refunds,
+            other_days: &other_days,
+            bounds,
+        };
+        let closing = reconcile(&day, now, terminal, &attempts, &evidence);
         let report = serde_json::to_string(&closing).expect("a closing serialises");
         outbox.save_closing(&day, now, report).await?;
         tracing::info!(

@@ -139,3 +139,46 @@ async fn a_second_charge_and_a_stranger_on_the_server_are_found_and_pending_bloc
     api.up().await;
     engine.checkout.shutdown().await;
 }
+
+/// A refund of one of today's payments made outside this till (through the API) is fetched,
+/// listed as made elsewhere, and taken off the net.
+#[tokio::test]
+async fn a_refund_made_elsewhere_of_todays_payment_is_listed_and_taken_off_the_net() {
+    // Arrange: a sale paid here, then part of it refunded by someone else through the API.
+    let api = Api::start().await;
+    let engine = Engine::open(till_config(&api.url())).await;
+    let paid = engine
+        .final_state(&engine.pay("venda-e", 10_000, "tok_aprovado").await)
+        .await;
+    let payment = paid.payment_id.clone().unwrap();
+    let res = reqwest::Client::new()
+        .post(format!("{}/pagamentos/{payment}/estornos", api.url()))
+        .bearer_auth(API_KEY)
+        .header("Idempotency-Key", "estorno-no-balcao-ao-lado")
+        .json(&json!({"valor": 2_500, "referencia": "outro-sistema-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+
+    // Act
+    let closing = engine.checkout.close_day(None, false).await.unwrap();
+
+    // Assert
+    let kinds: Vec<_> = closing.discrepancies.iter().map(|d| d.kind).collect();
+    assert_eq!(kinds, [DiscrepancyKind::UnknownOnServer]);
+    assert!(closing.discrepancies[0]
+        .detail
+        .contains("feito fora deste caixa"));
+    assert_eq!(
+        (
+            closing.refunds_elsewhere.count,
+            closing.refunds_elsewhere.centavos
+        ),
+        (1, 2_500)
+    );
+    assert_eq!(
+        closing.net_centavos, 7_500,
+        "the net counts the refund made elsewhere"
+    );
+}
