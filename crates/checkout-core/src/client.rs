@@ -473,7 +473,14 @@ impl PaymentClient {
             serde_json::from_slice(&body).map_err(|e| unreadable(e.to_string()))?;
         match (answer.resultado.as_str(), answer.pagamento) {
             ("cancelada", None) => Ok(Cancelled::NeverCharged),
-            ("pagamento", Some(payment)) if payment["referencia"] != referencia => {
+            // The key's payment is another request's (the key was used with another body):
+            // this attempt's bytes never charged under it and never will (the server refuses
+            // them 422). A payment without a reference is the key's own charge.
+            ("pagamento", Some(payment))
+                if payment["referencia"]
+                    .as_str()
+                    .is_some_and(|r| r != referencia) =>
+            {
                 Ok(Cancelled::NeverCharged)
             }
             ("pagamento", Some(payment)) => {

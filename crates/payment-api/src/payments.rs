@@ -451,9 +451,10 @@ pub struct Recovered {
 /// over (a new fence, so a worker that is only late can no longer write), then settled by what
 /// the gateway says of its downstream key: charged → its payment is stored the way the request
 /// path stores it ([`complete_charge`]) and the answer becomes replayable (so a look-up by
-/// `referencia` finds every real charge); never charged → the key is released. A cancellation
-/// left halfway is finished (voided). A key that fails is logged and counted, and the pass goes
-/// on to the next.
+/// `referencia` finds every real charge); never charged → the key is released with its request
+/// for the client's retry (and looked at again on the next pass, in case a stalled worker
+/// charges it after all), or, once older than the key retention, cancelled. A cancellation left
+/// halfway is finished. A key that fails is logged and counted, and the pass goes on.
 pub async fn recover_abandoned(
     state: &AppState,
     stale_ms: crate::clock::Millis,
@@ -496,8 +497,29 @@ async fn recover_one(state: &AppState, a: &Abandoned, done: &mut Recovered) -> R
         KeyOperation::Pagamento => {
             let downstream = DownstreamKey::derive(&a.merchant, &a.key);
             let Some(charged) = state.gateway().find_charge(&downstream).await? else {
-                if state.store().forget(&a.merchant, &a.key, fence).await? {
-                    tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: never charged; key released");
+                let retention_ms = i64::try_from(state.key_retention_secs())
+                    .unwrap_or(i64::MAX / 1000)
+                    .saturating_mul(1000);
+                if state.store().now_ms() - a.created_at > retention_ms {
+                    // No client retries a key this old without looking it up first: burn it, so
+                    // that a worker still stalled somewhere can never charge it.
+                    let held = HeldExecution {
+                        merchant: &a.merchant,
+                        key: &a.key,
+                        fence,
+                        fingerprint: &a.fingerprint,
+                        request: a.request.as_deref(),
+                    };
+                    let settled = crate::cancel::settle(state, &held).await?;
+                    tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), ?settled, "recovery: never charged and older than the key retention; key cancelled");
+                    state.metrics().recovered("cancelled");
+                    done.cancelled += 1;
+                } else {
+                    // Kept with its request, lease ended: the client's retry takes it over and
+                    // charges once under the same downstream key; if a worker that was only
+                    // stalled charges it meanwhile, a later pass finds that charge and stores it.
+                    state.store().release(&a.merchant, &a.key, fence).await?;
+                    tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), "recovery: never charged; key released for the client's retry");
                     state.metrics().recovered("released");
                     done.released += 1;
                 }

@@ -6,6 +6,8 @@
 //! where a plan is `sale:valor:card:presses:delay_ms` items joined by `;` (each paid after its
 //! delay from the start).
 //! Prints `stored <attempt>` and `refused <sale> <kind>` per payment, then `drained` or `pending`.
+//! While it waits, a sale whose payment is in review with no charge found is paid once more with
+//! another card, as a cashier would ("Outro cartão"): the engine cancels the old key first.
 
 use checkout_core::{AttemptState, CardToken, Centavos, Checkout, Config, CoreError, SaleId};
 use std::io::Write;
@@ -58,8 +60,31 @@ async fn main() -> std::process::ExitCode {
         }
         out.flush().expect("stdout");
     }
+    drop(out);
     let deadline = tokio::time::Instant::now() + drain;
+    let mut another_card = std::collections::HashSet::new();
     let done = loop {
+        let attempts = checkout.attempts().await.unwrap_or_default();
+        for a in attempts.iter().filter(|a| {
+            !a.is_refund() && a.state == AttemptState::Revisao && a.review_checked_at.is_some()
+        }) {
+            if another_card.insert(a.sale_id.clone()) {
+                let line = match checkout
+                    .pay(
+                        a.sale_id.clone(),
+                        a.valor,
+                        CardToken::parse("tok_aprovado").unwrap(),
+                    )
+                    .await
+                {
+                    Ok(o) => format!("another-card {}", attempt_of(o).id),
+                    Err(e) => format!("refused {} {}", a.sale_id.as_ref(), kind(&e)),
+                };
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{line}").expect("stdout");
+                out.flush().expect("stdout");
+            }
+        }
         let attempts = checkout.attempts().await.unwrap_or_default();
         let settled = attempts.iter().all(|a| match a.state {
             AttemptState::Pendente => false,
@@ -74,6 +99,7 @@ async fn main() -> std::process::ExitCode {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    let mut out = std::io::stdout().lock();
     writeln!(out, "{}", if done { "drained" } else { "pending" }).expect("stdout");
     drop(out);
     checkout.shutdown().await;
@@ -91,6 +117,7 @@ fn kind(e: &CoreError) -> &'static str {
         CoreError::OfflinePaymentTooLarge { .. } => "cap_per_payment",
         CoreError::OfflineQueueFull { .. } => "cap_total",
         CoreError::ReviewUnresolved { .. } => "review_unresolved",
+        CoreError::KeyNotCancelled(_) => "key_not_cancelled",
         _ => "other",
     }
 }

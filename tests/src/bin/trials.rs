@@ -2,9 +2,11 @@
 //!
 //! Each trial draws from its seed: a store (SQLite, or PostgreSQL with 1–3 replicas behind a
 //! round-robin balancer), 1–3 tills (`trial-client` processes, each with its own outbox, some
-//! pressing Pagar twice at once), their sales (approve, decline, slow cards; amounts near the
-//! offline caps), and a schedule of faults: the server's fault profile, the TCP fault proxy
-//! between tills and servers, `SIGKILL` of a till, `SIGKILL` and restart of a server or replica,
+//! pressing Pagar twice at once, and paying a sale in review with another card, which cancels the
+//! old key first), their sales (approve, decline, slow cards — in some trials slower than the
+//! tills' request timeout; amounts near the offline caps), and a schedule of faults: the server's fault profile, the TCP fault proxy
+//! between tills and servers (including a middlebox answering 403 to the next POST),
+//! `SIGKILL` of a till, `SIGKILL` and restart of a server or replica,
 //! PostgreSQL connections terminated, a till restarted with its wall clock jumped (libfaketime:
 //! an hour back or ahead, or past the server's 24 h key retention). Then the faults stop, every till restarts, the queues
 //! drain, and the checker reads the databases themselves:
@@ -102,6 +104,9 @@ struct Plan {
     tills: Vec<String>,      // each till's plan string
     schedule: Vec<(u64, Action)>,
     window_ms: u64,
+    /// How long `tok_lento` takes at the gateway: usually short, sometimes longer than the
+    /// tills' request timeout (1.5 s), so executions are still running when reviews look.
+    slow_gateway_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -137,6 +142,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
     };
     let replicas = postgres.then(|| rng.gen_range(1..=3));
     let window_ms = rng.gen_range(300..=1_200);
+    let slow_gateway_ms = if rng.gen_bool(0.2) { 2_500 } else { 200 };
     let tills = (0..rng.gen_range(1..=3))
         .map(|t| {
             let mut delays: Vec<u64> = (0..rng.gen_range(1..=4))
@@ -173,7 +179,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
         } else {
             rng.gen_range(0..window_ms)
         };
-        let action = match rng.gen_range(0..17) {
+        let action = match rng.gen_range(0..18) {
             0 => Action::ServerFaults(
                 "server: latency",
                 json!({"latency_ms": rng.gen_range(50..400)}),
@@ -210,6 +216,10 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
                 rng.gen_range(0..tills.len()),
                 [-3_600, 3_600, 25 * 3_600][rng.gen_range(0..3)],
             ),
+            16 => Action::Proxy(
+                "proxy: middlebox 403 on the next POST",
+                Fault::RejectNextPost(403),
+            ),
             _ if postgres => Action::PgTerminate,
             _ => Action::Proxy("proxy: pass", Fault::Pass),
         };
@@ -226,6 +236,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
         tills,
         schedule,
         window_ms,
+        slow_gateway_ms,
     }
 }
 
@@ -382,13 +393,16 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
             "300",
             "--reaper-interval-secs",
             "1",
-            "--slow-gateway-ms",
-            "200",
             "--pg-max-connections",
             "4",
         ]
         .map(String::from)
-        .to_vec(),
+        .into_iter()
+        .chain([
+            "--slow-gateway-ms".to_string(),
+            plan.slow_gateway_ms.to_string(),
+        ])
+        .collect(),
         log: Some(log.clone()),
         listen: None,
     };
@@ -584,7 +598,7 @@ async fn server_rows(
             let c = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
             let ledger = c
                 .prepare(
-                    "SELECT downstream_key, cobranca_id FROM gateway_ledger WHERE merchant = ?1",
+                    "SELECT downstream_key, cobranca_id FROM gateway_ledger WHERE merchant = ?1 AND status <> 'anulado'",
                 )
                 .and_then(|mut st| {
                     st.query_map([merchant], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -615,7 +629,7 @@ async fn server_rows(
             let driver = tokio::spawn(conn);
             let ledger = client
                 .query(
-                    "SELECT downstream_key, cobranca_id FROM gateway_ledger WHERE merchant = $1",
+                    "SELECT downstream_key, cobranca_id FROM gateway_ledger WHERE merchant = $1 AND status <> 'anulado'",
                     &[&merchant],
                 )
                 .await

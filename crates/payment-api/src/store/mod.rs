@@ -122,8 +122,10 @@ fn abandoned_from(
     fingerprint: String,
     request: Option<Vec<u8>>,
     operation: Option<String>,
+    created_at: Millis,
 ) -> StoreResult<Abandoned> {
     Ok(Abandoned {
+        created_at,
         operation: operation_of(operation.as_deref(), request.as_deref())?,
         merchant: MerchantId::parse(&merchant)
             .map_err(|e| StoreError::Corrupt(format!("merchant {merchant:?}: {e}")))?,
@@ -377,6 +379,8 @@ pub struct Completion {
 pub struct Abandoned {
     /// What the key executes.
     pub operation: KeyOperation,
+    /// When the key was first claimed (store clock).
+    pub created_at: Millis,
     /// Owner of the key.
     pub merchant: MerchantId,
     /// The key.
@@ -729,7 +733,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Every ledger row, oldest first (charges only: a void is not a charge).
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>>;
     /// The merchant's keys still executing with this `referencia` (`PaymentField::Referencia`)
-    /// or this key (`PaymentField::IdempotencyKey`), oldest first.
+    /// or this key (`PaymentField::IdempotencyKey`), oldest first: held by a worker, or abandoned
+    /// by one and not yet looked at by the recovery worker. A key released (nobody executes it;
+    /// the gateway was asked, or never reached) is not listed: a cancellation settles it.
     async fn keys_in_progress(
         &self,
         merchant: &MerchantId,

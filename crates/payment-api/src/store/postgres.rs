@@ -722,7 +722,7 @@ impl Store for PgStore {
         let c = self.conn().await?;
         let st = c
             .prepare_cached(
-                "SELECT merchant, key, fence, fingerprint, request_body, operation FROM idempotency_keys
+                "SELECT merchant, key, fence, fingerprint, request_body, operation, created_at FROM idempotency_keys
                  WHERE completed_at IS NULL AND locked_until < pagar_now_ms() + $1 - $2
                  ORDER BY locked_until LIMIT $3",
             )
@@ -731,7 +731,17 @@ impl Store for PgStore {
         c.query(&st, &[&self.shift(), &stale_ms, &limit])
             .await?
             .into_iter()
-            .map(|r| abandoned_from(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+            .map(|r| {
+                abandoned_from(
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    r.get(3),
+                    r.get(4),
+                    r.get(5),
+                    r.get(6),
+                )
+            })
             .collect()
     }
 
@@ -1040,7 +1050,7 @@ impl Store for PgStore {
         let st = c
             .prepare_cached(&format!(
                 "SELECT key, created_at FROM idempotency_keys
-                 WHERE merchant = $1 AND {column} = $2 AND completed_at IS NULL
+                 WHERE merchant = $1 AND {column} = $2 AND completed_at IS NULL AND locked_until <> 0
                  ORDER BY created_at, key"
             ))
             .await?;

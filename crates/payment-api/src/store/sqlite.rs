@@ -535,7 +535,7 @@ impl Store for SqliteStore {
         self.db
             .read(move |c| {
                 let mut st = c.prepare_cached(
-                    "SELECT merchant, key, fence, fingerprint, request_body, operation FROM idempotency_keys
+                    "SELECT merchant, key, fence, fingerprint, request_body, operation, created_at FROM idempotency_keys
                      WHERE completed_at IS NULL AND locked_until < ?1 ORDER BY locked_until LIMIT ?2",
                 )?;
                 let rows = st
@@ -547,11 +547,14 @@ impl Store for SqliteStore {
                             r.get::<_, String>(3)?,
                             r.get(4)?,
                             r.get(5)?,
+                            r.get(6)?,
                         ))
                     })?
                     .collect::<Result<Vec<_>, _>>()?;
                 rows.into_iter()
-                    .map(|(m, k, fence, fp, request, op)| abandoned_from(m, k, fence, fp, request, op))
+                    .map(|(m, k, fence, fp, request, op, at)| {
+                        abandoned_from(m, k, fence, fp, request, op, at)
+                    })
                     .collect()
             })
             .await
@@ -819,7 +822,7 @@ impl Store for SqliteStore {
                 let rows = c
                     .prepare_cached(&format!(
                         "SELECT key, created_at FROM idempotency_keys
-                         WHERE merchant = ?1 AND {column} = ?2 AND completed_at IS NULL
+                         WHERE merchant = ?1 AND {column} = ?2 AND completed_at IS NULL AND locked_until <> 0
                          ORDER BY created_at, key"
                     ))?
                     .query_map(params![m, v], |r| {

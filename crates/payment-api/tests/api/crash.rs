@@ -266,3 +266,49 @@ async fn admin_free_get(client: &reqwest::Client, base: &str, path: &str) -> Val
         .await
         .unwrap()
 }
+
+/// A worker stalled at the gateway past its lease and the recovery worker's look: the recovery
+/// finds no charge yet and releases the key (keeping its request); the stalled worker then
+/// charges, cannot write its answer, and the next pass finds that charge and stores its payment —
+/// one charge, one payment, findable by `referencia`, replayed to the client's retry.
+#[apply(stores)]
+async fn a_charge_made_by_a_stalled_worker_after_recovery_released_its_key_is_stored_by_the_next_pass(
+    #[case] backend: Backend,
+) {
+    let app = TestApp::spawn_with(backend, |c| {
+        c.slow_gateway_ms = 2_500;
+        c.lease_ms = 200;
+        c.recovery_after_ms = 100;
+        c.reaper_interval_secs = 1;
+    })
+    .await;
+    let key = new_key();
+    let body = json!({"valor": 4321, "cartao": "tok_lento", "referencia": "venda-parada"});
+    let stalled = {
+        let (client, url, key, body) = (
+            app.client.clone(),
+            app.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move { try_pay(&client, &url, &key, &body).await.unwrap() })
+    };
+
+    // The stalled worker loses its key to the recovery pass and cannot answer with a payment.
+    let late = stalled.await.unwrap();
+    assert_problem(late, StatusCode::CONFLICT, "lease-lost").await;
+    assert_eq!(app.ledger().await.len(), 1, "it did charge");
+
+    // The next pass stores that charge's payment from the request kept with the key.
+    let found = eventually(Duration::from_secs(8), || async {
+        let found: Value = app.get_json("/pagamentos?referencia=venda-parada").await;
+        found["pagamentos"].as_array().is_some_and(|p| p.len() == 1)
+    })
+    .await;
+    assert!(found, "the stalled charge is found by referencia");
+    let retry = app.pay(&key, &body).await;
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(app.ledger().await.len(), 1);
+    assert_eq!(app.db.count("payments").await, 1);
+}

@@ -166,7 +166,7 @@ async fn a_charge_abandoned_by_a_crash_is_stored_by_the_recovery_worker_without_
     assert_eq!(db.count("gateway_ledger").await, 1);
     assert_eq!(db.count("payments").await, 0);
 
-    // A key abandoned before any charge is released instead.
+    // A key abandoned before any charge, older than the key retention, is cancelled instead.
     let uncharged = new_key();
     if let TestDb::Sqlite { path, .. } = &db {
         let c = rusqlite::Connection::open(path).unwrap();
@@ -206,16 +206,34 @@ async fn a_charge_abandoned_by_a_crash_is_stored_by_the_recovery_worker_without_
     assert_eq!(res.status(), StatusCode::CREATED);
     assert_eq!(res.headers()["idempotent-replayed"], "true");
     assert_eq!(res.json::<Value>().await.unwrap()["id"], payments[0]["id"]);
-    assert_eq!(db.count("gateway_ledger").await, 1);
+    assert_eq!(ledger_at(&client, &next.url).await.len(), 1, "one charge");
     assert_eq!(db.count("payments").await, 1);
     if matches!(db, TestDb::Sqlite { .. }) {
-        assert!(
-            eventually(Duration::from_secs(5), || async {
-                db.count("idempotency_keys").await == 1
-            })
-            .await,
-            "the uncharged abandoned key was released"
-        );
+        let cancelled = eventually(Duration::from_secs(5), || async {
+            let res = client
+                .get(format!(
+                    "{}/pagamentos?idempotency_key={uncharged}",
+                    next.url
+                ))
+                .bearer_auth(API_KEY)
+                .send()
+                .await
+                .unwrap();
+            let found: Value = res.json().await.unwrap();
+            found["em_andamento"] == json!([]) && found["pagamentos"] == json!([])
+        })
+        .await;
+        assert!(cancelled, "the uncharged abandoned key was settled");
+        let refused = try_pay(&client, &next.url, &uncharged, &approved(100))
+            .await
+            .unwrap();
+        assert_problem(
+            refused,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency-key-cancelled",
+        )
+        .await;
+        assert_eq!(db.count("payments").await, 1, "nothing charged for it");
     }
 }
 
