@@ -465,3 +465,78 @@ async fn fifty_refund_keys_for_one_payment_across_three_replicas_never_pay_back_
     let ledger = refund_ledger(&client, &replicas[1].url).await;
     assert_eq!((ledger.len(), sum(&ledger, "aprovado")), (10, 1000));
 }
+
+/// 100 keys, each paid on one replica and cancelled on another at the same moment (200 requests
+/// at once over three replicas): every key ends exactly one way — charged once and answered as
+/// its payment, or never charged and burned — and the ledger holds one charge per key that says
+/// it charged.
+#[tokio::test]
+async fn payments_racing_their_cancellations_across_three_replicas_end_exactly_one_way() {
+    let (db, replicas) = three_replicas(&["--slow-gateway-ms", "80"]).await;
+    let client = client();
+    let keys: Vec<String> = (0..100).map(|_| new_key()).collect();
+    let body = json!({"valor": 990, "cartao": "tok_lento"});
+
+    let jobs = keys
+        .iter()
+        .enumerate()
+        .flat_map(|(i, k)| [(i, k.clone(), true), (i, k.clone(), false)]);
+    let answers: Vec<(bool, StatusCode)> = stream::iter(jobs)
+        .map(|(i, key, pay)| {
+            let (client, body) = (client.clone(), body.clone());
+            let url = replicas[(i + usize::from(pay)) % 3].url.clone();
+            async move {
+                let res = if pay {
+                    try_pay(&client, &url, &key, &body).await.unwrap()
+                } else {
+                    cancel_at(&client, &url, &key).await
+                };
+                (pay, res.status())
+            }
+        })
+        .buffer_unordered(200)
+        .collect()
+        .await;
+    for (pay, status) in &answers {
+        let allowed: &[StatusCode] = if *pay {
+            &[
+                StatusCode::CREATED,
+                StatusCode::CONFLICT,
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ]
+        } else {
+            &[StatusCode::OK, StatusCode::CONFLICT]
+        };
+        assert!(allowed.contains(status), "pay={pay}: {status}");
+    }
+
+    let mut charged = 0;
+    let mut burned = 0;
+    for (i, key) in keys.iter().enumerate() {
+        let url = &replicas[i % 3].url;
+        let mut outcome = Value::Null;
+        for _ in 0..100 {
+            let res = cancel_at(&client, url, key).await;
+            if res.status() == StatusCode::OK {
+                outcome = res.json().await.unwrap();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        match outcome["resultado"].as_str() {
+            Some("pagamento") => charged += 1,
+            Some("cancelada") => {
+                burned += 1;
+                let refused = try_pay(&client, url, key, &body).await.unwrap();
+                assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+            }
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+    println!(
+        "100 keys paid and cancelled at once on 3 replicas: {charged} charged, {burned} burned"
+    );
+    assert_eq!(charged + burned, 100);
+    assert_eq!(ledger_at(&client, &replicas[0].url).await.len(), charged);
+    assert_eq!(db.count("payments").await, charged as i64);
+}
