@@ -55,8 +55,8 @@ pub struct Prepared {
     pub(crate) key: IdempotencyKey,
     pub(crate) fingerprint: Fingerprint,
     pub(crate) op: Operation,
-    /// The request as JSON bytes, kept with the claim for the recovery worker: a payment's body,
-    /// or `{"estorno": {"pagamento": id, "corpo": body}}` for a refund.
+    /// The request body as JSON bytes, kept with the claim for the recovery worker (the key row's
+    /// `operation` says what it is).
     body: Vec<u8>,
     /// The digest of the bytes as received, when the HTTP layer had them.
     pub(crate) digest: Option<BodyDigest>,
@@ -109,7 +109,6 @@ impl Prepared {
         };
         let fingerprint =
             Fingerprint::of("POST", &format!("/pagamentos/{payment}/estornos"), &body);
-        let kept = serde_json::json!({"estorno": {"pagamento": payment, "corpo": body}});
         Ok(Self {
             merchant,
             key,
@@ -118,7 +117,7 @@ impl Prepared {
                 payment: payment_id,
                 request,
             },
-            body: serde_json::to_vec(&kept).expect("a JSON value serialises"),
+            body: serde_json::to_vec(&body).expect("a JSON value serialises"),
             digest: None,
         })
     }

@@ -186,13 +186,6 @@ fn response_for(refund: &Refund) -> StoredResponse {
     }
 }
 
-/// Whether a key row claimed before operations were recorded kept a refund's request (the
-/// `{"estorno": …}` envelope such rows were kept in).
-pub(crate) fn is_legacy_refund(kept: Option<&[u8]>) -> bool {
-    kept.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
-        .is_some_and(|v| v.get("estorno").is_some())
-}
-
 /// The recovery worker's part for an abandoned refund key it has taken over under `fence`. A
 /// refund is rolled forward, never back: its amount is held, so the worker asks the gateway for it
 /// under the key's downstream key (which returns the refund if the dead worker got that far, and

@@ -60,17 +60,13 @@ fn completed_response(
     }
 }
 
-/// The operation a key row records; rows claimed before operations were recorded are told apart
-/// by the envelope their refund requests were kept in.
-fn operation_of(stored: Option<&str>, request: Option<&[u8]>) -> StoreResult<KeyOperation> {
-    match stored {
-        Some(op) => KeyOperation::parse(op).map_err(|e| corrupt("operation", e)),
-        None => Ok(if crate::refunds::is_legacy_refund(request) {
-            KeyOperation::Estorno
-        } else {
-            KeyOperation::Pagamento
-        }),
-    }
+/// The operation a key row records (every row has one since migration V5; a row without one
+/// could only come from an older replica still running, which claims charges and refunds alike,
+/// and is read as a charge).
+fn operation_of(stored: Option<&str>) -> StoreResult<KeyOperation> {
+    stored.map_or(Ok(KeyOperation::Pagamento), |op| {
+        KeyOperation::parse(op).map_err(|e| corrupt("operation", e))
+    })
 }
 
 /// The columns of an `idempotency_keys` row that the claim and the cancellation decide from, in
@@ -97,7 +93,7 @@ impl HeldColumns {
     fn parse(self) -> StoreResult<claim::HeldKey> {
         let cancelled = self.cancelled_at.is_some();
         Ok(claim::HeldKey {
-            operation: operation_of(self.operation.as_deref(), self.request.as_deref())?,
+            operation: operation_of(self.operation.as_deref())?,
             fingerprint: Fingerprint::from_stored(self.fingerprint),
             locked_until: self.locked_until,
             fence: self.fence,
@@ -126,7 +122,7 @@ fn abandoned_from(
 ) -> StoreResult<Abandoned> {
     Ok(Abandoned {
         created_at,
-        operation: operation_of(operation.as_deref(), request.as_deref())?,
+        operation: operation_of(operation.as_deref())?,
         merchant: MerchantId::parse(&merchant)
             .map_err(|e| StoreError::Corrupt(format!("merchant {merchant:?}: {e}")))?,
         key: IdempotencyKey::parse(key.as_bytes())

@@ -955,6 +955,38 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn keys_claimed_before_operations_were_recorded_get_theirs_from_the_migration() {
+        let mut c = rusqlite::Connection::open_in_memory().unwrap();
+        migrations().to_version(&mut c, 4).unwrap();
+        for (key, body) in [
+            ("k-pagamento", r#"{"valor":100,"cartao":"tok_aprovado"}"#),
+            ("k-estorno", r#"{"estorno":{"pagamento":"pay_1","corpo":{"valor":1}}}"#),
+        ] {
+            c.execute(
+                "INSERT INTO idempotency_keys (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, request_body)
+                 VALUES ('loja', ?1, 'fp', 0, 0, 1, 'started', ?2)",
+                params![key, body.as_bytes()],
+            )
+            .unwrap();
+        }
+        migrations().to_latest(&mut c).unwrap();
+        let ops: Vec<(String, String)> = c
+            .prepare("SELECT key, operation FROM idempotency_keys ORDER BY key")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            ops,
+            [
+                ("k-estorno".to_string(), "estorno".to_string()),
+                ("k-pagamento".to_string(), "pagamento".to_string())
+            ]
+        );
+    }
+
     use super::*;
     use crate::clock::ManualClock;
     use std::time::Duration;
