@@ -449,6 +449,7 @@ impl PaymentClient {
         &self,
         key: &crate::domain::IdempotencyKey,
         referencia: &str,
+        valor: crate::domain::Centavos,
     ) -> Result<Cancelled, Answer> {
         let res = self
             .http
@@ -475,12 +476,9 @@ impl PaymentClient {
             ("cancelada", None) => Ok(Cancelled::NeverCharged),
             // The key's payment is another request's (the key was used with another body):
             // this attempt's bytes never charged under it and never will (the server refuses
-            // them 422). A payment without a reference is the key's own charge.
-            ("pagamento", Some(payment))
-                if payment["referencia"]
-                    .as_str()
-                    .is_some_and(|r| r != referencia) =>
-            {
+            // them 422). A payment without a reference (rebuilt from the gateway's record) is
+            // this attempt's when its amount is.
+            ("pagamento", Some(payment)) if !is_ours(&payment, referencia, valor) => {
                 Ok(Cancelled::NeverCharged)
             }
             ("pagamento", Some(payment)) => {
@@ -564,6 +562,14 @@ impl PaymentClient {
                 .and_then(|v| v.key_retention_secs)
                 .map(Duration::from_secs),
         }
+    }
+}
+
+/// Whether a payment the server answered for a key is the one this attempt asked for.
+fn is_ours(payment: &serde_json::Value, referencia: &str, valor: crate::domain::Centavos) -> bool {
+    match payment["referencia"].as_str() {
+        Some(r) => r == referencia,
+        None => payment["valor"].as_i64() == Some(valor.get()),
     }
 }
 

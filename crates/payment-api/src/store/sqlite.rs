@@ -961,7 +961,10 @@ mod tests {
         migrations().to_version(&mut c, 4).unwrap();
         for (key, body) in [
             ("k-pagamento", r#"{"valor":100,"cartao":"tok_aprovado"}"#),
-            ("k-estorno", r#"{"estorno":{"pagamento":"pay_1","corpo":{"valor":1}}}"#),
+            (
+                "k-estorno",
+                r#"{"estorno":{"pagamento":"pay_1","corpo":{"valor":1}}}"#,
+            ),
         ] {
             c.execute(
                 "INSERT INTO idempotency_keys (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, request_body)

@@ -1,7 +1,17 @@
 //! The checkout engine: `pay` writes ahead, the dispatcher sends and retries, the prober watches
-//! connectivity, and every change is announced as an [`Event`].
+//! connectivity, the review checker settles attempts in doubt, and every change is announced as
+//! an [`Event`]. This file is the facade ([`Checkout`]) and the state the loops share; each loop
+//! has a file of its own: [`dispatch`] (sending and retrying), [`probe`] (connectivity),
+//! [`reviews`] (looking up and cancelling attempts in `revisao`).
 
-use crate::client::{Answer, Cancelled, Health, PaymentClient, Reach};
+mod dispatch;
+mod probe;
+mod reviews;
+
+pub use dispatch::retry_delay;
+use reviews::ReviewCheck;
+
+use crate::client::{PaymentClient, Reach};
 use crate::closing::{reconcile, Closing, Evidence};
 use crate::config::Config;
 use crate::domain::{
@@ -9,10 +19,7 @@ use crate::domain::{
     UnixMillis,
 };
 use crate::error::{CoreError, Result};
-use crate::outbox::{
-    Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance, SendJob, TryResult,
-};
-use rand::Rng;
+use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::Path;
@@ -21,7 +28,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, watch, Notify};
 use tokio::task::JoinHandle;
-use tracing::Instrument;
 
 /// Whether the payment API can be reached, as the engine last saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -109,18 +115,6 @@ pub struct Till {
     pub unfinished: Vec<Attempt>,
 }
 
-/// What a lookup by `referencia` said of an attempt in `revisao`.
-enum ReviewCheck {
-    /// The server has a payment for it: the attempt now carries that result.
-    Settled(Box<Attempt>),
-    /// The server has none (recorded), and nothing of it in progress.
-    NoPayment,
-    /// The server cancelled its key: it never charged (recorded as `recusado`).
-    Cancelled,
-    /// The server could not be asked or did not say.
-    Unknown(String),
-}
-
 /// The engine. Cheap to clone; call [`Checkout::shutdown`] to stop it and release the outbox.
 #[derive(Debug, Clone)]
 pub struct Checkout {
@@ -157,23 +151,6 @@ fn now_ms() -> UnixMillis {
         .unwrap_or(0)
 }
 
-/// Full-jitter exponential backoff: a uniform delay below `base · 2^(tries-1)`, capped; never
-/// shorter than what the server asked for with `Retry-After` (itself capped at an hour).
-pub fn retry_delay(
-    tries: u32,
-    base: Duration,
-    cap: Duration,
-    retry_after: Option<Duration>,
-) -> Duration {
-    let exp = tries.saturating_sub(1).min(30);
-    let ceiling = base.saturating_mul(1u32 << exp).min(cap);
-    let jitter = rand::thread_rng().gen_range(0..=ceiling.as_millis() as u64);
-    let asked = retry_after
-        .unwrap_or_default()
-        .min(Duration::from_secs(3600));
-    Duration::from_millis(jitter).max(asked)
-}
-
 impl Checkout {
     /// Opens the outbox at `db` (only one process may) and starts the engine. Every attempt still
     /// `pendente` is replayed at once with its stored key.
@@ -205,9 +182,12 @@ impl Checkout {
         });
         // Subscribe before spawning: a shutdown that comes before a task first runs must still reach it.
         let tasks = vec![
-            tokio::spawn(dispatch(inner.clone(), inner.stop.subscribe())),
-            tokio::spawn(probe(inner.clone(), inner.stop.subscribe())),
-            tokio::spawn(check_reviews(inner.clone(), inner.stop.subscribe())),
+            tokio::spawn(dispatch::dispatch(inner.clone(), inner.stop.subscribe())),
+            tokio::spawn(probe::probe(inner.clone(), inner.stop.subscribe())),
+            tokio::spawn(reviews::check_reviews(
+                inner.clone(),
+                inner.stop.subscribe(),
+            )),
         ];
         inner.tasks.lock().expect("tasks lock").extend(tasks);
         Ok(Self { inner })
@@ -577,99 +557,6 @@ impl Inner {
         }
     }
 
-    /// Probes `/health` once and records what it says.
-    async fn probe_once(&self) {
-        let Health {
-            reach,
-            problem,
-            key_retention,
-        } = self.client.health().await;
-        if let Some(r) = key_retention {
-            self.advertised_retention
-                .store(r.as_secs().max(1), Ordering::SeqCst);
-        }
-        self.observe(Connectivity::of(reach), problem).await;
-    }
-
-    /// Asks the server whether it has a payment for an attempt in `revisao` and records the
-    /// answer: a payment found settles the attempt, none found marks it checked.
-    async fn resolve_review(&self, attempt: &Attempt) -> ReviewCheck {
-        let recorded = match self
-            .client
-            .find(&attempt.target(), attempt.id.as_ref())
-            .await
-        {
-            Ok(Some(Answer::Final(found))) => {
-                tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "attempt in review did reach the server: settled from its payment");
-                self.outbox
-                    .settle_review(&attempt.id, found, now_ms())
-                    .await
-                    .map(|(a, q)| (ReviewCheck::Settled(Box::new(a.clone())), a, q))
-            }
-            // Checked before: nothing to record again.
-            Ok(None) if attempt.review_checked_at.is_some() => return ReviewCheck::NoPayment,
-            Ok(None) => self
-                .outbox
-                .mark_review_checked(&attempt.id, now_ms())
-                .await
-                .map(|(a, q)| (ReviewCheck::NoPayment, a, q)),
-            Ok(Some(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }))
-            | Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
-                return ReviewCheck::Unknown(error)
-            }
-            Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
-        };
-        match recorded {
-            Ok((check, a, q)) => {
-                self.announce(a, q);
-                check
-            }
-            Err(e) => ReviewCheck::Unknown(e.to_string()),
-        }
-    }
-
-    /// Settles a payment attempt in `revisao` for good before its sale is paid another way or
-    /// given up: looked up first (a payment found settles it), then, with no payment and nothing
-    /// in progress on the server, its key is cancelled there, so the old key can never charge
-    /// once a new one exists. A refund in review is only looked up.
-    async fn settle_doubt(&self, attempt: &Attempt) -> ReviewCheck {
-        match self.resolve_review(attempt).await {
-            ReviewCheck::NoPayment if !attempt.is_refund() => {}
-            other => return other,
-        }
-        let recorded = match self
-            .client
-            .cancel(&attempt.idempotency_key, attempt.id.as_ref())
-            .await
-        {
-            Ok(Cancelled::NeverCharged) => {
-                tracing::info!(attempt = %attempt.id, "key cancelled on the server: it never charged");
-                self.outbox
-                    .record_key_cancelled(&attempt.id, now_ms())
-                    .await
-                    .map(|(a, q)| (ReviewCheck::Cancelled, a, q))
-            }
-            Ok(Cancelled::Charged(found)) => {
-                tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "cancelling the key found its payment: settled from it");
-                self.outbox
-                    .settle_review(&attempt.id, found, now_ms())
-                    .await
-                    .map(|(a, q)| (ReviewCheck::Settled(Box::new(a.clone())), a, q))
-            }
-            Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
-                return ReviewCheck::Unknown(format!("cancelamento da chave: {error}"))
-            }
-            Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
-        };
-        match recorded {
-            Ok((check, a, q)) => {
-                self.announce(a, q);
-                check
-            }
-            Err(e) => ReviewCheck::Unknown(e.to_string()),
-        }
-    }
-
     /// Records a connectivity observation and why the server could not be used; on a change,
     /// tells the app, and going down starts the prober while coming back makes the whole queue
     /// due.
@@ -711,258 +598,5 @@ impl Inner {
             }
             _ => {}
         }
-    }
-}
-
-/// Probes `/health` once at start (so the till knows within a probe timeout whether it is online
-/// and learns the server's key retention), then, whenever the engine goes offline, probes until
-/// the server answers.
-async fn probe(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
-    tokio::select! {
-        _ = inner.probe_once() => {}
-        _ = stop.changed() => return,
-    }
-    inner.probed.send_replace(true);
-    while !inner.stopped() {
-        if inner.connectivity().is_down() {
-            inner.went_offline.notify_one(); // went down before this loop waited
-        }
-        tokio::select! {
-            _ = inner.went_offline.notified() => {}
-            _ = stop.changed() => return,
-        }
-        while inner.connectivity().is_down() {
-            tokio::select! {
-                _ = tokio::time::sleep(inner.config.probe_interval) => {}
-                _ = stop.changed() => return,
-            }
-            tokio::select! {
-                _ = inner.probe_once() => {}
-                _ = stop.changed() => return,
-            }
-        }
-    }
-}
-
-/// How often attempts in `revisao` that could not be checked are looked up again.
-const REVIEW_RECHECK: Duration = Duration::from_secs(5);
-
-/// Checks attempts in `revisao` against the server by `referencia`, every one of them, at start,
-/// whenever one is added, the server comes back, and every [`REVIEW_RECHECK`], until a payment
-/// found or a cancelled key settles it: "no payment" is true only until something charges, so a
-/// review is never checked once and forgotten.
-async fn check_reviews(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
-    loop {
-        if !inner.connectivity().is_down() {
-            match inner.outbox.reviews(false).await {
-                Ok(reviews) => {
-                    for review in reviews {
-                        if inner.stopped() {
-                            return;
-                        }
-                        if let ReviewCheck::Unknown(why) = inner.resolve_review(&review).await {
-                            tracing::info!(attempt = %review.id, %why, "review not checked yet");
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "could not read the reviews"),
-            }
-        }
-        tokio::select! {
-            _ = inner.reviews_due.notified() => {}
-            _ = tokio::time::sleep(REVIEW_RECHECK) => {}
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-/// Sends due attempts, oldest first, at most `max_in_flight` at once and one per key, and sleeps
-/// until the next is due or something changes. The tries it starts are its own: when it stops, it
-/// ends them (an unfinished try leaves its attempt `pendente`, replayed with the same key on the
-/// next start), so that after [`Checkout::shutdown`] nothing holds the outbox any more.
-async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
-    let max = inner.config.max_in_flight.max(1);
-    let mut probed = inner.probed.subscribe();
-    tokio::select! {
-        _ = probed.wait_for(|p| *p) => {}
-        _ = stop.changed() => return,
-    }
-    let mut tries = tokio::task::JoinSet::new();
-    loop {
-        if inner.stopped() {
-            break;
-        }
-        while tries.try_join_next().is_some() {}
-        let busy = inner.in_flight.lock().expect("in-flight lock").len();
-        if !inner.connectivity().is_down() && max.saturating_sub(busy) >= refill_at(max) {
-            match inner.outbox.due(now_ms(), max + busy).await {
-                Ok(jobs) => {
-                    let mut in_flight = inner.in_flight.lock().expect("in-flight lock");
-                    for job in jobs {
-                        if in_flight.len() >= max {
-                            break;
-                        }
-                        if in_flight.insert(job.id.clone()) {
-                            let span = tracing::info_span!("attempt", attempt = %job.id, key = %job.key, tries = job.tries);
-                            tries.spawn(run_try(inner.clone(), job).instrument(span));
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "could not read the outbox"),
-            }
-        }
-        let sleep = next_wake(&inner).await;
-        tokio::select! {
-            _ = inner.wake.notified() => {}
-            _ = tokio::time::sleep(sleep) => {}
-            _ = stop.changed() => break,
-        }
-    }
-    tries.shutdown().await;
-}
-
-/// How many slots must be free before the dispatcher reads the outbox again. Each read returns
-/// the attempts in flight too (they are still due in the file), so refilling one slot at a time
-/// would read about `2 × max` rows per try during a drain; refilling a quarter at a time reads
-/// a quarter as often and still keeps three quarters of the slots busy. A lone attempt (the
-/// cashier's) always finds every slot free.
-fn refill_at(max: usize) -> usize {
-    (max / 4).max(1)
-}
-
-async fn next_wake(inner: &Inner) -> Duration {
-    const IDLE: Duration = Duration::from_secs(60);
-    if inner.connectivity().is_down() {
-        return IDLE; // the prober wakes the dispatcher when the server is back
-    }
-    let busy = inner.in_flight.lock().expect("in-flight lock").len();
-    let max = inner.config.max_in_flight.max(1);
-    if max.saturating_sub(busy) < refill_at(max) {
-        // Too few slots free to read for: each try wakes the dispatcher when it ends. Reading
-        // the outbox now would mostly find due work it cannot send.
-        return IDLE;
-    }
-    let Ok(upcoming) = inner.outbox.upcoming(busy + 1).await else {
-        return Duration::from_secs(1);
-    };
-    let in_flight = inner.in_flight.lock().expect("in-flight lock");
-    upcoming
-        .into_iter()
-        .find(|(id, _)| !in_flight.contains(id))
-        .map(|(_, at)| Duration::from_millis((at - now_ms()).max(0) as u64).min(IDLE))
-        .unwrap_or(IDLE)
-}
-
-async fn run_try(inner: Arc<Inner>, job: SendJob) {
-    let lookup_after = inner.config.lookup_after(inner.advertised_retention());
-    let lookup_first = now_ms() - job.created_at > lookup_after.as_millis() as UnixMillis;
-    let answer = if lookup_first {
-        match inner.client.find(&job.target, job.id.as_ref()).await {
-            Ok(Some(found)) => {
-                tracing::info!(
-                    "older than the server's key retention: found by referencia, not sent again"
-                );
-                found
-            }
-            Ok(None) => {
-                tracing::info!("older than the server's key retention and unknown to it: sending");
-                inner.client.send(&job).await
-            }
-            Err(retry) => retry,
-        }
-    } else {
-        inner.client.send(&job).await
-    };
-    let (reach, problem) = match &answer {
-        Answer::Retry { reach, error, .. } => (*reach, Some(error.clone())),
-        _ => (Reach::Answered, None),
-    };
-    inner.observe(Connectivity::of(reach), problem).await;
-    let tries = job.tries + 1;
-    let result = match answer {
-        Answer::Final(answer) => TryResult::Final(answer),
-        Answer::Retry {
-            retry_after, error, ..
-        } => {
-            let delay = retry_delay(
-                tries,
-                inner.config.backoff_base,
-                inner.config.backoff_cap,
-                retry_after,
-            );
-            tracing::info!(%error, delay_ms = delay.as_millis() as u64, "try failed; will retry with the same key");
-            TryResult::Retry {
-                next_try_at: now_ms() + delay.as_millis() as UnixMillis,
-                error,
-            }
-        }
-        Answer::Review {
-            reason,
-            status,
-            body,
-        } => {
-            // An earlier try may have charged and lost its answer: before anything says
-            // "review", ask the server whether it has a payment for this attempt.
-            tracing::warn!(%reason, "server refused the attempt; looking it up by referencia");
-            match inner.client.find(&job.target, job.id.as_ref()).await {
-                Ok(Some(Answer::Final(found))) => {
-                    tracing::warn!(payment = ?found.payment_id, "refused now, but an earlier try was charged: settled from the server's payment");
-                    TryResult::Final(found)
-                }
-                Ok(None) => TryResult::Review {
-                    reason,
-                    status: Some(status),
-                    body: Some(body),
-                    checked: true,
-                },
-                _ => {
-                    inner.reviews_due.notify_one();
-                    TryResult::Review {
-                        reason,
-                        status: Some(status),
-                        body: Some(body),
-                        checked: false,
-                    }
-                }
-            }
-        }
-    };
-    match inner.outbox.record(&job.id, result, now_ms()).await {
-        Ok((attempt, queue)) => {
-            if attempt.state != AttemptState::Pendente {
-                tracing::info!(state = attempt.state.as_str(), payment = ?attempt.payment_id, "attempt final");
-            }
-            inner.announce(attempt, queue);
-        }
-        Err(e) => {
-            // The try's outcome is not stored; the attempt stays due and is tried again with the
-            // same key, which the server answers idempotently. Pause so a failing disk is not hammered.
-            tracing::error!(error = %e, "could not record the try");
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-    inner
-        .in_flight
-        .lock()
-        .expect("in-flight lock")
-        .remove(&job.id);
-    inner.wake.notify_one();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_stays_under_its_ceiling_and_honours_retry_after() {
-        let base = Duration::from_millis(100);
-        let cap = Duration::from_secs(2);
-        for tries in 1..20 {
-            let d = retry_delay(tries, base, cap, None);
-            let ceiling = (base * 2u32.pow(tries.min(20) - 1)).min(cap);
-            assert!(d <= ceiling, "try {tries}: {d:?} > {ceiling:?}");
-        }
-        let asked = Duration::from_secs(5);
-        assert!(retry_delay(1, base, cap, Some(asked)) >= asked);
     }
 }
