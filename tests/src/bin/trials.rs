@@ -39,6 +39,13 @@ static RUN_ID: std::sync::LazyLock<u128> = std::sync::LazyLock::new(|| {
         .map_or(0, |d| d.as_millis())
 });
 
+/// This run's PostgreSQL database, made at start and dropped at the end: a run migrates its own
+/// schema, whatever an earlier run (of an earlier build) left, and runs at the same time (the
+/// smoke test and `make trials`) never share one.
+fn pg_database() -> String {
+    format!("pagar_trials_{}", *RUN_ID)
+}
+
 const INVARIANTS: [&str; 6] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
@@ -380,7 +387,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
     let log = dir.path().join("servers.log");
     let database = match plan.replicas {
         None => ApiDatabase::Sqlite(dir.path().join("api.db")),
-        Some(_) => ApiDatabase::Postgres(format!("{pg_url}/pagar_trials")),
+        Some(_) => ApiDatabase::Postgres(format!("{pg_url}/{}", pg_database())),
     };
     let options = ApiOptions {
         database: database.clone(),
@@ -481,7 +488,13 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
             Action::PgTerminate => {
                 let _ = Command::new("psql")
                     .arg(format!("{pg_url}/postgres"))
-                    .args(["-qtAc", "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'pagar_trials' AND application_name = 'payment-api'"])
+                    .args([
+                        "-qtAc",
+                        &format!(
+                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '{}' AND application_name = 'payment-api'",
+                            pg_database()
+                        ),
+                    ])
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .status();
@@ -837,7 +850,7 @@ fn main() -> std::process::ExitCode {
         if needs_pg {
             let _ = Command::new("psql")
                 .arg(format!("{}/postgres", args.pg_url))
-                .args(["-qtAc", "CREATE DATABASE pagar_trials"])
+                .args(["-qtAc", &format!("CREATE DATABASE {}", pg_database())])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status();
@@ -877,6 +890,17 @@ fn main() -> std::process::ExitCode {
         let mut results = Vec::new();
         for h in handles {
             results.push(h.await.expect("a trial task"));
+        }
+        if needs_pg {
+            let _ = Command::new("psql")
+                .arg(format!("{}/postgres", args.pg_url))
+                .args([
+                    "-qtAc",
+                    &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", pg_database()),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
         }
         report(&results, started.elapsed(), args.verbose)
     })
