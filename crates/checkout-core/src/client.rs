@@ -48,13 +48,55 @@ pub enum Reach {
     Untrusted,
 }
 
+/// A payment's or a refund's status as the server reports it in listings and look-ups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoteStatus {
+    /// A refund still being executed.
+    Pendente,
+    /// Charged, or paid back.
+    Aprovado,
+    /// Declined.
+    Recusado,
+    /// A status this till does not know (a newer server): never taken as approved or declined.
+    #[serde(other)]
+    Desconhecido,
+}
+
+impl RemoteStatus {
+    /// The wire form (`desconhecido` for one this till does not know).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemoteStatus::Pendente => "pendente",
+            RemoteStatus::Aprovado => "aprovado",
+            RemoteStatus::Recusado => "recusado",
+            RemoteStatus::Desconhecido => "desconhecido",
+        }
+    }
+
+    /// Whether the till's final state says the same.
+    pub fn agrees_with(self, state: AttemptState) -> bool {
+        matches!(
+            (self, state),
+            (RemoteStatus::Aprovado, AttemptState::Aprovado)
+                | (RemoteStatus::Recusado, AttemptState::Recusado)
+        )
+    }
+}
+
+impl std::fmt::Display for RemoteStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A payment as a listing returns it: what a closing compares.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 pub struct RemotePayment {
     /// `pay_…`
     pub id: String,
     /// `aprovado` or `recusado`.
-    pub status: String,
+    pub status: RemoteStatus,
     /// Amount in centavos.
     pub valor: i64,
     /// The attempt id the till sent.
@@ -132,7 +174,7 @@ pub struct RemoteRefund {
     /// `est_…`
     pub id: String,
     /// `pendente`, `aprovado` or `recusado`.
-    pub status: String,
+    pub status: RemoteStatus,
     /// Amount in centavos.
     pub valor: i64,
     /// The attempt id the till sent.
@@ -743,6 +785,20 @@ fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_status_this_till_does_not_know_is_never_approved_or_declined() {
+        let p: RemotePayment = serde_json::from_str(
+            r#"{"id":"pay_1","status":"aguardando","valor":100,"criado_em":"2026-12-01T12:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(p.status, RemoteStatus::Desconhecido);
+        for state in AttemptState::ALL {
+            assert!(!p.status.agrees_with(state), "{state:?}");
+        }
+        assert!(RemoteStatus::Aprovado.agrees_with(AttemptState::Aprovado));
+        assert!(!RemoteStatus::Aprovado.agrees_with(AttemptState::Recusado));
+    }
 
     #[test]
     fn retryable_statuses_keep_the_attempt_pending_and_others_need_review() {

@@ -6,7 +6,7 @@
 //! [`reconcile`] is pure: the attempts as the outbox has them and the payments and refunds as
 //! the server listed them in, the totals and every discrepancy out.
 
-use crate::client::{RemotePayment, RemoteRefund};
+use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
 use crate::domain::{format_brl, sale_number, AttemptState, UnixMillis};
 use crate::outbox::Attempt;
 use serde::Serialize;
@@ -203,7 +203,7 @@ pub fn reconcile(
         let approved: Vec<&RemotePayment> = found
             .iter()
             .copied()
-            .filter(|p| p.status == "aprovado")
+            .filter(|p| p.status == RemoteStatus::Aprovado)
             .collect();
         for p in &approved {
             approved_by_sale
@@ -247,7 +247,7 @@ pub fn reconcile(
             }
             AttemptState::Aprovado | AttemptState::Recusado => {
                 let local = a.state.as_str();
-                if let Some(p) = found.iter().find(|p| p.status != local) {
+                if let Some(p) = found.iter().find(|p| !p.status.agrees_with(a.state)) {
                     discrepancies.push(base(
                         DiscrepancyKind::StateMismatch,
                         &[p],
@@ -383,7 +383,9 @@ fn reconcile_refunds(
                     a.payment_id.as_deref().unwrap_or("sem id")
                 ),
             )),
-            (AttemptState::Pendente | AttemptState::Revisao, Some(r)) if r.status == "aprovado" => {
+            (AttemptState::Pendente | AttemptState::Revisao, Some(r))
+                if r.status == RemoteStatus::Aprovado =>
+            {
                 discrepancies.push(base(
                     DiscrepancyKind::RefundedNotFinalLocally,
                     format!(
@@ -394,7 +396,7 @@ fn reconcile_refunds(
                 ))
             }
             (AttemptState::Aprovado | AttemptState::Recusado, Some(r))
-                if r.status != a.state.as_str() =>
+                if !r.status.agrees_with(a.state) =>
             {
                 discrepancies.push(base(
                     DiscrepancyKind::StateMismatch,
@@ -418,7 +420,7 @@ fn reconcile_refunds(
     let mut reported = HashSet::new();
     let mut elsewhere = Total::default();
     let (from, to) = evidence.bounds;
-    for r in server.iter().filter(|r| r.status != "recusado") {
+    for r in server.iter().filter(|r| r.status != RemoteStatus::Recusado) {
         let unknown = r
             .referencia
             .as_deref()
@@ -431,7 +433,7 @@ fn reconcile_refunds(
             .and_then(epoch_ms)
             .is_none_or(|at| at >= from && at < to);
         if unknown && that_day && reported.insert(r.id.as_str()) {
-            if r.status == "aprovado" {
+            if r.status == RemoteStatus::Aprovado {
                 elsewhere.count += 1;
                 elsewhere.centavos += r.valor;
             }
@@ -573,7 +575,7 @@ mod tests {
     fn refunded(id: &str, referencia: &str, valor: i64, status: &str) -> RemoteRefund {
         RemoteRefund {
             id: id.into(),
-            status: status.into(),
+            status: serde_json::from_value(status.into()).unwrap(),
             valor,
             referencia: Some(referencia.into()),
             criado_em: Some("2026-12-01T15:00:00Z".into()),
@@ -599,7 +601,7 @@ mod tests {
     fn paid(id: &str, referencia: &str, valor: i64, status: &str) -> RemotePayment {
         RemotePayment {
             id: id.into(),
-            status: status.into(),
+            status: serde_json::from_value(status.into()).unwrap(),
             valor,
             referencia: Some(referencia.into()),
             terminal: Some("caixa-01".into()),

@@ -11,7 +11,7 @@ mod reviews;
 pub use dispatch::retry_delay;
 use reviews::ReviewCheck;
 
-use crate::client::{PaymentClient, Reach};
+use crate::client::{PaymentClient, Reach, RemoteStatus};
 use crate::closing::{reconcile, Closing, Evidence};
 use crate::config::Config;
 use crate::domain::{
@@ -396,7 +396,7 @@ impl Checkout {
         let mut refunded: Vec<PaymentId> = Vec::new();
         let day_payments = server
             .iter()
-            .filter(|p| p.status == "aprovado")
+            .filter(|p| p.status == RemoteStatus::Aprovado)
             .filter(|p| p.referencia.as_deref().is_some_and(|r| today.contains(r)))
             .filter_map(|p| PaymentId::parse(&p.id).ok());
         for p in attempts
