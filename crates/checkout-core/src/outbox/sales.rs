@@ -1,0 +1,356 @@
+//! A sale's payment attempts: written ahead, sent, retried, recorded, and — in review — looked
+//! up until settled or their key cancelled before the sale may get another.
+
+use super::*;
+
+impl Outbox {
+    /// Returns the sale's live or approved attempt, or durably creates a new one. `caps` are
+    /// given while offline.
+    pub async fn pay(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        cartao: CardToken,
+        caps: Option<OfflineCaps>,
+        now: UnixMillis,
+    ) -> Result<(PayOutcome, QueueSummary)> {
+        match self
+            .pay_unless(sale, valor, cartao, caps, now, false)
+            .await?
+        {
+            Paid::Done(outcome, queue) => Ok((outcome, queue)),
+            Paid::ReviewFirst(_) => unreachable!("not asked to stop for reviews"),
+        }
+    }
+
+    /// [`Outbox::pay`], except that with `stop_for_reviews` a sale that would get a new attempt
+    /// while it has attempts in `revisao` is left as it is and those attempts are returned: the
+    /// engine asks the server about them first. Without it, such a sale is refused
+    /// ([`CoreError::KeyNotCancelled`]) until its reviews are settled: no new key while an old one
+    /// could still charge. The check runs in the same write (one indexed read by sale).
+    pub(crate) async fn pay_unless(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        cartao: CardToken,
+        caps: Option<OfflineCaps>,
+        now: UnixMillis,
+        stop_for_reviews: bool,
+    ) -> Result<Paid> {
+        let page_limit = self.page_limit;
+        let day = self.day_of(now);
+        let terminal = self.terminal.clone();
+        self.db
+            .write(move |c| {
+                let existing = c
+                    .prepare_cached(&format!(
+                        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE sale_id = ?1 AND {BLOCKS_SALE}
+                         ORDER BY seq DESC LIMIT 1"
+                    ))?
+                    .query_row([sale.as_ref()], attempt_from_row)
+                    .optional()?;
+                let number = set_till(c, &sale, now, &day)?;
+                if let Some(a) = existing {
+                    return Ok(Paid::Done(PayOutcome::Existing(a), queue(c)?));
+                }
+                let reviews = select_attempts(
+                    c,
+                    "WHERE sale_id = ?1 AND kind = 'pagamento' AND state = 'revisao' ORDER BY seq",
+                    [sale.as_ref()],
+                )?;
+                if let Some(review) = reviews.first() {
+                    if !stop_for_reviews {
+                        // The trigger `attempts_no_new_key_while_in_review` would refuse it too.
+                        return Err(CoreError::KeyNotCancelled(review.id.clone()));
+                    }
+                    return Ok(Paid::ReviewFirst(reviews));
+                }
+                if let Some(caps) = caps {
+                    caps.check(valor, queue(c)?.total)?;
+                }
+                if let Some(limit) = page_limit {
+                    limit.check(c.query_row("PRAGMA page_count", [], |r| r.get(0))?)?;
+                }
+                let id = AttemptId::generate();
+                let key = IdempotencyKey::generate();
+                let body =
+                    RequestBody::bytes(valor, &cartao, &id, (&sale, number), terminal.as_deref());
+                exec(
+                    c,
+                    "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
+                                           next_try_at, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pendente', ?7, ?7, ?7)",
+                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao.as_ref(), body, now],
+                )?;
+                let created = get_attempt(c, &id)?.expect("just inserted");
+                Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))
+            })
+            .await
+    }
+
+    /// Attempts due now, oldest first, at most `limit`.
+    pub async fn due(&self, now: UnixMillis, limit: usize) -> Result<Vec<SendJob>> {
+        self.dispatch_reads.fetch_add(1, Ordering::Relaxed);
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT id, idempotency_key, request_body, created_at, tries, refund_payment FROM attempts
+                     WHERE state = 'pendente' AND next_try_at <= ?1 ORDER BY seq LIMIT ?2",
+                )?;
+                let jobs = st
+                    .query_map(params![now, limit as i64], |r| {
+                        Ok(SendJob {
+                            id: AttemptId::from_stored(r.get::<_, String>(0)?),
+                            target: Target::of(refund_payment(r)?),
+                            key: IdempotencyKey::from_stored(r.get(1)?),
+                            body: r.get(2)?,
+                            created_at: r.get(3)?,
+                            tries: r.get(4)?,
+                        })
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(jobs)
+            })
+            .await
+    }
+
+    /// The earliest `limit` (id, next_try_at) of pending attempts.
+    pub async fn upcoming(&self, limit: usize) -> Result<Vec<(AttemptId, UnixMillis)>> {
+        self.dispatch_reads.fetch_add(1, Ordering::Relaxed);
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT id, next_try_at FROM attempts WHERE state = 'pendente' ORDER BY next_try_at LIMIT ?1",
+                )?;
+                let rows = st
+                    .query_map([limit as i64], |r| {
+                        Ok((AttemptId::from_stored(r.get::<_, String>(0)?), r.get(1)?))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .await
+    }
+
+    /// Records how a try ended. Only a `pendente` attempt changes; returns it as it is now.
+    ///
+    /// Committed *relaxed* (see `durable_sqlite`): it survives a crash of the app, and a power
+    /// cut can only lose it together with the records after it. Losing it is safe by design: the
+    /// attempt is `pendente` again and is replayed with its same key and bytes, and the server
+    /// answers with the stored outcome (or, past its key retention, is asked by `referencia`).
+    /// What must survive a power cut, the attempt itself, was written durably before it was sent.
+    pub async fn record(
+        &self,
+        id: &AttemptId,
+        result: TryResult,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        let id = id.clone();
+        self.db
+            .write_relaxed(move |c| {
+            match result {
+                TryResult::Final(FinalAnswer {
+                    state,
+                    status,
+                    body,
+                    payment_id,
+                    motivo,
+                }) => exec(
+                    c,
+                    "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                            motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7
+                     WHERE id = ?1 AND state = 'pendente'",
+                    params![id.as_ref(), state.as_str(), status, body, payment_id, motivo, now],
+                )?,
+                TryResult::Retry { next_try_at, error } => exec(
+                    c,
+                    "UPDATE attempts SET next_try_at = ?2, last_error = ?3, tries = tries + 1,
+                            last_tried_at = ?4, updated_at = ?4
+                     WHERE id = ?1 AND state = 'pendente'",
+                    params![id.as_ref(), next_try_at, error, now],
+                )?,
+                TryResult::Review { reason, status, body, checked } => exec(
+                    c,
+                    "UPDATE attempts SET state = 'revisao', last_error = ?2, response_status = ?3,
+                            response_body = ?4, tries = tries + 1, last_tried_at = ?5, updated_at = ?5,
+                            review_checked_at = CASE WHEN ?6 THEN ?5 END
+                     WHERE id = ?1 AND state = 'pendente'",
+                    params![id.as_ref(), reason, status, body, now, checked],
+                )?,
+            };
+            after_change(c, &id)
+        })
+        .await
+    }
+
+    /// Makes every pending attempt due at `now` (the server is reachable again).
+    pub async fn make_all_due(&self, now: UnixMillis) -> Result<usize> {
+        self.db
+            .write(move |c| {
+                Ok(exec(
+                    c,
+                    "UPDATE attempts SET next_try_at = ?1 WHERE state = 'pendente' AND next_try_at > ?1",
+                    [now],
+                )?)
+            })
+            .await
+    }
+
+    /// Puts an attempt in `revisao` back in the queue with its same key and bytes, unless its
+    /// sale has moved on to another payment attempt that is live or approved (for a refund:
+    /// unless its payment has another undecided refund).
+    pub async fn retry_review(
+        &self,
+        id: &AttemptId,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        self.change(id, move |c, id| {
+            let attempt = get_attempt(c, id)?.ok_or_else(|| CoreError::NotFound(id.to_string()))?;
+            if attempt.state != AttemptState::Revisao {
+                return Err(CoreError::Invalid(format!(
+                    "esta tentativa não está em revisão (está {}); não dá para reenviá-la",
+                    attempt.state.label()
+                )));
+            }
+            let other: Option<(String, String)> = c
+                .prepare_cached(&format!(
+                    "SELECT id, kind FROM attempts WHERE id != ?1 AND (
+                         (sale_id = (SELECT sale_id FROM attempts
+                                     WHERE id = ?1 AND state = 'revisao' AND kind = 'pagamento')
+                          AND {BLOCKS_SALE})
+                      OR (refund_of = (SELECT refund_of FROM attempts
+                                       WHERE id = ?1 AND state = 'revisao' AND kind = 'estorno')
+                          AND {LIVE_REFUND}))
+                     LIMIT 1"
+                ))?
+                .query_row([id.as_ref()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((other, kind)) = other {
+                return Err(CoreError::Invalid(if kind == "estorno" {
+                    format!("este pagamento já tem outro estorno em andamento ({other}); não dá para reenviar este")
+                } else {
+                    format!("esta venda já tem outro pagamento ({other}); não dá para reenviar este")
+                }));
+            }
+            // A refund sent again must still fit in what is left of its payment.
+            if let Some(refund) = get_attempt(c, id)?.filter(Attempt::is_refund) {
+                let payment = refund.refund_of.as_ref().expect("a refund names its payment");
+                let paid = get_attempt(c, payment)?
+                    .ok_or_else(|| CoreError::NotFound(payment.to_string()))?;
+                super::refunds::balance(c, &paid, Some(id))?.fits(refund.valor)?;
+            }
+            exec(
+                c,
+                "UPDATE attempts SET state = 'pendente', next_try_at = ?2, updated_at = ?2,
+                        review_checked_at = NULL
+                 WHERE id = ?1 AND state = 'revisao'",
+                params![id.as_ref(), now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Settles an attempt in `revisao` with what the server has for its `referencia`: a payment
+    /// found means the attempt did reach the gateway.
+    pub async fn settle_review(
+        &self,
+        id: &AttemptId,
+        answer: FinalAnswer,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        self.change(id, move |c, id| {
+            exec(
+                c,
+                "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                        motivo = ?6, review_checked_at = ?7, updated_at = ?7
+                 WHERE id = ?1 AND state = 'revisao'",
+                params![id.as_ref(), answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records that the server cancelled the key of a payment attempt in `revisao`: it never
+    /// charged and never will, so the attempt is final as `recusado` (motivo
+    /// [`KEY_CANCELLED`]) and the sale may get a new attempt.
+    pub async fn record_key_cancelled(
+        &self,
+        id: &AttemptId,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        self.change(id, move |c, id| {
+            exec(
+                c,
+                "UPDATE attempts SET state = 'recusado', motivo = ?2, review_checked_at = ?3, updated_at = ?3
+                 WHERE id = ?1 AND state = 'revisao' AND kind = 'pagamento'",
+                params![id.as_ref(), KEY_CANCELLED, now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records that the server has no payment for an attempt in `revisao`.
+    pub async fn mark_review_checked(
+        &self,
+        id: &AttemptId,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        self.change(id, move |c, id| {
+            exec(
+                c,
+                "UPDATE attempts SET review_checked_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'revisao'",
+                params![id.as_ref(), now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Attempts in `revisao`, oldest first; only those not yet checked with `unchecked_only`.
+    /// A checked one stays here until a payment found or a cancelled key settles it.
+    pub async fn reviews(&self, unchecked_only: bool) -> Result<Vec<Attempt>> {
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE state = 'revisao' AND (?1 = 0 OR review_checked_at IS NULL) ORDER BY seq",
+                    [unchecked_only],
+                )?)
+            })
+            .await
+    }
+
+    /// The payment attempts of one sale, oldest first.
+    pub async fn attempts_of(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
+        let sale = sale.clone();
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE sale_id = ?1 AND kind = 'pagamento' ORDER BY seq",
+                    [sale.as_ref()],
+                )?)
+            })
+            .await
+    }
+
+    /// The latest payment attempt of every sale that is not settled (`pendente`, or `revisao`),
+    /// and every refund that is not.
+    pub async fn unfinished(&self) -> Result<Vec<Attempt>> {
+        self.db
+            .read(|c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE state IN ('pendente', 'revisao')
+                     AND (kind = 'estorno' OR seq = (SELECT max(seq) FROM attempts b
+                                                   WHERE b.sale_id = attempts.sale_id AND b.kind = 'pagamento'))
+                     ORDER BY seq",
+                    [],
+                )?)
+            })
+            .await
+    }
+}
