@@ -410,22 +410,35 @@ async fn reconcile(
         state.store().forget(&p.merchant, &p.key, fence).await?;
         return Err(ApiError::FingerprintMismatch);
     }
-    let response = response_for(&existing);
+    tracing::info!(payment = %existing.id, "key sent again after its retention: answered with its payment");
+    answer_existing(
+        state,
+        p,
+        fence,
+        existing.id.as_ref(),
+        response_for(&existing),
+    )
+    .await
+    .map(Some)
+}
+
+/// Completes a key sent again after its retention with the answer of what it made before (a
+/// payment, a refund: `resource`), and answers that as a replay; nothing else moves.
+pub(crate) async fn answer_existing(
+    state: &AppState,
+    p: &Prepared,
+    fence: i64,
+    resource: &str,
+    response: StoredResponse,
+) -> Result<Answer> {
     match state
         .store()
-        .finish_existing(
-            &p.merchant,
-            &p.key,
-            fence,
-            existing.id.as_ref(),
-            response.clone(),
-        )
+        .finish_existing(&p.merchant, &p.key, fence, resource, response.clone())
         .await?
     {
         FinishOutcome::Stored => {
-            tracing::info!(payment = %existing.id, "key sent again after its retention: answered with its payment");
             remember(state, p, response.clone(), state.store().now_ms());
-            Ok(Some(replay(state, response)))
+            Ok(replay(state, response))
         }
         FinishOutcome::LeaseLost => Err(ApiError::LeaseLost),
     }
@@ -477,16 +490,16 @@ async fn recover_one(state: &AppState, a: &Abandoned, done: &mut Recovered) -> R
     else {
         return Ok(()); // a client retry got there first
     };
+    let held = HeldExecution {
+        merchant: &a.merchant,
+        key: &a.key,
+        fence,
+        fingerprint: &a.fingerprint,
+        request: a.request.as_deref(),
+    };
     match a.operation {
         KeyOperation::Estorno => crate::refunds::recover(state, a, fence, done).await,
         KeyOperation::Cancelamento => {
-            let held = HeldExecution {
-                merchant: &a.merchant,
-                key: &a.key,
-                fence,
-                fingerprint: &a.fingerprint,
-                request: a.request.as_deref(),
-            };
             let settled = crate::cancel::settle(state, &held).await?;
             tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), ?settled, "recovery: abandoned cancellation finished");
             state.metrics().recovered("completed");
@@ -502,13 +515,6 @@ async fn recover_one(state: &AppState, a: &Abandoned, done: &mut Recovered) -> R
                 if state.store().now_ms() - a.created_at > retention_ms {
                     // No client retries a key this old without looking it up first: burn it, so
                     // that a worker still stalled somewhere can never charge it.
-                    let held = HeldExecution {
-                        merchant: &a.merchant,
-                        key: &a.key,
-                        fence,
-                        fingerprint: &a.fingerprint,
-                        request: a.request.as_deref(),
-                    };
                     let settled = crate::cancel::settle(state, &held).await?;
                     tracing::info!(merchant = %a.merchant, key = a.key.as_ref(), ?settled, "recovery: never charged and older than the key retention; key cancelled");
                     state.metrics().recovered("cancelled");
@@ -523,13 +529,6 @@ async fn recover_one(state: &AppState, a: &Abandoned, done: &mut Recovered) -> R
                     done.released += 1;
                 }
                 return Ok(());
-            };
-            let held = HeldExecution {
-                merchant: &a.merchant,
-                key: &a.key,
-                fence,
-                fingerprint: &a.fingerprint,
-                request: a.request.as_deref(),
             };
             match complete_charge(state, &held, &charged).await? {
                 ChargeSettled::Payment(payment) => {

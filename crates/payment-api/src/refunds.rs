@@ -106,25 +106,9 @@ async fn answer_decided(
     decided: &Refund,
     fence: i64,
 ) -> Result<Answer> {
-    let response = response_for(decided);
-    match state
-        .store()
-        .finish_existing(
-            &p.merchant,
-            &p.key,
-            fence,
-            decided.id.as_ref(),
-            response.clone(),
-        )
-        .await?
-    {
-        FinishOutcome::Stored => {
-            tracing::info!(refund = %decided.id, "refund key sent again after its retention: answered with its refund");
-            crate::payments::remember(state, p, response.clone(), state.store().now_ms());
-            Ok(crate::payments::replay(state, response))
-        }
-        FinishOutcome::LeaseLost => Err(ApiError::LeaseLost),
-    }
+    tracing::info!(refund = %decided.id, "refund key sent again after its retention: answered with its refund");
+    crate::payments::answer_existing(state, p, fence, decided.id.as_ref(), response_for(decided))
+        .await
 }
 
 /// Asks the gateway to pay `held` back, under the downstream key of its (merchant, key): the

@@ -20,7 +20,29 @@ pub(super) enum ReviewCheck {
     Unknown(String),
 }
 
+/// What the outbox recorded for an attempt in review, with what to tell the caller.
+type Recorded = crate::error::Result<(ReviewCheck, Attempt, crate::outbox::QueueSummary)>;
+
 impl Inner {
+    /// Settles an attempt in review with the payment the server has for it.
+    async fn settle_from(&self, attempt: &Attempt, found: crate::outbox::FinalAnswer) -> Recorded {
+        self.outbox
+            .settle_review(&attempt.id, found, now_ms())
+            .await
+            .map(|(a, q)| (ReviewCheck::Settled(Box::new(a.clone())), a, q))
+    }
+
+    /// Announces what was recorded, and says what it came to.
+    fn told(&self, recorded: Recorded) -> ReviewCheck {
+        match recorded {
+            Ok((check, a, q)) => {
+                self.announce(a, q);
+                check
+            }
+            Err(e) => ReviewCheck::Unknown(e.to_string()),
+        }
+    }
+
     /// Asks the server whether it has a payment for an attempt in `revisao` and records the
     /// answer: a payment found settles the attempt, none found marks it checked.
     pub(super) async fn resolve_review(&self, attempt: &Attempt) -> ReviewCheck {
@@ -31,10 +53,7 @@ impl Inner {
         {
             Ok(Some(Answer::Final(found))) => {
                 tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "attempt in review did reach the server: settled from its payment");
-                self.outbox
-                    .settle_review(&attempt.id, found, now_ms())
-                    .await
-                    .map(|(a, q)| (ReviewCheck::Settled(Box::new(a.clone())), a, q))
+                self.settle_from(attempt, found).await
             }
             // Checked before: nothing to record again.
             Ok(None) if attempt.review_checked_at.is_some() => return ReviewCheck::NoPayment,
@@ -49,13 +68,7 @@ impl Inner {
             }
             Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
         };
-        match recorded {
-            Ok((check, a, q)) => {
-                self.announce(a, q);
-                check
-            }
-            Err(e) => ReviewCheck::Unknown(e.to_string()),
-        }
+        self.told(recorded)
     }
 
     /// Settles a payment attempt in `revisao` for good before its sale is paid another way or
@@ -81,23 +94,14 @@ impl Inner {
             }
             Ok(Cancelled::Charged(found)) => {
                 tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "cancelling the key found its payment: settled from it");
-                self.outbox
-                    .settle_review(&attempt.id, found, now_ms())
-                    .await
-                    .map(|(a, q)| (ReviewCheck::Settled(Box::new(a.clone())), a, q))
+                self.settle_from(attempt, found).await
             }
             Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
                 return ReviewCheck::Unknown(format!("cancelamento da chave: {error}"))
             }
             Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
         };
-        match recorded {
-            Ok((check, a, q)) => {
-                self.announce(a, q);
-                check
-            }
-            Err(e) => ReviewCheck::Unknown(e.to_string()),
-        }
+        self.told(recorded)
     }
 }
 
