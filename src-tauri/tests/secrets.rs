@@ -11,6 +11,13 @@ use std::process::Command;
 
 const CHILD: &str = "PAGAR_TEST_SECRETS_CHILD";
 
+/// Starts an unlocked keyring on the child's bus and waits (at most 5 s) until its Secret Service
+/// answers there, so a busy machine's slow daemon start is not read as "no secret store".
+const KEYRING: &str = "printf senha-de-teste | gnome-keyring-daemon --unlock --components=secrets >/dev/null && \
+    for i in $(seq 1 100); do dbus-send --session --print-reply --dest=org.freedesktop.DBus \
+    /org/freedesktop/DBus org.freedesktop.DBus.NameHasOwner string:org.freedesktop.secrets 2>/dev/null \
+    | grep -q 'boolean true' && break; sleep 0.05; done;";
+
 /// Runs this test again as a child process in `setup` (a shell snippet run first), with a fresh
 /// home folder, on a private D-Bus session with no activatable services.
 fn in_child(test: &str, setup: &str, extra_env: &[(&str, &str)]) {
@@ -60,7 +67,7 @@ fn the_api_key_moves_into_the_secret_service_and_config_json_keeps_no_secret() {
     if std::env::var_os(CHILD).is_none() {
         in_child(
             "the_api_key_moves_into_the_secret_service_and_config_json_keeps_no_secret",
-            "printf senha-de-teste | gnome-keyring-daemon --unlock --components=secrets >/dev/null &&",
+            KEYRING,
             &[],
         );
         return;
@@ -72,7 +79,7 @@ fn the_api_key_moves_into_the_secret_service_and_config_json_keeps_no_secret() {
     let settings = Settings::resolve(dir.path().to_path_buf()).unwrap();
     // Assert: the app has the key, the store holds it, the file does not.
     assert_eq!(key_of(&settings), "sk_segredo_da_loja");
-    assert_eq!(settings.secrets_from, "keyring");
+    assert_eq!(settings.secrets_from, "keyring", "{:?}", settings.notices);
     assert!(settings.notices.is_empty(), "{:?}", settings.notices);
     assert_eq!(
         secrets::get(dir.path(), Secret::ApiKey).unwrap().as_deref(),
@@ -132,7 +139,7 @@ fn two_data_folders_keep_their_own_keys_in_the_secret_service() {
     if std::env::var_os(CHILD).is_none() {
         in_child(
             "two_data_folders_keep_their_own_keys_in_the_secret_service",
-            "printf senha-de-teste | gnome-keyring-daemon --unlock --components=secrets >/dev/null &&",
+            KEYRING,
             &[],
         );
         return;
@@ -153,7 +160,13 @@ fn two_data_folders_keep_their_own_keys_in_the_secret_service() {
         // Assert: neither overwrote the other.
         assert_eq!(key_of(&p), "sk_loja_producao");
         assert_eq!(key_of(&q), "sk_loja_de_testes");
-        assert_eq!((p.secrets_from, q.secrets_from), ("keyring", "keyring"));
+        assert_eq!(
+            (p.secrets_from, q.secrets_from),
+            ("keyring", "keyring"),
+            "{:?} {:?}",
+            p.notices,
+            q.notices
+        );
     }
     assert_ne!(
         secrets::account(producao.path(), Secret::ApiKey),
