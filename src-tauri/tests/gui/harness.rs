@@ -320,6 +320,17 @@ impl GuiApp {
     }
 
     pub async fn type_into(&self, id: &str, text: &str) {
+        // A field in a dialog that is still opening cannot be typed into yet: on a busy machine
+        // the script that shows it may run after this call arrives.
+        let ready = format!(
+            "const e = document.getElementById('{id}'); \
+             return !!e && !e.disabled && e.getClientRects().length > 0"
+        );
+        self.wait_until(&format!("#{id} ready for typing"), |a| {
+            let ready = ready.clone();
+            async move { a.js(&ready).await == Value::Bool(true) }
+        })
+        .await;
         let el = self.element(id).await;
         self.wd(
             reqwest::Method::POST,
