@@ -474,7 +474,8 @@ pub async fn recover_abandoned(
     let mut done = Recovered::default();
     for a in state.store().abandoned(stale_ms, 100).await? {
         if let Err(e) = recover_one(state, &a, &mut done).await {
-            tracing::error!(merchant = %a.merchant, key = a.key.as_ref(), operation = %a.operation, error = %e, "recovery: could not settle this key; going on with the others");
+            // The next pass tries it again; say which key and the store's own words.
+            tracing::warn!(merchant = %a.merchant, key = a.key.as_ref(), operation = %a.operation, error = ?e, "recovery: could not settle this key now; going on with the others");
             state.metrics().recovered("failed");
             done.failed += 1;
         }

@@ -6,8 +6,9 @@
 //! where a plan is `sale:valor:card:presses:delay_ms` items joined by `;` (each paid after its
 //! delay from the start).
 //! Prints `stored <attempt>` and `refused <sale> <kind>` per payment, then `drained` or `pending`.
-//! While it waits, a sale whose payment is in review with no charge found is paid once more with
-//! another card, as a cashier would ("Outro cartão"): the engine cancels the old key first.
+//! While it waits, a sale whose payment is in review with no charge found is paid again with
+//! another card, as a cashier would ("Outro cartão"): the engine cancels the old key first, and
+//! the sale is settled only once that key can no longer charge.
 
 use checkout_core::{AttemptState, CardToken, Centavos, Checkout, Config, CoreError, SaleId};
 use std::io::Write;
@@ -62,33 +63,34 @@ async fn main() -> std::process::ExitCode {
     }
     drop(out);
     let deadline = tokio::time::Instant::now() + drain;
-    let mut another_card = std::collections::HashSet::new();
     let done = loop {
         let attempts = checkout.attempts().await.unwrap_or_default();
+        // A sale in review with no charge found is paid with another card, as a cashier would;
+        // asked again while the server cannot settle the old key yet (an execution holding it).
         for a in attempts.iter().filter(|a| {
             !a.is_refund() && a.state == AttemptState::Revisao && a.review_checked_at.is_some()
         }) {
-            if another_card.insert(a.sale_id.clone()) {
-                let line = match checkout
-                    .pay(
-                        a.sale_id.clone(),
-                        a.valor,
-                        CardToken::parse("tok_aprovado").unwrap(),
-                    )
-                    .await
-                {
-                    Ok(o) => format!("another-card {}", attempt_of(o).id),
-                    Err(e) => format!("refused {} {}", a.sale_id.as_ref(), kind(&e)),
-                };
-                let mut out = std::io::stdout().lock();
-                writeln!(out, "{line}").expect("stdout");
-                out.flush().expect("stdout");
-            }
+            let line = match checkout
+                .pay(
+                    a.sale_id.clone(),
+                    a.valor,
+                    CardToken::parse("tok_aprovado").unwrap(),
+                )
+                .await
+            {
+                Ok(o) => format!("another-card {}", attempt_of(o).id),
+                Err(e) => format!("refused {} {}", a.sale_id.as_ref(), kind(&e)),
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").expect("stdout");
+            out.flush().expect("stdout");
         }
         let attempts = checkout.attempts().await.unwrap_or_default();
+        // Settled: final, or a refund in review with no refund found (a payment in review is
+        // settled only by its payment or its cancelled key).
         let settled = attempts.iter().all(|a| match a.state {
             AttemptState::Pendente => false,
-            AttemptState::Revisao => a.review_checked_at.is_some(),
+            AttemptState::Revisao => a.is_refund() && a.review_checked_at.is_some(),
             _ => true,
         });
         if settled {

@@ -569,13 +569,15 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
     out
 }
 
-/// True when every attempt of the outbox is settled (what the till waits for).
+/// True when every attempt of the outbox is settled (what the till waits for): a payment in
+/// review counts only once its key was cancelled or its payment found.
 fn drained(outbox: &Path) -> bool {
     let Ok(c) = rusqlite::Connection::open(outbox) else {
         return false;
     };
     c.query_row(
-        "SELECT count(*) FROM attempts WHERE state = 'pendente' OR (state = 'revisao' AND review_checked_at IS NULL)",
+        "SELECT count(*) FROM attempts WHERE state = 'pendente'
+             OR (state = 'revisao' AND (review_checked_at IS NULL OR kind = 'pagamento'))",
         [],
         |r| r.get::<_, i64>(0),
     )
