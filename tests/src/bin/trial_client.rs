@@ -63,12 +63,21 @@ async fn main() -> std::process::ExitCode {
     }
     drop(out);
     let deadline = tokio::time::Instant::now() + drain;
+    // A cashier presses again at a person's pace, not every poll.
+    let mut next_press = tokio::time::Instant::now();
     let done = loop {
         let attempts = checkout.attempts().await.unwrap_or_default();
         // A sale in review with no charge found is paid with another card, as a cashier would;
         // asked again while the server cannot settle the old key yet (an execution holding it).
+        let pressing = tokio::time::Instant::now() >= next_press;
+        if pressing {
+            next_press = tokio::time::Instant::now() + Duration::from_millis(200);
+        }
         for a in attempts.iter().filter(|a| {
-            !a.is_refund() && a.state == AttemptState::Revisao && a.review_checked_at.is_some()
+            pressing
+                && !a.is_refund()
+                && a.state == AttemptState::Revisao
+                && a.review_checked_at.is_some()
         }) {
             let line = match checkout
                 .pay(

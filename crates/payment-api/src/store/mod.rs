@@ -69,12 +69,19 @@ fn operation_of(stored: Option<&str>) -> StoreResult<KeyOperation> {
     })
 }
 
-/// The columns of an `idempotency_keys` row that the claim and the cancellation decide from, in
-/// the order both stores read them.
+/// The columns of an `idempotency_keys` row that the claim decides from, in the order both stores
+/// read them. The kept request is not among them: a claim that finds a completed key (every
+/// replay on PostgreSQL) must not read up to a request body it never uses.
 const HELD_COLUMNS: &str = "fingerprint, locked_until, fence, response_status, response_body, \
-     completed_at, operation, cancelled_at, payment_id, request_body";
+     completed_at, operation, cancelled_at, payment_id";
 
-/// A key row's columns as a driver reads them (see [`HELD_COLUMNS`]).
+/// [`HELD_COLUMNS`] and the kept request: what a cancellation (which may complete the key from
+/// it) reads.
+const HELD_COLUMNS_AND_REQUEST: &str = "fingerprint, locked_until, fence, response_status, \
+     response_body, completed_at, operation, cancelled_at, payment_id, request_body";
+
+/// A key row's columns as a driver reads them (see [`HELD_COLUMNS`]; `request` only when the
+/// query read it).
 #[derive(Debug)]
 struct HeldColumns {
     fingerprint: String,

@@ -245,7 +245,11 @@ fn held_from_row(r: &Row) -> StoreResult<claim::HeldKey> {
         operation: r.try_get("operation")?,
         cancelled_at: r.try_get("cancelled_at")?,
         payment_id: r.try_get("payment_id")?,
-        request: r.try_get("request_body")?,
+        request: if r.columns().iter().any(|c| c.name() == "request_body") {
+            r.try_get("request_body")?
+        } else {
+            None
+        },
     }
     .parse()
 }
@@ -1102,7 +1106,7 @@ impl Store for PgStore {
             let Some(row) = tx
                 .query_opt(
                     &format!(
-                        "SELECT {HELD_COLUMNS}, pagar_now_ms() + $3 AS now_ms
+                        "SELECT {HELD_COLUMNS_AND_REQUEST}, pagar_now_ms() + $3 AS now_ms
                          FROM idempotency_keys WHERE merchant = $1 AND key = $2 FOR UPDATE"
                     ),
                     &[&m, &k, &shift],

@@ -164,14 +164,23 @@ fn held_from_row(r: &Row<'_>) -> rusqlite::Result<HeldColumns> {
         operation: r.get("operation")?,
         cancelled_at: r.get("cancelled_at")?,
         payment_id: r.get("payment_id")?,
-        request: r.get("request_body")?,
+        request: match r.as_ref().column_index("request_body") {
+            Ok(i) => r.get(i)?,
+            Err(_) => None,
+        },
     })
 }
 
-/// A key's row as the claim and the cancellation decide from it, inside the caller's transaction.
-fn held_key(c: &rusqlite::Connection, merchant: &str, key: &str) -> StoreResult<claim::HeldKey> {
+/// A key's row as the claim (`columns` = [`HELD_COLUMNS`]) or the cancellation
+/// ([`HELD_COLUMNS_AND_REQUEST`]) decides from it, inside the caller's transaction.
+fn held_key(
+    c: &rusqlite::Connection,
+    columns: &str,
+    merchant: &str,
+    key: &str,
+) -> StoreResult<claim::HeldKey> {
     c.prepare_cached(&format!(
-        "SELECT {HELD_COLUMNS} FROM idempotency_keys WHERE merchant = ?1 AND key = ?2"
+        "SELECT {columns} FROM idempotency_keys WHERE merchant = ?1 AND key = ?2"
     ))?
     .query_row(params![merchant, key], held_from_row)?
     .parse()
@@ -262,7 +271,7 @@ impl Store for SqliteStore {
                 if inserted == 1 {
                     return Ok(claim::inserted());
                 }
-                let held = held_key(c, m, k)?;
+                let held = held_key(c, HELD_COLUMNS, m, k)?;
                 let decision = claim::decide(held, &claim.fingerprint, now, claim.lease_ms);
                 if let claim::Decision::TakeOver { fence, locked_until } = decision {
                     exec(
@@ -870,7 +879,7 @@ impl Store for SqliteStore {
                 if inserted == 1 {
                     return Ok(claim::cancel_inserted());
                 }
-                let (answer, takeover) = claim::decide_cancel(held_key(c, &m, &k)?, now, lease_ms);
+                let (answer, takeover) = claim::decide_cancel(held_key(c, HELD_COLUMNS_AND_REQUEST, &m, &k)?, now, lease_ms);
                 if let Some((fence, locked_until)) = takeover {
                     exec(
                         c,

@@ -232,15 +232,7 @@ async fn a_payment_racing_its_cancellation_ends_exactly_one_way(#[case] backend:
     // Settle every key by asking again until it answers, then count.
     let mut charged = 0;
     for key in &keys {
-        let mut outcome = Value::Null;
-        for _ in 0..50 {
-            let res = app.cancel(key).await;
-            if res.status() == StatusCode::OK {
-                outcome = res.json().await.unwrap();
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let outcome = cancel_until_settled(&app.client, &app.url, key).await;
         match outcome["resultado"].as_str() {
             Some("pagamento") => charged += 1,
             Some("cancelada") => {

@@ -173,7 +173,7 @@ async fn the_recovery_worker_reconciles_a_purged_key_sent_again_and_goes_on_to_t
     let body = approved(4_200);
     let lookup = |url: String, key: String| {
         let client = client.clone();
-        async move { admin_free_get(&client, &url, &format!("/pagamentos?idempotency_key={key}")).await }
+        async move { merchant_get(&client, &url, &format!("/pagamentos?idempotency_key={key}")).await }
     };
 
     // Arrange: a payment whose key is purged...
@@ -252,19 +252,6 @@ async fn the_recovery_worker_reconciles_a_purged_key_sent_again_and_goes_on_to_t
         .unwrap();
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
     assert_eq!(replay.json::<Value>().await.unwrap()["id"], paid["id"]);
-}
-
-/// `GET {base}{path}` with merchant A's API key, as JSON.
-async fn admin_free_get(client: &reqwest::Client, base: &str, path: &str) -> Value {
-    client
-        .get(format!("{base}{path}"))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 /// A worker stalled at the gateway past its lease and the recovery worker's look: the recovery

@@ -238,15 +238,7 @@ async fn a_charge_abandoned_by_a_crash_is_stored_by_the_recovery_worker_without_
 }
 
 async fn admin_lookup(client: &reqwest::Client, url: &str, referencia: &str) -> Vec<Value> {
-    let res: Value = client
-        .get(format!("{url}/pagamentos?referencia={referencia}"))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let res = merchant_get(client, url, &format!("/pagamentos?referencia={referencia}")).await;
     res["pagamentos"].as_array().cloned().unwrap_or_default()
 }
 

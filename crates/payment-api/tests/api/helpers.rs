@@ -429,6 +429,32 @@ pub async fn cancel_at(client: &reqwest::Client, base: &str, key: &str) -> Respo
         .expect("request sent")
 }
 
+/// Cancels `key` at `base` until the server settles it (an executing key answers 409), for at
+/// most 10 s; the settled answer, or `Null`.
+pub async fn cancel_until_settled(client: &reqwest::Client, base: &str, key: &str) -> Value {
+    for _ in 0..100 {
+        let res = cancel_at(client, base, key).await;
+        if res.status() == StatusCode::OK {
+            return res.json().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Value::Null
+}
+
+/// `GET {base}{path}` with merchant A's API key, as JSON.
+pub async fn merchant_get(client: &reqwest::Client, base: &str, path: &str) -> Value {
+    client
+        .get(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub fn approved(valor: i64) -> Value {
     json!({"valor": valor, "cartao": "tok_aprovado"})
 }

@@ -514,15 +514,7 @@ async fn payments_racing_their_cancellations_across_three_replicas_end_exactly_o
     let mut burned = 0;
     for (i, key) in keys.iter().enumerate() {
         let url = &replicas[i % 3].url;
-        let mut outcome = Value::Null;
-        for _ in 0..100 {
-            let res = cancel_at(&client, url, key).await;
-            if res.status() == StatusCode::OK {
-                outcome = res.json().await.unwrap();
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let outcome = cancel_until_settled(&client, url, key).await;
         match outcome["resultado"].as_str() {
             Some("pagamento") => charged += 1,
             Some("cancelada") => {
