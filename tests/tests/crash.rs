@@ -103,7 +103,13 @@ fn attempts(outbox: &Path) -> Vec<(String, String, String)> {
 async fn assert_one_charge_each(outbox: &Path, api: &RunningServer) -> usize {
     let merchant = MerchantId::parse("loja").unwrap();
     let store = api.state().store();
-    let ledger = store.ledger().await.unwrap();
+    let ledger = api
+        .state()
+        .ledger()
+        .expect("the simulator keeps a ledger")
+        .ledger()
+        .await
+        .unwrap();
     let all = attempts(outbox);
     for (id, key, state) in &all {
         assert_eq!(state, "aprovado", "attempt {id}");
@@ -138,7 +144,13 @@ async fn recover_after_kill(
     recover(outbox, api);
     let total = charged_before + assert_one_charge_each(outbox, api).await;
     assert_eq!(
-        api.state().store().ledger().await.unwrap().len(),
+        api.state()
+            .ledger()
+            .expect("the simulator keeps a ledger")
+            .ledger()
+            .await
+            .unwrap()
+            .len(),
         total,
         "{context}"
     );
@@ -157,7 +169,16 @@ async fn killed_right_after_the_write_ahead_commit_the_attempt_completes_on_rest
     assert!(line.starts_with("stored att_"), "{line}");
     recover(&outbox, &api);
     assert_eq!(assert_one_charge_each(&outbox, &api).await, 1);
-    assert_eq!(api.state().store().ledger().await.unwrap().len(), 1);
+    assert_eq!(
+        api.state()
+            .ledger()
+            .expect("the simulator keeps a ledger")
+            .ledger()
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -12,110 +12,106 @@
 //! way a request does (an INSERT under `UNIQUE (merchant, key)`, or a fenced takeover of an
 //! abandoned execution), so it cannot race an execution of the same key into both outcomes.
 
-use crate::domain::{DownstreamKey, IdempotencyKey, MerchantId};
+use crate::clock::Millis;
+use crate::domain::{IdempotencyKey, KeyOperation, MerchantId};
 use crate::error::{ApiError, Result};
-use crate::gateway::GatewayResult;
-use crate::payments::{complete_charge, ChargeSettled, HeldExecution};
-use crate::state::AppState;
-use crate::store::{CancelClaim, Payment, PaymentField};
+use crate::idempotency::{in_progress, Held, Recover, Recovery};
+use crate::payments::Payments;
+pub use crate::payments::Voided as Cancellation;
+use crate::store::{CancelClaim, KeyStore, PaymentField, PaymentStore};
+use std::sync::Arc;
 
-/// What a cancellation settled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cancellation {
-    /// Nothing was charged under the key, and nothing ever will be.
-    Cancelled,
-    /// The key had made this payment (approved or declined).
-    Payment(Box<Payment>),
+/// Cancellation by key, with what it needs: the key table, the payments, and the payment
+/// operation that voids a key at the gateway or completes it with its charge.
+#[derive(Debug)]
+pub struct Cancel {
+    keys: Arc<dyn KeyStore>,
+    stored: Arc<dyn PaymentStore>,
+    payments: Arc<Payments>,
+    lease_ms: Millis,
 }
 
-/// Cancels `key` of `merchant`, or answers the payment it made.
-pub async fn cancel(
-    state: &AppState,
-    merchant: &MerchantId,
-    key: &IdempotencyKey,
-) -> Result<Cancellation> {
-    let store = state.store();
-    // A key purged after it completed still has its payment, kept forever.
-    if let Some(payment) = store
-        .payments_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
-        .await?
-        .into_iter()
-        .next()
-    {
-        return Ok(Cancellation::Payment(Box::new(payment)));
-    }
-    match store
-        .claim_for_cancel(merchant, key, state.lease_ms())
-        .await?
-    {
-        CancelClaim::Cancelled => Ok(Cancellation::Cancelled),
-        CancelClaim::NotAPayment => Err(ApiError::NotAPaymentKey),
-        CancelClaim::InProgress { retry_after_ms } => Err(in_progress(retry_after_ms)),
-        CancelClaim::Completed { payment_id } => {
-            let id = payment_id
-                .ok_or_else(|| ApiError::Internal("a completed key has no payment id".into()))?;
-            let payment = store
-                .payment(merchant, &id)
-                .await?
-                .ok_or_else(|| ApiError::Internal(format!("the payment {id} of a key is gone")))?;
-            Ok(Cancellation::Payment(Box::new(payment)))
+impl Cancel {
+    /// The use case on these parts.
+    pub fn new(
+        keys: Arc<dyn KeyStore>,
+        stored: Arc<dyn PaymentStore>,
+        payments: Arc<Payments>,
+        lease_ms: Millis,
+    ) -> Self {
+        Self {
+            keys,
+            stored,
+            payments,
+            lease_ms,
         }
-        CancelClaim::Hold {
-            fence,
-            fingerprint,
-            request,
-            ..
-        } => {
-            let held = HeldExecution {
-                merchant,
-                key,
+    }
+
+    /// Cancels `key` of `merchant`, or answers the payment it made.
+    pub async fn cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> Result<Cancellation> {
+        // A key purged after it completed still has its payment, kept forever.
+        if let Some(payment) = self
+            .stored
+            .payments_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
+            .await?
+            .into_iter()
+            .next()
+        {
+            return Ok(Cancellation::Payment(Box::new(payment)));
+        }
+        match self
+            .keys
+            .claim_for_cancel(merchant, key, self.lease_ms)
+            .await?
+        {
+            CancelClaim::Cancelled => Ok(Cancellation::Cancelled),
+            CancelClaim::NotAPayment => Err(ApiError::NotAPaymentKey),
+            CancelClaim::InProgress { retry_after_ms } => Err(in_progress(retry_after_ms)),
+            CancelClaim::Completed { payment_id } => {
+                let id = payment_id.ok_or_else(|| {
+                    ApiError::Internal("a completed key has no payment id".into())
+                })?;
+                let payment = self.stored.payment(merchant, &id).await?.ok_or_else(|| {
+                    ApiError::Internal(format!("the payment {id} of a key is gone"))
+                })?;
+                Ok(Cancellation::Payment(Box::new(payment)))
+            }
+            CancelClaim::Hold {
                 fence,
-                fingerprint: &fingerprint,
-                request: request.as_deref(),
-            };
-            settle(state, &held).await
+                fingerprint,
+                request,
+                ..
+            } => {
+                let held = Held {
+                    keys: self.keys.as_ref(),
+                    merchant,
+                    key,
+                    fence,
+                    fingerprint: &fingerprint,
+                    request: request.as_deref(),
+                };
+                self.payments.void_or_complete(&held).await
+            }
         }
     }
 }
 
-/// Settles a key held for cancelling under its fence: voids it at the gateway and marks it
-/// cancelled, or, if the gateway had charged it, completes it with that charge's payment. Also the
-/// recovery worker's step for a cancellation whose worker died.
-pub(crate) async fn settle(state: &AppState, held: &HeldExecution<'_>) -> Result<Cancellation> {
-    let Some(charged) = void_and_mark(state, held.merchant, held.key, held.fence).await? else {
-        return Ok(Cancellation::Cancelled);
-    };
-    match complete_charge(state, held, &charged).await? {
-        ChargeSettled::Payment(payment) => Ok(Cancellation::Payment(payment)),
-        // Another worker holds the key now; it is the one to ask again.
-        ChargeSettled::Mismatch | ChargeSettled::LeaseLost => Err(in_progress(0)),
+/// A cancellation whose worker died is finished by the recovery worker: the key is voided at
+/// the gateway and marked cancelled (or completed with the charge the gateway had made).
+#[async_trait::async_trait]
+impl Recover for Cancel {
+    fn kind(&self) -> KeyOperation {
+        KeyOperation::CANCELAMENTO
     }
-}
 
-/// Voids the key's downstream key at the gateway, then marks the key cancelled under `fence`.
-/// `Some(charge)` when the gateway had charged it already (nothing is marked).
-async fn void_and_mark(
-    state: &AppState,
-    merchant: &MerchantId,
-    key: &IdempotencyKey,
-    fence: i64,
-) -> Result<Option<GatewayResult>> {
-    let downstream = DownstreamKey::derive(merchant, key);
-    if let Some(charged) = state.gateway().void(&downstream, merchant).await? {
-        return Ok(Some(charged));
-    }
-    if !state.store().mark_cancelled(merchant, key, fence).await? {
-        // The key is void at the gateway either way; who holds it now will find that out.
-        return Err(in_progress(0));
-    }
-    tracing::info!(merchant = %merchant, key = key.as_ref(), "key cancelled: it can never charge");
-    Ok(None)
-}
-
-fn in_progress(retry_after_ms: i64) -> ApiError {
-    ApiError::KeyInProgress {
-        retry_after_secs: u64::try_from((retry_after_ms + 999) / 1000)
-            .unwrap_or(1)
-            .max(1),
+    async fn recover(&self, held: &Held<'_>, _created_at: Millis) -> Result<Recovery> {
+        Ok(match self.payments.void_or_complete(held).await? {
+            Cancellation::Cancelled => Recovery::Cancelled,
+            Cancellation::Payment(_) => Recovery::Completed,
+        })
     }
 }

@@ -280,19 +280,19 @@ mod tests {
             "loja",
             "token-admin-segredo",
         );
-        let store: std::sync::Arc<dyn crate::store::Store> = std::sync::Arc::new(
+        let store = std::sync::Arc::new(
             crate::store::SqliteStore::open(
                 c.database.clone(),
                 std::sync::Arc::new(crate::clock::SystemClock::default()),
             )
             .unwrap(),
         );
-        let gateway = std::sync::Arc::new(crate::gateway::SimulatedGateway::new(
+        let gateway = std::sync::Arc::new(crate::gateway::simulator::SimulatedGateway::new(
             store.clone(),
             std::time::Duration::ZERO,
         ));
         let keys = c.api_keys.iter().cloned().collect();
-        let state = crate::state::AppState::new(&c, keys, store, gateway);
+        let state = crate::state::AppState::new(&c, keys, store, gateway, None);
         let shown = format!("{state:?}");
         for secret in ["sk_live_segredo_loja", "token-admin-segredo"] {
             assert!(!shown.contains(secret), "{secret} in {shown}");

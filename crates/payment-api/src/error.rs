@@ -3,53 +3,14 @@
 
 use crate::domain::{FieldError, KeyError};
 use crate::schema::Problem;
+#[cfg(feature = "postgres")]
+pub use crate::store::describe_postgres;
+pub use crate::store::StoreError;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 /// Result alias for the crate.
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
-
-/// Errors of the store (SQLite or another backend).
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// SQLite said no.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    /// Schema migration failed.
-    #[error("migration: {0}")]
-    Migration(#[from] rusqlite_migration::Error),
-    /// The database could not run or commit the write.
-    #[error(transparent)]
-    Db(#[from] durable_sqlite::Error),
-    /// PostgreSQL said no.
-    #[cfg(feature = "postgres")]
-    #[error("postgres: {}", describe_postgres(.0))]
-    Postgres(#[from] tokio_postgres::Error),
-    /// PostgreSQL could not be reached, configured or migrated.
-    #[cfg(feature = "postgres")]
-    #[error("postgres: {0}")]
-    Unavailable(String),
-    /// A stored row did not have the expected shape.
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
-}
-
-/// A PostgreSQL error with its reason: tokio-postgres's own message is only "db error" or
-/// "error connecting to server", with the reason kept in the server's answer or the source chain.
-#[cfg(feature = "postgres")]
-pub fn describe_postgres(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{} (SQLSTATE {})", db.message(), db.code().code());
-    }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
 
 /// Every way a request can fail.
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +92,10 @@ pub enum ApiError {
     /// The store failed.
     #[error("armazenamento indisponível")]
     Store(#[from] StoreError),
+    /// The gateway could not be asked; nothing is known to have happened there (its downstream
+    /// key makes the retry safe). Answered like a store failure: 503, retry with the same key.
+    #[error("gateway indisponível")]
+    GatewayUnavailable(String),
     /// A bug or a lost task: the request may be retried with the same key.
     #[error("erro interno: {0}")]
     Internal(String),
@@ -271,7 +236,7 @@ impl ApiError {
                 "Método não permitido",
                 false,
             ),
-            Store(_) => (
+            Store(_) | GatewayUnavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store-unavailable",
                 "Armazenamento indisponível",
@@ -310,7 +275,7 @@ impl From<crate::gateway::GatewayError> for ApiError {
     fn from(e: crate::gateway::GatewayError) -> Self {
         match e {
             crate::gateway::GatewayError::Voided => ApiError::KeyCancelled,
-            crate::gateway::GatewayError::Unavailable(e) => ApiError::Store(e),
+            crate::gateway::GatewayError::Unavailable(e) => ApiError::GatewayUnavailable(e),
         }
     }
 }
@@ -318,8 +283,10 @@ impl From<crate::gateway::GatewayError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, slug, title, retryable) = self.describe();
-        if let ApiError::Store(e) = &self {
-            tracing::error!(error = %e, "store failure");
+        match &self {
+            ApiError::Store(e) => tracing::error!(error = %e, "store failure"),
+            ApiError::GatewayUnavailable(e) => tracing::error!(error = %e, "gateway failure"),
+            _ => {}
         }
         let kind = Self::type_uri(slug);
         let problem = Problem {
@@ -342,7 +309,10 @@ impl IntoResponse for ApiError {
         );
         let retry_after = match &self {
             ApiError::KeyInProgress { retry_after_secs } => Some(*retry_after_secs),
-            ApiError::LeaseLost | ApiError::InjectedFault | ApiError::Store(_) => Some(1),
+            ApiError::LeaseLost
+            | ApiError::InjectedFault
+            | ApiError::Store(_)
+            | ApiError::GatewayUnavailable(_) => Some(1),
             ApiError::RateLimited => Some(2),
             _ => None,
         };

@@ -191,7 +191,7 @@ impl RequestOutcome {
             KeyInProgress { .. } => RequestOutcome::in_progress,
             KeyCancelled => RequestOutcome::cancelled,
             FingerprintMismatch => RequestOutcome::mismatch,
-            LeaseLost | Store(_) | Internal(_) => RequestOutcome::failed,
+            LeaseLost | Store(_) | GatewayUnavailable(_) | Internal(_) => RequestOutcome::failed,
             _ => RequestOutcome::rejected,
         }
     }

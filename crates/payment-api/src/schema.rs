@@ -1,13 +1,14 @@
 //! The API's public JSON: what clients read and what the OpenAPI document describes.
 //!
-//! Stored rows ([`crate::store::Payment`], [`crate::store::LedgerRow`]) are typed for the
+//! Stored rows ([`crate::store::Payment`], [`crate::gateway::simulator::LedgerRow`]) are typed for the
 //! server's own use; the bodies here are made from them in one place, so a column can change
 //! without changing the wire, and the wire cannot change by accident.
 
 use crate::clock::{rfc3339, Millis};
 use crate::domain::FieldError;
 use crate::domain::RefundStatus;
-use crate::store::{LedgerRow, Payment, Refund, RefundLedgerRow};
+use crate::gateway::simulator::{LedgerRow, RefundLedgerRow};
+use crate::store::{Payment, Refund};
 use serde::{Deserialize, Serialize};
 
 /// A payment as `POST /pagamentos` answers it and lookups return it.
@@ -231,11 +232,11 @@ pub struct CancelamentoBody {
 }
 
 impl CancelamentoBody {
-    /// The body of a cancellation's outcome.
-    pub fn new(key: &crate::domain::IdempotencyKey, outcome: &crate::cancel::Cancellation) -> Self {
-        let (resultado, pagamento) = match outcome {
-            crate::cancel::Cancellation::Cancelled => ("cancelada", None),
-            crate::cancel::Cancellation::Payment(p) => ("pagamento", Some(PaymentBody::from(&**p))),
+    /// The body of a cancellation's outcome: the key's payment, or none (the key is void).
+    pub fn new(key: &crate::domain::IdempotencyKey, payment: Option<&Payment>) -> Self {
+        let (resultado, pagamento) = match payment {
+            None => ("cancelada", None),
+            Some(p) => ("pagamento", Some(PaymentBody::from(p))),
         };
         Self {
             idempotency_key: key.as_ref().to_string(),

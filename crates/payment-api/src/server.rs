@@ -4,13 +4,19 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::conn::{ConnHandle, CuttableListener};
 use crate::error::{ApiError, Result};
-use crate::gateway::SimulatedGateway;
+use crate::gateway::simulator::{SimulatedGateway, SimulatorLedger};
 #[cfg(feature = "postgres")]
 use crate::redact::redact_url as redact;
 use crate::state::AppState;
 #[cfg(feature = "postgres")]
 use crate::store::{PgOptions, PgStore};
 use crate::store::{SqliteStore, Store};
+
+/// A database that keeps the server's store and the gateway simulator's ledger (both
+/// dialects): what the embedded default and the tests serve on.
+pub trait Database: Store + SimulatorLedger {}
+
+impl<T: Store + SimulatorLedger> Database for T {}
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,7 +88,7 @@ pub async fn start(config: Config) -> Result<RunningServer> {
 }
 
 /// The store the configuration names, migrated and answering; a clear error when it cannot be.
-pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>> {
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Database>> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::with_offset(config.clock_offset_ms));
     match &config.database_url {
         #[cfg(feature = "postgres")]
@@ -111,7 +117,7 @@ async fn open_postgres(
     url: &str,
     config: &Config,
     clock: Arc<dyn Clock>,
-) -> Result<Arc<dyn Store>> {
+) -> Result<Arc<dyn Database>> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(ApiError::Startup(format!(
             "DATABASE_URL deve começar com postgres:// (recebido {})",
@@ -133,15 +139,17 @@ async fn open_postgres(
     Ok(Arc::new(store))
 }
 
-/// Starts serving on a given store (tests pass a store with a manual clock).
-pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> Result<RunningServer> {
+/// Starts serving on a given database, charging through the gateway simulator whose ledger it
+/// keeps (tests pass a store with a manual clock).
+pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<RunningServer> {
     config.validate().map_err(ApiError::Startup)?;
     let api_keys = config.load_api_keys().map_err(ApiError::Startup)?;
+    let ledger: Arc<dyn SimulatorLedger> = db.clone();
     let gateway = Arc::new(SimulatedGateway::new(
-        store.clone(),
+        ledger.clone(),
         Duration::from_millis(config.slow_gateway_ms),
     ));
-    let state = AppState::new(&config, api_keys, store, gateway);
+    let state = AppState::new(&config, api_keys, db, gateway, Some(ledger));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| {
@@ -185,7 +193,11 @@ async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_afte
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match crate::payments::recover_abandoned(&state, recovery_after_ms).await {
+        match state
+            .runner()
+            .recover_abandoned(&state.recoverers(), recovery_after_ms)
+            .await
+        {
             Ok(r) if r == Default::default() => {}
             Ok(r) => tracing::info!(
                 completed = r.completed,

@@ -1,28 +1,37 @@
 //! State shared by every request of one server.
 
+use crate::cancel::Cancel;
 use crate::config::Config;
 use crate::domain::MerchantId;
 use crate::faults::Faults;
+use crate::gateway::simulator::SimulatorLedger;
 use crate::gateway::Gateway;
+use crate::idempotency::replay_cache::ReplayCache;
+use crate::idempotency::{Recover, Runner};
 use crate::metrics::Metrics;
-use crate::replay_cache::ReplayCache;
+use crate::payments::Payments;
+use crate::refunds::Refunds;
 use crate::store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-/// Cheap to clone; every clone sees the same store, faults and metrics.
+/// The server's parts, wired once at start: the store, the runner and the operations it runs,
+/// the gateway simulator's ledger (when the simulator is the gateway), faults and metrics. The
+/// HTTP handlers read it; the use cases get only the parts they need. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AppState(Arc<Shared>);
 
 struct Shared {
     store: Arc<dyn Store>,
-    gateway: Arc<dyn Gateway>,
+    runner: Runner,
+    payments: Arc<Payments>,
+    refunds: Arc<Refunds>,
+    cancel: Cancel,
+    ledger: Option<Arc<dyn SimulatorLedger>>,
     api_keys: HashMap<String, MerchantId>,
     admin_token: Option<String>,
     faults: RwLock<Faults>,
-    metrics: Metrics,
-    replays: ReplayCache,
-    lease_ms: i64,
+    metrics: Arc<Metrics>,
     key_retention_secs: u64,
     max_body_bytes: usize,
     max_header_bytes: usize,
@@ -36,13 +45,13 @@ impl std::fmt::Debug for Shared {
         // The API keys and the admin token are credentials: only their count and presence show.
         f.debug_struct("AppState")
             .field("store", &self.store)
-            .field("gateway", &self.gateway)
+            .field("runner", &self.runner)
+            .field("payments", &self.payments)
             .field(
                 "api_keys",
                 &format_args!("{} keys (***)", self.api_keys.len()),
             )
             .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
-            .field("lease_ms", &self.lease_ms)
             .field("key_retention_secs", &self.key_retention_secs)
             .field("embedded", &self.embedded)
             .finish_non_exhaustive()
@@ -50,22 +59,48 @@ impl std::fmt::Debug for Shared {
 }
 
 impl AppState {
-    /// Builds the state from a configuration and its parts.
+    /// Wires the state from a configuration and its parts. `ledger`: the gateway simulator's
+    /// ledger, when `gateway` is the simulator (the admin routes read it).
     pub fn new(
         config: &Config,
         api_keys: HashMap<String, MerchantId>,
         store: Arc<dyn Store>,
         gateway: Arc<dyn Gateway>,
+        ledger: Option<Arc<dyn SimulatorLedger>>,
     ) -> Self {
+        let metrics = Arc::new(Metrics::default());
+        let lease_ms = i64::try_from(config.lease_ms).unwrap_or(i64::MAX);
+        let runner = Runner::new(
+            store.clone(),
+            ReplayCache::new(config.replay_cache_entries, config.key_retention_ms()),
+            metrics.clone(),
+            lease_ms,
+            store.lookup_before_claim(),
+        );
+        let payments = Arc::new(Payments::new(
+            store.clone(),
+            gateway.clone(),
+            metrics.clone(),
+            config.key_retention_ms(),
+        ));
+        let refunds = Arc::new(Refunds::new(
+            store.clone(),
+            store.clone(),
+            gateway,
+            metrics.clone(),
+        ));
+        let cancel = Cancel::new(store.clone(), store.clone(), payments.clone(), lease_ms);
         Self(Arc::new(Shared {
             store,
-            gateway,
+            runner,
+            payments,
+            refunds,
+            cancel,
+            ledger,
             api_keys,
             admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
             faults: RwLock::new(config.faults.clone()),
-            metrics: Metrics::default(),
-            replays: ReplayCache::new(config.replay_cache_entries, config.key_retention_ms()),
-            lease_ms: i64::try_from(config.lease_ms).unwrap_or(i64::MAX),
+            metrics,
             key_retention_secs: config.key_retention_secs,
             max_body_bytes: config.max_body_bytes,
             max_header_bytes: config.max_header_bytes,
@@ -80,9 +115,38 @@ impl AppState {
         &self.0.store
     }
 
-    /// The gateway.
-    pub fn gateway(&self) -> &Arc<dyn Gateway> {
-        &self.0.gateway
+    /// The runner every keyed operation goes through.
+    pub fn runner(&self) -> &Runner {
+        &self.0.runner
+    }
+
+    /// The payment operation.
+    pub fn payments(&self) -> &Arc<Payments> {
+        &self.0.payments
+    }
+
+    /// The refund operation.
+    pub fn refunds(&self) -> &Arc<Refunds> {
+        &self.0.refunds
+    }
+
+    /// Cancellation by key.
+    pub fn cancel(&self) -> &Cancel {
+        &self.0.cancel
+    }
+
+    /// What the recovery worker settles abandoned keys with.
+    pub fn recoverers(&self) -> [&dyn Recover; 3] {
+        [
+            self.0.payments.as_ref(),
+            self.0.refunds.as_ref(),
+            &self.0.cancel,
+        ]
+    }
+
+    /// The gateway simulator's ledger, when the simulator is the gateway.
+    pub fn ledger(&self) -> Option<&Arc<dyn SimulatorLedger>> {
+        self.0.ledger.as_ref()
     }
 
     /// The merchant an API key belongs to.
@@ -108,16 +172,6 @@ impl AppState {
     /// Metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.0.metrics
-    }
-
-    /// Completed responses kept in memory for fast replays.
-    pub fn replays(&self) -> &ReplayCache {
-        &self.0.replays
-    }
-
-    /// Lease length in milliseconds.
-    pub fn lease_ms(&self) -> i64 {
-        self.0.lease_ms
     }
 
     /// How long completed keys are kept (advertised in `GET /health` for clients).

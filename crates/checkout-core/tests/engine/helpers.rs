@@ -61,24 +61,26 @@ impl Api {
         }
     }
 
-    pub async fn ledger(&self) -> Vec<payment_api::store::LedgerRow> {
+    pub async fn ledger(&self) -> Vec<payment_api::gateway::simulator::LedgerRow> {
         self.server
             .as_ref()
             .expect("server up")
             .state()
-            .store()
+            .ledger()
+            .expect("the simulator keeps a ledger")
             .ledger()
             .await
             .unwrap()
     }
 
     /// The gateway's refunds, oldest first: `(payment's charge, valor, status)`.
-    pub async fn refund_ledger(&self) -> Vec<payment_api::store::RefundLedgerRow> {
+    pub async fn refund_ledger(&self) -> Vec<payment_api::gateway::simulator::RefundLedgerRow> {
         self.server
             .as_ref()
             .expect("server up")
             .state()
-            .store()
+            .ledger()
+            .expect("the simulator keeps a ledger")
             .refund_ledger()
             .await
             .unwrap()

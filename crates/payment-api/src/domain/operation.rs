@@ -1,47 +1,54 @@
 //! Which money operation a key executes, recorded on the key's row when it is claimed.
 
+use std::borrow::Cow;
 use std::fmt;
 
-/// What a key was claimed for. A key is its merchant's whatever it executes; the row says which
-/// operation holds it, so nothing has to guess from a stored body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KeyOperation {
-    /// `POST /pagamentos`: a charge.
-    Pagamento,
-    /// `POST /pagamentos/{id}/estornos`: a refund.
-    Estorno,
-    /// `POST /pagamentos/cancelamentos` on a key nothing had claimed: the key is being burned.
-    Cancelamento,
-}
+/// What a key was claimed for: the name of an `idempotency::Operation` (`pagamento`, `estorno`,
+/// `cancelamento`, and whatever later operations add). A key is its merchant's whatever it
+/// executes; the row says which operation holds it, so nothing has to guess from a stored body.
+/// A name this server does not know (a newer replica's operation) is kept as it is: the recovery
+/// worker leaves such a key to a replica that knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyOperation(Cow<'static, str>);
 
-/// A stored operation this server does not know.
+/// A stored operation name that is not one (empty, too long, or not `[a-z_]`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("operação de chave desconhecida: {0:?}")]
+#[error("nome de operação inválido: {0:?}")]
 pub struct UnknownOperation(pub String);
 
 impl KeyOperation {
-    /// Every operation, for exhaustiveness checks.
-    pub const ALL: [KeyOperation; 3] = [
-        KeyOperation::Pagamento,
-        KeyOperation::Estorno,
-        KeyOperation::Cancelamento,
-    ];
+    /// `POST /pagamentos`: a charge.
+    pub const PAGAMENTO: KeyOperation = KeyOperation::named("pagamento");
+    /// `POST /pagamentos/{id}/estornos`: a refund.
+    pub const ESTORNO: KeyOperation = KeyOperation::named("estorno");
+    /// `POST /pagamentos/cancelamentos` on a key nothing had claimed: the key is being burned.
+    pub const CANCELAMENTO: KeyOperation = KeyOperation::named("cancelamento");
+
+    /// An operation's name, as its module declares it (`[a-z_]`, at most 32 characters: checked
+    /// by the tests of each operation and by [`KeyOperation::parse`] on the way back).
+    pub const fn named(name: &'static str) -> Self {
+        Self(Cow::Borrowed(name))
+    }
 
     /// The column form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyOperation::Pagamento => "pagamento",
-            KeyOperation::Estorno => "estorno",
-            KeyOperation::Cancelamento => "cancelamento",
-        }
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 
     /// Parses the column form.
     pub fn parse(s: &str) -> Result<Self, UnknownOperation> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| UnknownOperation(s.to_string()))
+        let valid = !s.is_empty()
+            && s.len() <= 32
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+        if !valid {
+            return Err(UnknownOperation(s.to_string()));
+        }
+        Ok(match s {
+            "pagamento" => Self::PAGAMENTO,
+            "estorno" => Self::ESTORNO,
+            "cancelamento" => Self::CANCELAMENTO,
+            other => Self(Cow::Owned(other.to_string())),
+        })
     }
 }
 
@@ -57,9 +64,16 @@ mod tests {
 
     #[test]
     fn an_operation_round_trips_through_its_stored_form() {
-        for op in KeyOperation::ALL {
+        for op in [
+            KeyOperation::PAGAMENTO,
+            KeyOperation::ESTORNO,
+            KeyOperation::CANCELAMENTO,
+            KeyOperation::named("captura"),
+        ] {
             assert_eq!(KeyOperation::parse(op.as_str()), Ok(op));
         }
-        assert!(KeyOperation::parse("captura").is_err());
+        for bad in ["", "Pagamento", "pix;drop", &"a".repeat(33)] {
+            assert!(KeyOperation::parse(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -134,7 +134,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for FrontFuture<F>
 /// status, time taken and, for a keyed `POST`, merchant, key and outcome. One event and no span:
 /// in `perf` of a replay run, a span per request (its creation, the fields recorded into it as
 /// they became known, its close) cost more than the line itself. A first execution has a span of
-/// its own (`payments::create`) for the lines its work writes.
+/// its own (`idempotency::Runner::run`) for the lines its work writes.
 fn log(started: &Started, res: &Response) {
     let logged = res.extensions().get::<Logged>();
     // Text fields as `Display` (`display` is the macro's own): recorded as `&str` they would be

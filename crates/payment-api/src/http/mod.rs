@@ -1,5 +1,5 @@
 //! HTTP surface: routes, handlers, the OpenAPI document. Handlers are thin: they parse headers and
-//! bodies into domain types and call [`crate::payments`].
+//! bodies into domain types and run them through [`crate::idempotency::Runner`].
 
 mod extract;
 mod front;
@@ -12,9 +12,11 @@ use crate::conn::ConnHandle;
 use crate::domain::{BodyDigest, FieldError, IdempotencyKey, MerchantId, PaymentId};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
+use crate::idempotency::{Answer, Keyed, Operation};
 use crate::listing::{Cursor, RangeParams};
 use crate::metrics::RequestOutcome;
-use crate::payments::{self, Answer, Prepared};
+use crate::payments::Payments;
+use crate::refunds::Refunds;
 use crate::schema::{
     CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, NovoCancelamento, NovoEstorno,
     NovoPagamento, PaymentBody, PaymentDetail, PaymentList, Problem, RefundBody, RefundLedgerEntry,
@@ -178,7 +180,8 @@ pub(crate) async fn create_payment(
     key: Result<Key>,
     req: Request,
 ) -> Response {
-    execute_keyed(state, merchant, key, req, Prepared::new).await
+    let op = state.payments().clone();
+    execute_keyed(state, merchant, key, req, op, Payments::prepare).await
 }
 
 /// Refunds part or all of a payment, or replays the stored answer for a key already used.
@@ -214,18 +217,20 @@ pub(crate) async fn create_refund(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let prepare = move |m, k, json| Prepared::refund(m, k, id, json);
-    execute_keyed(state, merchant, key, req, prepare).await
+    let prepare = move |m, k, json| Refunds::prepare(m, k, id, json);
+    let op = state.refunds().clone();
+    execute_keyed(state, merchant, key, req, op, prepare).await
 }
 
 /// What every keyed `POST` does: authenticate, read the key and the JSON body (refusing before
 /// anything is stored), run it under the key, and answer, first or replayed.
-async fn execute_keyed(
+async fn execute_keyed<O: Operation>(
     state: AppState,
     merchant: Result<Merchant>,
     key: Result<Key>,
     req: Request,
-    prepare: impl FnOnce(MerchantId, IdempotencyKey, serde_json::Value) -> Result<Prepared>,
+    op: std::sync::Arc<O>,
+    prepare: impl FnOnce(MerchantId, IdempotencyKey, serde_json::Value) -> Result<Keyed<O::Request>>,
 ) -> Response {
     let merchant = match merchant {
         Ok(Merchant(m)) => m,
@@ -248,15 +253,16 @@ async fn execute_keyed(
         }
         let bytes = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
         let digest = BodyDigest::of("POST", parts.uri.path(), &bytes);
-        if let Some(answer) =
-            payments::replay_same_bytes(&state, &merchant, &key, &digest, &faults).await?
+        if let Some(answer) = state
+            .runner()
+            .replay_same_bytes(&merchant, &key, &digest, &faults)
+            .await?
         {
             return Ok(answer);
         }
         let json = parse_json(&bytes)?;
-        let mut prepared = prepare(merchant.clone(), key.clone(), json)?;
-        prepared.digest = Some(digest);
-        payments::create(&state, prepared, &faults).await
+        let keyed = prepare(merchant.clone(), key.clone(), json)?.with_digest(digest);
+        state.runner().run(op, keyed, &faults).await
     }
     .await;
     let (res, outcome) = match result {
@@ -337,8 +343,8 @@ pub(crate) async fn cancel_payment_key(
             .map_err(|e| ApiError::MalformedJson(e.to_string()))?;
         let k = IdempotencyKey::parse(asked.idempotency_key.as_bytes())?;
         key = Some(k.clone());
-        let outcome = crate::cancel::cancel(&state, &merchant, &k).await?;
-        Ok(CancelamentoBody::new(&k, &outcome))
+        let outcome = state.cancel().cancel(&merchant, &k).await?;
+        Ok(CancelamentoBody::new(&k, outcome.payment()))
     }
     .await;
     match result {
@@ -521,15 +527,15 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 /// QA: the gateway ledger, every merchant.
 #[utoipa::path(get, path = "/admin/ledger", responses((status = 200, body = Ledger)), security(("admin" = [])))]
 pub(crate) async fn admin_ledger(State(state): State<AppState>, _: Admin) -> Result<Json<Ledger>> {
-    let cobrancas: Vec<LedgerEntry> = state
-        .store()
+    // Only the gateway simulator keeps a ledger the server can read.
+    let ledger = state.ledger().ok_or(ApiError::NotFound)?;
+    let cobrancas: Vec<LedgerEntry> = ledger
         .ledger()
         .await?
         .iter()
         .map(LedgerEntry::from)
         .collect();
-    let estornos = state
-        .store()
+    let estornos = ledger
         .refund_ledger()
         .await?
         .iter()

@@ -83,7 +83,7 @@ pub(super) fn decide(
     if held.cancelled {
         return Decision::Answer(NextAction::Cancelled);
     }
-    if held.operation == KeyOperation::Cancelamento {
+    if held.operation == KeyOperation::CANCELAMENTO {
         return Decision::Answer(NextAction::InProgress {
             retry_after_ms: (held.locked_until - now).max(CANCELLING_RETRY_MS),
         });
@@ -119,7 +119,7 @@ pub(super) fn decide_cancel(
     if held.cancelled {
         return (CancelClaim::Cancelled, None);
     }
-    if held.operation == KeyOperation::Estorno {
+    if held.operation != KeyOperation::PAGAMENTO && held.operation != KeyOperation::CANCELAMENTO {
         return (CancelClaim::NotAPayment, None);
     }
     if held.response.is_some() {
@@ -154,7 +154,7 @@ pub(super) fn decide_cancel(
 pub(super) fn cancel_inserted() -> CancelClaim {
     CancelClaim::Hold {
         fence: FIRST_FENCE,
-        operation: KeyOperation::Cancelamento,
+        operation: KeyOperation::CANCELAMENTO,
         fingerprint: cancelling_fingerprint(),
         request: None,
     }
@@ -179,7 +179,7 @@ mod tests {
             locked_until,
             fence: 3,
             response,
-            operation: KeyOperation::Pagamento,
+            operation: KeyOperation::PAGAMENTO,
             cancelled: false,
             payment_id: None,
             request: None,
@@ -207,7 +207,7 @@ mod tests {
     fn a_key_being_cancelled_is_waited_for_even_after_its_lease() {
         for locked_until in [5_000, 0] {
             let h = HeldKey {
-                operation: KeyOperation::Cancelamento,
+                operation: KeyOperation::CANCELAMENTO,
                 ..held(locked_until, None)
             };
             assert!(matches!(
@@ -224,7 +224,7 @@ mod tests {
             (CancelClaim::Cancelled, None)
         );
         let refund = HeldKey {
-            operation: KeyOperation::Estorno,
+            operation: KeyOperation::ESTORNO,
             ..held(0, None)
         };
         assert_eq!(
@@ -259,9 +259,9 @@ mod tests {
             claim,
             CancelClaim::Hold {
                 fence: 4,
-                operation: KeyOperation::Pagamento,
+                ref operation,
                 ..
-            }
+            } if *operation == KeyOperation::PAGAMENTO
         ));
     }
 

@@ -3,7 +3,7 @@
 
 use crate::helpers::*;
 use crate::stores;
-use payment_api::store::{SqliteStore, Store};
+use payment_api::store::SqliteStore;
 use payment_api::Config;
 use reqwest::StatusCode;
 use rstest_reuse::apply;
@@ -251,9 +251,12 @@ async fn readiness_fails_when_the_sqlite_writer_is_gone_while_liveness_still_ans
     )
     .unwrap();
     let config = Config::sandbox(dir.path().join("unused.db"), API_KEY, "loja_a", ADMIN);
-    let server = payment_api::start_with_store(config, Arc::new(store.clone()) as Arc<dyn Store>)
-        .await
-        .unwrap();
+    let server = payment_api::start_with_store(
+        config,
+        Arc::new(store.clone()) as Arc<dyn payment_api::server::Database>,
+    )
+    .await
+    .unwrap();
     let get = |path: &'static str| {
         let url = format!("{}{path}", server.url());
         async move { reqwest::get(url).await.unwrap() }

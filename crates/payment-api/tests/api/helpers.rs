@@ -3,7 +3,7 @@
 //! on both stores (`#[apply(stores)]`, defined in `main.rs`).
 
 use payment_api::clock::{Clock, ManualClock, SystemClock};
-use payment_api::store::{PgOptions, PgStore, SqliteStore, Store};
+use payment_api::store::{PgOptions, PgStore, SqliteStore};
 use payment_api::{Config, RunningServer};
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
@@ -242,7 +242,7 @@ impl TestApp {
         let db = TestDb::new(backend).await;
         let mut config = test_config(&db);
         tweak(&mut config);
-        let (store, time): (Arc<dyn Store>, TimeTravel) = match &db {
+        let (store, time): (Arc<dyn payment_api::server::Database>, TimeTravel) = match &db {
             TestDb::Sqlite { path, .. } => {
                 let manual = manual.then(ManualClock::new);
                 let clock: Arc<dyn Clock> = match &manual {

@@ -30,3 +30,4 @@ mod rejections;
 mod replay;
 mod replicas;
 mod retention;
+mod waiting_operation;

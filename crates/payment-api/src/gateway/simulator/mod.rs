@@ -1,0 +1,318 @@
+//! The card gateway simulator: it decides from the test card token and records one ledger row
+//! per downstream key in a ledger of its own ([`SimulatorLedger`], kept by a store's database but
+//! read and written only here). A real gateway keeps its own; the server sees only [`Gateway`].
+
+#[cfg(feature = "postgres")]
+mod postgres;
+mod sqlite;
+
+use super::{Gateway, GatewayError, GatewayRefund, GatewayResult};
+use crate::clock::Millis;
+use crate::domain::{CardToken, Centavos, DownstreamKey, MerchantId, PaymentStatus};
+use crate::store::StoreError;
+use crate::store::{corrupt, StoreResult};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The ledger status of a void: the row that keeps a downstream key from ever charging. Listings
+/// of charges leave these rows out.
+pub(crate) const VOID_STATUS: &str = "anulado";
+
+/// What the gateway's ledger holds for a charge call.
+#[derive(Debug, Clone)]
+pub struct Charged {
+    /// The one row for the downstream key.
+    pub row: LedgerRow,
+    /// True when this call made it; false when an earlier call had (a retry, a takeover, or
+    /// the same key sent again after its retention).
+    pub fresh: bool,
+}
+
+/// One charge the gateway simulator executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerRow {
+    /// The gateway's charge id.
+    pub cobranca_id: String,
+    /// Key derived from (merchant, idempotency key); unique.
+    pub downstream_key: String,
+    /// Merchant charged for.
+    pub merchant: MerchantId,
+    /// Amount charged.
+    pub valor: Centavos,
+    /// Approved or declined.
+    pub status: PaymentStatus,
+    /// Decline reason, if declined.
+    pub motivo: Option<String>,
+    /// Execution time, epoch ms.
+    pub created_at: Millis,
+}
+
+/// The columns of a `gateway_ledger` row as a driver reads them (see [`PaymentColumns`]).
+#[derive(Debug)]
+pub(crate) struct LedgerColumns {
+    pub(crate) cobranca_id: String,
+    pub(crate) downstream_key: String,
+    pub(crate) merchant: String,
+    pub(crate) valor: i64,
+    pub(crate) status: String,
+    pub(crate) motivo: Option<String>,
+    pub(crate) created_at: Millis,
+}
+
+impl LedgerColumns {
+    pub(crate) fn parse(self) -> StoreResult<LedgerRow> {
+        Ok(LedgerRow {
+            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
+            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
+            status: PaymentStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
+            cobranca_id: self.cobranca_id,
+            downstream_key: self.downstream_key,
+            motivo: self.motivo,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// A charge to record in the ledger (at most once per downstream key).
+#[derive(Debug, Clone)]
+pub struct LedgerCharge {
+    /// Key derived from (merchant, idempotency key).
+    pub downstream_key: DownstreamKey,
+    /// Merchant.
+    pub merchant: MerchantId,
+    /// Amount.
+    pub valor: Centavos,
+    /// Approved or declined.
+    pub status: PaymentStatus,
+    /// Decline reason.
+    pub motivo: Option<&'static str>,
+    /// The test card charged (the simulator decides refunds of the charge by it).
+    pub cartao: &'static str,
+}
+
+/// A refund for the gateway simulator to record (at most once per downstream key).
+#[derive(Debug, Clone)]
+pub struct LedgerRefund {
+    /// Key derived from (merchant, idempotency key) in the refund namespace.
+    pub downstream_key: DownstreamKey,
+    /// The charge paid back.
+    pub cobranca_id: String,
+    /// Merchant.
+    pub merchant: MerchantId,
+    /// Amount.
+    pub valor: Centavos,
+    /// Paid back or declined.
+    pub status: PaymentStatus,
+    /// Decline reason.
+    pub motivo: Option<&'static str>,
+}
+
+/// One refund the gateway simulator executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundLedgerRow {
+    /// The gateway's refund id.
+    pub estorno_id: String,
+    /// Key derived from (merchant, idempotency key); unique.
+    pub downstream_key: String,
+    /// The charge paid back.
+    pub cobranca_id: String,
+    /// Merchant.
+    pub merchant: MerchantId,
+    /// Amount.
+    pub valor: Centavos,
+    /// Paid back (`aprovado`) or declined.
+    pub status: PaymentStatus,
+    /// Decline reason.
+    pub motivo: Option<String>,
+    /// Execution time, epoch ms.
+    pub created_at: Millis,
+}
+
+/// The columns of a `gateway_refunds` row as a driver reads them.
+#[derive(Debug)]
+pub(crate) struct RefundLedgerColumns {
+    pub(crate) estorno_id: String,
+    pub(crate) downstream_key: String,
+    pub(crate) cobranca_id: String,
+    pub(crate) merchant: String,
+    pub(crate) valor: i64,
+    pub(crate) status: String,
+    pub(crate) motivo: Option<String>,
+    pub(crate) created_at: Millis,
+}
+
+impl RefundLedgerColumns {
+    pub(crate) fn parse(self) -> StoreResult<RefundLedgerRow> {
+        Ok(RefundLedgerRow {
+            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
+            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
+            status: PaymentStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
+            estorno_id: self.estorno_id,
+            downstream_key: self.downstream_key,
+            cobranca_id: self.cobranca_id,
+            motivo: self.motivo,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// What the gateway's refund ledger holds for a refund call.
+#[derive(Debug, Clone)]
+pub struct RefundCharged {
+    /// The one row for the downstream key.
+    pub row: RefundLedgerRow,
+    /// True when this call made it.
+    pub fresh: bool,
+}
+
+/// The simulator's ledger: charges, voids and refunds, each once per downstream key.
+#[async_trait::async_trait]
+pub trait SimulatorLedger: Send + Sync + std::fmt::Debug + 'static {
+    /// Records a charge once per downstream key; returns the row that holds it (new or earlier),
+    /// or `None` when the key was voided (it can never charge).
+    async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Option<Charged>>;
+    /// The ledger row of a downstream key, if it was ever charged (a void is not a charge).
+    async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>>;
+    /// Every ledger row, oldest first (charges only: a void is not a charge).
+    async fn ledger(&self) -> StoreResult<Vec<LedgerRow>>;
+    /// Voids a downstream key at the simulator: a row under the ledger's `UNIQUE (downstream_key)`
+    /// that is no charge, so no later charge of that key can be made. `Some(row)` when the key
+    /// had charged already (nothing is written); `None` when it is void (now or before).
+    async fn ledger_void(
+        &self,
+        downstream_key: &DownstreamKey,
+        merchant: &MerchantId,
+    ) -> StoreResult<Option<LedgerRow>>;
+    /// The test card a charge was made with (the simulator decides refunds by it).
+    async fn ledger_card(&self, cobranca_id: &str) -> StoreResult<Option<String>>;
+    /// Records a refund once per downstream key; returns the row that holds it.
+    async fn ledger_refund(&self, refund: LedgerRefund) -> StoreResult<RefundCharged>;
+    /// The refund ledger row of a downstream key, if the gateway ever executed it.
+    async fn refund_ledger_row(
+        &self,
+        downstream_key: &DownstreamKey,
+    ) -> StoreResult<Option<RefundLedgerRow>>;
+    /// Every refund the gateway executed, oldest first.
+    async fn refund_ledger(&self) -> StoreResult<Vec<RefundLedgerRow>>;
+}
+
+/// The bundled simulator: decides from the test card token and records one ledger row per
+/// downstream key in its [`SimulatorLedger`].
+#[derive(Debug)]
+pub struct SimulatedGateway {
+    ledger: Arc<dyn SimulatorLedger>,
+    slow: Duration,
+}
+
+impl SimulatedGateway {
+    /// A simulator keeping its ledger in `ledger`; `tok_lento` takes `slow` before it answers.
+    pub fn new(ledger: Arc<dyn SimulatorLedger>, slow: Duration) -> Self {
+        Self { ledger, slow }
+    }
+
+    /// Its ledger (the admin routes and the tests count charges in it).
+    pub fn ledger(&self) -> &Arc<dyn SimulatorLedger> {
+        &self.ledger
+    }
+}
+
+/// The simulator's ledger failing is the gateway being unavailable, in the ledger's own words.
+impl From<StoreError> for GatewayError {
+    fn from(e: StoreError) -> Self {
+        GatewayError::Unavailable(e.to_string())
+    }
+}
+
+#[async_trait::async_trait]
+impl Gateway for SimulatedGateway {
+    async fn charge(
+        &self,
+        downstream_key: DownstreamKey,
+        merchant: &MerchantId,
+        valor: Centavos,
+        cartao: CardToken,
+    ) -> Result<GatewayResult, GatewayError> {
+        let (status, motivo) = match cartao {
+            CardToken::Aprovado | CardToken::EstornoRecusado | CardToken::EstornoLento => {
+                (PaymentStatus::Aprovado, None)
+            }
+            CardToken::Lento => {
+                tokio::time::sleep(self.slow).await;
+                (PaymentStatus::Aprovado, None)
+            }
+            CardToken::Recusado => (PaymentStatus::Recusado, Some("cartao_recusado")),
+            CardToken::SaldoInsuficiente => (PaymentStatus::Recusado, Some("saldo_insuficiente")),
+        };
+        let charged = self
+            .ledger
+            .ledger_charge(LedgerCharge {
+                downstream_key,
+                merchant: merchant.clone(),
+                valor,
+                status,
+                motivo,
+                cartao: cartao.as_str(),
+            })
+            .await?
+            .ok_or(GatewayError::Voided)?;
+        Ok(GatewayResult::from_ledger(charged.row, charged.fresh))
+    }
+
+    async fn find_charge(
+        &self,
+        downstream_key: &DownstreamKey,
+    ) -> Result<Option<GatewayResult>, GatewayError> {
+        Ok(self
+            .ledger
+            .ledger_row(downstream_key)
+            .await?
+            .map(|row| GatewayResult::from_ledger(row, false)))
+    }
+
+    async fn void(
+        &self,
+        downstream_key: &DownstreamKey,
+        merchant: &MerchantId,
+    ) -> Result<Option<GatewayResult>, GatewayError> {
+        Ok(self
+            .ledger
+            .ledger_void(downstream_key, merchant)
+            .await?
+            .map(|row| GatewayResult::from_ledger(row, false)))
+    }
+
+    async fn refund(
+        &self,
+        downstream_key: DownstreamKey,
+        merchant: &MerchantId,
+        cobranca_id: &str,
+        valor: Centavos,
+    ) -> Result<GatewayRefund, GatewayError> {
+        // A refund executed before is answered as it was, without its card's delay.
+        if let Some(row) = self.ledger.refund_ledger_row(&downstream_key).await? {
+            return Ok(GatewayRefund::from_ledger(row, false));
+        }
+        let card = self.ledger.ledger_card(cobranca_id).await?;
+        let card = card.as_deref().and_then(|c| CardToken::parse(c).ok());
+        let (status, motivo) = match card {
+            Some(CardToken::EstornoRecusado) => (PaymentStatus::Recusado, Some("estorno_recusado")),
+            Some(CardToken::EstornoLento) => {
+                tokio::time::sleep(self.slow).await;
+                (PaymentStatus::Aprovado, None)
+            }
+            _ => (PaymentStatus::Aprovado, None),
+        };
+        let done = self
+            .ledger
+            .ledger_refund(LedgerRefund {
+                downstream_key,
+                cobranca_id: cobranca_id.to_string(),
+                merchant: merchant.clone(),
+                valor,
+                status,
+                motivo,
+            })
+            .await?;
+        Ok(GatewayRefund::from_ledger(done.row, done.fresh))
+    }
+}

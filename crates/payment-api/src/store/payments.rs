@@ -1,0 +1,138 @@
+//! Payments and their listing. A payment is written with its key's answer in one transaction
+//! ([`PaymentStore::finish`]) and kept after the key is purged.
+
+use super::*;
+
+/// The columns of `payments`, in the order both stores read and write them.
+pub(crate) const PAYMENT_COLUMNS: &str =
+    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal";
+
+/// A payment as it is stored: final, typed, and owned by its merchant. The JSON clients see is
+/// [`crate::schema::PaymentBody`], made from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    /// `pay_…`
+    pub id: PaymentId,
+    /// Owner.
+    pub merchant: MerchantId,
+    /// The idempotency key that created it.
+    pub idempotency_key: IdempotencyKey,
+    /// Amount charged.
+    pub valor: Centavos,
+    /// Approved or declined.
+    pub status: PaymentStatus,
+    /// Decline reason code (`cartao_recusado`, `saldo_insuficiente`), for declines only.
+    pub motivo: Option<String>,
+    /// Free text from the request.
+    pub descricao: Option<String>,
+    /// Client reference from the request.
+    pub referencia: Option<String>,
+    /// The gateway's charge id.
+    pub cobranca_id: String,
+    /// Creation time (store clock).
+    pub created_at: Millis,
+    /// The till that sent it, when it said.
+    pub terminal: Option<TerminalId>,
+}
+
+/// The columns of a `payments` row as a driver reads them; [`PaymentColumns::parse`] is the one
+/// place both stores turn them into a [`Payment`], so a row no domain type accepts is reported as
+/// corrupt the same way on each.
+#[derive(Debug)]
+pub(crate) struct PaymentColumns {
+    pub(crate) id: String,
+    pub(crate) merchant: String,
+    pub(crate) idempotency_key: String,
+    pub(crate) valor: i64,
+    pub(crate) status: String,
+    pub(crate) motivo: Option<String>,
+    pub(crate) descricao: Option<String>,
+    pub(crate) referencia: Option<String>,
+    pub(crate) cobranca_id: String,
+    pub(crate) created_at: Millis,
+    pub(crate) terminal: Option<String>,
+}
+
+impl PaymentColumns {
+    pub(crate) fn parse(self) -> StoreResult<Payment> {
+        Ok(Payment {
+            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
+            idempotency_key: IdempotencyKey::parse(self.idempotency_key.as_bytes())
+                .map_err(|e| corrupt("idempotency_key", e))?,
+            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
+            status: PaymentStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
+            id: PaymentId::from_stored(self.id),
+            motivo: self.motivo,
+            descricao: self.descricao,
+            referencia: self.referencia,
+            cobranca_id: self.cobranca_id,
+            created_at: self.created_at,
+            terminal: self
+                .terminal
+                .map(|t| TerminalId::parse(&t).map_err(|e| corrupt("terminal", e)))
+                .transpose()?,
+        })
+    }
+}
+
+/// One page of a merchant's payments in a time range, in `(created_at, id)` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageQuery {
+    /// From this instant, inclusive.
+    pub from: Millis,
+    /// Up to this instant, exclusive.
+    pub to: Millis,
+    /// Only after this `(created_at, id)` (the previous page's last payment).
+    pub after: Option<(Millis, PaymentId)>,
+    /// Only this till's payments.
+    pub terminal: Option<TerminalId>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// The write that completes a key: the payment row and the response, in one transaction.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// Owner of the key.
+    pub merchant: MerchantId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The token [`NextAction::StartProcessing`] gave this worker.
+    pub fence: i64,
+    /// The payment to insert.
+    pub payment: Payment,
+    /// The response to store for replays.
+    pub response: StoredResponse,
+    /// The request's fingerprint, kept with the payment: after the key is purged, a request sent
+    /// again with it is recognised as the same (replayed) or another one (refused).
+    pub fingerprint: Fingerprint,
+}
+
+/// Payments, by id, by field, by page.
+#[async_trait::async_trait]
+pub trait PaymentStore: Clocked {
+    /// Stores the payment and the response if `fence` still holds the key.
+    async fn finish(&self, completion: Completion) -> StoreResult<FinishOutcome>;
+    /// A payment by id, for its merchant.
+    async fn payment(&self, merchant: &MerchantId, id: &PaymentId) -> StoreResult<Option<Payment>>;
+    /// Payments whose `field` is `value`, for its merchant, oldest first.
+    async fn payments_by(
+        &self,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+    ) -> StoreResult<Vec<Payment>>;
+    /// One page of the merchant's payments in a time range (keyset pagination: stable while
+    /// payments are added, each existing payment on exactly one page).
+    async fn payments_page(
+        &self,
+        merchant: &MerchantId,
+        query: &PageQuery,
+    ) -> StoreResult<Vec<Payment>>;
+    /// The payment stored for a gateway charge (`UNIQUE (cobranca_id)`), with the fingerprint of
+    /// the request that made it (absent for payments stored before fingerprints were kept).
+    async fn payment_by_charge(
+        &self,
+        cobranca_id: &str,
+    ) -> StoreResult<Option<(Payment, Option<Fingerprint>)>>;
+}

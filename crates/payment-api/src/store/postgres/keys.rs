@@ -1,0 +1,408 @@
+//! The key table, on PostgreSQL.
+
+use super::*;
+
+pub(super) fn held_from_row(r: &Row) -> StoreResult<claim::HeldKey> {
+    HeldColumns {
+        fingerprint: r.try_get("fingerprint")?,
+        locked_until: r.try_get("locked_until")?,
+        fence: r.try_get("fence")?,
+        status: r
+            .try_get::<_, Option<i32>>("response_status")?
+            .map(i64::from),
+        body: r.try_get("response_body")?,
+        completed_at: r.try_get("completed_at")?,
+        operation: r.try_get("operation")?,
+        cancelled_at: r.try_get("cancelled_at")?,
+        payment_id: r.try_get("payment_id")?,
+        request: if r.columns().iter().any(|c| c.name() == "request_body") {
+            r.try_get("request_body")?
+        } else {
+            None
+        },
+    }
+    .parse()
+}
+
+/// A conflicting claim finds the row gone only if the reaper purged it in between; try again.
+pub(super) const CLAIM_ATTEMPTS: usize = 3;
+
+#[async_trait::async_trait]
+impl KeyStore for PgStore {
+    async fn lookup_key(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<KeyRecord>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT fingerprint, response_status, response_body, completed_at, cancelled_at
+                 FROM idempotency_keys WHERE merchant = $1 AND key = $2",
+            )
+            .await?;
+        let row = c
+            .query_opt(&st, &[&merchant.as_ref(), &key.as_ref()])
+            .await?;
+        row.map(|r| {
+            Ok(KeyRecord {
+                fingerprint: Fingerprint::from_stored(r.get(0)),
+                cancelled: r.get::<_, Option<i64>>(4).is_some(),
+                response: stored_response(r.get::<_, Option<i32>>(1).map(i64::from), r.get(2))?,
+                completed_at: r.get(3),
+            })
+        })
+        .transpose()
+    }
+
+    async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
+        let mut c = self.conn().await?;
+        let (m, k, fp) = (
+            claim.merchant.as_ref(),
+            claim.key.as_ref(),
+            claim.fingerprint.as_ref(),
+        );
+        let shift = self.shift();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let insert = c
+                .prepare_cached(
+                    "INSERT INTO idempotency_keys
+                         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point,
+                          request_body, operation, referencia)
+                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $7::bigint, 'started', $6::bytea,
+                            $8::text, $9::text
+                     FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
+                     ON CONFLICT (merchant, key) DO NOTHING
+                     RETURNING fence",
+                )
+                .await?;
+            if c.query_opt(
+                &insert,
+                &[
+                    &m,
+                    &k,
+                    &fp,
+                    &claim.lease_ms,
+                    &shift,
+                    &claim.request,
+                    &claim::FIRST_FENCE,
+                    &claim.operation.as_str(),
+                    &claim.referencia,
+                ],
+            )
+            .await?
+            .is_some()
+            {
+                return Ok(claim::inserted());
+            }
+            // The key exists. A completed key never changes, so a replay (or a mismatch) is
+            // decided from a plain read, without the row lock every other replica would queue on.
+            let completed = c
+                .prepare_cached(&format!(
+                    "SELECT {HELD_COLUMNS} FROM idempotency_keys
+                     WHERE merchant = $1 AND key = $2 AND completed_at IS NOT NULL"
+                ))
+                .await?;
+            if let Some(row) = c.query_opt(&completed, &[&m, &k]).await? {
+                let held = held_from_row(&row)?;
+                if held.response.is_some() || held.cancelled {
+                    return Ok(claim::decide(held, &claim.fingerprint, 0, claim.lease_ms).action());
+                }
+            }
+            // Not completed: decide under its row lock.
+            let tx = c.transaction().await?;
+            let select = tx
+                .prepare_cached(&format!(
+                    "SELECT {HELD_COLUMNS}, pagar_now_ms() + $3 AS now_ms
+                     FROM idempotency_keys WHERE merchant = $1 AND key = $2 FOR UPDATE"
+                ))
+                .await?;
+            let Some(row) = tx.query_opt(&select, &[&m, &k, &shift]).await? else {
+                tx.rollback().await?;
+                continue;
+            };
+            let held = held_from_row(&row)?;
+            let decision = claim::decide(
+                held,
+                &claim.fingerprint,
+                row.try_get("now_ms")?,
+                claim.lease_ms,
+            );
+            if let claim::Decision::TakeOver {
+                fence,
+                locked_until,
+            } = decision
+            {
+                let takeover = tx
+                    .prepare_cached(
+                        "UPDATE idempotency_keys SET fence = $3, locked_until = $4
+                         WHERE merchant = $1 AND key = $2",
+                    )
+                    .await?;
+                tx.execute(&takeover, &[&m, &k, &fence, &locked_until])
+                    .await?;
+            }
+            let action = decision.action();
+            tx.commit().await?;
+            return Ok(action);
+        }
+        Err(StoreError::Unavailable(format!(
+            "a chave {k:?} mudou {CLAIM_ATTEMPTS} vezes durante a reserva"
+        )))
+    }
+
+    async fn release(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<()> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "UPDATE idempotency_keys SET locked_until = 0
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+            )
+            .await?;
+        c.execute(&st, &[&merchant.as_ref(), &key.as_ref(), &fence])
+            .await?;
+        Ok(())
+    }
+
+    async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "DELETE FROM idempotency_keys
+                 WHERE completed_at IS NOT NULL AND completed_at < pagar_now_ms() + $2 - $1",
+            )
+            .await?;
+        Ok(c.execute(&st, &[&retention_ms, &self.shift()]).await?)
+    }
+
+    async fn finish_existing(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        resource: &str,
+        response: StoredResponse,
+    ) -> StoreResult<FinishOutcome> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "UPDATE idempotency_keys
+                 SET recovery_point = 'finished', response_status = $4, response_body = $5,
+                     payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+            )
+            .await?;
+        let updated = c
+            .execute(
+                &st,
+                &[
+                    &merchant.as_ref(),
+                    &key.as_ref(),
+                    &fence,
+                    &i32::from(response.status),
+                    &response.body,
+                    &resource,
+                    &self.shift(),
+                ],
+            )
+            .await?;
+        Ok(if updated == 1 {
+            FinishOutcome::Stored
+        } else {
+            FinishOutcome::LeaseLost
+        })
+    }
+
+    async fn forget(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "DELETE FROM idempotency_keys
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+            )
+            .await?;
+        Ok(c.execute(&st, &[&merchant.as_ref(), &key.as_ref(), &fence])
+            .await?
+            == 1)
+    }
+
+    async fn abandoned(&self, stale_ms: Millis, limit: usize) -> StoreResult<Vec<Abandoned>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT merchant, key, fence, fingerprint, request_body, operation, created_at FROM idempotency_keys
+                 WHERE completed_at IS NULL AND locked_until < pagar_now_ms() + $1 - $2
+                 ORDER BY locked_until LIMIT $3",
+            )
+            .await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        c.query(&st, &[&self.shift(), &stale_ms, &limit])
+            .await?
+            .into_iter()
+            .map(|r| {
+                abandoned_from(
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    r.get(3),
+                    r.get(4),
+                    r.get(5),
+                    r.get(6),
+                )
+            })
+            .collect()
+    }
+
+    async fn take_over(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        lease_ms: Millis,
+    ) -> StoreResult<Option<i64>> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "UPDATE idempotency_keys SET fence = fence + 1, locked_until = now_ms + $4
+                 FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
+                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
+                   AND locked_until <= now_ms
+                 RETURNING fence",
+            )
+            .await?;
+        Ok(c.query_opt(
+            &st,
+            &[
+                &merchant.as_ref(),
+                &key.as_ref(),
+                &fence,
+                &lease_ms,
+                &self.shift(),
+            ],
+        )
+        .await?
+        .map(|r| r.get(0)))
+    }
+
+    async fn keys_in_progress(
+        &self,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+    ) -> StoreResult<Vec<InProgressKey>> {
+        let column = match field {
+            PaymentField::Referencia => "referencia",
+            PaymentField::IdempotencyKey => "key",
+        };
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "SELECT key, created_at FROM idempotency_keys
+                 WHERE merchant = $1 AND {column} = $2 AND completed_at IS NULL AND locked_until <> 0
+                 ORDER BY created_at, key"
+            ))
+            .await?;
+        c.query(&st, &[&merchant.as_ref(), &value])
+            .await?
+            .iter()
+            .map(|r| {
+                let key: String = r.try_get(0)?;
+                Ok(InProgressKey {
+                    key: IdempotencyKey::parse(key.as_bytes()).map_err(|e| corrupt("key", e))?,
+                    since: r.try_get(1)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_for_cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        lease_ms: Millis,
+    ) -> StoreResult<CancelClaim> {
+        let mut c = self.conn().await?;
+        let (m, k) = (merchant.as_ref(), key.as_ref());
+        let shift = self.shift();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let inserted = c
+                .query_opt(
+                    "INSERT INTO idempotency_keys
+                         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, operation)
+                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $6::bigint, 'started', 'cancelamento'
+                     FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
+                     ON CONFLICT (merchant, key) DO NOTHING
+                     RETURNING fence",
+                    &[
+                        &m,
+                        &k,
+                        &claim::cancelling_fingerprint().as_ref(),
+                        &lease_ms,
+                        &shift,
+                        &claim::FIRST_FENCE,
+                    ],
+                )
+                .await?;
+            if inserted.is_some() {
+                return Ok(claim::cancel_inserted());
+            }
+            let tx = c.transaction().await?;
+            let Some(row) = tx
+                .query_opt(
+                    &format!(
+                        "SELECT {HELD_COLUMNS_AND_REQUEST}, pagar_now_ms() + $3 AS now_ms
+                         FROM idempotency_keys WHERE merchant = $1 AND key = $2 FOR UPDATE"
+                    ),
+                    &[&m, &k, &shift],
+                )
+                .await?
+            else {
+                tx.rollback().await?;
+                continue;
+            };
+            let (answer, takeover) =
+                claim::decide_cancel(held_from_row(&row)?, row.try_get("now_ms")?, lease_ms);
+            if let Some((fence, locked_until)) = takeover {
+                tx.execute(
+                    "UPDATE idempotency_keys SET fence = $3, locked_until = $4
+                     WHERE merchant = $1 AND key = $2",
+                    &[&m, &k, &fence, &locked_until],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            return Ok(answer);
+        }
+        Err(StoreError::Unavailable(format!(
+            "a chave {k:?} mudou {CLAIM_ATTEMPTS} vezes durante o cancelamento"
+        )))
+    }
+
+    async fn mark_cancelled(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let c = self.conn().await?;
+        Ok(c.execute(
+            "UPDATE idempotency_keys
+             SET recovery_point = 'finished', cancelled_at = now_ms, completed_at = now_ms, locked_until = 0
+             FROM (SELECT pagar_now_ms() + $4 AS now_ms) AS t
+             WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+            &[&merchant.as_ref(), &key.as_ref(), &fence, &self.shift()],
+        )
+        .await?
+            == 1)
+    }
+}

@@ -1,0 +1,380 @@
+//! The key table, on SQLite.
+
+use super::*;
+
+/// Stores the answer of a key and marks it finished, if `fence` still holds it. True when it did.
+pub(super) fn complete_key(
+    c: &rusqlite::Connection,
+    merchant: &str,
+    key: &str,
+    fence: i64,
+    response: &StoredResponse,
+    payment_id: &str,
+    now: Millis,
+) -> rusqlite::Result<bool> {
+    let updated = exec(
+        c,
+        "UPDATE idempotency_keys
+         SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
+             payment_id = ?6, completed_at = ?7, locked_until = 0
+         WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+        params![
+            merchant,
+            key,
+            fence,
+            response.status,
+            response.body,
+            payment_id,
+            now
+        ],
+    )?;
+    Ok(updated == 1)
+}
+
+pub(super) fn held_from_row(r: &Row<'_>) -> rusqlite::Result<HeldColumns> {
+    Ok(HeldColumns {
+        fingerprint: r.get("fingerprint")?,
+        locked_until: r.get("locked_until")?,
+        fence: r.get("fence")?,
+        status: r.get("response_status")?,
+        body: r.get("response_body")?,
+        completed_at: r.get("completed_at")?,
+        operation: r.get("operation")?,
+        cancelled_at: r.get("cancelled_at")?,
+        payment_id: r.get("payment_id")?,
+        request: match r.as_ref().column_index("request_body") {
+            Ok(i) => r.get(i)?,
+            Err(_) => None,
+        },
+    })
+}
+
+/// A key's row as the claim (`columns` = [`HELD_COLUMNS`]) or the cancellation
+/// ([`HELD_COLUMNS_AND_REQUEST`]) decides from it, inside the caller's transaction.
+pub(super) fn held_key(
+    c: &rusqlite::Connection,
+    columns: &str,
+    merchant: &str,
+    key: &str,
+) -> StoreResult<claim::HeldKey> {
+    c.prepare_cached(&format!(
+        "SELECT {columns} FROM idempotency_keys WHERE merchant = ?1 AND key = ?2"
+    ))?
+    .query_row(params![merchant, key], held_from_row)?
+    .parse()
+}
+
+#[async_trait::async_trait]
+impl KeyStore for SqliteStore {
+    async fn lookup_key(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<KeyRecord>> {
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .read(move |c| {
+                let row = c
+                .prepare_cached(
+                    "SELECT fingerprint, response_status, response_body, completed_at, cancelled_at
+                     FROM idempotency_keys WHERE merchant = ?1 AND key = ?2",
+                )?
+                .query_row(params![m, k], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get::<_, Option<i64>>(4)?,
+                    ))
+                })
+                .optional()?;
+                row.map(|(fp, status, body, completed_at, cancelled_at)| {
+                    Ok(KeyRecord {
+                        fingerprint: Fingerprint::from_stored(fp),
+                        cancelled: cancelled_at.is_some(),
+                        response: stored_response(status, body)?,
+                        completed_at,
+                    })
+                })
+                .transpose()
+            })
+            .await
+    }
+
+    async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
+        let now = self.now_ms();
+        // Relaxed (see `durable_sqlite`): the claim is visible to every other request at once and
+        // survives a crash of this process; only a power cut can take it, and then no charge of
+        // it survived either: the gateway's record of a charge is a durable commit, which makes
+        // every commit before it durable too (the WAL is appended in order). The retry then
+        // claims the free key anew and charges under the same downstream key.
+        self.db
+            .write_relaxed(move |c| {
+                let (m, k) = (claim.merchant.as_ref(), claim.key.as_ref());
+                let inserted = exec(
+                    c,
+                    "INSERT INTO idempotency_keys
+                     (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, request_body,
+                      operation, referencia)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?7, 'started', ?6, ?8, ?9)
+                 ON CONFLICT (merchant, key) DO NOTHING",
+                    params![
+                        m,
+                        k,
+                        claim.fingerprint.as_ref(),
+                        now,
+                        now + claim.lease_ms,
+                        claim.request,
+                        claim::FIRST_FENCE,
+                        claim.operation.as_str(),
+                        claim.referencia
+                    ],
+                )?;
+                if inserted == 1 {
+                    return Ok(claim::inserted());
+                }
+                let held = held_key(c, HELD_COLUMNS, m, k)?;
+                let decision = claim::decide(held, &claim.fingerprint, now, claim.lease_ms);
+                if let claim::Decision::TakeOver { fence, locked_until } = decision {
+                    exec(
+                        c,
+                        "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
+                         WHERE merchant = ?1 AND key = ?2",
+                        params![m, k, fence, locked_until],
+                    )?;
+                }
+                Ok(decision.action())
+            })
+            .await
+    }
+
+    async fn release(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<()> {
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE idempotency_keys SET locked_until = 0
+                 WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                    params![m, k, fence],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
+        let cutoff = self.now_ms() - retention_ms;
+        self.db
+            .write(move |c| {
+                Ok(exec(
+                c,
+                "DELETE FROM idempotency_keys WHERE completed_at IS NOT NULL AND completed_at < ?1",
+                params![cutoff],
+            )? as u64)
+            })
+            .await
+    }
+
+    async fn finish_existing(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        resource: &str,
+        response: StoredResponse,
+    ) -> StoreResult<FinishOutcome> {
+        let now = self.now_ms();
+        let (m, k, id) = (
+            merchant.to_string(),
+            key.as_ref().to_string(),
+            resource.to_string(),
+        );
+        self.db
+            .write(move |c| {
+                Ok(if complete_key(c, &m, &k, fence, &response, &id, now)? {
+                    FinishOutcome::Stored
+                } else {
+                    FinishOutcome::LeaseLost
+                })
+            })
+            .await
+    }
+
+    async fn forget(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                Ok(exec(
+                    c,
+                    "DELETE FROM idempotency_keys
+                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                    params![m, k, fence],
+                )? == 1)
+            })
+            .await
+    }
+
+    async fn abandoned(&self, stale_ms: Millis, limit: usize) -> StoreResult<Vec<Abandoned>> {
+        let cutoff = self.now_ms() - stale_ms;
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT merchant, key, fence, fingerprint, request_body, operation, created_at FROM idempotency_keys
+                     WHERE completed_at IS NULL AND locked_until < ?1 ORDER BY locked_until LIMIT ?2",
+                )?;
+                let rows = st
+                    .query_map(params![cutoff, limit as i64], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                            r.get(6)?,
+                        ))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter()
+                    .map(|(m, k, fence, fp, request, op, at)| {
+                        abandoned_from(m, k, fence, fp, request, op, at)
+                    })
+                    .collect()
+            })
+            .await
+    }
+
+    async fn take_over(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+        lease_ms: Millis,
+    ) -> StoreResult<Option<i64>> {
+        let now = self.now_ms();
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                let updated = exec(
+                    c,
+                    "UPDATE idempotency_keys SET fence = fence + 1, locked_until = ?4
+                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL
+                       AND locked_until <= ?5",
+                    params![m, k, fence, now + lease_ms, now],
+                )?;
+                Ok((updated == 1).then_some(fence + 1))
+            })
+            .await
+    }
+
+    async fn keys_in_progress(
+        &self,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+    ) -> StoreResult<Vec<InProgressKey>> {
+        let column = match field {
+            PaymentField::Referencia => "referencia",
+            PaymentField::IdempotencyKey => "key",
+        };
+        let (m, v) = (merchant.to_string(), value.to_string());
+        self.db
+            .read(move |c| {
+                let rows = c
+                    .prepare_cached(&format!(
+                        "SELECT key, created_at FROM idempotency_keys
+                         WHERE merchant = ?1 AND {column} = ?2 AND completed_at IS NULL AND locked_until <> 0
+                         ORDER BY created_at, key"
+                    ))?
+                    .query_map(params![m, v], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, Millis>(1)?))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter()
+                    .map(|(key, since)| {
+                        Ok(InProgressKey {
+                            key: IdempotencyKey::parse(key.as_bytes())
+                                .map_err(|e| corrupt("key", e))?,
+                            since,
+                        })
+                    })
+                    .collect()
+            })
+            .await
+    }
+
+    async fn claim_for_cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        lease_ms: Millis,
+    ) -> StoreResult<CancelClaim> {
+        let now = self.now_ms();
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                let inserted = exec(
+                    c,
+                    "INSERT INTO idempotency_keys
+                     (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, operation)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'started', 'cancelamento')
+                     ON CONFLICT (merchant, key) DO NOTHING",
+                    params![
+                        m,
+                        k,
+                        claim::cancelling_fingerprint().as_ref(),
+                        now,
+                        now + lease_ms,
+                        claim::FIRST_FENCE
+                    ],
+                )?;
+                if inserted == 1 {
+                    return Ok(claim::cancel_inserted());
+                }
+                let (answer, takeover) = claim::decide_cancel(held_key(c, HELD_COLUMNS_AND_REQUEST, &m, &k)?, now, lease_ms);
+                if let Some((fence, locked_until)) = takeover {
+                    exec(
+                        c,
+                        "UPDATE idempotency_keys SET fence = ?3, locked_until = ?4
+                         WHERE merchant = ?1 AND key = ?2",
+                        params![m, k, fence, locked_until],
+                    )?;
+                }
+                Ok(answer)
+            })
+            .await
+    }
+
+    async fn mark_cancelled(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+        fence: i64,
+    ) -> StoreResult<bool> {
+        let now = self.now_ms();
+        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        self.db
+            .write(move |c| {
+                Ok(exec(
+                    c,
+                    "UPDATE idempotency_keys
+                     SET recovery_point = 'finished', cancelled_at = ?4, completed_at = ?4, locked_until = 0
+                     WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+                    params![m, k, fence, now],
+                )? == 1)
+            })
+            .await
+    }
+}
