@@ -12,7 +12,7 @@ fn pagar_commands() -> &'static [&'static str] {
     &[
         "app_info",
         "ui_ready",
-        "till",
+        "open_sale",
         "new_sale",
         "receipt",
         "close_till",

@@ -3,7 +3,7 @@
 // calls commands and feeds their answers and the engine's events into the state.
 
 import {
-  applyEvent, applySnapshot, applyTill, brlInput, CARD_LABELS, createState, current, errorText,
+  applyEvent, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
   FAULTS, shortcut, snapshotMark, upsert,
 } from "./state.js";
 import {
@@ -39,7 +39,7 @@ async function press(ev) {
 
 async function newSale() {
   try {
-    applyTill(state, await invoke("new_sale"));
+    applyOpenSale(state, await invoke("new_sale"));
   } catch (err) {
     state.error = errorText(err);
     draw();
@@ -231,8 +231,8 @@ function anotherCard() {
 
 /** Draws the till as the outbox keeps it: the open sale (after a start, a crash or a reload). */
 async function restoreTill() {
-  const till = await invoke("till");
-  applyTill(state, till);
+  const till = await invoke("open_sale");
+  applyOpenSale(state, till);
   if (till.attempt) {
     $("valor").value = brlInput(till.attempt.valor);
     $("cartao").value = till.attempt.cartao;

@@ -335,7 +335,7 @@ export function closingVerdict(closing) {
 
 /** The closing's totals as table rows: [label, count, centavos], payments then refunds (refund
  * states other than approved only when the day had some), then the day's net (count null). The
- * printed summary has the same rows (`closing_rows` in src-tauri/src/till.rs). */
+ * printed summary has the same rows (`closing_rows` in src-tauri/src/receipts.rs). */
 export function closingTotals(closing) {
   const t = closing.totals;
   const r = closing.refunds;
@@ -518,7 +518,7 @@ export function applySnapshot(state, snap, mark) {
 }
 
 /** Applies the till as the outbox keeps it: the open sale and the others left unfinished. */
-export function applyTill(state, till) {
+export function applyOpenSale(state, till) {
   state.saleId = till.sale;
   state.saleNumber = till.numero == null ? null : till.numero;
   state.attemptId = till.attempt ? till.attempt.id : null;

@@ -2,12 +2,12 @@
 //! the result.
 
 use crate::error::{AppError, Result};
+use crate::receipts::{self, Receipt};
 use crate::session::{AppInfo, Session};
-use crate::till::{self, Receipt};
 use checkout_core::domain::sale_number;
 use checkout_core::{
     export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Event,
-    PayOutcome, QueueSummary, RefundReason, SaleId, Till,
+    OpenSale, PayOutcome, QueueSummary, RefundReason, SaleId,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -42,17 +42,17 @@ pub fn first_paint_ms() -> Option<u64> {
 /// The sale open at the till, with its latest attempt, and the other unsettled sales: what the
 /// window draws on start, after a crash, and after a reload.
 #[tauri::command]
-pub async fn till(session: State<'_, Session>) -> Result<Till> {
-    Ok(session.get()?.checkout().till().await?)
+pub async fn open_sale(session: State<'_, Session>) -> Result<OpenSale> {
+    Ok(session.get()?.checkout().open_sale().await?)
 }
 
 /// Opens the next sale (numbered for the day) and answers the till with it; refused while the
 /// open one's payment is still being decided.
 #[tauri::command]
-pub async fn new_sale(session: State<'_, Session>) -> Result<Till> {
+pub async fn new_sale(session: State<'_, Session>) -> Result<OpenSale> {
     let checkout = session.get()?.checkout();
     checkout.new_sale().await?;
-    Ok(checkout.till().await?)
+    Ok(checkout.open_sale().await?)
 }
 
 /// The receipt of an approved attempt, saved under `<data>/comprovantes/`; refused for any
@@ -69,7 +69,7 @@ pub async fn receipt(session: State<'_, Session>, attempt_id: String) -> Result<
     } else {
         p.checkout().refunds_of(&attempt.id).await?
     };
-    let mut r = till::receipt(p.settings(), &attempt, &refunds)?;
+    let mut r = receipts::receipt(p.settings(), &attempt, &refunds)?;
     let name = format!(
         "{}-{}-{}-{}.html",
         if attempt.is_refund() {
@@ -84,7 +84,7 @@ pub async fn receipt(session: State<'_, Session>, attempt_id: String) -> Result<
     let path = p.save(
         &p.settings().receipt_dir(),
         &name,
-        till::receipt_html(&r).as_bytes(),
+        receipts::receipt_html(&r).as_bytes(),
     )?;
     r.arquivo = Some(path.display().to_string());
     Ok(r)
@@ -112,7 +112,7 @@ pub async fn close_till(session: State<'_, Session>, anyway: bool) -> Result<Clo
     let dir = p.settings().closing_dir();
     let stem = format!("fechamento-{}", closing.day);
     let json = serde_json::to_vec_pretty(&closing).expect("a closing serialises");
-    let html = till::closing_html(&closing, p.settings());
+    let html = receipts::closing_html(&closing, p.settings());
     let csv = p.save(&dir, &format!("{stem}.csv"), closing.to_csv().as_bytes())?;
     let json = p.save(&dir, &format!("{stem}.json"), &json)?;
     let html = p.save(&dir, &format!("{stem}.html"), html.as_bytes())?;

@@ -5,10 +5,10 @@ pub mod admin;
 pub mod commands;
 pub mod error;
 pub mod link;
+pub mod receipts;
 pub mod secrets;
 pub mod session;
 pub mod settings;
-pub mod till;
 
 use session::Session;
 use settings::Settings;
@@ -33,7 +33,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
     builder.invoke_handler(tauri::generate_handler![
         commands::app_info,
         commands::ui_ready,
-        commands::till,
+        commands::open_sale,
         commands::new_sale,
         commands::receipt,
         commands::close_till,

@@ -208,12 +208,12 @@ fn plain_http_to_a_host_that_is_not_loopback_is_refused_at_start_with_the_reason
 #[test]
 fn the_till_keeps_the_open_sale_and_a_new_sale_waits_for_the_payment_online() {
     let m = app();
-    let till = call(&m, "till", json!({})).unwrap();
+    let till = call(&m, "open_sale", json!({})).unwrap();
     let sale = till["sale"].clone();
     assert!(sale.as_str().unwrap().starts_with("venda-"));
     assert!(till["attempt"].is_null());
     assert_eq!(
-        call(&m, "till", json!({})).unwrap()["sale"],
+        call(&m, "open_sale", json!({})).unwrap()["sale"],
         sale,
         "the same sale until a new one"
     );
@@ -234,7 +234,7 @@ fn the_till_keeps_the_open_sale_and_a_new_sale_waits_for_the_payment_online() {
     .unwrap();
     let refused = call(&m, "new_sale", json!({})).unwrap_err();
     assert_eq!(refused["kind"], "sale_open", "{refused}");
-    let till = call(&m, "till", json!({})).unwrap();
+    let till = call(&m, "open_sale", json!({})).unwrap();
     assert_eq!(till["sale"], sale);
     assert_eq!(till["attempt"]["id"], paid["attempt"]["id"]);
 }

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  applyEvent, applySnapshot, applyTill, closingTotals, closingVerdict, discrepancyGroups, saleTitle,
+  applyEvent, applySnapshot, applyOpenSale, closingTotals, closingVerdict, discrepancyGroups, saleTitle,
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
@@ -123,7 +123,7 @@ test("an event for the open sale makes its new attempt the current one", () => {
 
 test("sales left unfinished by an earlier run are listed; ones queued now are not", () => {
   const s = createState();
-  applyTill(s, {
+  applyOpenSale(s, {
     sale: "venda-3",
     attempt: attempt({ id: "att_3", sale_id: "venda-3" }),
     unfinished: [attempt({ id: "att_1", sale_id: "venda-1" })],
@@ -185,7 +185,7 @@ test("keys do what the footer says, only when the screen allows it", () => {
 test("the sale is titled by its number and the closing reads at a glance", () => {
   const s = createState();
   assert.equal(saleTitle(s), "Venda");
-  applyTill(s, { sale: "venda-1", numero: 42, attempt: null, unfinished: [] });
+  applyOpenSale(s, { sale: "venda-1", numero: 42, attempt: null, unfinished: [] });
   assert.equal(saleTitle(s), "Venda nº 0042");
   const closing = {
     totals: { aprovado: { count: 2, centavos: 1500 }, recusado: { count: 1, centavos: 500 },

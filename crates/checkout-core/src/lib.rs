@@ -19,6 +19,6 @@ pub use domain::{
     format_brl, mask_card, AttemptId, AttemptKind, AttemptState, CardToken, Centavos,
     IdempotencyKey, PaymentId, RefundReason, SaleId, UnixMillis,
 };
-pub use engine::{Checkout, Connectivity, Event, Till};
+pub use engine::{Checkout, Connectivity, Event, OpenSale};
 pub use error::{CoreError, Result};
 pub use outbox::{Attempt, PayOutcome, QueueSummary, RefundBalance, Target};

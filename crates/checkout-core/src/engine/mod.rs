@@ -104,7 +104,7 @@ pub enum Event {
 
 /// What the till shows: the open sale and the others still unsettled.
 #[derive(Debug, Clone, Serialize)]
-pub struct Till {
+pub struct OpenSale {
     /// The sale open at the till.
     pub sale: SaleId,
     /// Its number that day (`42` is "Venda nº 0042").
@@ -287,12 +287,12 @@ impl Checkout {
     /// The sale open at the till (opening a fresh one if none ever was) with its attempts, and
     /// every other sale whose latest attempt is not settled. What a window shows after a start,
     /// a crash or a reload.
-    pub async fn till(&self) -> Result<Till> {
+    pub async fn open_sale(&self) -> Result<OpenSale> {
         let (sale, numero) = match self.inner.outbox.current_sale().await? {
             Some(open) => open,
             None => {
                 let sale = SaleId::generate();
-                let numero = self.inner.outbox.open_sale(sale.clone(), now_ms()).await?;
+                let numero = self.inner.outbox.start_sale(sale.clone(), now_ms()).await?;
                 (sale, Some(numero))
             }
         };
@@ -305,7 +305,7 @@ impl Checkout {
             .into_iter()
             .filter(|a| a.sale_id != sale)
             .collect();
-        Ok(Till {
+        Ok(OpenSale {
             sale,
             numero,
             attempt: attempts.into_iter().last(),
@@ -340,7 +340,7 @@ impl Checkout {
             }
         }
         let sale = SaleId::generate();
-        self.inner.outbox.open_sale(sale.clone(), now_ms()).await?;
+        self.inner.outbox.start_sale(sale.clone(), now_ms()).await?;
         Ok(sale)
     }
 

@@ -4,11 +4,11 @@
 mod caps;
 mod closings;
 mod lock;
+mod open_sale;
 mod records;
 mod refunds;
 mod sales;
 mod schema;
-mod till;
 mod wire;
 
 pub use caps::OfflineCaps;

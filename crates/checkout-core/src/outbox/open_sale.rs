@@ -1,4 +1,4 @@
-//! The till: the sale open on it, and the numbering of sales per store day.
+//! The sale open at the till, and the numbering of sales per store day.
 
 use super::*;
 
@@ -26,7 +26,7 @@ impl Outbox {
     }
 
     /// Opens `sale` at the till; returns its number that day.
-    pub async fn open_sale(&self, sale: SaleId, now: UnixMillis) -> Result<u32> {
+    pub async fn start_sale(&self, sale: SaleId, now: UnixMillis) -> Result<u32> {
         let day = self.day_of(now);
         self.db
             .write(move |c| Ok(set_till(c, &sale, now, &day)?))
