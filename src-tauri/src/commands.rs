@@ -7,7 +7,7 @@ use crate::session::{AppInfo, Session};
 use checkout_core::domain::sale_number;
 use checkout_core::{
     export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Event,
-    OpenSale, PayOutcome, QueueSummary, RefundReason, SaleId,
+    OpenSale, PayOutcome, QueueSummary, RefundReason, SaleId, Total,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -176,11 +176,11 @@ pub struct RefundInfo {
     /// Its refunds, oldest first.
     pub estornos: Vec<Attempt>,
     /// Paid back (approved refunds), in centavos.
-    pub estornado: i64,
+    pub estornado: Total,
     /// Undecided refunds, in centavos.
-    pub em_andamento: i64,
+    pub em_andamento: Total,
     /// What may still be refunded, in centavos.
-    pub saldo: i64,
+    pub saldo: Total,
     /// The card the money goes back to, masked (`tok_…vado`).
     pub cartao: String,
 }

@@ -4,9 +4,8 @@
 
 use crate::error::{AppError, Result};
 use crate::settings::Settings;
-use checkout_core::closing::Total;
 use checkout_core::domain::sale_number;
-use checkout_core::{format_brl, Attempt, AttemptState, Closing};
+use checkout_core::{Attempt, AttemptState, Closing, Net, Tally, Total};
 use serde::Serialize;
 
 /// One line of a receipt: what it is and its value.
@@ -99,11 +98,11 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
         line("Pagamento", attempt.payment_id.clone().unwrap_or_default()),
         line("Cartão", attempt.cartao.masked()),
     ]);
-    let mut refunded = 0;
+    let mut refunded = Total::ZERO;
     for r in refunds {
         match r.state {
             AttemptState::Aprovado => {
-                refunded += r.valor.get();
+                refunded += r.valor;
                 let at = local_time(r.updated_at, settings.utc_offset);
                 linhas.push(line("Estorno", format!("-{} em {at}", r.valor)));
             }
@@ -114,14 +113,14 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
             AttemptState::Recusado => {}
         }
     }
-    if refunded > 0 {
-        linhas.push(line("Total estornado", format_brl(refunded)));
-        let net = format_brl(attempt.valor.get() - refunded);
-        linhas.push(line("Valor líquido", net));
+    if !refunded.is_zero() {
+        linhas.push(line("Total estornado", refunded.to_string()));
+        let net = Net::of(attempt.valor.into(), &[refunded]);
+        linhas.push(line("Valor líquido", net.to_string()));
     }
     let situacao = match refunded {
-        0 => "APROVADO",
-        r if r >= attempt.valor.get() => "APROVADO · ESTORNADO",
+        r if r.is_zero() => "APROVADO",
+        r if r >= attempt.valor => "APROVADO · ESTORNADO",
         _ => "APROVADO · ESTORNADO EM PARTE",
     };
     linhas.push(line("Situação", situacao.into()));
@@ -177,7 +176,7 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
             format!(
                 "<tr><th>{name}</th><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
                 t.count,
-                format_brl(t.centavos)
+                t.centavos
             )
         })
         .collect::<String>();
@@ -226,7 +225,7 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
         at = local_time(c.closed_at, settings.utc_offset),
         sales = count(c.sales as u64, "venda", "vendas"),
         server = count(c.server_payments as u64, "pagamento", "pagamentos"),
-        net = format_brl(c.net_centavos),
+        net = c.net_centavos,
         refunds = if c.server_refunds == 0 {
             String::new()
         } else {
@@ -237,7 +236,7 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
 
 /// The closing's totals as rows, payments first, then refunds: refund states other than
 /// approved only when the day had some (ui/state.js `closingTotals` shows the same rows).
-pub fn closing_rows(c: &Closing) -> Vec<(&'static str, Total)> {
+pub fn closing_rows(c: &Closing) -> Vec<(&'static str, Tally)> {
     let mut rows = vec![
         ("Aprovados", c.totals.aprovado),
         ("Recusados", c.totals.recusado),

@@ -326,11 +326,7 @@ fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<Vec<String>>>) {
                 ),
                 Ok(Event::QueueChanged { queue }) => push_log(
                     &log,
-                    format!(
-                        "fila {} pagamentos, {}",
-                        queue.count,
-                        checkout_core::format_brl(queue.total)
-                    ),
+                    format!("fila {} pagamentos, {}", queue.count, queue.total),
                 ),
                 Ok(Event::ConnectivityChanged {
                     connectivity,

@@ -2,7 +2,7 @@
 //! the answer means. It never retries by itself; the engine schedules every try.
 
 use crate::config::Config;
-use crate::domain::AttemptState;
+use crate::domain::{AttemptState, Centavos};
 use crate::error::{CoreError, Result};
 use crate::outbox::{FinalAnswer, SendJob, Target};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -98,7 +98,7 @@ pub struct RemotePayment {
     /// `aprovado` or `recusado`.
     pub status: RemoteStatus,
     /// Amount in centavos.
-    pub valor: i64,
+    pub valor: Centavos,
     /// The attempt id the till sent.
     #[serde(default)]
     pub referencia: Option<String>,
@@ -176,7 +176,7 @@ pub struct RemoteRefund {
     /// `pendente`, `aprovado` or `recusado`.
     pub status: RemoteStatus,
     /// Amount in centavos.
-    pub valor: i64,
+    pub valor: Centavos,
     /// The attempt id the till sent.
     #[serde(default)]
     pub referencia: Option<String>,

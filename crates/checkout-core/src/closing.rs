@@ -7,18 +7,18 @@
 //! the server listed them in, the totals and every discrepancy out.
 
 use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
-use crate::domain::{format_brl, sale_number, AttemptState, UnixMillis};
+use crate::domain::{sale_number, AttemptState, Centavos, Net, Total, UnixMillis};
 use crate::outbox::Attempt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Count and amount of the attempts in one state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Total {
+pub struct Tally {
     /// Attempts.
     pub count: usize,
-    /// Their amounts, in centavos.
-    pub centavos: i64,
+    /// Their amounts.
+    pub centavos: Total,
 }
 
 /// The day's attempts by state (the latest attempt of each sale and every earlier one: a
@@ -26,17 +26,17 @@ pub struct Total {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
     /// Approved.
-    pub aprovado: Total,
+    pub aprovado: Tally,
     /// Declined.
-    pub recusado: Total,
+    pub recusado: Tally,
     /// Still waiting for the server.
-    pub pendente: Total,
+    pub pendente: Tally,
     /// Waiting for a person.
-    pub revisao: Total,
+    pub revisao: Tally,
 }
 
 impl Totals {
-    fn add(&mut self, state: AttemptState, centavos: i64) {
+    fn add(&mut self, state: AttemptState, valor: Centavos) {
         let t = match state {
             AttemptState::Aprovado => &mut self.aprovado,
             AttemptState::Recusado => &mut self.recusado,
@@ -44,7 +44,7 @@ impl Totals {
             AttemptState::Revisao => &mut self.revisao,
         };
         t.count += 1;
-        t.centavos += centavos;
+        t.centavos += valor;
     }
 }
 
@@ -116,9 +116,9 @@ pub struct Discrepancy {
     /// The server payments concerned.
     pub payment_ids: Vec<String>,
     /// What the till has, in centavos.
-    pub local_centavos: Option<i64>,
+    pub local_centavos: Option<Total>,
     /// What the server has, in centavos (the sum, for two charges).
-    pub server_centavos: Option<i64>,
+    pub server_centavos: Option<Total>,
     /// What it means, pt-BR.
     pub detail: String,
 }
@@ -138,10 +138,10 @@ pub struct Closing {
     pub refunds: Totals,
     /// Refunds of this till's payments that the server made for someone else (the API, another
     /// till) on this day: no refund attempt of this till knows them, and the net counts them.
-    pub refunds_elsewhere: Total,
+    pub refunds_elsewhere: Tally,
     /// What the day took in: approved payments less approved refunds (this till's and those made
     /// elsewhere), in centavos.
-    pub net_centavos: i64,
+    pub net_centavos: Net,
     /// Sales that day.
     pub sales: usize,
     /// Server payments compared.
@@ -198,7 +198,7 @@ pub fn reconcile(
     let venda = |a: &Attempt| a.sale_number.map(sale_number);
     let mut approved_by_sale: BTreeMap<&str, Vec<(&Attempt, &RemotePayment)>> = BTreeMap::new();
     for &a in &attempts {
-        totals.add(a.state, a.valor.get());
+        totals.add(a.state, a.valor);
         let found = by_ref.get(a.id.as_ref()).cloned().unwrap_or_default();
         let approved: Vec<&RemotePayment> = found
             .iter()
@@ -219,7 +219,7 @@ pub fn reconcile(
                 sale_id: Some(a.sale_id.to_string()),
                 attempt_id: Some(a.id.to_string()),
                 payment_ids: payments.iter().map(|p| p.id.clone()).collect(),
-                local_centavos: Some(a.valor.get()),
+                local_centavos: Some(a.valor.into()),
                 server_centavos: (!payments.is_empty())
                     .then(|| payments.iter().map(|p| p.valor).sum()),
                 detail,
@@ -240,7 +240,7 @@ pub fn reconcile(
                     &approved,
                     format!(
                         "o servidor cobrou {}; no caixa a tentativa está em {}",
-                        format_brl(approved.iter().map(|p| p.valor).sum()),
+                        approved.iter().map(|p| p.valor).sum::<Total>(),
                         if a.state == AttemptState::Pendente { "pendente" } else { "revisão" }
                     ),
                 ))
@@ -258,11 +258,11 @@ pub fn reconcile(
             _ => {}
         }
         for p in &found {
-            if p.valor != a.valor.get() {
+            if p.valor != a.valor {
                 discrepancies.push(base(
                     DiscrepancyKind::AmountMismatch,
                     &[p],
-                    format!("no caixa {}, no servidor {}", a.valor, format_brl(p.valor)),
+                    format!("no caixa {}, no servidor {}", a.valor, p.valor),
                 ));
             }
         }
@@ -270,7 +270,7 @@ pub fn reconcile(
     for (sale, charges) in &approved_by_sale {
         if charges.len() > 1 {
             let (first, _) = charges[0];
-            let total: i64 = charges.iter().map(|(_, p)| p.valor).sum();
+            let total: Total = charges.iter().map(|(_, p)| p.valor).sum();
             discrepancies.push(Discrepancy {
                 kind: DiscrepancyKind::TwoChargesForOneSale,
                 label: DiscrepancyKind::TwoChargesForOneSale.label(),
@@ -283,7 +283,7 @@ pub fn reconcile(
                 detail: format!(
                     "{} pagamentos aprovados no servidor para a mesma venda, {} no total",
                     charges.len(),
-                    format_brl(total)
+                    total
                 ),
             });
         }
@@ -299,11 +299,11 @@ pub fn reconcile(
             discrepancies.push(Discrepancy::unknown_on_server(
                 p.referencia.clone(),
                 &p.id,
-                p.valor,
+                p.valor.into(),
                 format!(
                     "pagamento {} de {} ({}) enviado por este caixa, sem tentativa correspondente no caixa",
                     p.status,
-                    format_brl(p.valor),
+                    p.valor,
                     p.criado_em
                 ),
             ));
@@ -322,9 +322,10 @@ pub fn reconcile(
         day: day.to_string(),
         closed_at,
         terminal: terminal.map(str::to_string),
-        net_centavos: totals.aprovado.centavos
-            - refund_totals.aprovado.centavos
-            - elsewhere.centavos,
+        net_centavos: Net::of(
+            totals.aprovado.centavos,
+            &[refund_totals.aprovado.centavos, elsewhere.centavos],
+        ),
         totals,
         refunds: refund_totals,
         refunds_elsewhere: elsewhere,
@@ -349,7 +350,7 @@ fn reconcile_refunds(
     refunds: &[&Attempt],
     evidence: &Evidence<'_>,
     discrepancies: &mut Vec<Discrepancy>,
-) -> (Totals, Total, usize) {
+) -> (Totals, Tally, usize) {
     let server = evidence.refunds;
     let mut totals = Totals::default();
     let mut by_ref: HashMap<&str, &RemoteRefund> = HashMap::new();
@@ -360,7 +361,7 @@ fn reconcile_refunds(
         }
     }
     for &a in refunds {
-        totals.add(a.state, a.valor.get());
+        totals.add(a.state, a.valor);
         let found = by_ref.get(a.id.as_ref()).copied();
         let payment = a.refund_payment.as_ref().map_or("", |p| p.as_ref());
         let base = |kind: DiscrepancyKind, detail: String| Discrepancy {
@@ -370,8 +371,8 @@ fn reconcile_refunds(
             sale_id: Some(a.sale_id.to_string()),
             attempt_id: Some(a.id.to_string()),
             payment_ids: found.map(|r| r.id.clone()).into_iter().collect(),
-            local_centavos: Some(a.valor.get()),
-            server_centavos: found.map(|r| r.valor),
+            local_centavos: Some(a.valor.into()),
+            server_centavos: found.map(|r| r.valor.into()),
             detail,
         };
         match (a.state, found) {
@@ -390,7 +391,7 @@ fn reconcile_refunds(
                     DiscrepancyKind::RefundedNotFinalLocally,
                     format!(
                         "o servidor estornou {} do pagamento {payment}; no caixa o estorno está {}",
-                        format_brl(r.valor),
+                        r.valor,
                         a.state.label()
                     ),
                 ))
@@ -405,20 +406,16 @@ fn reconcile_refunds(
             }
             _ => {}
         }
-        if let Some(r) = found.filter(|r| r.valor != a.valor.get()) {
+        if let Some(r) = found.filter(|r| r.valor != a.valor) {
             discrepancies.push(base(
                 DiscrepancyKind::AmountMismatch,
-                format!(
-                    "estorno: no caixa {}, no servidor {}",
-                    a.valor,
-                    format_brl(r.valor)
-                ),
+                format!("estorno: no caixa {}, no servidor {}", a.valor, r.valor),
             ));
         }
     }
     let known: HashSet<&str> = refunds.iter().map(|a| a.id.as_ref()).collect();
     let mut reported = HashSet::new();
-    let mut elsewhere = Total::default();
+    let mut elsewhere = Tally::default();
     let (from, to) = evidence.bounds;
     for r in server.iter().filter(|r| r.status != RemoteStatus::Recusado) {
         let unknown = r
@@ -440,11 +437,10 @@ fn reconcile_refunds(
             discrepancies.push(Discrepancy::unknown_on_server(
                 r.referencia.clone(),
                 &r.id,
-                r.valor,
+                r.valor.into(),
                 format!(
                     "estorno {} de {} de um pagamento deste caixa, feito fora deste caixa",
-                    r.status,
-                    format_brl(r.valor)
+                    r.status, r.valor
                 ),
             ));
         }
@@ -462,7 +458,12 @@ fn epoch_ms(rfc3339: &str) -> Option<UnixMillis> {
 impl Discrepancy {
     /// Something the server has that no attempt of this till knows (referenced by `referencia`,
     /// if it has one).
-    fn unknown_on_server(referencia: Option<String>, id: &str, valor: i64, detail: String) -> Self {
+    fn unknown_on_server(
+        referencia: Option<String>,
+        id: &str,
+        valor: Total,
+        detail: String,
+    ) -> Self {
         let kind = DiscrepancyKind::UnknownOnServer;
         Self {
             kind,
@@ -495,13 +496,13 @@ impl Closing {
             ("estorno_pendente", self.refunds.pendente),
             ("estorno_revisao", self.refunds.revisao),
         ] {
-            out.push_str(&format!("total,{name},,,,{},{},,\n", t.count, t.centavos));
+            out.push_str(&format!("total,{name},,,,{},{},,\n", t.count, t.centavos.get()));
         }
         out.push_str(&format!(
             "total,estorno_fora_deste_caixa,,,,{},{},,\n",
-            self.refunds_elsewhere.count, self.refunds_elsewhere.centavos
+            self.refunds_elsewhere.count, self.refunds_elsewhere.centavos.get()
         ));
-        out.push_str(&format!("total,liquido,,,,,{},,\n", self.net_centavos));
+        out.push_str(&format!("total,liquido,,,,,{},,\n", self.net_centavos.get()));
         for d in &self.discrepancies {
             out.push_str(&format!(
                 "divergencia,{},{},{},{},{},{},{},{}\n",
@@ -513,8 +514,8 @@ impl Closing {
                 d.sale_id.as_deref().unwrap_or(""),
                 d.attempt_id.as_deref().unwrap_or(""),
                 d.payment_ids.join(" "),
-                d.local_centavos.map(|v| v.to_string()).unwrap_or_default(),
-                d.server_centavos.map(|v| v.to_string()).unwrap_or_default(),
+                d.local_centavos.map(|v| v.get().to_string()).unwrap_or_default(),
+                d.server_centavos.map(|v| v.get().to_string()).unwrap_or_default(),
                 q(&d.detail)
             ));
         }
@@ -525,6 +526,10 @@ impl Closing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn t(v: i64) -> Total {
+        Total::new(v).unwrap()
+    }
     use crate::domain::{AttemptId, CardToken, Centavos, IdempotencyKey, SaleId};
 
     fn attempt(id: &str, sale: &str, n: u32, valor: i64, state: AttemptState) -> Attempt {
@@ -576,7 +581,7 @@ mod tests {
         RemoteRefund {
             id: id.into(),
             status: serde_json::from_value(status.into()).unwrap(),
-            valor,
+            valor: Centavos::new(valor).unwrap(),
             referencia: Some(referencia.into()),
             criado_em: Some("2026-12-01T15:00:00Z".into()),
         }
@@ -602,7 +607,7 @@ mod tests {
         RemotePayment {
             id: id.into(),
             status: serde_json::from_value(status.into()).unwrap(),
-            valor,
+            valor: Centavos::new(valor).unwrap(),
             referencia: Some(referencia.into()),
             terminal: Some("caixa-01".into()),
             criado_em: "2026-12-01T12:00:00Z".into(),
@@ -637,16 +642,16 @@ mod tests {
         assert!(c.discrepancies.is_empty(), "{:?}", c.discrepancies);
         assert_eq!(
             c.totals.aprovado,
-            Total {
+            Tally {
                 count: 2,
-                centavos: 1500
+                centavos: t(1500)
             }
         );
         assert_eq!(
             c.totals.recusado,
-            Total {
+            Tally {
                 count: 1,
-                centavos: 500
+                centavos: t(500)
             }
         );
         assert_eq!((c.sales, c.server_payments), (2, 3));
@@ -687,13 +692,13 @@ mod tests {
         );
         let two = &c.discrepancies[0];
         assert_eq!(two.venda.as_deref(), Some("0004"));
-        assert_eq!(two.server_centavos, Some(8000));
+        assert_eq!(two.server_centavos, Some(t(8000)));
         assert_eq!(c.pending, ["a6", "r1"]);
         assert_eq!(
             c.totals.pendente,
-            Total {
+            Tally {
                 count: 1,
-                centavos: 6000
+                centavos: t(6000)
             }
         );
         let csv = c.to_csv();
@@ -736,28 +741,28 @@ mod tests {
         );
         assert_eq!(
             c.totals.aprovado,
-            Total {
+            Tally {
                 count: 1,
-                centavos: 10_000
+                centavos: t(10_000)
             },
             "refunds are not payments"
         );
         assert_eq!(
             c.refunds.aprovado,
-            Total {
+            Tally {
                 count: 3,
-                centavos: 4_500
+                centavos: t(4_500)
             }
         );
         assert_eq!(
             c.refunds_elsewhere,
-            Total {
+            Tally {
                 count: 1,
-                centavos: 400
+                centavos: t(400)
             },
             "paid back outside this till, and counted"
         );
-        assert_eq!(c.net_centavos, 5_100);
+        assert_eq!(c.net_centavos.get(), 5_100);
         assert_eq!((c.sales, c.server_payments, c.server_refunds), (1, 1, 4));
         assert!(
             c.discrepancies[0].detail.contains("estorno"),
@@ -829,11 +834,11 @@ mod tests {
         assert_eq!(c.discrepancies[0].payment_ids, ["est_z"]);
         assert_eq!(
             c.refunds_elsewhere,
-            Total {
+            Tally {
                 count: 1,
-                centavos: 500
+                centavos: t(500)
             }
         );
-        assert_eq!(c.net_centavos, 10_000 - 1_000 - 500);
+        assert_eq!(c.net_centavos.get(), 10_000 - 1_000 - 500);
     }
 }

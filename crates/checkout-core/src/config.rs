@@ -1,6 +1,6 @@
 //! Engine configuration, with defaults a store can run on.
 
-use crate::domain::Centavos;
+use crate::domain::{Centavos, Total};
 use crate::error::{CoreError, Result};
 use crate::outbox::OfflineCaps;
 use std::net::{IpAddr, SocketAddr};
@@ -77,7 +77,7 @@ impl Config {
             max_in_flight: 8,
             offline_caps: OfflineCaps {
                 per_payment: Centavos::new(100_000).ok(),
-                total: Centavos::new(500_000).ok(),
+                total: Total::new(500_000).ok(),
             },
             server_key_retention: Duration::from_secs(24 * 3600),
             retention_margin: Duration::from_secs(3600),

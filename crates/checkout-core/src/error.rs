@@ -1,6 +1,6 @@
 //! The crate's one error type.
 
-use crate::domain::format_brl;
+use crate::domain::{Centavos, Total};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -32,18 +32,18 @@ pub enum CoreError {
     #[error("falha ao gravar o pagamento; nada foi enviado: {0}")]
     Storage(String),
     /// Offline and this payment is above the per-payment cap.
-    #[error("sem conexão: pagamentos acima de {} não podem esperar na fila", format_brl(*.cap))]
+    #[error("sem conexão: pagamentos acima de {cap} não podem esperar na fila")]
     OfflinePaymentTooLarge {
-        /// The cap in centavos.
-        cap: i64,
+        /// The cap.
+        cap: Centavos,
     },
     /// Offline and the queue would pass the total cap.
-    #[error("sem conexão: a fila chegaria a {}, acima do limite de {}", format_brl(*.would_be), format_brl(*.cap))]
+    #[error("sem conexão: a fila chegaria a {would_be}, acima do limite de {cap}")]
     OfflineQueueFull {
         /// Total waiting if this payment were queued.
-        would_be: i64,
-        /// The cap in centavos.
-        cap: i64,
+        would_be: Total,
+        /// The cap.
+        cap: Total,
     },
     /// A sale in `revisao` could not be checked against the server before a new attempt.
     #[error("não foi possível confirmar com o servidor se a tentativa {attempt} cobrou ({why}); nada foi enviado, tente de novo quando a conexão voltar")]
@@ -58,12 +58,12 @@ pub enum CoreError {
     #[error("a tentativa {0} desta venda está em revisão e a chave dela ainda não foi cancelada no servidor; nada foi criado")]
     KeyNotCancelled(crate::domain::AttemptId),
     /// The refund asked for is more than what is left of the payment.
-    #[error("o estorno de {} passa do que resta estornar deste pagamento ({}); nada foi enviado", format_brl(*.asked), format_brl(*.left))]
+    #[error("o estorno de {asked} passa do que resta estornar deste pagamento ({left}); nada foi enviado")]
     RefundExceeds {
-        /// Asked, in centavos.
-        asked: i64,
-        /// Left to refund as the till knows it, in centavos.
-        left: i64,
+        /// Asked.
+        asked: Centavos,
+        /// Left to refund as the till knows it.
+        left: Total,
     },
     /// The payment was refunded in full already (or the rest is on its way back).
     #[error("este pagamento já foi todo estornado (ou o resto está em estorno); nada foi enviado")]
@@ -85,8 +85,8 @@ pub enum CoreError {
     PendingAtClose {
         /// How many payments are `pendente`.
         count: usize,
-        /// Their total, in centavos.
-        total: i64,
+        /// Their total.
+        total: Total,
         /// How many refunds are `pendente`.
         refunds: usize,
     },
@@ -94,18 +94,12 @@ pub enum CoreError {
 
 /// "2 pagamentos ainda pendentes (R$ 30,00) e 1 estorno pendente; feche o caixa quando eles
 /// forem concluídos ou feche listando eles".
-fn pending_at_close(count: usize, total: i64, refunds: usize) -> String {
+fn pending_at_close(count: usize, total: Total, refunds: usize) -> String {
     let many = count + refunds > 1;
     let payments = match count {
         0 => None,
-        1 => Some(format!(
-            "1 pagamento ainda pendente ({})",
-            format_brl(total)
-        )),
-        n => Some(format!(
-            "{n} pagamentos ainda pendentes ({})",
-            format_brl(total)
-        )),
+        1 => Some(format!("1 pagamento ainda pendente ({total})")),
+        n => Some(format!("{n} pagamentos ainda pendentes ({total})")),
     };
     let refunds = match refunds {
         0 => None,

@@ -13,11 +13,11 @@ pub mod error;
 pub mod export;
 pub mod outbox;
 
-pub use closing::{Closing, Discrepancy, DiscrepancyKind};
+pub use closing::{Closing, Discrepancy, DiscrepancyKind, Tally};
 pub use config::Config;
 pub use domain::{
     format_brl, mask_card, AttemptId, AttemptKind, AttemptState, CardToken, Centavos,
-    IdempotencyKey, PaymentId, RefundReason, SaleId, UnixMillis,
+    IdempotencyKey, Net, PaymentId, RefundReason, SaleId, Total, UnixMillis,
 };
 pub use engine::{Checkout, Connectivity, Event, OpenSale};
 pub use error::{CoreError, Result};

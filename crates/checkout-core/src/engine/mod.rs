@@ -364,7 +364,7 @@ impl Checkout {
         if count + refunds > 0 && !anyway {
             return Err(CoreError::PendingAtClose {
                 count,
-                total: pending(false).map(|a| a.valor.get()).sum(),
+                total: pending(false).map(|a| a.valor).sum(),
                 refunds,
             });
         }

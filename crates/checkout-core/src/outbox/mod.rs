@@ -20,7 +20,7 @@ pub use records::{
 
 use crate::domain::{
     store_day, AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey,
-    PaymentId, RefundReason, SaleId, UnixMillis,
+    PaymentId, RefundReason, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use caps::PageLimit;

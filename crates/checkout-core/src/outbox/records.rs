@@ -2,7 +2,7 @@
 
 use crate::domain::{
     AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId, SaleId,
-    UnixMillis,
+    Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use serde::Serialize;
@@ -96,31 +96,31 @@ impl Target {
 /// knows it (the server's guarded hold decides for good).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RefundBalance {
-    /// The payment's amount, in centavos.
-    pub valor: i64,
-    /// Paid back: approved refunds, in centavos.
-    pub estornado: i64,
+    /// The payment's amount.
+    pub valor: Centavos,
+    /// Paid back: approved refunds.
+    pub estornado: Total,
     /// On its way back: undecided refunds (`pendente`, and `revisao` until the server said it
-    /// has none), in centavos.
-    pub em_andamento: i64,
+    /// has none).
+    pub em_andamento: Total,
 }
 
 impl RefundBalance {
-    /// What may still be refunded, in centavos.
-    pub fn left(&self) -> i64 {
-        (self.valor - self.estornado - self.em_andamento).max(0)
+    /// What may still be refunded.
+    pub fn left(&self) -> Total {
+        Total::from(self.valor).saturating_sub(self.estornado + self.em_andamento)
     }
 
     /// The amount a new refund asks for: `asked`, or all that is left when `None`. Refused when
     /// nothing is left or `asked` is more than is left.
     pub fn check(&self, asked: Option<Centavos>) -> Result<Centavos> {
         let left = self.left();
-        if left == 0 {
+        if left.is_zero() {
             return Err(CoreError::NothingToRefund);
         }
         let valor = match asked {
             Some(v) => v,
-            None => Centavos::new(left).map_err(|_| CoreError::NothingToRefund)?,
+            None => Centavos::new(left.get()).map_err(|_| CoreError::NothingToRefund)?,
         };
         self.fits(valor)?;
         Ok(valor)
@@ -128,9 +128,9 @@ impl RefundBalance {
 
     /// Refused with [`CoreError::RefundExceeds`] when `valor` is more than is left.
     pub fn fits(&self, valor: Centavos) -> Result<()> {
-        if valor.get() > self.left() {
+        if Total::from(valor) > self.left() {
             return Err(CoreError::RefundExceeds {
-                asked: valor.get(),
+                asked: valor,
                 left: self.left(),
             });
         }
@@ -143,12 +143,12 @@ impl RefundBalance {
 pub struct QueueSummary {
     /// Payments `pendente`.
     pub count: u64,
-    /// Their total, in centavos.
-    pub total: i64,
+    /// Their total.
+    pub total: Total,
     /// Refunds `pendente`.
     pub refund_count: u64,
-    /// Their total, in centavos.
-    pub refund_total: i64,
+    /// Their total.
+    pub refund_total: Total,
 }
 
 /// What `pay` found or made.

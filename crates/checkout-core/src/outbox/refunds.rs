@@ -114,11 +114,13 @@ pub(super) fn balance(
         ))?
         .query_row(
             params![paid.id.as_ref(), except.map(AsRef::<str>::as_ref)],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
         )?;
+    // Sums of positive amounts: never negative (a CHECK keeps every `valor` positive).
+    let total = |v: i64| Total::new(v).unwrap_or(Total::ZERO);
     Ok(RefundBalance {
-        valor: paid.valor.get(),
-        estornado,
-        em_andamento,
+        valor: paid.valor,
+        estornado: total(estornado),
+        em_andamento: total(em_andamento),
     })
 }

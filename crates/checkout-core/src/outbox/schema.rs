@@ -153,6 +153,14 @@ pub(super) fn after_change(c: &Connection, id: &AttemptId) -> Result<(Attempt, Q
     Ok((attempt, queue(c)?))
 }
 
+/// A stored sum (a queue's total, a refund balance): a negative one is a corrupt row.
+impl rusqlite::types::FromSql for crate::domain::Total {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let n = i64::column_result(v)?;
+        crate::domain::Total::new(n).map_err(|_| rusqlite::types::FromSqlError::OutOfRange(n))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,14 +57,14 @@ async fn sales_are_numbered_per_day_and_a_day_that_agrees_closes_clean() {
     assert_eq!(
         (
             closing.totals.aprovado.count,
-            closing.totals.aprovado.centavos
+            closing.totals.aprovado.centavos.get()
         ),
         (2, 1_500)
     );
     assert_eq!(
         (
             closing.totals.recusado.count,
-            closing.totals.recusado.centavos
+            closing.totals.recusado.centavos.get()
         ),
         (1, 500)
     );
@@ -118,7 +118,10 @@ async fn a_second_charge_and_a_stranger_on_the_server_are_found_and_pending_bloc
         ]
     );
     assert_eq!(closing.discrepancies[0].venda.as_deref(), Some("0001"));
-    assert_eq!(closing.discrepancies[0].server_centavos, Some(2_000));
+    assert_eq!(
+        closing.discrepancies[0].server_centavos.map(|t| t.get()),
+        Some(2_000)
+    );
 
     // A payment that cannot reach the server: closing waits for it, or lists it when asked.
     let mut api = api;
@@ -127,9 +130,9 @@ async fn a_second_charge_and_a_stranger_on_the_server_are_found_and_pending_bloc
     match engine.checkout.close_day(None, false).await {
         Err(CoreError::PendingAtClose {
             count: 1,
-            total: 300,
+            total,
             refunds: 0,
-        }) => {}
+        }) if total.get() == 300 => {}
         other => panic!("closing with a pending payment: {other:?}"),
     }
     match engine.checkout.close_day(None, true).await {
@@ -173,12 +176,13 @@ async fn a_refund_made_elsewhere_of_todays_payment_is_listed_and_taken_off_the_n
     assert_eq!(
         (
             closing.refunds_elsewhere.count,
-            closing.refunds_elsewhere.centavos
+            closing.refunds_elsewhere.centavos.get()
         ),
         (1, 2_500)
     );
     assert_eq!(
-        closing.net_centavos, 7_500,
+        closing.net_centavos.get(),
+        7_500,
         "the net counts the refund made elsewhere"
     );
 }

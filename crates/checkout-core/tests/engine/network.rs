@@ -87,7 +87,7 @@ async fn with_nothing_listening_at_start_the_engine_says_offline_at_once_and_cap
     let mut config = fast_config(&proxy.url());
     config.offline_caps = OfflineCaps {
         per_payment: Some(Centavos::new(50_000).unwrap()),
-        total: Some(Centavos::new(80_000).unwrap()),
+        total: Some(checkout_core::Total::new(80_000).unwrap()),
     };
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();

@@ -1,5 +1,9 @@
 //! Domain newtypes of the checkout: parse, don't validate.
 
+mod money;
+
+pub use money::{format_brl, AmountError, Centavos, Net, Total};
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -32,23 +36,6 @@ pub fn sale_number(n: u32) -> String {
     format!("{n:04}")
 }
 
-/// Why a text is not an amount.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AmountError {
-    /// Nothing typed.
-    #[error("informe o valor")]
-    Empty,
-    /// Zero or negative.
-    #[error("o valor deve ser maior que zero")]
-    NotPositive,
-    /// Over R$ 1.000.000,00 (or too many digits to count).
-    #[error("o valor deve ser no máximo R$ 1.000.000,00")]
-    TooLarge,
-    /// Not written as `1.234,56`.
-    #[error("valor inválido: {0:?} (use o formato 1.234,56)")]
-    Format(String),
-}
-
 /// A sale id that is not 1–64 visible ASCII characters.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("identificador de venda inválido: {0:?}")]
@@ -58,96 +45,6 @@ pub struct InvalidSaleId(pub String);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("token de cartão inválido: {0:?}")]
 pub struct InvalidCard(pub String);
-
-/// An amount in centavos (BRL). Positive, at most R$ 1.000.000,00.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "i64", into = "i64")]
-pub struct Centavos(i64);
-
-impl Centavos {
-    /// Largest amount a payment may carry.
-    pub const MAX: i64 = 100_000_000;
-
-    /// An amount of `v` centavos, `1..=MAX`.
-    pub fn new(v: i64) -> Result<Self, AmountError> {
-        if v <= 0 {
-            Err(AmountError::NotPositive)
-        } else if v > Self::MAX {
-            Err(AmountError::TooLarge)
-        } else {
-            Ok(Self(v))
-        }
-    }
-
-    /// Parses what a cashier types: `1234,56`, `1.234,56`, `R$ 10`, `10,5`. At most two decimals.
-    pub fn parse_brl(input: &str) -> Result<Self, AmountError> {
-        let s = input.trim().trim_start_matches("R$").trim();
-        if s.is_empty() {
-            return Err(AmountError::Empty);
-        }
-        let invalid = || AmountError::Format(input.to_string());
-        let (int, frac) = match s.split_once(',') {
-            Some((i, f)) => (i, Some(f)),
-            None => (s, None),
-        };
-        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-        // Dots only group thousands: "1.234" is a thousand and more, "10.00" is refused.
-        let mut groups = int.split('.');
-        let head = groups.next().unwrap_or("");
-        let grouped_ok = digits(head) && groups.all(|g| g.len() == 3 && digits(g));
-        let frac = frac.unwrap_or("00");
-        if !grouped_ok || !digits(frac) || frac.len() > 2 || (int.contains('.') && head.len() > 3) {
-            return Err(invalid());
-        }
-        let int: String = int.chars().filter(|c| *c != '.').collect();
-        let reais: i64 = int.parse().map_err(|_| AmountError::TooLarge)?;
-        let cents: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
-        let total = reais
-            .checked_mul(100)
-            .and_then(|v| v.checked_add(cents))
-            .ok_or(AmountError::TooLarge)?;
-        Self::new(total)
-    }
-
-    /// The amount in centavos.
-    pub fn get(self) -> i64 {
-        self.0
-    }
-}
-
-impl TryFrom<i64> for Centavos {
-    type Error = AmountError;
-    fn try_from(v: i64) -> Result<Self, AmountError> {
-        Self::new(v)
-    }
-}
-
-impl From<Centavos> for i64 {
-    fn from(c: Centavos) -> i64 {
-        c.0
-    }
-}
-
-/// Formats centavos the Brazilian way: `R$ 1.234,56`.
-pub fn format_brl(centavos: i64) -> String {
-    let sign = if centavos < 0 { "-" } else { "" };
-    let c = centavos.unsigned_abs();
-    let reais = (c / 100).to_string();
-    let mut grouped = String::new();
-    for (i, ch) in reais.chars().enumerate() {
-        if i > 0 && (reais.len() - i).is_multiple_of(3) {
-            grouped.push('.');
-        }
-        grouped.push(ch);
-    }
-    format!("{sign}R$ {grouped},{:02}", c % 100)
-}
-
-impl fmt::Display for Centavos {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&format_brl(self.0))
-    }
-}
 
 /// The sale a payment is for, as the point of sale names it: 1–64 visible ASCII characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
