@@ -95,12 +95,24 @@ deps-node:
 	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)' 2>/dev/null \
 		|| { $(SUDO) apt-get update && $(SUDO) apt-get install -y nodejs; }
 
-## bench: throughput and latency against SQLite's raw durable commit rate (needs wrk).
+## bench: every benchmark (the API, the checkout core, the app), each against a reference measured
+## in the same run; then docs/benchmarks.md is rewritten with this run's figures.
+## BENCH_BASE=<rev> also runs the API bench on that revision (its own worktree and target folder)
+## and puts both runs' ratios side by side.
+BENCH_OUT := target/bench
 bench: deps-bench deps-gui deps-pg
-	$(CARGO) bench -p payment-api --bench api
-	$(CARGO) bench -p checkout-core --bench outbox
+	mkdir -p $(BENCH_OUT) && rm -f $(BENCH_OUT)/*.txt
+	@if [ -n "$(BENCH_BASE)" ]; then \
+		rm -rf $(BENCH_OUT)/base && git worktree prune && \
+		git worktree add --detach $(BENCH_OUT)/base $(BENCH_BASE) && \
+		set -o pipefail && (cd $(BENCH_OUT)/base && CARGO_TARGET_DIR=$(CURDIR)/target/bench-base \
+			$(CARGO) bench -p payment-api --bench api) | tee $(BENCH_OUT)/api-base.txt; fi
+	set -o pipefail; $(CARGO) bench -p payment-api --bench api | tee $(BENCH_OUT)/api.txt
+	set -o pipefail; $(CARGO) bench -p checkout-core --bench outbox | tee $(BENCH_OUT)/outbox.txt
 	$(CARGO) build --release -p pagar --example blank_window
-	$(CARGO) bench -p pagar --bench startup
+	set -o pipefail; $(CARGO) bench -p pagar --bench startup | tee $(BENCH_OUT)/startup.txt
+	BENCH_BASE=$(BENCH_BASE) scripts/bench-report.sh $(BENCH_OUT) > docs/benchmarks.md
+	@echo "docs/benchmarks.md rewritten with this run"
 
 ## package: the installable Debian package, target/release/bundle/deb/Pagar_<version>_amd64.deb
 ## (Tauri's bundler: the app, its icon and a desktop entry named Pagar).

@@ -100,17 +100,15 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
     ]);
     let mut refunded = Total::ZERO;
     for r in refunds {
-        match r.state {
-            AttemptState::Aprovado => {
-                refunded += r.valor;
-                let at = local_time(r.updated_at, settings.utc_offset);
-                linhas.push(line("Estorno", format!("-{} em {at}", r.valor)));
-            }
-            AttemptState::Pendente | AttemptState::Revisao => linhas.push(line(
+        if r.state == AttemptState::Aprovado {
+            refunded += r.valor;
+            let at = local_time(r.updated_at, settings.utc_offset);
+            linhas.push(line("Estorno", format!("-{} em {at}", r.valor)));
+        } else if r.is_undecided() {
+            linhas.push(line(
                 "Estorno em andamento",
                 format!("{} (não concluído)", r.valor),
-            )),
-            AttemptState::Recusado => {}
+            ));
         }
     }
     if !refunded.is_zero() {
@@ -175,8 +173,7 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
         .map(|(name, t)| {
             format!(
                 "<tr><th>{name}</th><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                t.count,
-                t.centavos
+                t.count, t.centavos
             )
         })
         .collect::<String>();

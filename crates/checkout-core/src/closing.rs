@@ -496,13 +496,21 @@ impl Closing {
             ("estorno_pendente", self.refunds.pendente),
             ("estorno_revisao", self.refunds.revisao),
         ] {
-            out.push_str(&format!("total,{name},,,,{},{},,\n", t.count, t.centavos.get()));
+            out.push_str(&format!(
+                "total,{name},,,,{},{},,\n",
+                t.count,
+                t.centavos.get()
+            ));
         }
         out.push_str(&format!(
             "total,estorno_fora_deste_caixa,,,,{},{},,\n",
-            self.refunds_elsewhere.count, self.refunds_elsewhere.centavos.get()
+            self.refunds_elsewhere.count,
+            self.refunds_elsewhere.centavos.get()
         ));
-        out.push_str(&format!("total,liquido,,,,,{},,\n", self.net_centavos.get()));
+        out.push_str(&format!(
+            "total,liquido,,,,,{},,\n",
+            self.net_centavos.get()
+        ));
         for d in &self.discrepancies {
             out.push_str(&format!(
                 "divergencia,{},{},{},{},{},{},{},{}\n",
@@ -514,8 +522,12 @@ impl Closing {
                 d.sale_id.as_deref().unwrap_or(""),
                 d.attempt_id.as_deref().unwrap_or(""),
                 d.payment_ids.join(" "),
-                d.local_centavos.map(|v| v.get().to_string()).unwrap_or_default(),
-                d.server_centavos.map(|v| v.get().to_string()).unwrap_or_default(),
+                d.local_centavos
+                    .map(|v| v.get().to_string())
+                    .unwrap_or_default(),
+                d.server_centavos
+                    .map(|v| v.get().to_string())
+                    .unwrap_or_default(),
                 q(&d.detail)
             ));
         }
@@ -840,5 +852,17 @@ mod tests {
             }
         );
         assert_eq!(c.net_centavos.get(), 10_000 - 1_000 - 500);
+    }
+
+    #[test]
+    fn an_attempt_is_undecided_while_pending_or_in_a_review_the_server_has_not_answered() {
+        let mut a = attempt("a1", "v1", 1, 1_000, AttemptState::Pendente);
+        assert!(a.is_undecided());
+        a.state = AttemptState::Revisao;
+        assert!(a.is_undecided());
+        a.review_checked_at = Some(5);
+        assert!(!a.is_undecided(), "the server said it has nothing for it");
+        a.state = AttemptState::Aprovado;
+        assert!(!a.is_undecided());
     }
 }

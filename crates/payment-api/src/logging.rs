@@ -2,11 +2,10 @@
 //! appended to one shared buffer under a short lock, and written by a thread of its own in
 //! batches.
 //!
-//! Why not `tracing-appender`'s non-blocking writer: it sends each line through a channel whose
-//! receiver parks when it catches up, so under load nearly every line paid a futex wake-up and
-//! the writer thread a `write` — in `perf` of a replay run, about a tenth of the server's CPU,
-//! on the same two cores the requests need. Here a line wakes the writer only when it is the
-//! first of a batch; the writer then lets the batch gather for [`GATHER`] and writes it with one
+//! Kept for one figure of `make bench`: `Pagar replays, logging on / logging off`.
+//! `tracing-appender`'s non-blocking writer sends each line through a channel whose receiver
+//! parks when it catches up, so under load nearly every line pays a futex wake-up and the writer
+//! thread a `write`. Here a line wakes the writer only when it is the first of a batch; the writer then lets the batch gather for [`GATHER`] and writes it with one
 //! call. A line is out within about that long, also when the server is quiet.
 //!
 //! Not lossy: when [`MAX_PENDING`] bytes wait (a stalled pipe), a request waits for room rather
@@ -225,7 +224,8 @@ where
 
 /// The text line without colours, as the default `Full` format writes it — timestamp, level, the
 /// spans from the root with their fields, target, fields — without the styling calls that format
-/// writes even with colours off.
+/// makes even with colours off. Kept for the same figure as the batch writer (`Pagar replays,
+/// logging on / logging off` in `make bench`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PlainLine;
 

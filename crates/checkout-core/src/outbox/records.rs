@@ -66,6 +66,15 @@ impl Attempt {
     pub fn is_refund(&self) -> bool {
         self.kind == AttemptKind::Estorno
     }
+
+    /// Still being decided: `pendente`, or in `revisao` until the server said it has nothing for
+    /// it. The one rule (the outbox's `LIVE_REFUND` and `BLOCKS_SALE` say it in SQL, and
+    /// `ui/state.js` `refundsOf` in the window): an undecided refund holds its amount, an
+    /// undecided payment its sale.
+    pub fn is_undecided(&self) -> bool {
+        self.state == AttemptState::Pendente
+            || (self.state == AttemptState::Revisao && self.review_checked_at.is_none())
+    }
 }
 
 /// Where an attempt's request goes and where its outcome is looked up.

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Writes docs/benchmarks.md from the latest `make bench` run: what each part measures, then the
+# figures every bench printed (target/bench/*.txt). With target/bench/api-base.txt (BENCH_BASE),
+# the API bench's ratios of both revisions side by side. Run by `make bench`; prints to stdout.
+set -euo pipefail
+dir=${1:-target/bench}
+base_rev=${BENCH_BASE:-}
+
+block() { # title file
+  [ -s "$2" ] || return 0
+  printf '\n### %s\n\n```\n' "$1"
+  cat "$2"
+  printf '```\n'
+}
+
+# The lines of a bench's output that carry one ratio ("name   1.23x ..."), as "name<TAB>1.23x".
+ratios() {
+  awk '{
+    n = 0
+    for (i = 2; i <= NF; i++) if ($i ~ /^[0-9.]+x$/) { n++; at = i }
+    if (n != 1) next
+    name = $1; for (j = 2; j < at; j++) name = name " " $j
+    sub(/:$/, "", name); print name "\t" $at
+  }' "$1"
+}
+
+cat <<'HEAD'
+# Benchmarks
+
+Written by `make bench` from its latest run (the figures below are that run's, nothing else).
+Every target is checked against a reference measured in the same run on the same machine:
+these machines wander by tens of per cent over minutes, so read the ratios, not the rates.
+
+- **payment-api** (`crates/payment-api/benches/api.rs`): `wrk` (its own process, 32 connections)
+  against the server on SQLite — first executions and replays — beside SQLite's raw durable commit
+  rate and a bare endpoint doing the same INSERT without idempotency; then five interleaved rounds
+  beside **the peer** (an axum app with `axum-idempotent` 0.6.0, keys in memory) and a
+  **ceiling** (a route answering one fixed stored answer, doing nothing else); 50 concurrent
+  requests with one key against each, counting charges; then the PostgreSQL store with one and
+  three replicas (release processes) beside PostgreSQL's raw commit rate, with the CPU and WAL
+  per operation read from `/proc` and `pg_current_wal_lsn`.
+- **checkout-core** (`crates/checkout-core/benches/outbox.rs`): `Checkout::pay` until durable,
+  online and offline, beside SQLite's raw durable commit; queueing 10 000 payments offline and
+  draining them, beside the server answering 10 000 first requests alone.
+- **the app** (`src-tauri/benches/startup.rs`): the optimised app under Xvfb, time to the first
+  painted window, and memory (PSS of the process and its WebKit children) idle and after 1 000
+  sales sold through the window, beside a bare Tauri window (`blank_window`) started the same way.
+
+What limits a target the run says is not met is printed with it where the bench can measure it
+(the ceiling for replays, the CPU and WAL per PostgreSQL execution, where the memory is). Two
+choices are kept only for a figure here: the request log written by a thread of its own
+(`payment_api::logging`; the line `Pagar replays, logging on / logging off`) and the window's
+crates built for size (`[profile.release.package.*]` in `Cargo.toml`; the lines `idle, against
+the bare window` and `where it is`).
+HEAD
+
+printf '\n## Latest run\n\n%s, revision `%s`, %s cores (%s).\n' \
+  "$(date -u +%Y-%m-%d)" "$(git rev-parse --short HEAD)" "$(nproc)" \
+  "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+
+block "payment-api" "$dir/api.txt"
+block "checkout-core" "$dir/outbox.txt"
+block "The app" "$dir/startup.txt"
+
+if [ -s "$dir/api-base.txt" ]; then
+  printf '\n## Against revision `%s`\n\n' "$base_rev"
+  printf 'The API bench run on `%s` (`make bench BENCH_BASE=%s`, its own worktree and build)\n' "$base_rev" "$base_rev"
+  printf 'just before this run, each ratio from its own run:\n\n| ratio | `%s` | this run |\n| --- | --- | --- |\n' "$base_rev"
+  join -t $'\t' -a 2 -e '—' -o 0,1.2,2.2 \
+    <(ratios "$dir/api-base.txt" | sort -t $'\t' -k1,1) \
+    <(ratios "$dir/api.txt" | sort -t $'\t' -k1,1) \
+    | awk -F'\t' '{ printf "| %s | %s | %s |\n", $1, $2, $3 }'
+  block "payment-api at \`$base_rev\`" "$dir/api-base.txt"
+fi
