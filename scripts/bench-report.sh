@@ -9,18 +9,20 @@ base_rev=${BENCH_BASE:-}
 block() { # title file
   [ -s "$2" ] || return 0
   printf '\n### %s\n\n```\n' "$1"
-  cat "$2"
+  sed '/./,$!d' "$2"
   printf '```\n'
 }
 
-# The lines of a bench's output that carry one ratio ("name   1.23x ..."), as "name<TAB>1.23x".
+# The lines of a bench's output that carry a ratio ("name   1.23x  target >= 1.00x  met"), as
+# "name<TAB>1.23x": the first ratio on the line and the words before it. Lines listing several
+# ratios in a sentence ("…: a 0.77x, b 0.90x") are left out.
 ratios() {
   awk '{
-    n = 0
-    for (i = 2; i <= NF; i++) if ($i ~ /^[0-9.]+x$/) { n++; at = i }
-    if (n != 1) next
-    name = $1; for (j = 2; j < at; j++) name = name " " $j
-    sub(/:$/, "", name); print name "\t" $at
+    if ($0 ~ /[0-9.]+x,/) next
+    for (i = 2; i <= NF; i++) if ($i ~ /^[0-9.]+x$/) {
+      name = $1; for (j = 2; j < i; j++) name = name " " $j
+      sub(/:$/, "", name); print name "\t" $i; next
+    }
   }' "$1"
 }
 
@@ -64,8 +66,8 @@ block "The app" "$dir/startup.txt"
 
 if [ -s "$dir/api-base.txt" ]; then
   printf '\n## Against revision `%s`\n\n' "$base_rev"
-  printf 'The API bench run on `%s` (`make bench BENCH_BASE=%s`, its own worktree and build)\n' "$base_rev" "$base_rev"
-  printf 'just before this run, each ratio from its own run:\n\n| ratio | `%s` | this run |\n| --- | --- | --- |\n' "$base_rev"
+  printf 'The API bench built from `%s` in a worktree of its own (`make bench BENCH_BASE=%s`) and run\n' "$base_rev" "$base_rev"
+  printf 'on this machine beside this run; each ratio is from its own run:\n\n| ratio | `%s` | this run |\n| --- | --- | --- |\n' "$base_rev"
   join -t $'\t' -a 2 -e '—' -o 0,1.2,2.2 \
     <(ratios "$dir/api-base.txt" | sort -t $'\t' -k1,1) \
     <(ratios "$dir/api.txt" | sort -t $'\t' -k1,1) \
