@@ -103,13 +103,7 @@ fn attempts(outbox: &Path) -> Vec<(String, String, String)> {
 async fn assert_one_charge_each(outbox: &Path, api: &RunningServer) -> usize {
     let merchant = MerchantId::parse("loja").unwrap();
     let store = api.state().store();
-    let ledger = api
-        .state()
-        .ledger()
-        .expect("the simulator keeps a ledger")
-        .ledger()
-        .await
-        .unwrap();
+    let ledger = api.simulator_ledger().ledger().await.unwrap();
     let all = attempts(outbox);
     for (id, key, state) in &all {
         assert_eq!(state, "aprovado", "attempt {id}");
@@ -144,13 +138,7 @@ async fn recover_after_kill(
     recover(outbox, api);
     let total = charged_before + assert_one_charge_each(outbox, api).await;
     assert_eq!(
-        api.state()
-            .ledger()
-            .expect("the simulator keeps a ledger")
-            .ledger()
-            .await
-            .unwrap()
-            .len(),
+        api.simulator_ledger().ledger().await.unwrap().len(),
         total,
         "{context}"
     );
@@ -169,16 +157,7 @@ async fn killed_right_after_the_write_ahead_commit_the_attempt_completes_on_rest
     assert!(line.starts_with("stored att_"), "{line}");
     recover(&outbox, &api);
     assert_eq!(assert_one_charge_each(&outbox, &api).await, 1);
-    assert_eq!(
-        api.state()
-            .ledger()
-            .expect("the simulator keeps a ledger")
-            .ledger()
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(api.simulator_ledger().ledger().await.unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

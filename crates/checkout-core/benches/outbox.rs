@@ -168,14 +168,7 @@ async fn drain_round(dir: &std::path::Path, round: usize) -> [Duration; 4] {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let drain = back.elapsed();
-    let ledger = api
-        .state()
-        .ledger()
-        .expect("the simulator keeps a ledger")
-        .ledger()
-        .await
-        .unwrap()
-        .len();
+    let ledger = api.simulator_ledger().ledger().await.unwrap().len();
     assert_eq!(ledger, QUEUED, "one charge per queued attempt");
     checkout.shutdown().await;
     api.shutdown().await;

@@ -423,14 +423,7 @@ async fn main() {
     });
 
     // wrk stops with up to one request per connection in flight; the server still executes those.
-    let ledger = server
-        .state()
-        .ledger()
-        .expect("the simulator keeps a ledger")
-        .ledger()
-        .await
-        .unwrap()
-        .len();
+    let ledger = server.simulator_ledger().ledger().await.unwrap().len();
     let executed = first.count + warmed;
     assert!(
         (executed..=executed + CONCURRENCY).contains(&ledger),
@@ -513,23 +506,9 @@ async fn main() {
     // 50 concurrent requests with one key, three times each: how many charges?
     let mut duplicates = (Vec::new(), Vec::new());
     for round in 0..3 {
-        let before = server
-            .state()
-            .ledger()
-            .expect("the simulator keeps a ledger")
-            .ledger()
-            .await
-            .unwrap()
-            .len();
+        let before = server.simulator_ledger().ledger().await.unwrap().len();
         burst(&url, "", &format!("dup-{round}"), 50).await;
-        let after = server
-            .state()
-            .ledger()
-            .expect("the simulator keeps a ledger")
-            .ledger()
-            .await
-            .unwrap()
-            .len();
+        let after = server.simulator_ledger().ledger().await.unwrap().len();
         duplicates.0.push(after - before);
         let before = peer.charges.load(std::sync::atomic::Ordering::SeqCst);
         burst(&peer.url, &peer.cookie, &format!("dup-{round}"), 50).await;

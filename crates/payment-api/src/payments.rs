@@ -188,16 +188,22 @@ impl Payments {
             Some(request) => build_payment(held.merchant, held.key, &request, charged, created_at),
             None => from_charge(held.merchant, held.key, charged, created_at),
         };
-        let finished = self.finish(held, &payment).await?;
+        let (finished, _) = self.finish(held, &payment).await?;
         Ok(match finished {
             FinishOutcome::Stored => ChargeSettled::Payment(Box::new(payment)),
             FinishOutcome::LeaseLost => ChargeSettled::LeaseLost,
         })
     }
 
-    /// Writes the payment and its answer under the key's fence, in one transaction.
-    async fn finish(&self, held: &Held<'_>, payment: &Payment) -> Result<FinishOutcome> {
+    /// Writes the payment and its answer under the key's fence, in one transaction; returns what
+    /// came of it and the answer (serialised once).
+    async fn finish(
+        &self,
+        held: &Held<'_>,
+        payment: &Payment,
+    ) -> Result<(FinishOutcome, StoredResponse)> {
         let started = Instant::now();
+        let response = response_for(payment);
         let finished = self
             .payments
             .finish(Completion {
@@ -205,12 +211,12 @@ impl Payments {
                 key: held.key.clone(),
                 fence: held.fence,
                 payment: payment.clone(),
-                response: response_for(payment),
+                response: response.clone(),
                 fingerprint: held.fingerprint.clone(),
             })
             .await?;
         self.metrics.store_op("finish", started);
-        Ok(finished)
+        Ok((finished, response))
     }
 }
 
@@ -264,15 +270,11 @@ impl Operation for Payments {
         }
         let created_at = self.payments.now_ms();
         let payment = build_payment(held.merchant, held.key, request, &charged, created_at);
-        let finished = self.finish(held, &payment).await?;
+        let (finished, response) = self.finish(held, &payment).await?;
         if finished == FinishOutcome::Stored {
-            tracing::info!(status = payment.status.http_status(), payment = %payment.id, replay = false, "payment executed");
+            tracing::info!(status = response.status, payment = %payment.id, replay = false, "payment executed");
         }
-        Ok(Completed::first(
-            finished,
-            response_for(&payment),
-            created_at,
-        ))
+        Ok(Completed::first(finished, response, created_at))
     }
 
     /// Settled by what the gateway says of the key's downstream key: charged → its payment is

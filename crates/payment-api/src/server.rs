@@ -49,6 +49,14 @@ impl RunningServer {
         &self.state
     }
 
+    /// The gateway simulator's ledger: a server started here always charges through the
+    /// simulator (the tests and the benches count charges in it).
+    pub fn simulator_ledger(&self) -> &Arc<dyn SimulatorLedger> {
+        self.state
+            .ledger()
+            .expect("a server started by this module charges through the simulator")
+    }
+
     /// Stops accepting, lets requests in flight finish, and waits for it.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {

@@ -65,9 +65,7 @@ impl Api {
         self.server
             .as_ref()
             .expect("server up")
-            .state()
-            .ledger()
-            .expect("the simulator keeps a ledger")
+            .simulator_ledger()
             .ledger()
             .await
             .unwrap()
@@ -78,9 +76,7 @@ impl Api {
         self.server
             .as_ref()
             .expect("server up")
-            .state()
-            .ledger()
-            .expect("the simulator keeps a ledger")
+            .simulator_ledger()
             .refund_ledger()
             .await
             .unwrap()
