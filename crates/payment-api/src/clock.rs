@@ -63,3 +63,9 @@ pub fn rfc3339(ms: Millis) -> String {
     t.format(&time::format_description::well_known::Rfc3339)
         .expect("UTC times always format")
 }
+
+/// Reads an RFC 3339 time as epoch milliseconds; `None` when it is not one.
+pub fn parse_rfc3339(s: &str) -> Option<Millis> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}

@@ -87,6 +87,9 @@ pub struct Config {
     /// Fault injection at start (changeable at run time through PUT /admin/faults).
     #[command(flatten)]
     pub faults: Faults,
+    /// The Pix provider (off unless `--pix-provider-url` is given).
+    #[command(flatten)]
+    pub pix: PixConfig,
     /// Running inside another process (the desktop app's sandbox): faults that would take the
     /// host process down with it (`crash_after_charge`) are refused.
     #[arg(skip)]
@@ -120,7 +123,68 @@ impl std::fmt::Debug for Config {
             .field("clock_offset_ms", &self.clock_offset_ms)
             .field("log_json", &self.log_json)
             .field("faults", &self.faults)
+            .field("pix", &self.pix)
             .field("embedded", &self.embedded)
+            .finish()
+    }
+}
+
+/// Where Pix charges are made, and how their confirmations are checked.
+#[derive(Clone, clap::Args)]
+pub struct PixConfig {
+    /// Base URL of the Pix provider's API Pix (the bundled `pix-provider` simulator, or a PSP).
+    /// Without it, a Pix is answered 422 `pix-indisponivel`.
+    #[arg(long, env = "PAGAR_PIX_PROVIDER_URL")]
+    pub pix_provider_url: Option<String>,
+    /// Bearer token for the provider.
+    #[arg(
+        long,
+        env = "PAGAR_PIX_PROVIDER_TOKEN",
+        default_value = "pix_sandbox_token"
+    )]
+    pub pix_provider_token: String,
+    /// The merchant's Pix key (`chave`) the charges are made to.
+    #[arg(
+        long,
+        env = "PAGAR_PIX_KEY",
+        default_value = "pagar-sandbox@pix.example"
+    )]
+    pub pix_key: String,
+    /// Secrets the provider signs webhooks with (`whsec_` + base64), comma separated: during a
+    /// rotation, the old and the new. Empty: every webhook is refused and only the poll settles.
+    #[arg(long, env = "PAGAR_PIX_WEBHOOK_SECRETS", default_value = "")]
+    pub pix_webhook_secrets: String,
+    /// Where the provider should send webhooks (registered at start with `PUT /webhook/{chave}`);
+    /// `auto`: this server's own address + `/webhooks`. Unset: nothing is registered.
+    #[arg(long, env = "PAGAR_PIX_WEBHOOK_URL")]
+    pub pix_webhook_url: Option<String>,
+    /// Seconds a Pix charge is shown when the request does not say.
+    #[arg(long, env = "PAGAR_PIX_EXPIRY_SECS", default_value_t = 600)]
+    pub pix_expiry_secs: u32,
+    /// How often waiting Pix charges are read from the provider (a lost webhook is found so,
+    /// and an expired charge removed), in milliseconds.
+    #[arg(long, env = "PAGAR_PIX_POLL_MS", default_value_t = 5_000)]
+    pub pix_poll_ms: u64,
+    /// The receiver's name printed in the BR Code.
+    #[arg(long, env = "PAGAR_MERCHANT_NAME", default_value = "Pagar Sandbox")]
+    pub merchant_name: String,
+    /// The receiver's city printed in the BR Code.
+    #[arg(long, env = "PAGAR_MERCHANT_CITY", default_value = "Sao Paulo")]
+    pub merchant_city: String,
+}
+
+impl std::fmt::Debug for PixConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PixConfig")
+            .field("pix_provider_url", &self.pix_provider_url)
+            .field("pix_provider_token", &"***")
+            .field("pix_key", &self.pix_key)
+            .field("pix_webhook_secrets", &"***")
+            .field("pix_webhook_url", &self.pix_webhook_url)
+            .field("pix_expiry_secs", &self.pix_expiry_secs)
+            .field("pix_poll_ms", &self.pix_poll_ms)
+            .field("merchant_name", &self.merchant_name)
+            .field("merchant_city", &self.merchant_city)
             .finish()
     }
 }
@@ -185,6 +249,7 @@ impl Config {
             ("--body-timeout-ms", self.body_timeout_ms, 1),
             ("--recovery-after-ms", self.recovery_after_ms, 0),
             ("--slow-gateway-ms", self.slow_gateway_ms, 0),
+            ("--pix-poll-ms", self.pix.pix_poll_ms, 10),
         ];
         for (flag, ms, min) in checks {
             if ms < min || ms > MAX_DURATION_MS {
@@ -203,6 +268,14 @@ impl Config {
         if self.clock_offset_ms.unsigned_abs() > MAX_DURATION_MS {
             return Err("--clock-offset-ms: fora do intervalo aceito (até 10 anos)".into());
         }
+        if !crate::domain::PIX_EXPIRY_RANGE.contains(&self.pix.pix_expiry_secs) {
+            return Err(format!(
+                "--pix-expiry-secs: de {} a {} segundos",
+                crate::domain::PIX_EXPIRY_RANGE.start(),
+                crate::domain::PIX_EXPIRY_RANGE.end()
+            ));
+        }
+        crate::pix::webhook::Verifier::parse(&self.pix.pix_webhook_secrets)?;
         self.faults.validate()?;
         if self.embedded && self.faults.crash_after_charge_probability > 0.0 {
             return Err("crash_after_charge não existe na API embutida no app".into());

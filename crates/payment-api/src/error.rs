@@ -96,6 +96,12 @@ pub enum ApiError {
     /// key makes the retry safe). Answered like a store failure: 503, retry with the same key.
     #[error("gateway indisponível")]
     GatewayUnavailable(String),
+    /// A Pix webhook whose signature or timestamp does not check out; nothing recorded.
+    #[error("webhook Pix recusado: {0}")]
+    WebhookRejected(String),
+    /// A Pix asked of a server with no Pix provider configured.
+    #[error("este servidor não tem provedor Pix configurado; pague com cartão")]
+    PixUnavailable,
     /// A bug or a lost task: the request may be retried with the same key.
     #[error("erro interno: {0}")]
     Internal(String),
@@ -241,6 +247,18 @@ impl ApiError {
                 "store-unavailable",
                 "Armazenamento indisponível",
                 true,
+            ),
+            WebhookRejected(_) => (
+                StatusCode::UNAUTHORIZED,
+                "webhook-nao-autenticado",
+                "Webhook não autenticado",
+                false,
+            ),
+            PixUnavailable => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "pix-indisponivel",
+                "Pix indisponível",
+                false,
             ),
             Startup(_) | Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -18,6 +18,7 @@ pub mod listing;
 pub mod logging;
 pub mod metrics;
 pub mod payments;
+pub mod pix;
 pub mod redact;
 pub mod refunds;
 pub mod schema;

@@ -8,7 +8,7 @@ use crate::clock::{rfc3339, Millis};
 use crate::domain::FieldError;
 use crate::domain::RefundStatus;
 use crate::gateway::simulator::{LedgerRow, RefundLedgerRow};
-use crate::store::{Payment, Refund};
+use crate::store::{Payment, PixCharge, Refund};
 use serde::{Deserialize, Serialize};
 
 /// A payment as `POST /pagamentos` answers it and lookups return it.
@@ -65,6 +65,86 @@ impl PaymentBody {
     /// The bytes a payment is answered with, first and on every replay.
     pub fn bytes_of(p: &Payment) -> Vec<u8> {
         serde_json::to_vec(&Self::from(p)).expect("a payment always serialises")
+    }
+}
+
+/// A Pix charge as `POST /pagamentos` (`"metodo": "pix"`) answers it first (`aguardando`, the
+/// bytes every replay repeats) and `GET /pagamentos/{id}` reads it later.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = PagamentoPix)]
+pub struct PixPaymentBody {
+    /// `pay_…`
+    pub id: String,
+    /// `aguardando`, `aprovado`, `expirado`, `cancelado` or `recebido_apos_cancelamento`.
+    pub status: &'static str,
+    /// Always `pix`.
+    pub metodo: &'static str,
+    /// Amount in centavos.
+    pub valor: i64,
+    /// Always `BRL`.
+    pub moeda: &'static str,
+    /// Free text from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descricao: Option<String>,
+    /// Client reference from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub referencia: Option<String>,
+    /// The idempotency key that created it.
+    pub idempotency_key: String,
+    /// Creation time, RFC 3339.
+    pub criado_em: String,
+    /// The till that sent it, when it said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
+    /// The charge at the Pix provider.
+    pub pix: PixDetail,
+}
+
+/// The Pix side of a Pix payment.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct PixDetail {
+    /// The provider's charge id (`[a-zA-Z0-9]{26,35}`), derived from the idempotency key.
+    pub txid: String,
+    /// The BR Code ("Pix copia e cola"), the text of the QR.
+    pub copia_e_cola: String,
+    /// When it expires, RFC 3339.
+    pub expira_em: String,
+    /// The end-to-end id of the Pix that paid it, once paid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2eid: Option<String>,
+    /// When it was paid, RFC 3339, once paid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pago_em: Option<String>,
+}
+
+impl From<&PixCharge> for PixPaymentBody {
+    fn from(p: &PixCharge) -> Self {
+        Self {
+            id: p.id.to_string(),
+            status: p.status.as_str(),
+            metodo: "pix",
+            valor: p.valor.get(),
+            moeda: "BRL",
+            descricao: p.descricao.clone(),
+            referencia: p.referencia.clone(),
+            idempotency_key: p.idempotency_key.as_ref().to_string(),
+            criado_em: rfc3339(p.created_at),
+            terminal: p.terminal.as_ref().map(ToString::to_string),
+            pix: PixDetail {
+                txid: p.txid.to_string(),
+                copia_e_cola: p.copia_e_cola.clone(),
+                expira_em: rfc3339(p.expira_em),
+                e2eid: p.e2eid.clone(),
+                pago_em: p.pago_em.map(rfc3339),
+            },
+        }
+    }
+}
+
+impl PixPaymentBody {
+    /// The bytes a Pix charge is answered with at this moment.
+    pub fn bytes_of(p: &PixCharge) -> Vec<u8> {
+        serde_json::to_vec(&Self::from(p)).expect("a Pix charge always serialises")
     }
 }
 
@@ -184,6 +264,9 @@ pub struct PaymentList {
     /// or cancel the key (`POST /pagamentos/cancelamentos`) to settle it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub em_andamento: Option<Vec<EmAndamento>>,
+    /// A look-up by `referencia` or `idempotency_key` only: Pix charges found, in their state now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pix: Option<Vec<PixPaymentBody>>,
     /// A time range only: the `cursor` of the next page, or `null` on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, nullable)]
@@ -253,10 +336,15 @@ impl CancelamentoBody {
 pub struct NovoPagamento {
     /// Amount in centavos, 1–100 000 000.
     valor: i64,
-    /// Card token: `tok_aprovado`, `tok_recusado`, `tok_saldo_insuficiente`, `tok_lento`;
-    /// `tok_estorno_recusado` and `tok_estorno_lento` approve, and their refunds are declined
-    /// or slow.
-    cartao: String,
+    /// `cartao` (the default) or `pix`. A Pix is answered 201 `aguardando` with the QR's text
+    /// (`PagamentoPix`); its later state is read with `GET /pagamentos/{id}`.
+    metodo: Option<String>,
+    /// Card token (card payments only): `tok_aprovado`, `tok_recusado`,
+    /// `tok_saldo_insuficiente`, `tok_lento`; `tok_estorno_recusado` and `tok_estorno_lento`
+    /// approve, and their refunds are declined or slow.
+    cartao: Option<String>,
+    /// Pix only: seconds until the charge expires (30–86 400; the server's default otherwise).
+    expiracao: Option<u32>,
     /// Free text, up to 255 characters.
     descricao: Option<String>,
     /// Client reference, up to 255 characters; findable forever with `GET /pagamentos?referencia=`.

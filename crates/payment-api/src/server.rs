@@ -31,6 +31,7 @@ pub struct RunningServer {
     stop: Option<oneshot::Sender<()>>,
     serve: Option<JoinHandle<std::io::Result<()>>>,
     reaper: JoinHandle<()>,
+    pix_poller: Option<JoinHandle<()>>,
 }
 
 impl RunningServer {
@@ -85,6 +86,9 @@ impl Drop for RunningServer {
             let _ = stop.send(());
         }
         self.reaper.abort();
+        if let Some(poller) = &self.pix_poller {
+            poller.abort();
+        }
     }
 }
 
@@ -184,14 +188,67 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
         config.key_retention_ms(),
         i64::try_from(config.recovery_after_ms).unwrap_or(i64::MAX),
     ));
-    tracing::info!(%addr, admin = state.admin_token().is_some(), "payment API listening");
+    let pix_poller = match state.pix() {
+        Some(_) => {
+            register_pix_webhook(&state, &config, addr).await;
+            Some(tokio::spawn(poll_pix(
+                state.clone(),
+                Duration::from_millis(config.pix.pix_poll_ms),
+            )))
+        }
+        None => None,
+    };
+    tracing::info!(%addr, admin = state.admin_token().is_some(), pix = state.pix().is_some(), "payment API listening");
     Ok(RunningServer {
         addr,
         state,
         stop: Some(stop),
         serve: Some(serve),
         reaper,
+        pix_poller,
     })
+}
+
+/// Tells the Pix provider where to send webhooks, when configured to (`auto`: this server).
+/// A provider that does not answer now is not fatal: the poller settles every charge anyway.
+async fn register_pix_webhook(state: &AppState, config: &Config, addr: SocketAddr) {
+    let Some(url) = config.pix.pix_webhook_url.as_deref() else {
+        return;
+    };
+    let url = if url == "auto" {
+        format!("http://{addr}/webhooks")
+    } else {
+        url.to_string()
+    };
+    let Some(pix) = state.pix() else { return };
+    match pix.settler.register_webhook(&url).await {
+        Ok(()) => tracing::info!(%url, "Pix webhook registered at the provider"),
+        Err(e) => {
+            tracing::warn!(%url, error = %e, "Pix webhook not registered; the poll settles charges")
+        }
+    }
+}
+
+/// Every `every`: reads waiting Pix charges from the provider (a lost webhook is found here) and
+/// expires those past their time.
+async fn poll_pix(state: AppState, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(pix) = state.pix() else { return };
+        match pix.settler.poll_once().await {
+            Ok(r) if r.recorded + r.expired + r.failed > 0 => tracing::info!(
+                polled = r.polled,
+                recorded = r.recorded,
+                expired = r.expired,
+                failed = r.failed,
+                "Pix poll"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "Pix poll failed; will try again"),
+        }
+    }
 }
 
 /// Every `every`: purges completed keys past their retention, and finishes or releases

@@ -10,6 +10,9 @@ use crate::idempotency::replay_cache::ReplayCache;
 use crate::idempotency::{Recover, Runner};
 use crate::metrics::Metrics;
 use crate::payments::Payments;
+use crate::pix::provider::HttpPixProvider;
+use crate::pix::webhook::Verifier;
+use crate::pix::{Pix, PixSettings, Settler};
 use crate::refunds::Refunds;
 use crate::store::Store;
 use std::collections::HashMap;
@@ -27,6 +30,7 @@ struct Shared {
     payments: Arc<Payments>,
     refunds: Arc<Refunds>,
     cancel: Cancel,
+    pix: Option<PixParts>,
     ledger: Option<Arc<dyn SimulatorLedger>>,
     api_keys: HashMap<String, MerchantId>,
     admin_token: Option<String>,
@@ -38,6 +42,17 @@ struct Shared {
     body_timeout: std::time::Duration,
     embedded: bool,
     cors_origins: String,
+}
+
+/// The Pix operation and what settles its charges, when a provider is configured.
+#[derive(Debug)]
+pub struct PixParts {
+    /// The keyed operation.
+    pub op: Arc<Pix>,
+    /// Webhook, poll and cancel.
+    pub settler: Settler,
+    /// The webhook signature check.
+    pub verifier: Verifier,
 }
 
 impl std::fmt::Debug for Shared {
@@ -90,12 +105,38 @@ impl AppState {
             metrics.clone(),
         ));
         let cancel = Cancel::new(store.clone(), store.clone(), payments.clone(), lease_ms);
+        let pix = config.pix.pix_provider_url.as_deref().map(|url| {
+            let provider = Arc::new(HttpPixProvider::new(
+                url,
+                &config.pix.pix_provider_token,
+                &config.pix.pix_key,
+            ));
+            let settings = PixSettings {
+                expiry_secs: config.pix.pix_expiry_secs,
+                merchant: crate::pix::brcode::Merchant {
+                    name: config.pix.merchant_name.clone(),
+                    city: config.pix.merchant_city.clone(),
+                },
+            };
+            PixParts {
+                op: Arc::new(Pix::new(
+                    store.clone(),
+                    provider.clone(),
+                    settings,
+                    config.key_retention_ms(),
+                )),
+                settler: Settler::new(store.clone(), provider),
+                verifier: Verifier::parse(&config.pix.pix_webhook_secrets)
+                    .expect("validated with the configuration"),
+            }
+        });
         Self(Arc::new(Shared {
             store,
             runner,
             payments,
             refunds,
             cancel,
+            pix,
             ledger,
             api_keys,
             admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
@@ -135,13 +176,22 @@ impl AppState {
         &self.0.cancel
     }
 
+    /// The Pix operation and its settlement, when a Pix provider is configured.
+    pub fn pix(&self) -> Option<&PixParts> {
+        self.0.pix.as_ref()
+    }
+
     /// What the recovery worker settles abandoned keys with.
-    pub fn recoverers(&self) -> [&dyn Recover; 3] {
-        [
+    pub fn recoverers(&self) -> Vec<&dyn Recover> {
+        let mut all: Vec<&dyn Recover> = vec![
             self.0.payments.as_ref(),
             self.0.refunds.as_ref(),
             &self.0.cancel,
-        ]
+        ];
+        if let Some(pix) = &self.0.pix {
+            all.push(pix.op.as_ref());
+        }
+        all
     }
 
     /// The gateway simulator's ledger, when the simulator is the gateway.

@@ -35,19 +35,26 @@ impl PaymentRequest {
         .ok();
         let descricao = optional_text(obj, "descricao", &mut errors);
         let referencia = optional_text(obj, "referencia", &mut errors);
-        let terminal = match obj.get("terminal") {
-            None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(s)) => TerminalId::parse(s)
-                .map_err(|e| errors.push(FieldError::new("terminal", e.to_string())))
-                .ok(),
-            Some(_) => {
-                errors.push(FieldError::new("terminal", "terminal deve ser um texto"));
-                None
-            }
-        };
+        let terminal = optional_terminal(obj, &mut errors);
+        // A card payment may say so (`"metodo": "cartao"`); a Pix goes to its own operation.
+        match obj.get("metodo") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(m) if m.as_str() == Some("cartao") => {}
+            Some(_) => errors.push(FieldError::new(
+                "metodo",
+                "metodo deve ser \"cartao\" (o padrão) ou \"pix\"",
+            )),
+        }
         unknown_fields(
             obj,
-            &["valor", "cartao", "descricao", "referencia", "terminal"],
+            &[
+                "valor",
+                "cartao",
+                "descricao",
+                "referencia",
+                "terminal",
+                "metodo",
+            ],
             &mut errors,
         );
         match (valor, cartao) {
@@ -82,6 +89,23 @@ pub(crate) fn required_valor(
     }
     .map_err(|e| errors.push(FieldError::new("valor", e.to_string())))
     .ok()
+}
+
+/// `terminal`, optional: a till id.
+pub(crate) fn optional_terminal(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    errors: &mut Vec<FieldError>,
+) -> Option<TerminalId> {
+    match obj.get("terminal") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => TerminalId::parse(s)
+            .map_err(|e| errors.push(FieldError::new("terminal", e.to_string())))
+            .ok(),
+        Some(_) => {
+            errors.push(FieldError::new("terminal", "terminal deve ser um texto"));
+            None
+        }
+    }
 }
 
 /// One error for each field of `obj` not in `known`.

@@ -9,17 +9,21 @@ pub use extract::{Admin, Key, Merchant};
 pub use openapi::ApiDoc;
 
 use crate::conn::ConnHandle;
-use crate::domain::{BodyDigest, FieldError, IdempotencyKey, MerchantId, PaymentId};
+use crate::domain::{
+    BodyDigest, FieldError, IdempotencyKey, MerchantId, PaymentId, PixRequest, PixStatus,
+};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Answer, Keyed, Operation};
 use crate::listing::{Cursor, RangeParams};
 use crate::metrics::RequestOutcome;
 use crate::payments::Payments;
+use crate::pix::Pix;
 use crate::refunds::Refunds;
 use crate::schema::{
     CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, NovoCancelamento, NovoEstorno,
-    NovoPagamento, PaymentBody, PaymentDetail, PaymentList, Problem, RefundBody, RefundLedgerEntry,
+    NovoPagamento, PaymentBody, PaymentDetail, PaymentList, PixPaymentBody, Problem, RefundBody,
+    RefundLedgerEntry,
 };
 use crate::state::AppState;
 use crate::store::{PaymentField, StoredResponse};
@@ -42,6 +46,8 @@ pub fn app(state: AppState) -> Router {
         .route("/pagamentos/cancelamentos", post(cancel_payment_key))
         .route("/pagamentos/{id}", get(get_payment))
         .route("/pagamentos/{id}/estornos", post(create_refund))
+        .route("/pagamentos/{id}/cancelamento", post(cancel_pix))
+        .route("/webhooks/pix", post(pix_webhook))
         .route("/health", get(health))
         .route("/health/ready", get(ready))
         .route("/openapi.json", get(openapi))
@@ -180,8 +186,17 @@ pub(crate) async fn create_payment(
     key: Result<Key>,
     req: Request,
 ) -> Response {
-    let op = state.payments().clone();
-    execute_keyed(state, merchant, key, req, op, Payments::prepare).await
+    let run = |state: AppState, m, k, json, digest, faults: Faults| async move {
+        if PixRequest::wanted(&json) {
+            let op = state.pix().ok_or(ApiError::PixUnavailable)?.op.clone();
+            let keyed = Pix::prepare(m, k, json)?.with_digest(digest);
+            return state.runner().run(op, keyed, &faults).await;
+        }
+        let keyed = Payments::prepare(m, k, json)?.with_digest(digest);
+        let op = state.payments().clone();
+        state.runner().run(op, keyed, &faults).await
+    };
+    execute_keyed_with(state, merchant, key, req, run).await
 }
 
 /// Refunds part or all of a payment, or replays the stored answer for a key already used.
@@ -232,6 +247,26 @@ async fn execute_keyed<O: Operation>(
     op: std::sync::Arc<O>,
     prepare: impl FnOnce(MerchantId, IdempotencyKey, serde_json::Value) -> Result<Keyed<O::Request>>,
 ) -> Response {
+    let run = move |state: AppState, m, k, json, digest, faults: Faults| async move {
+        let keyed = prepare(m, k, json)?.with_digest(digest);
+        state.runner().run(op, keyed, &faults).await
+    };
+    execute_keyed_with(state, merchant, key, req, run).await
+}
+
+/// [`execute_keyed`] for a route whose operation depends on the body (`POST /pagamentos`: card
+/// or Pix): `run` gets the parsed body after the replay fast path.
+async fn execute_keyed_with<F, Fut>(
+    state: AppState,
+    merchant: Result<Merchant>,
+    key: Result<Key>,
+    req: Request,
+    run: F,
+) -> Response
+where
+    F: FnOnce(AppState, MerchantId, IdempotencyKey, serde_json::Value, BodyDigest, Faults) -> Fut,
+    Fut: Future<Output = Result<Answer>>,
+{
     let merchant = match merchant {
         Ok(Merchant(m)) => m,
         Err(e) => return refused(&state, e, None, None),
@@ -261,8 +296,15 @@ async fn execute_keyed<O: Operation>(
             return Ok(answer);
         }
         let json = parse_json(&bytes)?;
-        let keyed = prepare(merchant.clone(), key.clone(), json)?.with_digest(digest);
-        state.runner().run(op, keyed, &faults).await
+        run(
+            state.clone(),
+            merchant.clone(),
+            key.clone(),
+            json,
+            digest,
+            faults.clone(),
+        )
+        .await
     }
     .await;
     let (res, outcome) = match result {
@@ -360,9 +402,9 @@ pub(crate) async fn cancel_payment_key(
 #[utoipa::path(
     get,
     path = "/pagamentos/{id}",
-    params(("id" = String, Path, description = "`pay_…`")),
+    params(("id" = String, Path, description = "`pay_…`"), WaitQuery),
     responses(
-        (status = 200, description = "The payment as it was answered, with what was refunded, what is left to refund, and its refunds", body = PaymentDetail),
+        (status = 200, description = "A card payment as it was answered, with what was refunded, what is left to refund, and its refunds (`PaymentDetail`); or a Pix in its state now (`PagamentoPix`)", body = PaymentDetail),
         (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -371,15 +413,139 @@ pub(crate) async fn get_payment(
     State(state): State<AppState>,
     Merchant(merchant): Merchant,
     Path(id): Path<String>,
-) -> Result<Json<PaymentDetail>> {
+    query: std::result::Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response> {
+    let Query(wait) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
-    let payment = state
+    if let Some(payment) = state.store().payment(&merchant, &id).await? {
+        let refunds = state.store().refunds_of(&merchant, &id).await?;
+        return Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response());
+    }
+    let charge = state
         .store()
-        .payment(&merchant, &id)
+        .pix_charge(&merchant, &id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    let refunds = state.store().refunds_of(&merchant, &id).await?;
-    Ok(Json(PaymentDetail::new(&payment, &refunds)))
+    let charge = match (wait.aguardar, state.pix()) {
+        (Some(secs), Some(pix)) if charge.status == PixStatus::Aguardando => {
+            wait_for_change(&state, pix, &merchant, &id, charge, secs).await?
+        }
+        _ => charge,
+    };
+    Ok(Json(PixPaymentBody::from(&charge)).into_response())
+}
+
+/// `?aguardar=N` on `GET /pagamentos/{id}`: a long poll.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub(crate) struct WaitQuery {
+    /// For a Pix still `aguardando`: answer as soon as it changes, or after this many seconds
+    /// (at most 30) with it unchanged.
+    aguardar: Option<u64>,
+}
+
+/// Longest long poll, in seconds.
+const MAX_WAIT_SECS: u64 = 30;
+
+/// Re-reads a waiting Pix charge whenever this server settles one, and at least every second
+/// (another replica may have settled it), until it changes or `secs` pass.
+async fn wait_for_change(
+    state: &AppState,
+    pix: &crate::state::PixParts,
+    merchant: &MerchantId,
+    id: &PaymentId,
+    mut charge: crate::store::PixCharge,
+    secs: u64,
+) -> Result<crate::store::PixCharge> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs.min(MAX_WAIT_SECS));
+    while charge.status == PixStatus::Aguardando && tokio::time::Instant::now() < deadline {
+        let changed = pix.settler.changed().notified();
+        let tick = tokio::time::sleep_until(
+            deadline.min(tokio::time::Instant::now() + Duration::from_secs(1)),
+        );
+        tokio::select! {
+            _ = changed => {}
+            _ = tick => {}
+        }
+        charge = state
+            .store()
+            .pix_charge(merchant, id)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+    }
+    Ok(charge)
+}
+
+/// Cancels a Pix the customer has not paid: removed at the Pix provider, then `cancelado`.
+/// Idempotent; a Pix already paid stays paid (its state is the answer either way).
+#[utoipa::path(
+    post,
+    path = "/pagamentos/{id}/cancelamento",
+    params(("id" = String, Path, description = "The Pix payment (`pay_…`)")),
+    responses(
+        (status = 200, description = "The Pix as it now stands: `cancelado`, or `aprovado` when the customer paid first", body = PixPaymentBody),
+        (status = 401, description = "Bad API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such Pix for this merchant", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No Pix provider configured (`pix-indisponivel`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The Pix provider did not answer; nothing changed, try again", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn cancel_pix(
+    State(state): State<AppState>,
+    Merchant(merchant): Merchant,
+    Path(id): Path<String>,
+) -> Result<Json<PixPaymentBody>> {
+    let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
+    let pix = state.pix().ok_or(ApiError::PixUnavailable)?;
+    let charge = pix.settler.cancel(&merchant, &id).await?;
+    Ok(Json(PixPaymentBody::from(&charge)))
+}
+
+/// The Pix provider's webhook (`{webhookUrl}/pix`): signature and timestamp checked on the raw
+/// bytes, then each charge it names read back from the provider and settled. Answered 200 once
+/// every charge is recorded; 401 for a bad signature (nothing recorded); 503 when the provider
+/// cannot be read back (the provider sends it again, and the poll settles it anyway).
+#[utoipa::path(
+    post,
+    path = "/webhooks/pix",
+    request_body(content = String, description = "The API Pix callback: `{\"pix\": [{\"endToEndId\", \"txid\", \"valor\", \"horario\"}]}`", content_type = "application/json"),
+    params(
+        ("webhook-id" = String, Header, description = "Standard Webhooks message id"),
+        ("webhook-timestamp" = i64, Header, description = "Unix seconds; more than 5 minutes away is refused"),
+        ("webhook-signature" = String, Header, description = "`v1,<base64 HMAC-SHA256>`, space separated when signed with more than one secret"),
+    ),
+    responses(
+        (status = 200, description = "Recorded (or already recorded: each Pix counts once)"),
+        (status = 401, description = "Bad or missing signature, or stale timestamp; nothing recorded", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No Pix provider configured", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The provider could not be read back; send again", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn pix_webhook(State(state): State<AppState>, req: Request) -> Response {
+    let result = async {
+        let pix = state.pix().ok_or(ApiError::PixUnavailable)?;
+        let (parts, body) = req.into_parts();
+        let bytes = read_body(body, state.max_body_bytes(), state.body_timeout()).await?;
+        pix.verifier.verify(&bytes, &parts.headers)?;
+        let note = crate::pix::webhook::Notification::parse(&bytes)?;
+        for txid in note.txids() {
+            pix.settler
+                .settle(&txid, crate::store::Via::Webhook)
+                .await?;
+        }
+        Ok::<_, ApiError>(())
+    }
+    .await;
+    match result {
+        Ok(()) => logged(StatusCode::OK.into_response(), None, None, "webhook"),
+        Err(e) => {
+            let (_, slug, _, _) = e.describe();
+            if matches!(e, ApiError::WebhookRejected(_)) {
+                tracing::warn!(error = %e, "Pix webhook refused");
+            }
+            logged(e.into_response(), None, None, slug)
+        }
+    }
 }
 
 /// A lookup by exactly one of `referencia` and `idempotency_key`, or a time range (`desde` and
@@ -453,6 +619,7 @@ pub(crate) async fn list_payments(
             pagamentos: found.iter().map(PaymentBody::from).collect(),
             proximo: Some(proximo),
             em_andamento: None,
+            pix: None,
         }));
     }
     if [&q.referencia, &q.idempotency_key]
@@ -481,10 +648,12 @@ pub(crate) async fn list_payments(
         .keys_in_progress(&merchant, field, &value)
         .await?;
     let pagamentos = state.store().payments_by(&merchant, field, &value).await?;
+    let pix = state.store().pix_by(&merchant, field, &value).await?;
     Ok(Json(PaymentList {
         pagamentos: pagamentos.iter().map(PaymentBody::from).collect(),
         proximo: None,
         em_andamento: Some(executing.iter().map(EmAndamento::from).collect()),
+        pix: (!pix.is_empty()).then(|| pix.iter().map(PixPaymentBody::from).collect()),
     }))
 }
 

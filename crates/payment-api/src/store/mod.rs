@@ -10,6 +10,7 @@ mod claim;
 mod error;
 mod keys;
 mod payments;
+mod pix;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod refunds;
@@ -20,6 +21,7 @@ pub use error::describe_postgres;
 pub use error::StoreError;
 pub use keys::*;
 pub use payments::*;
+pub use pix::*;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
 pub use refunds::*;
@@ -66,7 +68,7 @@ pub trait Clocked: Send + Sync + std::fmt::Debug + 'static {
 
 /// A whole store: every concern of one database, and its health.
 #[async_trait::async_trait]
-pub trait Store: KeyStore + PaymentStore + RefundStore {
+pub trait Store: KeyStore + PaymentStore + RefundStore + PixStore {
     /// Answers when the store can serve.
     async fn health(&self) -> StoreResult<()>;
     /// Answers when the store can take writes as well (readiness): by default, [`Store::health`].

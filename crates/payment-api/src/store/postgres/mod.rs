@@ -25,6 +25,7 @@ use tokio_postgres::{NoTls, Row};
 
 mod keys;
 mod payments;
+mod pix;
 mod refunds;
 
 use keys::*;

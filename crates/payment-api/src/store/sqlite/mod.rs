@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 mod keys;
 mod payments;
+mod pix;
 mod refunds;
 
 use keys::*;
@@ -32,6 +33,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../../migrations/sqlite/V6__operation_names.sql"
         )),
+        M::up(include_str!("../../../migrations/sqlite/V7__pix.sql")),
     ])
 }
 

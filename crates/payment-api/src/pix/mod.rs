@@ -1,0 +1,265 @@
+//! The Pix operation: `POST /pagamentos` with `"metodo": "pix"` under an idempotency key, run by
+//! the same runner as card payments (`crate::idempotency`), and the settlement that follows.
+//!
+//! 1. **Charge** ([`Pix`], an [`Operation`]): `PUT /cob/{txid}` at the provider, the txid derived
+//!    from (merchant, key), so a retry or a takeover after a crash asks for the same charge and the
+//!    provider refuses a second one (then it is read back). The charge and its first answer,
+//!    **201 `aguardando`** with the BR Code and the expiry, are written in one fenced
+//!    transaction; every replay repeats those bytes.
+//! 2. **Settle** ([`Settler`]): a signed webhook (`webhook.rs`) or the poller asks the provider
+//!    for the charge (the webhook's body is never trusted) and records each Pix received once by
+//!    its end-to-end id, in the same transaction as its effect on the charge. A charge whose time
+//!    ran out is removed at the provider, then marked `expirado`; a cancellation removes it,
+//!    then marks it `cancelado`. A Pix that arrives after either is recorded as
+//!    `recebido_apos_cancelamento`, never dropped.
+//! 3. **Read**: `GET /pagamentos/{id}` gives the charge's state now (and can wait for a change).
+
+pub mod brcode;
+pub mod provider;
+mod settle;
+pub mod webhook;
+
+pub use settle::{PollReport, Settler};
+
+use crate::clock::{parse_rfc3339, Millis};
+use crate::domain::{KeyOperation, PaymentId, PixRequest, PixStatus, Txid};
+use crate::error::{ApiError, Result};
+use crate::faults::Faults;
+use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
+use crate::schema::PixPaymentBody;
+use crate::store::{FinishOutcome, PixCharge, PixCompletion, PixStore, StoredResponse};
+use provider::{Cob, PixProvider, ProviderError};
+use std::sync::Arc;
+
+/// How this server's Pix charges are made.
+#[derive(Debug, Clone)]
+pub struct PixSettings {
+    /// Seconds a charge is shown when the request does not say.
+    pub expiry_secs: u32,
+    /// The receiver printed in the BR Code.
+    pub merchant: brcode::Merchant,
+}
+
+/// The Pix operation.
+#[derive(Debug)]
+pub struct Pix {
+    store: Arc<dyn PixStore>,
+    provider: Arc<dyn PixProvider>,
+    settings: PixSettings,
+    key_retention_ms: Millis,
+}
+
+impl From<ProviderError> for ApiError {
+    fn from(e: ProviderError) -> Self {
+        ApiError::GatewayUnavailable(e.to_string())
+    }
+}
+
+impl Pix {
+    /// The operation on these parts.
+    pub fn new(
+        store: Arc<dyn PixStore>,
+        provider: Arc<dyn PixProvider>,
+        settings: PixSettings,
+        key_retention_ms: Millis,
+    ) -> Self {
+        Self {
+            store,
+            provider,
+            settings,
+            key_retention_ms,
+        }
+    }
+
+    /// Validates a Pix body and fingerprints it. Nothing is stored for a request that fails here.
+    pub fn prepare(
+        merchant: crate::domain::MerchantId,
+        key: crate::domain::IdempotencyKey,
+        body: serde_json::Value,
+    ) -> Result<Keyed<PixRequest>> {
+        let request = PixRequest::from_json(&body).map_err(ApiError::Validation)?;
+        Ok(Keyed::new(merchant, key, "/pagamentos", &body, request))
+    }
+
+    /// The charge as the provider reported it, with what the request adds.
+    fn charge_of(&self, held: &Held<'_>, request: &PixRequest, cob: &Cob) -> Result<PixCharge> {
+        let criacao = parse_rfc3339(&cob.calendario.criacao).ok_or_else(|| {
+            ApiError::GatewayUnavailable(format!(
+                "o provedor Pix deu uma data ilegível: {:?}",
+                cob.calendario.criacao
+            ))
+        })?;
+        let copia_e_cola = cob.pix_copia_e_cola.clone().unwrap_or_else(|| {
+            brcode::dynamic(&cob.location, request.valor.get(), &self.settings.merchant)
+        });
+        let now = self.store.now_ms();
+        Ok(PixCharge {
+            id: PaymentId::new(),
+            merchant: held.merchant.clone(),
+            idempotency_key: held.key.clone(),
+            txid: Txid::derive(held.merchant, held.key),
+            valor: request.valor,
+            status: PixStatus::Aguardando,
+            copia_e_cola,
+            location: cob.location.clone(),
+            expira_em: criacao + cob.calendario.expiracao * 1000,
+            e2eid: None,
+            pago_em: None,
+            valor_recebido: None,
+            descricao: request.descricao.clone(),
+            referencia: request.referencia.clone(),
+            terminal: request.terminal.clone(),
+            created_at: now,
+            updated_at: now,
+        })
+    }
+
+    /// The charge at the provider for this key: created now, or, when the txid was used before
+    /// (a retry after a crash), read back.
+    async fn cob_for(&self, txid: &Txid, request: &PixRequest) -> Result<Cob, ProviderError> {
+        let valor = format!(
+            "{}.{:02}",
+            request.valor.get() / 100,
+            request.valor.get() % 100
+        );
+        let expiry = request.expiracao.unwrap_or(self.settings.expiry_secs);
+        match self
+            .provider
+            .create(txid, &valor, expiry, request.descricao.as_deref())
+            .await
+        {
+            Err(ProviderError::TxidTaken) => self.provider.get(txid).await?.ok_or_else(|| {
+                ProviderError::Unavailable("o provedor recusou o txid e não o encontra".into())
+            }),
+            other => other,
+        }
+    }
+
+    /// Writes the charge and its first answer under the key's fence.
+    async fn finish(&self, held: &Held<'_>, charge: PixCharge) -> Result<Completed> {
+        let response = response_for(&charge);
+        let finished = self
+            .store
+            .finish_pix(PixCompletion {
+                fence: held.fence,
+                charge: charge.clone(),
+                response: response.clone(),
+                fingerprint: held.fingerprint.clone(),
+            })
+            .await?;
+        if finished == FinishOutcome::Stored {
+            tracing::info!(payment = %charge.id, txid = %charge.txid, "Pix charge created");
+        }
+        Ok(Completed::first(finished, response, charge.created_at))
+    }
+
+    /// The key's charge is already stored (the key was purged and the same request came again,
+    /// or another worker stored it): the same request gets it as a replay, another one a 422.
+    async fn existing(&self, held: &Held<'_>, txid: &Txid) -> Result<Option<Completed>> {
+        let Some((charge, fingerprint)) = self.store.pix_by_txid(txid).await? else {
+            return Ok(None);
+        };
+        if fingerprint.is_some_and(|fp| fp != *held.fingerprint) {
+            held.forget().await?;
+            return Err(ApiError::FingerprintMismatch);
+        }
+        let first = first_answer(&charge);
+        held.complete_with_existing(charge.id.as_ref(), first)
+            .await
+            .map(Some)
+    }
+}
+
+/// The answer of a charge as it stands.
+fn response_for(charge: &PixCharge) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        body: PixPaymentBody::bytes_of(charge),
+    }
+}
+
+/// The first answer of a charge (`aguardando`), whatever it is now.
+fn first_answer(charge: &PixCharge) -> StoredResponse {
+    response_for(&PixCharge {
+        status: PixStatus::Aguardando,
+        e2eid: None,
+        pago_em: None,
+        valor_recebido: None,
+        ..charge.clone()
+    })
+}
+
+#[async_trait::async_trait]
+impl Operation for Pix {
+    type Request = PixRequest;
+    const KIND: KeyOperation = KeyOperation::named("pix");
+
+    fn referencia(request: &PixRequest) -> Option<String> {
+        request.referencia.clone()
+    }
+
+    async fn execute(
+        &self,
+        held: &Held<'_>,
+        request: &PixRequest,
+        faults: &Faults,
+    ) -> Result<Completed> {
+        let txid = Txid::derive(held.merchant, held.key);
+        let cob = match self.cob_for(&txid, request).await {
+            Ok(cob) => cob,
+            Err(ProviderError::Refused(detail)) => {
+                // The provider refused the charge itself (its own limits): nothing exists there,
+                // and the same request would be refused again.
+                held.forget().await?;
+                return Err(ApiError::Validation(vec![crate::domain::FieldError::new(
+                    "",
+                    format!("o provedor Pix recusou a cobrança: {detail}"),
+                )]));
+            }
+            Err(e) => {
+                let _ = held.release().await;
+                return Err(e.into());
+            }
+        };
+        faults.after_charge();
+        if let Some(done) = self.existing(held, &txid).await? {
+            return Ok(done);
+        }
+        let charge = self.charge_of(held, request, &cob)?;
+        self.finish(held, charge).await
+    }
+
+    /// Settled by what the provider says of the key's txid: a charge there is stored the way the
+    /// request path stores it (its QR can have been shown only if the answer went out, so it may
+    /// be paid); none → the key is released for the client's retry, or burned once too old.
+    async fn recover(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
+        let txid = Txid::derive(held.merchant, held.key);
+        let Some(cob) = self.provider.get(&txid).await? else {
+            if held.now_ms() - created_at > self.key_retention_ms {
+                held.mark_cancelled().await?;
+                return Ok(Recovery::Cancelled);
+            }
+            held.release().await?;
+            return Ok(Recovery::Released);
+        };
+        if self.existing(held, &txid).await?.is_some() {
+            return Ok(Recovery::Completed);
+        }
+        let request = held
+            .request
+            .and_then(|b| crate::domain::parse_json_strict(b).ok())
+            .and_then(|v| PixRequest::from_json(&v).ok());
+        let Some(request) = request else {
+            held.release().await?;
+            return Ok(Recovery::Released);
+        };
+        let charge = self.charge_of(held, &request, &cob)?;
+        Ok(match self.finish(held, charge).await? {
+            Completed::LeaseLost => Recovery::Nothing,
+            _ => {
+                tracing::warn!(merchant = %held.merchant, key = held.key.as_ref(), %txid, "recovery: Pix charge made before a crash; stored");
+                Recovery::Completed
+            }
+        })
+    }
+}

@@ -1,0 +1,238 @@
+//! The Pix provider (PSP recebedor) as the server talks to it: the API Pix routes `PUT`, `GET`
+//! and `PATCH /cob/{txid}`, and `PUT /webhook/{chave}`, over HTTP with a bearer token. The
+//! bundled simulator (`crates/pix-provider`) answers them; a real PSP is put in its place by
+//! configuration (its URL and token; its OAuth2 and mTLS set-up is outside this client).
+
+use crate::domain::Txid;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// What the provider answered.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The txid was used before (`PUT /cob` answers 400 for it): read the charge back.
+    #[error("txid já utilizado no provedor")]
+    TxidTaken,
+    /// The provider refused the request (400, with its detail).
+    #[error("o provedor Pix recusou: {0}")]
+    Refused(String),
+    /// The provider could not be asked, or failed: nothing known to have changed there.
+    #[error("provedor Pix indisponível: {0}")]
+    Unavailable(String),
+}
+
+/// A charge as the provider reports it (`CobCompleta`, the part the server reads).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Cob {
+    /// Its txid.
+    pub txid: String,
+    /// `ATIVA`, `CONCLUIDA`, `REMOVIDA_PELO_USUARIO_RECEBEDOR`, `REMOVIDA_PELO_PSP`.
+    pub status: String,
+    /// The payload URL (`location`), which the BR Code points at.
+    pub location: String,
+    /// Creation time and seconds to expiry.
+    pub calendario: Calendario,
+    /// The amount asked.
+    pub valor: Valor,
+    /// The BR Code, when the provider makes it.
+    #[serde(rename = "pixCopiaECola", default)]
+    pub pix_copia_e_cola: Option<String>,
+    /// The Pix received for it.
+    #[serde(default)]
+    pub pix: Vec<PixItem>,
+}
+
+impl Cob {
+    /// True once the provider removed it (it takes no more payments at a PSP following
+    /// `bacen/pix-api#319`).
+    pub fn removed(&self) -> bool {
+        self.status.starts_with("REMOVIDA")
+    }
+}
+
+/// `calendario` of a charge.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Calendario {
+    /// RFC 3339.
+    pub criacao: String,
+    /// Seconds from `criacao`.
+    pub expiracao: i64,
+}
+
+/// `valor` of a charge.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Valor {
+    /// `"12.34"`.
+    pub original: String,
+}
+
+/// One Pix in a charge's `pix` list, or in a webhook's.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PixItem {
+    /// End-to-end id.
+    #[serde(rename = "endToEndId")]
+    pub end_to_end_id: String,
+    /// The charge it paid (absent for a Pix to the key with no charge).
+    #[serde(default)]
+    pub txid: Option<String>,
+    /// `"12.34"`.
+    pub valor: String,
+    /// RFC 3339.
+    pub horario: String,
+}
+
+/// The Pix provider.
+#[async_trait::async_trait]
+pub trait PixProvider: Send + Sync + std::fmt::Debug + 'static {
+    /// `PUT /cob/{txid}`: a charge of `valor` (`"12.34"`) to the key, expiring in `expiracao` s.
+    async fn create(
+        &self,
+        txid: &Txid,
+        valor: &str,
+        expiracao: u32,
+        solicitacao: Option<&str>,
+    ) -> Result<Cob, ProviderError>;
+    /// `GET /cob/{txid}`; `None` when the provider has no such charge.
+    async fn get(&self, txid: &Txid) -> Result<Option<Cob>, ProviderError>;
+    /// `PATCH /cob/{txid}` to `REMOVIDA_PELO_USUARIO_RECEBEDOR`; `Refused` once it is paid.
+    async fn remove(&self, txid: &Txid) -> Result<Cob, ProviderError>;
+    /// `PUT /webhook/{chave}`: where the provider posts `{"pix": [...]}` (`{url}/pix`).
+    async fn register_webhook(&self, url: &str) -> Result<(), ProviderError>;
+}
+
+/// The API Pix over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpPixProvider {
+    base: String,
+    token: String,
+    chave: String,
+    http: reqwest::Client,
+}
+
+impl HttpPixProvider {
+    /// A client of the provider at `base`, for the Pix key `chave`.
+    pub fn new(base: &str, token: &str, chave: &str) -> Self {
+        Self {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            chave: chave.to_string(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .connect_timeout(Duration::from_secs(3))
+                .build()
+                .expect("HTTP client"),
+        }
+    }
+
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::StatusCode, String), ProviderError> {
+        let res = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
+        let status = res.status();
+        let body = res
+            .text()
+            .await
+            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
+        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            return Err(ProviderError::Unavailable(format!("{status}: {body}")));
+        }
+        if status == reqwest::StatusCode::FORBIDDEN || status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(ProviderError::Unavailable(format!(
+                "acesso negado pelo provedor ({status}): confira o token"
+            )));
+        }
+        Ok((status, body))
+    }
+
+    fn cob_of(body: &str) -> Result<Cob, ProviderError> {
+        serde_json::from_str(body)
+            .map_err(|e| ProviderError::Unavailable(format!("resposta do provedor ilegível: {e}")))
+    }
+
+    fn detail(body: &str) -> String {
+        serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v.get("detail").and_then(|d| d.as_str()).map(String::from))
+            .unwrap_or_else(|| body.chars().take(200).collect())
+    }
+}
+
+#[async_trait::async_trait]
+impl PixProvider for HttpPixProvider {
+    async fn create(
+        &self,
+        txid: &Txid,
+        valor: &str,
+        expiracao: u32,
+        solicitacao: Option<&str>,
+    ) -> Result<Cob, ProviderError> {
+        let mut body = serde_json::json!({
+            "calendario": {"expiracao": expiracao},
+            "valor": {"original": valor},
+            "chave": self.chave,
+        });
+        if let Some(s) = solicitacao {
+            body["solicitacaoPagador"] = serde_json::json!(s.chars().take(140).collect::<String>());
+        }
+        let (status, text) = self
+            .send(
+                self.http
+                    .put(format!("{}/cob/{txid}", self.base))
+                    .json(&body),
+            )
+            .await?;
+        match status.as_u16() {
+            201 | 200 => Self::cob_of(&text),
+            // PSPs word it differently; a charge found under the txid is what "taken" means.
+            400 if self.get(txid).await?.is_some() => Err(ProviderError::TxidTaken),
+            _ => Err(ProviderError::Refused(Self::detail(&text))),
+        }
+    }
+
+    async fn get(&self, txid: &Txid) -> Result<Option<Cob>, ProviderError> {
+        let (status, text) = self
+            .send(self.http.get(format!("{}/cob/{txid}", self.base)))
+            .await?;
+        match status.as_u16() {
+            200 => Self::cob_of(&text).map(Some),
+            404 => Ok(None),
+            _ => Err(ProviderError::Refused(Self::detail(&text))),
+        }
+    }
+
+    async fn remove(&self, txid: &Txid) -> Result<Cob, ProviderError> {
+        let body = serde_json::json!({"status": "REMOVIDA_PELO_USUARIO_RECEBEDOR"});
+        let (status, text) = self
+            .send(
+                self.http
+                    .patch(format!("{}/cob/{txid}", self.base))
+                    .json(&body),
+            )
+            .await?;
+        match status.as_u16() {
+            200 => Self::cob_of(&text),
+            _ => Err(ProviderError::Refused(Self::detail(&text))),
+        }
+    }
+
+    async fn register_webhook(&self, url: &str) -> Result<(), ProviderError> {
+        let body = serde_json::json!({"webhookUrl": url});
+        let (status, text) = self
+            .send(
+                self.http
+                    .put(format!("{}/webhook/{}", self.base, self.chave))
+                    .json(&body),
+            )
+            .await?;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(ProviderError::Refused(Self::detail(&text)))
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! A Pix provider (PSP recebedor) simulator, in the shape of the Banco Central's API Pix
+//! (`bacen/pix-api`, `openapi.yaml` 2.9.0) for the part Pagar uses:
+//!
+//! - `PUT /cob/{txid}` creates an immediate charge (`CobGerada`, status `ATIVA`); a `txid` already
+//!   used is answered **400** (`CobOperacaoInvalida`), never a second charge: the client reads it
+//!   back with `GET /cob/{txid}` (`CobCompleta`, with the `pix` received for it);
+//! - `PATCH /cob/{txid}` with `{"status": "REMOVIDA_PELO_USUARIO_RECEBEDOR"}` removes it (400 once
+//!   it is `CONCLUIDA`);
+//! - `PUT /pix/{e2eid}/devolucao/{id}` asks for a devolução under the client's own id (a reused id
+//!   is **400**, as PSPs answer it, not a replay); `GET` of the same path reads it;
+//! - `PUT /webhook/{chave}` registers where the `{"pix": [...]}` callback goes (`{webhookUrl}/pix`).
+//!
+//! Callbacks are signed with Standard Webhooks (`webhook-id`, `webhook-timestamp`,
+//! `webhook-signature`: HMAC-SHA256 of `id.timestamp.body`, one signature per configured secret,
+//! so a receiver rotating its secret accepts either). The Banco Central protects callbacks with
+//! mTLS instead; a real PSP's choice is configuration on the receiving side.
+//!
+//! QA controls (`/qa/…`) play the customer: pay a charge now or after a delay, even after it
+//! expired or was removed (the PSPs of `bacen/pix-api#319`), with the callback delivered, lost,
+//! sent two or three times, or late. Everything is kept in its own SQLite file: the counts a test
+//! checks (`GET /qa/contagens`) are this simulator's own, never the API's.
+
+mod routes;
+mod store;
+pub mod valor;
+mod webhook;
+
+pub use store::Counts;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How to start the simulator.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "pix-provider",
+    about = "Pix provider simulator (API Pix shape)"
+)]
+pub struct Config {
+    /// Address to listen on (port 0: any free port; the chosen address is printed).
+    #[arg(long, env = "PIX_LISTEN", default_value = "127.0.0.1:8090")]
+    pub listen: SocketAddr,
+    /// The simulator's own SQLite file (charges, Pix received, devoluções, callbacks sent).
+    #[arg(long, env = "PIX_DATABASE", default_value = "pix-provider.db")]
+    pub database: PathBuf,
+    /// The bearer token clients must send (the real API uses OAuth2 with mTLS).
+    #[arg(long, env = "PIX_TOKEN", default_value = "pix_sandbox_token")]
+    pub token: String,
+    /// Secrets the callbacks are signed with (`whsec_` + base64), comma separated: each one adds
+    /// a signature, so a receiver that rotates its secret accepts the old and the new.
+    #[arg(long, env = "PIX_WEBHOOK_SECRETS", default_value = "")]
+    pub webhook_secrets: String,
+    /// The host and path prefix of the charges' `location` (the QR's payload URL).
+    #[arg(
+        long,
+        env = "PIX_LOCATION_BASE",
+        default_value = "pix.sandbox.pagar.dev/qr/v2"
+    )]
+    pub location_base: String,
+}
+
+impl Config {
+    /// A configuration for tests and the app's embedded sandbox: loopback, any port.
+    pub fn sandbox(database: PathBuf, token: &str, webhook_secret: &str) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            database,
+            token: token.to_string(),
+            webhook_secrets: webhook_secret.to_string(),
+            location_base: "pix.sandbox.pagar.dev/qr/v2".to_string(),
+        }
+    }
+}
+
+/// What can stop the simulator from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The database file cannot be opened or migrated.
+    #[error("banco do simulador Pix: {0}")]
+    Database(#[from] rusqlite::Error),
+    /// The address cannot be bound.
+    #[error("não foi possível escutar em {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    /// A webhook secret is not `whsec_` + base64.
+    #[error("segredo de webhook inválido: {0}")]
+    Secret(String),
+}
+
+/// A running simulator.
+pub struct RunningProvider {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    serve: Option<JoinHandle<()>>,
+    state: Arc<routes::Shared>,
+}
+
+impl RunningProvider {
+    /// Its base URL (`http://127.0.0.1:port`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its own counts: charges made, Pix received, devoluções, callbacks.
+    pub fn counts(&self) -> Counts {
+        self.state.store.counts().expect("simulator counts")
+    }
+
+    /// Stops serving and waits for it.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(serve) = self.serve.take() {
+            let _ = serve.await;
+        }
+    }
+}
+
+/// Opens the database, binds the address and serves until shut down.
+pub async fn start(config: Config) -> Result<RunningProvider, StartError> {
+    let store = store::PixDb::open(&config.database)?;
+    let signers = webhook::Signers::parse(&config.webhook_secrets).map_err(StartError::Secret)?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| StartError::Bind(config.listen, e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| StartError::Bind(config.listen, e))?;
+    let state = Arc::new(routes::Shared {
+        store: Arc::new(store),
+        token: config.token.clone(),
+        location_base: config.location_base.clone(),
+        webhooks: Arc::new(webhook::Dispatcher::new(signers)),
+    });
+    let app = routes::router(state.clone());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let serve = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    tracing::info!(%addr, "Pix provider simulator listening");
+    Ok(RunningProvider {
+        addr,
+        stop: Some(stop),
+        serve: Some(serve),
+        state,
+    })
+}
