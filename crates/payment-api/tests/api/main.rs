@@ -25,6 +25,7 @@ mod listing;
 mod logs;
 mod lookups;
 mod openapi;
+mod pix;
 mod refunds;
 mod rejections;
 mod replay;

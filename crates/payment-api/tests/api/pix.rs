@@ -1,0 +1,572 @@
+//! Pix end to end at the API: the real server on both stores, the Pix provider simulator as an
+//! HTTP service of its own (its own port and database file), webhooks signed and delivered over
+//! loopback. Charges and Pix received are counted in the simulator's own database and in the
+//! server's `pix_received`, never trusted from answers.
+
+use crate::helpers::*;
+use crate::stores;
+use reqwest::StatusCode;
+use rstest_reuse::apply;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The secret the provider signs with and the server checks (Standard Webhooks' own example).
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// Another valid secret (rotation).
+const NEW_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+const PIX_TOKEN: &str = "pix_token_for_tests";
+
+/// A Pix provider simulator on its own port and database.
+struct Provider {
+    running: Option<pix_provider::RunningProvider>,
+    url: String,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Provider {
+    async fn start(secrets: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = pix_provider::Config::sandbox(dir.path().join("psp.db"), PIX_TOKEN, secrets);
+        let running = pix_provider::start(config).await.unwrap();
+        Self {
+            url: running.url(),
+            running: Some(running),
+            client: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    /// Points a server's configuration at this provider, webhooks registered to the server.
+    fn configure(&self, c: &mut payment_api::Config, server_secrets: &str, poll_ms: u64) {
+        c.pix.pix_provider_url = Some(self.url.clone());
+        c.pix.pix_provider_token = PIX_TOKEN.into();
+        c.pix.pix_webhook_secrets = server_secrets.into();
+        c.pix.pix_webhook_url = Some("auto".into());
+        c.pix.pix_poll_ms = poll_ms;
+    }
+
+    fn counts(&self) -> pix_provider::Counts {
+        self.running.as_ref().unwrap().counts()
+    }
+
+    /// The customer pays `txid` (QA control).
+    async fn customer_pays(&self, txid: &str, order: Value) -> reqwest::Response {
+        self.client
+            .post(format!("{}/qa/cob/{txid}/pagar", self.url))
+            .bearer_auth(PIX_TOKEN)
+            .json(&order)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn cob(&self, txid: &str) -> Value {
+        self.client
+            .get(format!("{}/cob/{txid}", self.url))
+            .bearer_auth(PIX_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+async fn spawn(backend: Backend, provider: &Provider, poll_ms: u64) -> TestApp {
+    TestApp::spawn_with(backend, |c| provider.configure(c, SECRET, poll_ms)).await
+}
+
+fn pix(valor: i64, referencia: &str) -> Value {
+    json!({"valor": valor, "metodo": "pix", "referencia": referencia})
+}
+
+/// Waits until the payment reads `status` (long poll), and returns it.
+async fn status_becomes(app: &TestApp, id: &str, status: &str) -> Value {
+    let mut last = Value::Null;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        last = app.get_json(&format!("/pagamentos/{id}?aguardar=2")).await;
+        if last["status"] == status {
+            return last;
+        }
+        // `aguardar` waits only while it is `aguardando`.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{id} never became {status}: {last}");
+}
+
+#[apply(stores)]
+async fn a_pix_is_answered_waiting_with_a_valid_br_code_and_paid_by_the_customer_once(
+    #[case] backend: Backend,
+) {
+    // Arrange
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 60_000).await;
+    let key = new_key();
+    // Act
+    let first = app.pay(&key, &pix(1234, "venda-1")).await;
+    let (status, replayed, first_bytes) = body_of(first).await;
+    let again = app.pay(&key, &pix(1234, "venda-1")).await;
+    let (again_status, again_replayed, again_bytes) = body_of(again).await;
+    // Assert: 201 aguardando, replayed byte for byte.
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(replayed, None);
+    assert_eq!(again_status, StatusCode::CREATED);
+    assert_eq!(again_replayed.as_deref(), Some("true"));
+    assert_eq!(first_bytes, again_bytes);
+    let body: Value = serde_json::from_slice(&first_bytes).unwrap();
+    assert_eq!(body["status"], "aguardando");
+    assert_eq!(body["metodo"], "pix");
+    let txid = body["pix"]["txid"].as_str().unwrap().to_string();
+    assert!((26..=35).contains(&txid.len()) && txid.chars().all(|c| c.is_ascii_alphanumeric()));
+    // The BR Code: an outside parser reads it, and it points at the provider's location.
+    let code = body["pix"]["copia_e_cola"].as_str().unwrap();
+    let parsed = brcode::str_to_brcode(code);
+    assert!(parsed.is_pix());
+    assert_eq!(parsed.amount, Some(12.34));
+    let location = psp.cob(&txid).await["location"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(code.contains(&location), "{code} / {location}");
+    assert_eq!(psp.counts().cobrancas, 1);
+
+    // Act: the customer pays; the webhook settles it.
+    let paid = psp.customer_pays(&txid, json!({})).await;
+    assert_eq!(paid.status(), StatusCode::CREATED);
+    let e2eid = paid.json::<Value>().await.unwrap()["endToEndId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = body["id"].as_str().unwrap();
+    let now = status_becomes(&app, id, "aprovado").await;
+    // Assert
+    assert_eq!(now["pix"]["e2eid"], e2eid.as_str());
+    assert!(now["pix"]["pago_em"].is_string());
+    assert_eq!(app.db.count("pix_received").await, 1);
+    assert_eq!(app.db.count("pix_received WHERE via = 'webhook'").await, 1);
+    // A replay still answers the first bytes; the state is read from the resource.
+    let (_, _, replay) = body_of(app.pay(&key, &pix(1234, "venda-1")).await).await;
+    assert_eq!(replay, first_bytes);
+    // A look-up by reference sees it.
+    let found = app.get_json("/pagamentos?referencia=venda-1").await;
+    assert_eq!(found["pix"][0]["status"], "aprovado");
+    let counts = psp.counts();
+    assert_eq!((counts.cobrancas, counts.pix), (1, 1));
+}
+
+#[apply(stores)]
+async fn concurrent_duplicates_of_one_pix_make_one_charge_at_the_provider(
+    #[case] backend: Backend,
+) {
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 60_000).await;
+    let key = new_key();
+    let body = pix(500, "venda-dup");
+    let answers = futures::future::join_all((0..8).map(|_| {
+        let (client, url, key, body) = (
+            app.client.clone(),
+            app.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        async move { try_pay(&client, &url, &key, &body).await.unwrap() }
+    }))
+    .await;
+    let mut ids = std::collections::BTreeSet::new();
+    for a in answers {
+        match a.status() {
+            StatusCode::CREATED => {
+                ids.insert(a.json::<Value>().await.unwrap()["id"].to_string());
+            }
+            StatusCode::CONFLICT => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(psp.counts().cobrancas, 1);
+    assert_eq!(app.db.count("pix_charges").await, 1);
+}
+
+#[apply(stores)]
+async fn a_webhook_sent_three_times_is_applied_once(#[case] backend: Backend) {
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 60_000).await;
+    let body: Value = app
+        .pay(&new_key(), &pix(700, "venda-3x"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let txid = body["pix"]["txid"].as_str().unwrap();
+    psp.customer_pays(txid, json!({"webhook": "triplicado"}))
+        .await;
+    status_becomes(&app, body["id"].as_str().unwrap(), "aprovado").await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            psp.counts().entregas_aceitas == 3
+        })
+        .await,
+        "{:?}",
+        psp.counts()
+    );
+    assert_eq!(app.db.count("pix_received").await, 1);
+    assert_eq!(psp.counts().pix, 1);
+}
+
+#[apply(stores)]
+async fn a_lost_webhook_is_caught_by_the_poll(#[case] backend: Backend) {
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 200).await;
+    let body: Value = app
+        .pay(&new_key(), &pix(900, "venda-perdida"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    psp.customer_pays(
+        body["pix"]["txid"].as_str().unwrap(),
+        json!({"webhook": "perdido"}),
+    )
+    .await;
+    status_becomes(&app, body["id"].as_str().unwrap(), "aprovado").await;
+    assert_eq!(psp.counts().entregas, 0);
+    assert_eq!(app.db.count("pix_received WHERE via = 'consulta'").await, 1);
+}
+
+/// Posts a webhook body to the server with these Standard Webhooks headers.
+async fn post_webhook(app: &TestApp, body: &str, headers: &[(&str, String)]) -> reqwest::Response {
+    let mut req = app
+        .client
+        .post(format!("{}/webhooks/pix", app.url))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    req.send().await.unwrap()
+}
+
+fn signed(secret: &str, id: &str, ts: i64, body: &str) -> String {
+    standardwebhooks::Webhook::new(secret)
+        .unwrap()
+        .sign(id, ts, body.as_bytes())
+        .unwrap()
+}
+
+#[apply(stores)]
+async fn an_unsigned_forged_or_stale_webhook_is_refused_and_records_nothing(
+    #[case] backend: Backend,
+) {
+    // Arrange: a paid charge whose webhook was lost, and no poll: only a webhook could settle it.
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 3_600_000).await;
+    let body: Value = app
+        .pay(&new_key(), &pix(300, "venda-forjada"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let txid = body["pix"]["txid"].as_str().unwrap();
+    let paid: Value = psp
+        .customer_pays(txid, json!({"webhook": "perdido"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let note = json!({"pix": [{"endToEndId": paid["endToEndId"], "txid": txid, "valor": "3.00", "horario": paid["horario"]}]})
+        .to_string();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    // Act + Assert: each bad one is 401 and records nothing.
+    let unsigned = post_webhook(
+        &app,
+        &note,
+        &[
+            ("webhook-id", "msg_1".into()),
+            ("webhook-timestamp", now.to_string()),
+        ],
+    )
+    .await;
+    assert_problem(
+        unsigned,
+        StatusCode::UNAUTHORIZED,
+        "webhook-nao-autenticado",
+    )
+    .await;
+    let forged = post_webhook(
+        &app,
+        &note,
+        &[
+            ("webhook-id", "msg_2".into()),
+            ("webhook-timestamp", now.to_string()),
+            ("webhook-signature", signed(NEW_SECRET, "msg_2", now, &note)),
+        ],
+    )
+    .await;
+    assert_problem(forged, StatusCode::UNAUTHORIZED, "webhook-nao-autenticado").await;
+    let stale = post_webhook(
+        &app,
+        &note,
+        &[
+            ("webhook-id", "msg_3".into()),
+            ("webhook-timestamp", (now - 600).to_string()),
+            (
+                "webhook-signature",
+                signed(SECRET, "msg_3", now - 600, &note),
+            ),
+        ],
+    )
+    .await;
+    let problem = assert_problem(stale, StatusCode::UNAUTHORIZED, "webhook-nao-autenticado").await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("5 minutos"),
+        "{problem}"
+    );
+    let tampered = post_webhook(
+        &app,
+        &note.replace("3.00", "3000.00"),
+        &[
+            ("webhook-id", "msg_4".into()),
+            ("webhook-timestamp", now.to_string()),
+            ("webhook-signature", signed(SECRET, "msg_4", now, &note)),
+        ],
+    )
+    .await;
+    assert_problem(
+        tampered,
+        StatusCode::UNAUTHORIZED,
+        "webhook-nao-autenticado",
+    )
+    .await;
+    assert_eq!(app.db.count("pix_received").await, 0);
+    assert_eq!(
+        app.get_json(&format!("/pagamentos/{}", body["id"].as_str().unwrap()))
+            .await["status"],
+        "aguardando"
+    );
+    // A good one is applied — from what the provider says, not from its body.
+    let lying = json!({"pix": [{"endToEndId": paid["endToEndId"], "txid": txid, "valor": "9999.00", "horario": paid["horario"]}]}).to_string();
+    let good = post_webhook(
+        &app,
+        &lying,
+        &[
+            ("webhook-id", "msg_5".into()),
+            ("webhook-timestamp", now.to_string()),
+            ("webhook-signature", signed(SECRET, "msg_5", now, &lying)),
+        ],
+    )
+    .await;
+    assert_eq!(good.status(), StatusCode::OK);
+    assert_eq!(app.db.count("pix_received WHERE valor = 300").await, 1);
+}
+
+#[apply(stores)]
+async fn a_rotated_secret_is_accepted_during_the_rotation(#[case] backend: Backend) {
+    // The provider signs with the new secret only; the server accepts the old and the new.
+    let psp = Provider::start(NEW_SECRET).await;
+    let app = TestApp::spawn_with(backend, |c| {
+        psp.configure(c, &format!("{SECRET},{NEW_SECRET}"), 3_600_000)
+    })
+    .await;
+    let body: Value = app
+        .pay(&new_key(), &pix(450, "venda-rotacao"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    psp.customer_pays(body["pix"]["txid"].as_str().unwrap(), json!({}))
+        .await;
+    status_becomes(&app, body["id"].as_str().unwrap(), "aprovado").await;
+}
+
+#[apply(stores)]
+async fn a_pix_cancelled_then_paid_anyway_is_recorded_as_received_after_cancellation(
+    #[case] backend: Backend,
+) {
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 60_000).await;
+    let body: Value = app
+        .pay(&new_key(), &pix(2500, "venda-cancelada"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let (id, txid) = (
+        body["id"].as_str().unwrap(),
+        body["pix"]["txid"].as_str().unwrap(),
+    );
+    // Act: the cashier cancels (twice: idempotent).
+    for _ in 0..2 {
+        let res = app
+            .client
+            .post(format!("{}/pagamentos/{id}/cancelamento", app.url))
+            .bearer_auth(API_KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.json::<Value>().await.unwrap()["status"], "cancelado");
+    }
+    assert_eq!(
+        psp.cob(txid).await["status"],
+        "REMOVIDA_PELO_USUARIO_RECEBEDOR"
+    );
+    // A PSP that follows bacen/pix-api#319 refuses the payment.
+    let refused = psp.customer_pays(txid, json!({})).await;
+    assert_eq!(refused.status(), StatusCode::CONFLICT);
+    // One that does not takes the money anyway: it is recorded, never dropped.
+    let paid = psp
+        .customer_pays(txid, json!({"aceitar_inativa": true}))
+        .await;
+    assert_eq!(paid.status(), StatusCode::CREATED);
+    let now = status_becomes(&app, id, "recebido_apos_cancelamento").await;
+    assert!(now["pix"]["e2eid"].is_string());
+    assert_eq!(app.db.count("pix_received").await, 1);
+}
+
+#[apply(stores)]
+async fn a_pix_paid_before_the_cancel_stays_paid(#[case] backend: Backend) {
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 3_600_000).await;
+    let body: Value = app
+        .pay(&new_key(), &pix(800, "venda-corrida"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let (id, txid) = (
+        body["id"].as_str().unwrap(),
+        body["pix"]["txid"].as_str().unwrap(),
+    );
+    psp.customer_pays(txid, json!({"webhook": "perdido"})).await;
+    let res = app
+        .client
+        .post(format!("{}/pagamentos/{id}/cancelamento", app.url))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.json::<Value>().await.unwrap()["status"], "aprovado");
+    assert_eq!(psp.cob(txid).await["status"], "CONCLUIDA");
+}
+
+#[apply(stores)]
+async fn an_expired_pix_is_removed_and_a_late_payment_is_still_recorded(#[case] backend: Backend) {
+    let psp = Provider::start(SECRET).await;
+    let app = TestApp::spawn_with_clock(backend, |c| psp.configure(c, SECRET, 100)).await;
+    let body: Value = app
+        .pay(
+            &new_key(),
+            &json!({"valor": 150, "metodo": "pix", "expiracao": 30}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let (id, txid) = (
+        body["id"].as_str().unwrap(),
+        body["pix"]["txid"].as_str().unwrap(),
+    );
+    // Act: the server's clock passes the expiry (and its grace); the poll removes it.
+    app.advance_clock(Duration::from_secs(40));
+    status_becomes(&app, id, "expirado").await;
+    assert_eq!(
+        psp.cob(txid).await["status"],
+        "REMOVIDA_PELO_USUARIO_RECEBEDOR"
+    );
+    // The customer pays the stale QR at a PSP that lets it through.
+    psp.customer_pays(txid, json!({"aceitar_inativa": true, "webhook": "perdido"}))
+        .await;
+    status_becomes(&app, id, "recebido_apos_cancelamento").await;
+}
+
+#[apply(stores)]
+async fn the_same_key_as_pix_then_card_is_422_and_pix_without_a_provider_is_refused(
+    #[case] backend: Backend,
+) {
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 60_000).await;
+    let key = new_key();
+    assert_eq!(
+        app.pay(&key, &pix(100, "v")).await.status(),
+        StatusCode::CREATED
+    );
+    let card = app
+        .pay(
+            &key,
+            &json!({"valor": 100, "cartao": "tok_aprovado", "referencia": "v"}),
+        )
+        .await;
+    assert_problem(
+        card,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+    )
+    .await;
+    let bad = app
+        .pay(
+            &new_key(),
+            &json!({"valor": 100, "metodo": "pix", "cartao": "tok_aprovado"}),
+        )
+        .await;
+    assert_problem(bad, StatusCode::UNPROCESSABLE_ENTITY, "validation").await;
+    assert_eq!(psp.counts().cobrancas, 1);
+
+    let no_pix = TestApp::spawn(backend).await;
+    let refused = no_pix.pay(&new_key(), &pix(100, "v")).await;
+    assert_problem(
+        refused,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "pix-indisponivel",
+    )
+    .await;
+    assert_eq!(no_pix.stored_keys().await, 0);
+}
+
+/// Real process: the server aborts right after the provider made the charge, before storing it.
+/// The next process completes the key with that same charge: one charge at the provider.
+#[apply(stores)]
+async fn a_server_that_dies_after_the_provider_charged_makes_no_second_charge(
+    #[case] backend: Backend,
+) {
+    let psp = Provider::start(SECRET).await;
+    let db = TestDb::new(backend).await;
+    let pix_args = [
+        "--pix-provider-url",
+        psp.url.as_str(),
+        "--pix-provider-token",
+        PIX_TOKEN,
+        "--pix-webhook-secrets",
+        SECRET,
+        "--lease-ms",
+        "500",
+    ];
+    let mut crashing = ServerProcess::start(
+        &db,
+        &[&pix_args[..], &["--fault-crash-after-charge", "1"]].concat(),
+    );
+    let key = new_key();
+    let body = pix(4321, "venda-crash");
+    let lost = try_pay(&reqwest::Client::new(), &crashing.url, &key, &body).await;
+    assert!(lost.is_err(), "the server should have died: {lost:?}");
+    let _ = crashing.child.wait();
+    assert_eq!(psp.counts().cobrancas, 1);
+    let next = ServerProcess::start(&db, &pix_args);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let client = reqwest::Client::new();
+    let mut answer = None;
+    for _ in 0..50 {
+        let res = try_pay(&client, &next.url, &key, &body).await.unwrap();
+        if res.status() == StatusCode::CREATED {
+            answer = Some(res.json::<Value>().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answer = answer.expect("the retry completed the key");
+    assert_eq!(answer["status"], "aguardando");
+    assert_eq!(psp.counts().cobrancas, 1);
+    assert_eq!(db.count("pix_charges").await, 1);
+}
