@@ -16,7 +16,7 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/$(PG_DATABASE)
 
 GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libsoup-3.0-dev \
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
-	gnome-keyring
+	gnome-keyring zbar-tools
 
 .PHONY: run api replicas test lint unit ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 

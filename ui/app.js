@@ -4,17 +4,82 @@
 
 import {
   applyEvent, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
-  FAULTS, shortcut, snapshotMark, upsert,
+  FAULTS, pixWaiting, shortcut, snapshotMark, upsert,
 } from "./state.js";
 import {
-  $, fillCards, hideDialogs, render, renderQa, showClosing, showClosingRefused, showReceipt,
+  $, drawQr, fillCards, hideDialogs, render, renderQa, showClosing, showClosingRefused, showReceipt,
   showTerminal,
 } from "./view.js";
 
 const { invoke, Channel } = window.__TAURI__.core;
 
 const state = createState();
-const draw = () => render(state);
+// The text whose QR the canvas shows.
+let qrText = null;
+
+function draw() {
+  render(state);
+  const a = current(state);
+  const text = pixWaiting(a) ? a.pix.copia_e_cola : null;
+  if (text && text !== qrText) {
+    qrText = text;
+    invoke("pix_qr", { texto: text }).then(drawQr).catch((err) => {
+      qrText = null;
+      state.error = errorText(err);
+      render(state);
+    });
+  }
+}
+
+/** F5 or the Pix button: the Pix is written ahead, then the server makes its QR. */
+async function payPix() {
+  if ($("pix").disabled || state.pressing) return;
+  state.pressing = true;
+  state.error = null;
+  $("pix").disabled = true;
+  $("pagar").disabled = true;
+  draw();
+  try {
+    const reply = await invoke("pay_pix", { saleId: state.saleId, valor: $("valor").value });
+    upsert(state, reply.attempt);
+    state.attemptId = reply.attempt.id;
+    state.anotherCard = false;
+  } catch (err) {
+    state.error = errorText(err);
+  } finally {
+    state.pressing = false;
+    draw();
+  }
+}
+
+/** "Cancelar Pix" (Esc): removed at the bank before the sale is paid another way. */
+async function cancelPix() {
+  const a = current(state);
+  if (!pixWaiting(a) || state.pixCancelling) return;
+  state.pixCancelling = true;
+  state.error = null;
+  draw();
+  try {
+    upsert(state, await invoke("cancel_pix", { attemptId: a.id }));
+  } catch (err) {
+    state.error = errorText(err);
+  } finally {
+    state.pixCancelling = false;
+    draw();
+  }
+}
+
+/** QA: the customer pays the Pix on screen at the simulated bank. */
+async function qaPixPay() {
+  const a = current(state);
+  if (!pixWaiting(a)) return;
+  try {
+    await invoke("qa_pix_pay", { attemptId: a.id, webhook: "entregue", aceitarInativa: false });
+  } catch (err) {
+    state.error = errorText(err);
+    draw();
+  }
+}
 
 async function press(ev) {
   ev.preventDefault();
@@ -194,6 +259,8 @@ function onKey(e) {
     e.preventDefault();
     return;
   }
+  // F5 is Pix here, never the webview's reload.
+  if (e.key === "F5") e.preventDefault();
   const action = shortcut(state, e.key);
   if (!action) {
     if (e.key === "Enter" && document.activeElement === $("cartao") && $("cartao").size > 1) {
@@ -212,6 +279,8 @@ function onKey(e) {
     "close-till": () => closeTill(false),
     "close-dialog": closeDialog,
     "refund-back": refundBack,
+    pix: payPix,
+    "cancel-pix": cancelPix,
   })[action]();
 }
 
@@ -235,7 +304,7 @@ async function restoreTill() {
   applyOpenSale(state, till);
   if (till.attempt) {
     $("valor").value = brlInput(till.attempt.valor);
-    $("cartao").value = till.attempt.cartao;
+    if (till.attempt.cartao) $("cartao").value = till.attempt.cartao;
   }
 }
 
@@ -285,6 +354,21 @@ async function start() {
     () => `Perfil aplicado: ${e.target.selectedOptions[0].textContent}.`));
   $("qa-export-log").addEventListener("click", () => qa(() => invoke("qa_export_log"), (p) => `Log exportado para ${p}`));
   $("comprovante").addEventListener("click", printReceipt);
+  $("pix").addEventListener("click", payPix);
+  $("pix-cancel").addEventListener("click", cancelPix);
+  $("qa-pix-pay").addEventListener("click", qaPixPay);
+  $("pix-copy").addEventListener("click", async () => {
+    const text = $("pix-copia").value;
+    try {
+      await navigator.clipboard.writeText(text);
+      $("pix-copy").textContent = "Copiado";
+    } catch {
+      // Without clipboard access the text is selected for Ctrl+C.
+      $("pix-copia").select();
+      $("pix-copy").textContent = "Selecionado: Ctrl+C";
+    }
+    setTimeout(() => { $("pix-copy").textContent = "Copiar"; }, 2000);
+  });
   $("receipt-print").addEventListener("click", () => window.print());
   $("receipt-close").addEventListener("click", closeDialog);
   $("fechar-caixa").addEventListener("click", () => closeTill(false));
@@ -314,6 +398,7 @@ async function start() {
       $("notice").hidden = false;
     }
     $("qa-offline").disabled = !info.qa;
+    $("qa-pix-pay").hidden = !info.pix_simulado;
     const channel = new Channel();
     channel.onmessage = (e) => {
       applyEvent(state, e);

@@ -28,6 +28,8 @@ export const MOTIVOS = {
   saldo_insuficiente: "saldo insuficiente",
   estorno_recusado: "a operadora recusou o estorno",
   chave_cancelada: "tentativa cancelada, nada foi cobrado",
+  pix_expirado: "o Pix expirou sem pagamento",
+  pix_cancelado: "o Pix foi cancelado sem pagamento",
 };
 
 /** The QA panel's fault profiles. */
@@ -48,6 +50,7 @@ export function createState() {
     utcOffsetMinutes: -180, // the store's offset from UTC (the app says; receipts use the same)
     attemptId: null, // the current sale's latest attempt
     pressing: false, // between the press and pay's answer
+    pixCancelling: false, // between "Cancelar Pix" and its answer
     anotherCard: false, // after a review found no charge, the cashier chose to try another card
     carriedOver: new Set(), // sales left unfinished by an earlier run (a crash, a restart, a reload)
     error: null, // a refusal of the last press (nothing was stored)
@@ -89,6 +92,69 @@ export function brlInput(centavos) {
 /** Seconds from `now` until `ms`, never negative. */
 export function secondsUntil(ms, now) {
   return Math.max(0, Math.ceil((ms - now) / 1000));
+}
+
+/** `mm:ss` of a number of seconds. */
+export function clock(seconds) {
+  const m = Math.floor(seconds / 60);
+  return `${String(m).padStart(2, "0")}:${String(seconds % 60).padStart(2, "0")}`;
+}
+
+/** True for a Pix attempt. */
+export function isPix(a) {
+  return Boolean(a && a.metodo === "pix");
+}
+
+/** The Pix of an attempt waiting for the customer: its QR is on screen. */
+export function pixWaiting(a) {
+  return Boolean(isPix(a) && a.state === "pendente" && a.pix && a.pix.status === "aguardando");
+}
+
+/** The Pix panel: hidden, or what it shows for the attempt on screen. */
+export function pixPanel(state, a, now) {
+  if (!pixWaiting(a)) return null;
+  const left = secondsUntil(a.pix.expira_em, now);
+  return {
+    valor: brl(a.valor),
+    copia: a.pix.copia_e_cola,
+    countdown: left > 0 ? `Expira em ${clock(left)}` : "Tempo esgotado — confirmando com o servidor…",
+    cancelDisabled: state.pixCancelling || !serverUp(state),
+  };
+}
+
+/** The status of a Pix attempt: [kind, label, detail]. */
+function pixStatus(state, a, now) {
+  const e2e = a.pix && a.pix.e2eid ? ` · E2E ${a.pix.e2eid}` : "";
+  switch (a.state) {
+    case "aprovado": {
+      const at = a.pix && a.pix.pago_em ? ` às ${storeTime(a.pix.pago_em, state.utcOffsetMinutes)}` : "";
+      if (a.motivo === "recebido_apos_cancelamento") {
+        return ["aprovado", "Pix recebido após cancelamento",
+          `O cliente pagou ${brl(a.valor)}${at}, depois do cancelamento: o valor fica como pagamento desta venda${e2e}.`];
+      }
+      return ["aprovado", `Pix recebido${at}`, `${brl(a.valor)} · ${a.payment_id || ""}${e2e}`];
+    }
+    case "recusado":
+      if (a.motivo === "pix_expirado") {
+        return ["recusado", "Pix expirado — nada foi recebido", "O QR foi retirado do banco. Gere outro Pix ou cobre no cartão."];
+      }
+      if (a.motivo === "pix_cancelado") {
+        return ["recusado", "Pix cancelado — nada foi recebido", "O QR foi retirado do banco. Pode cobrar de outra forma."];
+      }
+      return ["recusado", `Pix recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`, "Nada foi recebido."];
+    case "pendente":
+      if (!a.pix) {
+        if (a.tries === 0 && !serverDown(state)) return ["pendente", "Gerando Pix…", "Pedindo o QR ao servidor."];
+        return ["pendente", "Pix pendente — não cobre de novo", pendingWhy(state, a, now)];
+      }
+      if (serverDown(state)) {
+        return ["pix", "Aguardando pagamento do Pix — sem conexão",
+          "Se o cliente já pagou, o Pix será confirmado quando a rede voltar. Não cobre de novo."];
+      }
+      return ["pix", "Aguardando pagamento do Pix", `${brl(a.valor)} · mostre o QR ao cliente. Não cobre de novo.`];
+    default:
+      return null;
+  }
 }
 
 /** The message of a command's refusal. */
@@ -138,7 +204,8 @@ export function refundsOf(state, paymentAttemptId) {
 /** Whether the history offers "Estornar" for an attempt: an approved payment with something
  * left to refund and no refund undecided (that one is followed instead). */
 export function canRefund(state, a) {
-  if (isRefund(a) || a.state !== "aprovado") return false;
+  // A Pix's devolução is not made from this till yet (the bank's app does it).
+  if (isRefund(a) || isPix(a) || a.state !== "aprovado") return false;
   const r = refundsOf(state, a.id);
   return r.andamento === 0 && r.aprovado < a.valor;
 }
@@ -152,6 +219,10 @@ export function statusFor(state, a, now) {
   if (state.error) return ["erro", "Pagamento não registrado", state.error];
   if (state.pressing && !a) return ["pendente", "Processando pagamento…", "Registrando o pagamento antes de enviar."];
   if (!a) return ["idle", "Pronto para cobrar.", ""];
+  if (isPix(a)) {
+    const pix = pixStatus(state, a, now);
+    if (pix) return pix;
+  }
   switch (a.state) {
     case "aprovado": {
       const back = refundsOf(state, a.id).aprovado;
@@ -283,6 +354,12 @@ export function controls(state, a) {
     cartaoDisabled: Boolean(live || approved || (review && !state.anotherCard) || state.pressing),
     // Only an approval has a receipt: nothing that could pass for one is offered otherwise.
     comprovanteHidden: !approved || state.pressing,
+    // Pix: like Pagar, and only while the server answers (its QR comes from it).
+    pixDisabled: !state.ready || state.pressing || live || approved || review || !serverUp(state),
+    pixWhy: !serverUp(state) && !live && !approved && !review && state.ready
+      ? "Pix indisponível sem conexão com o servidor: cobre no cartão."
+      : "",
+    pixCancelHidden: !pixWaiting(a),
   };
 }
 
@@ -308,7 +385,8 @@ export function saleTitle(state) {
 export function shortcut(state, key) {
   if (key === "Escape") {
     if (state.dialog === "refund" && state.refund && state.refund.step === "confirm" && !state.refund.pressing) return "refund-back";
-    return state.dialog ? "close-dialog" : null;
+    if (state.dialog) return "close-dialog";
+    return pixWaiting(current(state)) && !state.pixCancelling ? "cancel-pix" : null;
   }
   if (state.dialog || !state.ready) return null;
   const c = controls(state, current(state));
@@ -316,6 +394,7 @@ export function shortcut(state, key) {
     case "F2": return c.novaVendaHidden ? null : "new-sale";
     case "F3": return c.cartaoDisabled ? null : "cards";
     case "F4": return c.comprovanteHidden ? null : "receipt";
+    case "F5": return c.pixDisabled ? null : "pix";
     case "F9": return state.pressing ? null : "close-till";
     default: return null;
   }
@@ -399,6 +478,11 @@ export function offlineBanner(state) {
     ? "Nenhum pagamento aguardando."
     : `${parts.join("; ")} — ${n + refunds === 1 ? "será enviado sozinho" : "serão enviados sozinhos"} quando a rede voltar.`;
   return { title, detail };
+}
+
+/** The server is known to answer now. */
+function serverUp(state) {
+  return state.connectivity === "online";
 }
 
 /** The server cannot be used now (no connection, or its certificate refused): payments wait. */

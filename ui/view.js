@@ -3,12 +3,32 @@
 
 import {
   brl, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
-  discrepancyGroups, isRefund, newest, nextTryText, offlineBanner, pillText, refundConfirmText,
+  discrepancyGroups, isRefund, newest, nextTryText, offlineBanner, pillText, pixPanel, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
 } from "./state.js";
 
 export const $ = (id) => document.getElementById(id);
+
+/** Draws a QR code's modules (`linhas`: rows of `1` dark / `0` light) on the Pix canvas, with the
+ * four-module quiet zone readers need. */
+export function drawQr(matrix) {
+  const canvas = $("pix-qr");
+  const ctx = canvas.getContext("2d");
+  const modules = matrix.tamanho + 8;
+  const scale = Math.max(1, Math.floor(Math.min(canvas.width, canvas.height) / modules));
+  const side = modules * scale;
+  canvas.width = side;
+  canvas.height = side;
+  ctx.fillStyle = "#fff";
+  ctx.fillRect(0, 0, side, side);
+  ctx.fillStyle = "#000";
+  matrix.linhas.forEach((row, y) => {
+    for (let x = 0; x < row.length; x++) {
+      if (row[x] === "1") ctx.fillRect((x + 4) * scale, (y + 4) * scale, scale, scale);
+    }
+  });
+}
 
 function cell(text, cls) {
   const td = document.createElement("td");
@@ -35,6 +55,19 @@ export function render(state) {
   $("valor").disabled = c.valorDisabled;
   $("cartao").disabled = c.cartaoDisabled;
   $("comprovante").hidden = c.comprovanteHidden;
+  $("pix").disabled = c.pixDisabled;
+  $("pix-why").hidden = !c.pixWhy;
+  $("pix-why").textContent = c.pixWhy;
+  const panel = pixPanel(state, a, now);
+  $("pix-panel").hidden = !panel;
+  // While a Pix waits, its QR takes the form's place: nothing else can be charged meanwhile.
+  $("pay-form").hidden = Boolean(panel);
+  if (panel) {
+    $("pix-valor").textContent = panel.valor;
+    if ($("pix-copia").value !== panel.copia) $("pix-copia").value = panel.copia;
+    $("pix-countdown").textContent = panel.countdown;
+    $("pix-cancel").disabled = panel.cancelDisabled;
+  }
   $("nova-venda").textContent = c.novaVendaText;
   $("sale-number").textContent = saleTitle(state);
   $("sale-id").textContent = state.saleId || "";
@@ -109,7 +142,7 @@ function renderHistory(state) {
     shown.add(a.id);
     const refunded = !isRefund(a) && a.state === "aprovado" ? refundsOf(state, a.id).aprovado : 0;
     const refundable = canRefund(state, a);
-    const sig = `${a.state}|${a.valor}|${a.payment_id}|${a.sale_number}|${a.created_at}|${state.utcOffsetMinutes}|${refunded}|${refundable}`;
+    const sig = `${a.state}|${a.pix ? a.pix.status : ""}|${a.valor}|${a.payment_id}|${a.sale_number}|${a.created_at}|${state.utcOffsetMinutes}|${refunded}|${refundable}`;
     const drawn = historyRows.get(a.id);
     if (drawn && drawn.sig === sig) return drawn.tr;
     const tr = historyRow(state, a, refunded, refundable);
@@ -121,6 +154,13 @@ function renderHistory(state) {
   if (!same) body.replaceChildren(...trs);
 }
 
+/** The history's word for a payment: a Pix says so. */
+function historyPill(a) {
+  if (a.metodo !== "pix") return pillText(a.state);
+  if (a.state === "pendente") return a.pix ? "aguardando Pix" : "Pix pendente";
+  return `Pix ${pillText(a.state)}`;
+}
+
 function historyRow(state, a, refunded, refundable) {
   const tr = document.createElement("tr");
   tr.dataset.attempt = a.id;
@@ -128,7 +168,7 @@ function historyRow(state, a, refunded, refundable) {
   if (refund) tr.className = "estorno";
   const pill = document.createElement("span");
   pill.className = `pill ${a.state}`;
-  pill.textContent = refund ? `estorno ${pillText(a.state)}` : pillText(a.state);
+  pill.textContent = refund ? `estorno ${pillText(a.state)}` : historyPill(a);
   const st = document.createElement("td");
   st.append(pill);
   const number = a.sale_number == null ? "—" : `nº ${saleNumber(a.sale_number)}`;

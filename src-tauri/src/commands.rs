@@ -167,6 +167,84 @@ pub async fn pay(
         .into())
 }
 
+/// Pays a sale by Pix: the server makes the charge and the window shows its QR. Refused while
+/// the server cannot be reached (a Pix cannot be shown offline).
+#[tauri::command]
+pub async fn pay_pix(
+    session: State<'_, Session>,
+    sale_id: String,
+    valor: String,
+) -> Result<PayReply> {
+    let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
+    let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
+    Ok(session
+        .get()?
+        .checkout()
+        .pay_pix(sale, valor)
+        .await?
+        .into())
+}
+
+/// Cancels the Pix of an attempt the customer has not paid.
+#[tauri::command]
+pub async fn cancel_pix(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
+    Ok(session
+        .get()?
+        .checkout()
+        .cancel_pix(&AttemptId::from_stored(attempt_id))
+        .await?)
+}
+
+/// A QR code's modules, for the window to draw: `linhas[y]` has one `1` (dark) or `0` per module.
+#[derive(Debug, Serialize)]
+pub struct QrMatrix {
+    /// Modules per side.
+    pub tamanho: usize,
+    /// Rows, top to bottom.
+    pub linhas: Vec<String>,
+}
+
+/// The QR code of a text (a Pix's "copia e cola"), medium error correction.
+#[tauri::command]
+pub fn pix_qr(texto: String) -> Result<QrMatrix> {
+    let code = qrcode::QrCode::with_error_correction_level(texto.as_bytes(), qrcode::EcLevel::M)
+        .map_err(AppError::invalid)?;
+    let tamanho = code.width();
+    let colors = code.to_colors();
+    let linhas = colors
+        .chunks(tamanho)
+        .map(|row| {
+            row.iter()
+                .map(|c| if *c == qrcode::Color::Dark { '1' } else { '0' })
+                .collect()
+        })
+        .collect();
+    Ok(QrMatrix { tamanho, linhas })
+}
+
+/// QA (embedded sandbox only): the customer pays the Pix of an attempt at the simulated bank,
+/// with the webhook delivered as `webhook` says (`entregue`, `perdido`, `duplicado`,
+/// `triplicado`); `aceitar_inativa` lets a cancelled or expired charge be paid.
+#[tauri::command]
+pub async fn qa_pix_pay(
+    session: State<'_, Session>,
+    attempt_id: String,
+    webhook: String,
+    aceitar_inativa: bool,
+) -> Result<()> {
+    let running = session.get()?;
+    let attempt = running
+        .checkout()
+        .attempt(&AttemptId::from_stored(attempt_id))
+        .await?;
+    let txid = attempt
+        .pix
+        .as_ref()
+        .map(|p| p.txid.clone())
+        .ok_or_else(|| AppError::invalid("esta tentativa não tem um Pix gerado"))?;
+    running.qa_pix_pay(&txid, &webhook, aceitar_inativa).await
+}
+
 /// What the refund dialog shows of a payment: what was charged, paid back, on its way back,
 /// and what is left to refund (the dialog's default amount), as the till knows it.
 #[derive(Debug, Serialize)]
@@ -228,7 +306,10 @@ async fn info_of(checkout: &Checkout, id: AttemptId) -> Result<RefundInfo> {
         estornado: balance.estornado,
         em_andamento: balance.em_andamento,
         saldo: balance.left(),
-        cartao: pagamento.cartao.masked(),
+        cartao: pagamento
+            .cartao
+            .as_ref()
+            .map_or_else(|| "Pix".to_string(), |c| c.masked()),
         pagamento,
     })
 }

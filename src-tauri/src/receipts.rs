@@ -8,6 +8,14 @@ use checkout_core::domain::sale_number;
 use checkout_core::{Attempt, AttemptState, Closing, Net, Tally, Total};
 use serde::Serialize;
 
+/// How the receipt names the card of an attempt (a Pix has none).
+fn card_of(attempt: &Attempt) -> String {
+    attempt
+        .cartao
+        .as_ref()
+        .map_or_else(|| "Pix".to_string(), |c| c.masked())
+}
+
 /// One line of a receipt: what it is and its value.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Line {
@@ -82,7 +90,7 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
             line("Data e hora", when),
             line("Estorno", attempt.payment_id.clone().unwrap_or_default()),
             line("Pagamento", payment.unwrap_or_default()),
-            line("Cartão", attempt.cartao.masked()),
+            line("Cartão", card_of(attempt)),
             line("Situação", "ESTORNADO".into()),
         ]);
         return Ok(Receipt {
@@ -96,8 +104,19 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
         line("Valor", attempt.valor.to_string()),
         line("Data e hora", when),
         line("Pagamento", attempt.payment_id.clone().unwrap_or_default()),
-        line("Cartão", attempt.cartao.masked()),
     ]);
+    match (&attempt.cartao, &attempt.pix) {
+        (Some(card), _) => linhas.push(line("Cartão", card.masked())),
+        (None, pix) => {
+            linhas.push(line("Forma", "Pix".into()));
+            if let Some(e2e) = pix.as_ref().and_then(|p| p.e2eid.clone()) {
+                linhas.push(line("ID Pix (E2E)", e2e));
+            }
+            if attempt.motivo.as_deref() == Some("recebido_apos_cancelamento") {
+                linhas.push(line("Observação", "Pix recebido após cancelamento".into()));
+            }
+        }
+    }
     let mut refunded = Total::ZERO;
     for r in refunds {
         if r.state == AttemptState::Aprovado {

@@ -72,6 +72,8 @@ pub struct AppInfo {
     pub faults_available: bool,
     /// Whether QA mode is on ("Simular offline" available).
     pub qa: bool,
+    /// Whether the Pix provider is the embedded simulator (the QA "customer pays" control).
+    pub pix_simulado: bool,
     /// Where the API key was read from (`keyring`, `config.json`, `ambiente`).
     pub secrets_from: &'static str,
     /// What the cashier should know about the setup.
@@ -94,7 +96,16 @@ pub struct Running {
     api_url: String,
     admin: Option<AdminClient>,
     _server: Option<payment_api::RunningServer>,
+    pix: Option<PixSandbox>,
     log: Arc<Mutex<Vec<String>>>,
+}
+
+/// The embedded sandbox's Pix provider simulator, and the QA client of its "customer pays"
+/// control.
+struct PixSandbox {
+    provider: pix_provider::RunningProvider,
+    token: String,
+    http: reqwest::Client,
 }
 
 impl Running {
@@ -104,13 +115,24 @@ impl Running {
             .and_then(|()| private::tighten(&settings.config_path(), 0o600))
             .map_err(|e| AppError::Startup(format!("{}: {e}", settings.data_dir.display())))?;
         settings.remember_terminal().map_err(AppError::Startup)?;
-        let (api_url, api_key, admin_token, server) = match &settings.api {
+        let (api_url, api_key, admin_token, server, pix) = match &settings.api {
             ApiTarget::Embedded => {
                 let admin = admin_token();
-                // A fresh key each run: nothing outside this process can pay on the sandbox.
-                let sandbox_key = format!("sk_sandbox_{}", uuid::Uuid::new_v4().simple());
+                // The Pix provider simulator, on loopback like the API, signing its webhooks
+                // with a secret made for this run.
+                let pix_token = format!("pix_{}", uuid::Uuid::new_v4().simple());
+                let secret = format!("whsec_{}", uuid::Uuid::new_v4().simple());
                 private::create_dir(&settings.data_dir.join("sandbox"))
                     .map_err(|e| AppError::Startup(e.to_string()))?;
+                let provider = pix_provider::start(pix_provider::Config::sandbox(
+                    settings.data_dir.join("sandbox").join("pix-provider.db"),
+                    &pix_token,
+                    &secret,
+                ))
+                .await
+                .map_err(|e| AppError::Startup(format!("simulador Pix embutido: {e}")))?;
+                // A fresh key each run: nothing outside this process can pay on the sandbox.
+                let sandbox_key = format!("sk_sandbox_{}", uuid::Uuid::new_v4().simple());
                 let mut config = payment_api::Config::sandbox(
                     settings.sandbox_db(),
                     &sandbox_key,
@@ -121,10 +143,24 @@ impl Running {
                 // keys: a server's 100 000 cached answers would only grow with every sale (a
                 // miss reads the database, as after a restart).
                 config.replay_cache_entries = EMBEDDED_REPLAY_CACHE;
+                config.pix.pix_provider_url = Some(provider.url());
+                config.pix.pix_provider_token = pix_token.clone();
+                config.pix.pix_webhook_secrets = secret;
+                config.pix.pix_webhook_url = Some("auto".into());
+                config.pix.pix_poll_ms = 2_000;
                 let server = payment_api::start(config)
                     .await
                     .map_err(|e| AppError::Startup(format!("API embutida: {e}")))?;
-                (server.url(), sandbox_key, Some(admin), Some(server))
+                let pix = PixSandbox {
+                    provider,
+                    token: pix_token,
+                    http: reqwest::Client::builder()
+                        .no_proxy()
+                        .timeout(Duration::from_secs(5))
+                        .build()
+                        .map_err(|e| AppError::Startup(e.to_string()))?,
+                };
+                (server.url(), sandbox_key, Some(admin), Some(server), Some(pix))
             }
             ApiTarget::External {
                 url,
@@ -134,6 +170,7 @@ impl Running {
                 url.trim_end_matches('/').to_string(),
                 key.clone(),
                 admin_token.clone(),
+                None,
                 None,
             ),
         };
@@ -180,8 +217,32 @@ impl Running {
             api_url,
             admin,
             _server: server,
+            pix,
             log,
         })
+    }
+
+    /// QA: the customer pays the Pix `txid` at the embedded sandbox's simulated bank.
+    pub async fn qa_pix_pay(&self, txid: &str, webhook: &str, accept_inactive: bool) -> Result<()> {
+        let pix = self.pix.as_ref().ok_or_else(|| {
+            AppError::invalid("o pagamento simulado do Pix só existe na API embutida (sandbox)")
+        })?;
+        let res = pix
+            .http
+            .post(format!("{}/qa/cob/{txid}/pagar", pix.provider.url()))
+            .bearer_auth(&pix.token)
+            .json(&serde_json::json!({"webhook": webhook, "aceitar_inativa": accept_inactive}))
+            .send()
+            .await
+            .map_err(|e| AppError::invalid(format!("simulador Pix: {e}")))?;
+        if res.status().is_success() {
+            return Ok(());
+        }
+        let body: serde_json::Value = res.json().await.unwrap_or_default();
+        Err(AppError::invalid(format!(
+            "o banco simulado recusou o pagamento: {}",
+            body["detail"].as_str().unwrap_or("sem detalhe")
+        )))
     }
 
     /// The checkout engine.
@@ -202,6 +263,7 @@ impl Running {
             cartoes: payment_api::payments::sandbox_tokens().collect(),
             faults_available: self.admin.is_some(),
             qa: self.relay.is_some(),
+            pix_simulado: self.pix.is_some(),
             secrets_from: self.settings.secrets_from,
             notices: self.settings.notices.clone(),
             first_paint_ms: None,

@@ -2,7 +2,7 @@
 //! the answer means. It never retries by itself; the engine schedules every try.
 
 use crate::config::Config;
-use crate::domain::{AttemptState, Centavos};
+use crate::domain::{AttemptState, Centavos, PixCharge, PixStatus, UnixMillis};
 use crate::error::{CoreError, Result};
 use crate::outbox::{FinalAnswer, SendJob, Target};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -24,6 +24,8 @@ pub enum Answer {
         /// How far the try got: whether the server was reached at all.
         reach: Reach,
     },
+    /// A Pix the server made, not paid yet: the QR is shown, and the charge is read again.
+    PixWaiting(PixCharge),
     /// The server refused the request as it is: a person must look.
     Review {
         /// Why.
@@ -136,6 +138,78 @@ enum ServerStatus {
     Recusado,
 }
 
+/// A Pix payment as the server answers it (`"metodo": "pix"`).
+#[derive(Deserialize)]
+struct PixView {
+    id: String,
+    metodo: String,
+    status: PixStatus,
+    pix: PixDetailView,
+}
+
+#[derive(Deserialize)]
+struct PixDetailView {
+    txid: String,
+    copia_e_cola: String,
+    expira_em: String,
+    #[serde(default)]
+    e2eid: Option<String>,
+    #[serde(default)]
+    pago_em: Option<String>,
+}
+
+fn parse_time(s: &str) -> Option<UnixMillis> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+/// What a Pix answer (`status` the HTTP code) means for its attempt; `None` when the body is
+/// not a Pix.
+fn pix_answer(status: u16, body: &[u8]) -> Option<Answer> {
+    let v: PixView = serde_json::from_slice(body).ok()?;
+    if v.metodo != "pix" {
+        return None;
+    }
+    let unreadable = |why: &str| Answer::Review {
+        reason: format!("HTTP {status}: Pix ilegível ({why})"),
+        status,
+        body: body.to_vec(),
+    };
+    let Some(expira_em) = parse_time(&v.pix.expira_em) else {
+        return Some(unreadable("expira_em"));
+    };
+    let charge = PixCharge {
+        payment_id: v.id.clone(),
+        txid: v.pix.txid,
+        copia_e_cola: v.pix.copia_e_cola,
+        expira_em,
+        status: v.status,
+        e2eid: v.pix.e2eid,
+        pago_em: v.pix.pago_em.as_deref().and_then(parse_time),
+    };
+    let settled = |state: AttemptState, motivo: Option<&str>| {
+        Answer::Final(FinalAnswer {
+            state,
+            status,
+            body: body.to_vec(),
+            payment_id: Some(v.id.clone()),
+            motivo: motivo.map(String::from),
+            pix: Some(charge.clone()),
+        })
+    };
+    Some(match v.status {
+        PixStatus::Aguardando => Answer::PixWaiting(charge.clone()),
+        PixStatus::Aprovado => settled(AttemptState::Aprovado, None),
+        // The money arrived while this attempt still waited for it: it pays the sale.
+        PixStatus::RecebidoAposCancelamento => {
+            settled(AttemptState::Aprovado, Some("recebido_apos_cancelamento"))
+        }
+        PixStatus::Expirado => settled(AttemptState::Recusado, Some("pix_expirado")),
+        PixStatus::Cancelado => settled(AttemptState::Recusado, Some("pix_cancelado")),
+        PixStatus::Desconhecido => unreadable("status desconhecido"),
+    })
+}
+
 /// A look-up by `referencia`: the payments, and the keys still executing for it (a server that
 /// does not list them sends no `em_andamento`).
 #[derive(Deserialize)]
@@ -143,6 +217,9 @@ struct PaymentList {
     pagamentos: Vec<serde_json::Value>,
     #[serde(default)]
     em_andamento: Vec<serde_json::Value>,
+    /// Pix charges with this reference (a server without Pix sends none).
+    #[serde(default)]
+    pix: Vec<serde_json::Value>,
 }
 
 /// What the server said of a cancelled key.
@@ -301,6 +378,54 @@ impl PaymentClient {
         classify(&job.target, status, retry_after, body)
     }
 
+    /// Reads a Pix the server made (`GET /pagamentos/{id}?aguardar=…`): the server answers as
+    /// soon as it changes, or after `wait` unchanged.
+    pub async fn pix_status(&self, payment_id: &str, wait: Duration) -> Answer {
+        let query = [("aguardar", wait.as_secs().max(1).to_string())];
+        match self.get(&format!("/pagamentos/{payment_id}"), &query).await {
+            Ok((StatusCode::OK, _, body)) => pix_answer(200, &body).unwrap_or(Answer::Review {
+                reason: "HTTP 200: o servidor não descreve este pagamento como Pix".into(),
+                status: 200,
+                body,
+            }),
+            Ok((status, retry_after, body)) => {
+                classify(&Target::Payment, status, retry_after, body)
+            }
+            Err(e) => network_error(&e),
+        }
+    }
+
+    /// Cancels a Pix the customer has not paid (`POST /pagamentos/{id}/cancelamento`): what the
+    /// server answers is the charge as it now stands (cancelled, or paid when the customer was
+    /// faster).
+    pub async fn cancel_pix(&self, payment_id: &str) -> Answer {
+        let res = self
+            .http
+            .post(format!(
+                "{}/pagamentos/{payment_id}/cancelamento",
+                self.base
+            ))
+            .bearer_auth(&self.api_key)
+            .send()
+            .await;
+        let res = match res {
+            Ok(r) => r,
+            Err(e) => return network_error(&e),
+        };
+        let status = res.status();
+        let retry_after = retry_after(res.headers());
+        let body = match res.bytes().await {
+            Ok(b) => b.to_vec(),
+            Err(e) => return network_error(&e),
+        };
+        if status == StatusCode::OK {
+            if let Some(answer) = pix_answer(200, &body) {
+                return answer;
+            }
+        }
+        classify(&Target::Payment, status, retry_after, body)
+    }
+
     /// Every payment the server has for this merchant between `from` and `to` (epoch ms),
     /// only this till's when `terminal` is given, following the pages to the end. For the
     /// till's closing; fails with [`CoreError::Unreachable`] when the server cannot be asked.
@@ -427,6 +552,13 @@ impl PaymentClient {
                     return Ok(None);
                 };
                 let list: PaymentList = serde_json::from_slice(&body).map_err(unreadable)?;
+                // A Pix made for this attempt is its answer, waiting or settled.
+                if let Some(pix) = list.pix.first() {
+                    let bytes = serde_json::to_vec(pix).unwrap_or_default();
+                    return pix_answer(200, &bytes).map(Some).ok_or_else(|| {
+                        unreadable(serde_json::Error::io(std::io::Error::other("Pix ilegível")))
+                    });
+                }
                 match list.pagamentos.into_iter().next() {
                     Some(found) => Some(found),
                     // No payment yet is not "no payment" while a try of it still executes: it
@@ -734,6 +866,11 @@ fn classify(
     retry_after: Option<Duration>,
     body: Vec<u8>,
 ) -> Answer {
+    if status == StatusCode::CREATED {
+        if let Some(answer) = pix_answer(201, &body) {
+            return answer;
+        }
+    }
     match status.as_u16() {
         201 | 402 => match serde_json::from_slice::<PaymentView>(&body) {
             Ok(p) => {
@@ -758,6 +895,7 @@ fn classify(
                         Target::Refund(_) => p.recusa,
                     },
                     body,
+                    pix: None,
                 })
             }
             // A final status whose body we cannot read: the outcome is not safely known.

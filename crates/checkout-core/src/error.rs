@@ -77,6 +77,11 @@ pub enum CoreError {
     /// The engine has shut down.
     #[error("o motor de pagamentos foi encerrado")]
     Closed,
+    /// A Pix needs the server now: its QR comes from it.
+    #[error(
+        "sem conexão com o servidor de pagamentos: o Pix não pode ser gerado agora; ofereça cartão"
+    )]
+    PixOffline,
     /// The server could not be asked (closing the till needs it).
     #[error("não foi possível consultar o servidor de pagamentos: {0}")]
     Unreachable(String),
@@ -165,6 +170,7 @@ impl Serialize for CoreError {
             CoreError::StillPending => "still_pending",
             CoreError::Closed => "closed",
             CoreError::Unreachable(_) => "unreachable",
+            CoreError::PixOffline => "pix_offline",
             CoreError::PendingAtClose { .. } => "pending_at_close",
         };
         let mut st = s.serialize_struct("CoreError", 2)?;

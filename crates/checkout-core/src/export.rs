@@ -1,6 +1,6 @@
 //! End-of-day reconciliation: every attempt as CSV or JSON.
 
-use crate::domain::UnixMillis;
+use crate::domain::{CardToken, UnixMillis};
 use crate::error::{CoreError, Result};
 use crate::outbox::Attempt;
 use serde::Serialize;
@@ -48,7 +48,10 @@ fn row(a: &Attempt) -> Row<'_> {
         state: a.state.as_str(),
         valor_centavos: a.valor.get(),
         valor: a.valor.to_string(),
-        cartao: a.cartao.masked(),
+        cartao: a
+            .cartao
+            .as_ref()
+            .map_or_else(|| a.metodo.to_string(), CardToken::masked),
         tries: a.tries,
         payment_id: a.payment_id.as_deref().unwrap_or(""),
         motivo: a.motivo.as_deref().unwrap_or(""),

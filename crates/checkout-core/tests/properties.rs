@@ -3,7 +3,7 @@
 //! model.
 
 use checkout_core::domain::{
-    format_brl, AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, SaleId,
+    format_brl, AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, PayMethod, SaleId,
 };
 use checkout_core::outbox::{FinalAnswer, Outbox, PayOutcome, TryResult};
 use checkout_core::CoreError;
@@ -106,6 +106,7 @@ fn final_answer(state: AttemptState) -> FinalAnswer {
         body: b"{}".to_vec(),
         payment_id: Some("pay_x".into()),
         motivo: (state == AttemptState::Recusado).then(|| "cartao_recusado".into()),
+        pix: None,
     }
 }
 
@@ -146,7 +147,7 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                     .pay(
                         sale_id,
                         Centavos::new(valor).unwrap(),
-                        CardToken::parse("tok_aprovado").unwrap(),
+                        PayMethod::Card(CardToken::parse("tok_aprovado").unwrap()),
                         None,
                         now,
                     )
@@ -444,7 +445,13 @@ async fn a_refund_in_review_is_not_sent_again_once_it_no_longer_fits() {
     let sale = SaleId::parse("venda-1").unwrap();
     let card = CardToken::parse("tok_aprovado").unwrap();
     let (paid, _) = outbox
-        .pay(sale, Centavos::new(10_000).unwrap(), card, None, 1)
+        .pay(
+            sale,
+            Centavos::new(10_000).unwrap(),
+            PayMethod::Card(card),
+            None,
+            1,
+        )
         .await
         .unwrap();
     let paid = paid.attempt().clone();

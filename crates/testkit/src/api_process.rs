@@ -16,7 +16,13 @@ pub const ADMIN_TOKEN: &str = "adm_testkit";
 /// The `payment-api` binary next to the running test's own target folder, or `PAGAR_API_BIN`.
 /// `cargo test --workspace` (and so `make test`) builds it with everything else.
 pub fn payment_api_binary() -> PathBuf {
-    if let Some(bin) = std::env::var_os("PAGAR_API_BIN") {
+    workspace_binary("payment-api", "PAGAR_API_BIN")
+}
+
+/// A workspace binary `name` next to the running test's own target folder, or the path in the
+/// environment variable `env`.
+pub(crate) fn workspace_binary(name: &str, env: &str) -> PathBuf {
+    if let Some(bin) = std::env::var_os(env) {
         return bin.into();
     }
     let exe = std::env::current_exe().expect("the test knows its own path");
@@ -25,7 +31,7 @@ pub fn payment_api_binary() -> PathBuf {
         .ancestors()
         .skip(1)
         .take(2)
-        .map(|dir| dir.join("payment-api"))
+        .map(|dir| dir.join(name))
         .collect();
     let bin = candidates
         .iter()
@@ -33,7 +39,7 @@ pub fn payment_api_binary() -> PathBuf {
         .cloned()
         .unwrap_or_else(|| {
             panic!(
-                "payment-api is missing beside {}: build it with `cargo build -p payment-api` (make test does)",
+                "{name} is missing beside {}: build it with `cargo build -p {name}` (make test does)",
                 exe.display()
             )
         });

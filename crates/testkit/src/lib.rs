@@ -6,16 +6,19 @@
 //!   cut after the server committed, a middlebox answering `401`), switchable while running;
 //! - [`TlsFront`]: a TLS endpoint with a certificate authority made in the test, in front of a
 //!   plain-HTTP API, so a client can be made to trust it through a `ca_cert` file;
-//! - [`ApiProcess`]: the `payment-api` binary started as its own process on port 0.
+//! - [`ApiProcess`]: the `payment-api` binary started as its own process on port 0;
+//! - [`PixProcess`]: the `pix-provider` simulator as its own process, with its QA controls.
 //!
 //! Everything listens on loopback only.
 
 mod api_process;
 mod fault_proxy;
+mod pix_process;
 mod tls_front;
 
 pub use api_process::{
     payment_api_binary, ApiDatabase, ApiOptions, ApiProcess, ADMIN_TOKEN, API_KEY, MERCHANT,
 };
 pub use fault_proxy::{Fault, FaultProxy};
+pub use pix_process::{PixProcess, PIX_SECRET, PIX_TOKEN};
 pub use tls_front::TlsFront;

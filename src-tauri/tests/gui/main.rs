@@ -8,5 +8,6 @@ mod day;
 mod faults;
 mod harness;
 mod package;
+mod pix;
 mod recovery;
 mod refunds;

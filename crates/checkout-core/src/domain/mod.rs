@@ -1,8 +1,10 @@
 //! Domain newtypes of the checkout: parse, don't validate.
 
 mod money;
+mod pix;
 
 pub use money::{format_brl, AmountError, Centavos, Net, Total};
+pub use pix::{PayMethod, PixCharge, PixStatus};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -77,6 +77,15 @@ pub(super) async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>)
 /// would read about `2 × max` rows per try during a drain; refilling a quarter at a time reads
 /// a quarter as often and still keeps three quarters of the slots busy. A lone attempt (the
 /// cashier's) always finds every slot free.
+/// How long the server may hold a read of a waiting Pix: well inside the request timeout.
+fn pix_wait(inner: &Inner) -> Duration {
+    inner
+        .config
+        .request_timeout
+        .saturating_sub(Duration::from_secs(5))
+        .clamp(Duration::from_secs(1), Duration::from_secs(25))
+}
+
 fn refill_at(max: usize) -> usize {
     (max / 4).max(1)
 }
@@ -107,7 +116,11 @@ async fn next_wake(inner: &Inner) -> Duration {
 async fn run_try(inner: Arc<Inner>, job: SendJob) {
     let lookup_after = inner.config.lookup_after(inner.advertised_retention());
     let lookup_first = now_ms() - job.created_at > lookup_after.as_millis() as UnixMillis;
-    let answer = if lookup_first {
+    let answer = if let Some(payment) = &job.pix_payment {
+        // A Pix the server answered: read its state (the server holds the read until it
+        // changes), never send it again.
+        inner.client.pix_status(payment, pix_wait(&inner)).await
+    } else if lookup_first {
         match inner.client.find(&job.target, job.id.as_ref()).await {
             Ok(Some(found)) => {
                 tracing::info!(
@@ -132,6 +145,7 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
     let tries = job.tries + 1;
     let result = match answer {
         Answer::Final(answer) => TryResult::Final(answer),
+        Answer::PixWaiting(pix) => TryResult::PixWaiting(pix),
         Answer::Retry {
             retry_after, error, ..
         } => {

@@ -11,15 +11,15 @@ mod reviews;
 pub use dispatch::retry_delay;
 use reviews::ReviewCheck;
 
-use crate::client::{PaymentClient, Reach, RemoteStatus};
+use crate::client::{Answer, PaymentClient, Reach, RemoteStatus};
 use crate::closing::{reconcile, Closing, Evidence};
 use crate::config::Config;
 use crate::domain::{
-    day_bounds, AttemptId, AttemptState, CardToken, Centavos, PaymentId, RefundReason, SaleId,
-    UnixMillis,
+    day_bounds, AttemptId, AttemptState, CardToken, Centavos, PayMethod, PaymentId, RefundReason,
+    SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
-use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance};
+use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance, TryResult};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::Path;
@@ -207,6 +207,63 @@ impl Checkout {
         sale: SaleId,
         valor: Centavos,
         cartao: CardToken,
+    ) -> Result<PayOutcome> {
+        self.pay_with(sale, valor, PayMethod::Card(cartao)).await
+    }
+
+    /// Pays `valor` for `sale` by Pix, like [`Checkout::pay`]: the attempt is written ahead, then
+    /// the server makes the charge and answers its QR; the attempt stays `pendente` until the
+    /// customer pays (`aprovado`), the charge expires or is cancelled (`recusado`). Refused while
+    /// the server is not known to be reachable: a Pix cannot be shown without it.
+    pub async fn pay_pix(&self, sale: SaleId, valor: Centavos) -> Result<PayOutcome> {
+        // Online as far as the last request knew is not enough: the QR must come now. One
+        // health probe (within the probe timeout) says whether the server answers.
+        if self.connectivity() == Connectivity::Online {
+            self.inner.probe_once().await;
+        }
+        if self.connectivity() != Connectivity::Online {
+            return Err(CoreError::PixOffline);
+        }
+        self.pay_with(sale, valor, PayMethod::Pix).await
+    }
+
+    /// Cancels a Pix the customer has not paid: the server removes the charge at the provider,
+    /// and the attempt ends `recusado` (`pix_cancelado`), or `aprovado` when the customer paid
+    /// first. Needs the server; while it cannot be asked, the Pix keeps waiting.
+    pub async fn cancel_pix(&self, id: &AttemptId) -> Result<Attempt> {
+        let attempt = self.attempt(id).await?;
+        if !attempt.is_pix() || attempt.state != AttemptState::Pendente {
+            return Ok(attempt);
+        }
+        let Some(pix) = &attempt.pix else {
+            return Err(CoreError::Invalid(
+                "o Pix ainda está sendo gerado no servidor; aguarde o QR para cancelar".into(),
+            ));
+        };
+        let result = match self.inner.client.cancel_pix(&pix.payment_id).await {
+            Answer::Final(f) => TryResult::Final(f),
+            Answer::PixWaiting(c) => TryResult::PixWaiting(c),
+            Answer::Retry { error, reach, .. } => {
+                self.inner
+                    .observe(Connectivity::of(reach), Some(error.clone()))
+                    .await;
+                return Err(CoreError::Unreachable(format!(
+                    "{error} — o Pix não foi cancelado e continua aguardando"
+                )));
+            }
+            Answer::Review { reason, .. } => return Err(CoreError::Invalid(reason)),
+        };
+        let (attempt, queue) = self.inner.outbox.record(id, result, now_ms()).await?;
+        tracing::info!(attempt = %attempt.id, state = attempt.state.as_str(), "Pix cancel answered");
+        self.inner.announce(attempt.clone(), queue);
+        Ok(attempt)
+    }
+
+    async fn pay_with(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        cartao: PayMethod,
     ) -> Result<PayOutcome> {
         let caps =
             (self.connectivity() != Connectivity::Online).then_some(self.inner.config.offline_caps);

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 impl Inner {
     /// Probes `/health` once and records what it says.
-    async fn probe_once(&self) {
+    pub(super) async fn probe_once(&self) {
         let Health {
             reach,
             problem,

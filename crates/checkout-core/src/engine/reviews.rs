@@ -66,6 +66,11 @@ impl Inner {
             | Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
                 return ReviewCheck::Unknown(error)
             }
+            Ok(Some(Answer::PixWaiting(_))) | Err(Answer::PixWaiting(_)) => {
+                return ReviewCheck::Unknown(
+                    "o Pix desta tentativa ainda aguarda o pagamento do cliente".into(),
+                )
+            }
             Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
         };
         self.told(recorded)
@@ -99,7 +104,9 @@ impl Inner {
             Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
                 return ReviewCheck::Unknown(format!("cancelamento da chave: {error}"))
             }
-            Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
+            Err(Answer::Final(_) | Answer::PixWaiting(_)) => {
+                return ReviewCheck::Unknown("resposta inesperada".into())
+            }
         };
         self.told(recorded)
     }

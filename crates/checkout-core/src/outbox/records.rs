@@ -1,8 +1,8 @@
 //! What the outbox stores and answers: attempts, the queue, and how a try ended.
 
 use crate::domain::{
-    AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId, SaleId,
-    Total, UnixMillis,
+    AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId,
+    PixCharge, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use serde::Serialize;
@@ -24,8 +24,12 @@ pub struct Attempt {
     pub idempotency_key: IdempotencyKey,
     /// Amount.
     pub valor: Centavos,
-    /// Card token.
-    pub cartao: CardToken,
+    /// Card token (`None` for a Pix).
+    pub cartao: Option<CardToken>,
+    /// `cartao` or `pix`.
+    pub metodo: &'static str,
+    /// A Pix: its charge as the server last reported it (`None` until the server answered).
+    pub pix: Option<PixCharge>,
     /// Where it stands.
     pub state: AttemptState,
     /// Requests sent so far (including lookups).
@@ -65,6 +69,11 @@ impl Attempt {
     /// True for a refund.
     pub fn is_refund(&self) -> bool {
         self.kind == AttemptKind::Estorno
+    }
+
+    /// True for a Pix.
+    pub fn is_pix(&self) -> bool {
+        self.metodo == "pix"
     }
 
     /// Still being decided: `pendente`, or in `revisao` until the server said it has nothing for
@@ -205,6 +214,8 @@ pub struct SendJob {
     pub created_at: UnixMillis,
     /// Tries so far.
     pub tries: u32,
+    /// A Pix the server has answered: its payment id, read (long poll) instead of sent again.
+    pub pix_payment: Option<String>,
 }
 
 /// The server's final answer to an attempt: `aprovado` (201) or `recusado` (402).
@@ -220,6 +231,8 @@ pub struct FinalAnswer {
     pub payment_id: Option<String>,
     /// Decline reason.
     pub motivo: Option<String>,
+    /// A Pix: its charge as settled.
+    pub pix: Option<PixCharge>,
 }
 
 /// How a try ended, to be recorded.
@@ -227,6 +240,9 @@ pub struct FinalAnswer {
 pub enum TryResult {
     /// The server answered finally.
     Final(FinalAnswer),
+    /// A Pix the server made and the customer has not paid yet: kept `pendente`, its charge
+    /// recorded, read again at once.
+    PixWaiting(PixCharge),
     /// Try again at `next_try_at`.
     Retry {
         /// When.

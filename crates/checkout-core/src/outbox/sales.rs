@@ -10,12 +10,12 @@ impl Outbox {
         &self,
         sale: SaleId,
         valor: Centavos,
-        cartao: CardToken,
+        method: PayMethod,
         caps: Option<OfflineCaps>,
         now: UnixMillis,
     ) -> Result<(PayOutcome, QueueSummary)> {
         match self
-            .pay_unless(sale, valor, cartao, caps, now, false)
+            .pay_unless(sale, valor, method, caps, now, false)
             .await?
         {
             Paid::Done(outcome, queue) => Ok((outcome, queue)),
@@ -32,7 +32,7 @@ impl Outbox {
         &self,
         sale: SaleId,
         valor: Centavos,
-        cartao: CardToken,
+        method: PayMethod,
         caps: Option<OfflineCaps>,
         now: UnixMillis,
         stop_for_reviews: bool,
@@ -73,14 +73,23 @@ impl Outbox {
                 }
                 let id = AttemptId::generate();
                 let key = IdempotencyKey::generate();
-                let body =
-                    RequestBody::bytes(valor, &cartao, &id, (&sale, number), terminal.as_deref());
+                let sale_ref = (&sale, number);
+                let (body, cartao) = match &method {
+                    PayMethod::Card(cartao) => (
+                        RequestBody::bytes(valor, cartao, &id, sale_ref, terminal.as_deref()),
+                        cartao.as_ref(),
+                    ),
+                    PayMethod::Pix => (
+                        PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref()),
+                        "",
+                    ),
+                };
                 exec(
                     c,
-                    "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
+                    "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, metodo, request_body, state,
                                            next_try_at, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pendente', ?7, ?7, ?7)",
-                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao.as_ref(), body, now],
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pendente', ?8, ?8, ?8)",
+                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao, method.name(), body, now],
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");
                 Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))
@@ -94,7 +103,9 @@ impl Outbox {
         self.db
             .read(move |c| {
                 let mut st = c.prepare_cached(
-                    "SELECT id, idempotency_key, request_body, created_at, tries, refund_payment FROM attempts
+                    "SELECT id, idempotency_key, request_body, created_at, tries, refund_payment,
+                            (SELECT payment_id FROM pix WHERE pix.attempt_id = attempts.id) AS pix_payment
+                     FROM attempts
                      WHERE state = 'pendente' AND next_try_at <= ?1 ORDER BY seq LIMIT ?2",
                 )?;
                 let jobs = st
@@ -106,6 +117,7 @@ impl Outbox {
                             body: r.get(2)?,
                             created_at: r.get(3)?,
                             tries: r.get(4)?,
+                            pix_payment: r.get(6)?,
                         })
                     })?
                     .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -155,13 +167,34 @@ impl Outbox {
                     body,
                     payment_id,
                     motivo,
-                }) => exec(
-                    c,
-                    "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
-                            motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7
-                     WHERE id = ?1 AND state = 'pendente'",
-                    params![id.as_ref(), state.as_str(), status, body, payment_id, motivo, now],
-                )?,
+                    pix,
+                }) => {
+                    let n = exec(
+                        c,
+                        "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                                motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7
+                         WHERE id = ?1 AND state = 'pendente'",
+                        params![id.as_ref(), state.as_str(), status, body, payment_id, motivo, now],
+                    )?;
+                    if let Some(pix) = pix.filter(|_| n == 1) {
+                        upsert_pix(c, &id, &pix, now)?;
+                    }
+                    n
+                }
+                TryResult::PixWaiting(pix) => {
+                    // Answered: the next read is due at once (it waits on the server).
+                    let n = exec(
+                        c,
+                        "UPDATE attempts SET payment_id = ?2, next_try_at = ?3, last_error = NULL,
+                                tries = tries + 1, last_tried_at = ?3, updated_at = ?3
+                         WHERE id = ?1 AND state = 'pendente'",
+                        params![id.as_ref(), pix.payment_id, now],
+                    )?;
+                    if n == 1 {
+                        upsert_pix(c, &id, &pix, now)?;
+                    }
+                    n
+                }
                 TryResult::Retry { next_try_at, error } => exec(
                     c,
                     "UPDATE attempts SET next_try_at = ?2, last_error = ?3, tries = tries + 1,

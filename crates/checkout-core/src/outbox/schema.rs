@@ -3,8 +3,8 @@
 
 use super::records::{Attempt, QueueSummary};
 use crate::domain::{
-    AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId, SaleId,
-    UnixMillis,
+    AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId,
+    PixCharge, PixStatus, SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use durable_sqlite::exec;
@@ -21,6 +21,7 @@ pub(super) fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../migrations/V5__cancel_before_new_key.sql"
         )),
+        M::up(include_str!("../../migrations/V6__pix.sql")),
     ])
 }
 
@@ -38,7 +39,10 @@ pub(super) const LIVE_REFUND: &str = "(kind = 'estorno' AND (state = 'pendente' 
 pub(super) const ATTEMPT_COLUMNS: &str = "id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
                                last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at, \
                                (SELECT number FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_number, \
-                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day";
+                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, \
+                               (SELECT json_object('payment_id', payment_id, 'txid', txid, 'copia_e_cola', copia_e_cola, \
+                                       'expira_em', expira_em, 'status', status, 'e2eid', e2eid, 'pago_em', pago_em) \
+                                  FROM pix WHERE pix.attempt_id = attempts.id) AS pix";
 
 /// A column that a domain type refuses, reported as SQLite's own conversion error.
 fn refused(column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
@@ -61,6 +65,7 @@ pub(super) fn refund_payment(r: &Row<'_>) -> rusqlite::Result<Option<PaymentId>>
 pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
     let state: String = r.get("state")?;
     let kind: String = r.get("kind")?;
+    let metodo: String = r.get("metodo")?;
     Ok(Attempt {
         id: AttemptId::from_stored(r.get::<_, String>("id")?),
         kind: AttemptKind::parse(&kind).ok_or_else(|| refused("kind", &kind))?,
@@ -72,8 +77,18 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
             .map_err(|e| refused("sale_id", e))?,
         idempotency_key: IdempotencyKey::from_stored(r.get("idempotency_key")?),
         valor: Centavos::new(r.get("valor")?).map_err(|e| refused("valor", e))?,
-        cartao: CardToken::parse(&r.get::<_, String>("cartao")?)
-            .map_err(|e| refused("cartao", e))?,
+        cartao: match metodo.as_str() {
+            "pix" => None,
+            _ => Some(
+                CardToken::parse(&r.get::<_, String>("cartao")?)
+                    .map_err(|e| refused("cartao", e))?,
+            ),
+        },
+        metodo: if metodo == "pix" { "pix" } else { "cartao" },
+        pix: r
+            .get::<_, Option<String>>("pix")?
+            .map(|j| pix_from_json(&j).ok_or_else(|| refused("pix", &j)))
+            .transpose()?,
         state: AttemptState::parse(&state).ok_or_else(|| refused("state", &state))?,
         tries: r.get("tries")?,
         next_try_at: r.get("next_try_at")?,
@@ -88,6 +103,50 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         sale_number: r.get("sale_number")?,
         sale_day: r.get("sale_day")?,
     })
+}
+
+/// A Pix row, as the attempt query's `json_object` gives it.
+fn pix_from_json(j: &str) -> Option<PixCharge> {
+    let v: serde_json::Value = serde_json::from_str(j).ok()?;
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
+    Some(PixCharge {
+        payment_id: text("payment_id")?,
+        txid: text("txid")?,
+        copia_e_cola: text("copia_e_cola")?,
+        expira_em: v.get("expira_em")?.as_i64()?,
+        status: PixStatus::parse(&text("status")?)?,
+        e2eid: text("e2eid"),
+        pago_em: v.get("pago_em").and_then(|x| x.as_i64()),
+    })
+}
+
+/// Writes what the server said of an attempt's Pix charge.
+pub(super) fn upsert_pix(
+    c: &Connection,
+    attempt: &AttemptId,
+    p: &PixCharge,
+    now: UnixMillis,
+) -> rusqlite::Result<()> {
+    exec(
+        c,
+        "INSERT INTO pix (attempt_id, payment_id, txid, copia_e_cola, expira_em, status, e2eid, pago_em, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (attempt_id) DO UPDATE SET status = excluded.status,
+             e2eid = COALESCE(excluded.e2eid, pix.e2eid), pago_em = COALESCE(excluded.pago_em, pix.pago_em),
+             updated_at = excluded.updated_at",
+        params![
+            attempt.as_ref(),
+            p.payment_id,
+            p.txid,
+            p.copia_e_cola,
+            p.expira_em,
+            p.status.as_str(),
+            p.e2eid,
+            p.pago_em,
+            now
+        ],
+    )?;
+    Ok(())
 }
 
 pub(super) fn get_attempt(c: &Connection, id: &AttemptId) -> rusqlite::Result<Option<Attempt>> {

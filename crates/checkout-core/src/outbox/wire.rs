@@ -35,6 +35,36 @@ impl RequestBody<'_> {
     }
 }
 
+/// The request body of a Pix: like a card payment's, with `"metodo": "pix"` and no card.
+#[derive(Serialize)]
+pub(super) struct PixRequestBody<'a> {
+    valor: i64,
+    metodo: &'static str,
+    referencia: &'a str,
+    descricao: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    terminal: Option<&'a str>,
+}
+
+impl PixRequestBody<'_> {
+    /// The body of a Pix attempt.
+    pub fn bytes(
+        valor: Centavos,
+        id: &AttemptId,
+        sale: (&SaleId, u32),
+        terminal: Option<&str>,
+    ) -> Vec<u8> {
+        serde_json::to_vec(&PixRequestBody {
+            valor: valor.get(),
+            metodo: "pix",
+            referencia: id.as_ref(),
+            descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
+            terminal,
+        })
+        .expect("a request body always serialises")
+    }
+}
+
 /// The body of a refund: its amount, its attempt id as `referencia` (so a lost answer can be
 /// found among the payment's refunds) and the cashier's reason.
 #[derive(Serialize)]

@@ -1,0 +1,117 @@
+//! The `pix-provider` binary (the Pix provider simulator) as its own process, and its QA
+//! controls: what a payment API pointed at a Pix provider talks to in end-to-end tests.
+
+use crate::api_process::workspace_binary;
+use serde_json::Value;
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+
+/// The bearer token every [`PixProcess`] accepts.
+pub const PIX_TOKEN: &str = "pix_token_testkit";
+/// The secret every [`PixProcess`] signs webhooks with (Standard Webhooks' example secret).
+pub const PIX_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The simulator on a loopback port of its own, with its own database. Killed when dropped.
+pub struct PixProcess {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl PixProcess {
+    /// Starts the simulator on a free port.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let mut child = Command::new(workspace_binary("pix-provider", "PAGAR_PIX_BIN"))
+            .args(["--listen", "127.0.0.1:0", "--token", PIX_TOKEN])
+            .args(["--webhook-secrets", PIX_SECRET])
+            .arg("--database")
+            .arg(dir.path().join("psp.db"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("pix-provider starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("pix-provider's first line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("pix-provider did not start: {line:?}"))
+            .to_string();
+        Self {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+
+    /// Its base URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The `payment-api` flags that make Pix charges here, webhooks registered to that API and
+    /// checked with [`PIX_SECRET`], and a poll every `poll_ms`.
+    pub fn api_flags(&self, poll_ms: u64) -> Vec<String> {
+        [
+            "--pix-provider-url",
+            &self.url,
+            "--pix-provider-token",
+            PIX_TOKEN,
+            "--pix-webhook-secrets",
+            PIX_SECRET,
+            "--pix-webhook-url",
+            "auto",
+            "--pix-poll-ms",
+            &poll_ms.to_string(),
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    /// The customer pays the charge `txid` (`order`: `{"webhook": "perdido"}`,
+    /// `{"aceitar_inativa": true}`…); the simulator's answer status and body.
+    pub async fn customer_pays(&self, txid: &str, order: Value) -> (u16, Value) {
+        let res = reqwest::Client::new()
+            .post(format!("{}/qa/cob/{txid}/pagar", self.url))
+            .bearer_auth(PIX_TOKEN)
+            .json(&order)
+            .send()
+            .await
+            .expect("the simulator answers");
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Its own counts: `cobrancas`, `pix`, `devolucoes`, `entregas`, `entregas_aceitas`.
+    pub async fn counts(&self) -> Value {
+        self.get("/qa/contagens").await
+    }
+
+    /// A charge as the simulator has it (`GET /cob/{txid}`).
+    pub async fn cob(&self, txid: &str) -> Value {
+        self.get(&format!("/cob/{txid}")).await
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        reqwest::Client::new()
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(PIX_TOKEN)
+            .send()
+            .await
+            .expect("the simulator answers")
+            .json()
+            .await
+            .expect("JSON")
+    }
+}
+
+impl Drop for PixProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,229 @@
+//! Pix in the real window, against a separately started `payment-api` and `pix-provider`
+//! (its own process and database): the cashier presses F5, the QR drawn on screen decodes (with
+//! `zbarimg`, from a screenshot) to the BR Code the server made, and the customer's payment at
+//! the simulated bank turns it to "Pix recebido". Charges and Pix received are counted in the
+//! simulator's own database.
+
+use crate::harness::*;
+use pagar_testkit::{ApiProcess, Fault, FaultProxy, PixProcess, API_KEY};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const F5: &str = "\u{E035}";
+const ESC: &str = "\u{E00C}";
+
+/// The simulator, the API pointed at it, and a proxy the app talks to the API through.
+struct PixStack {
+    pix: PixProcess,
+    _api: ApiProcess,
+    proxy: FaultProxy,
+}
+
+impl PixStack {
+    async fn start() -> Self {
+        let pix = PixProcess::start();
+        let flags = pix.api_flags(300);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let api = ApiProcess::start(&flags);
+        let proxy = FaultProxy::start(api.addr()).await;
+        Self {
+            pix,
+            _api: api,
+            proxy,
+        }
+    }
+
+    async fn launch(&self, dir: &std::path::Path) -> GuiApp {
+        let app = GuiApp::launch_with(
+            dir,
+            &[("PAGAR_API_URL", &self.proxy.url()), ("PAGAR_API_KEY", API_KEY)],
+        )
+        .await;
+        app.wait_until("online", |a| async move { a.badge().await == "Online" })
+            .await;
+        app
+    }
+}
+
+/// The Pix on screen: its txid and its "copia e cola".
+async fn pix_on_screen(app: &GuiApp) -> (String, String) {
+    app.wait_status("Aguardando pagamento do Pix").await;
+    let copia = app.prop("pix-copia", "value").await.unwrap();
+    let attempts = app.invoke("attempts", json!({})).await;
+    let txid = attempts["ok"]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|a| a["pix"]["txid"].as_str().filter(|_| a["state"] == "pendente"))
+        .expect("a Pix waiting")
+        .to_string();
+    (txid, copia)
+}
+
+/// What `zbarimg` reads from a screenshot: the QR codes' texts.
+fn decode_qr(png: &std::path::Path) -> Vec<String> {
+    let out = std::process::Command::new("zbarimg")
+        .args(["--raw", "-q", "-Sdisable", "-Sqrcode.enable"])
+        .arg(png)
+        .output()
+        .expect("zbarimg runs (Debian package zbar-tools; make deps-gui installs it)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+async fn counts(pix: &PixProcess) -> (i64, i64) {
+    let c: Value = pix.counts().await;
+    (c["cobrancas"].as_i64().unwrap(), c["pix"].as_i64().unwrap())
+}
+
+#[tokio::test]
+async fn f5_shows_a_pix_qr_that_decodes_to_its_br_code_and_the_customers_payment_turns_it_to_received(
+) {
+    // Arrange
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    // Act: the amount, then F5.
+    app.type_into("valor", "12,34").await;
+    app.press(F5).await;
+    let (txid, copia) = pix_on_screen(&app).await;
+    // Assert: the QR on screen is the BR Code the server made, with the amount.
+    let shot = app.screenshot("pix-aguardando").await;
+    assert_eq!(decode_qr(&shot), [copia.clone()]);
+    assert!(copia.starts_with("000201") && copia.contains("br.gov.bcb.pix"));
+    assert!(copia.contains("540512.34"), "{copia}");
+    assert!(!app.enabled("pagar").await && !app.enabled("pix").await);
+    let countdown = app.prop("pix-countdown", "textContent").await.unwrap();
+    assert!(
+        countdown == "Expira em 10:00" || countdown.starts_with("Expira em 09:"),
+        "{countdown}"
+    );
+    assert!(app.hidden("pay-form").await, "the QR takes the form's place");
+    assert_eq!(counts(&stack.pix).await, (1, 0));
+
+    // Act: the customer pays at the bank; the webhook reaches the API.
+    let (status, _) = stack.pix.customer_pays(&txid, json!({})).await;
+    assert_eq!(status, 201);
+    // Assert
+    app.wait_status("Pix recebido").await;
+    assert!(app.hidden("pix-panel").await);
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(detail.contains("R$ 12,34") && detail.contains("E2E E"), "{detail}");
+    app.screenshot("pix-recebido").await;
+    let receipt = app
+        .invoke("receipt", json!({"attemptId": current_attempt(&app).await}))
+        .await;
+    let text = receipt["ok"].to_string();
+    assert!(text.contains("Pix") && text.contains("ID Pix (E2E)"), "{text}");
+    assert_eq!(counts(&stack.pix).await, (1, 1));
+    app.close().await;
+}
+
+async fn current_attempt(app: &GuiApp) -> String {
+    let till = app.invoke("open_sale", json!({})).await;
+    till["ok"]["attempt"]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_pix_killed_during_its_countdown_comes_back_with_the_same_qr_and_is_never_made_twice() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "45,00").await;
+    app.press(F5).await;
+    let (txid, copia) = pix_on_screen(&app).await;
+    // Act: kill -9, start again.
+    let app = app.kill_and_relaunch().await;
+    // Assert: the open sale is the Pix, same QR, same charge.
+    let (txid_after, copia_after) = pix_on_screen(&app).await;
+    assert_eq!((txid_after.as_str(), copia_after.as_str()), (txid.as_str(), copia.as_str()));
+    let shot = app.screenshot("pix-apos-kill").await;
+    assert_eq!(decode_qr(&shot), [copia]);
+    assert_eq!(counts(&stack.pix).await, (1, 0));
+    stack.pix.customer_pays(&txid, json!({})).await;
+    app.wait_status("Pix recebido").await;
+    assert_eq!(counts(&stack.pix).await, (1, 1));
+    app.close().await;
+}
+
+#[tokio::test]
+async fn esc_cancels_the_pix_at_the_bank_and_the_sale_can_be_paid_by_card() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "30,00").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    // Act
+    app.press(ESC).await;
+    // Assert
+    app.wait_status("Pix cancelado").await;
+    assert_eq!(
+        stack.pix.cob(&txid).await["status"],
+        "REMOVIDA_PELO_USUARIO_RECEBEDOR"
+    );
+    let (refused, _) = stack.pix.customer_pays(&txid, json!({})).await;
+    assert_eq!(refused, 409, "the bank refuses a removed charge");
+    assert!(app.enabled("pagar").await, "the card is offered");
+    app.screenshot("pix-cancelado").await;
+    app.click("pagar").await;
+    app.wait_status("Pagamento aprovado").await;
+    assert_eq!(counts(&stack.pix).await, (1, 0));
+    app.close().await;
+}
+
+#[tokio::test]
+async fn a_lost_webhook_and_a_dropped_connection_still_end_in_pix_received_once() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "7,50").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    // Act: the till loses the API; the customer pays and the bank's webhook is lost too.
+    stack.proxy.set(Fault::Refuse).await;
+    app.wait_until("offline", |a| async move { a.badge().await == "Offline" })
+        .await;
+    app.wait_status("Aguardando pagamento do Pix — sem conexão").await;
+    assert!(!app.enabled("pix").await);
+    app.screenshot("pix-offline").await;
+    stack
+        .pix
+        .customer_pays(&txid, json!({"webhook": "perdido"}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    stack.proxy.set(Fault::Pass).await;
+    // Assert: the API's poll found the Pix; the till reads it when it is back.
+    app.wait_status("Pix recebido").await;
+    let c = stack.pix.counts().await;
+    assert_eq!((c["cobrancas"].as_i64(), c["pix"].as_i64(), c["entregas"].as_i64()), (Some(1), Some(1), Some(0)));
+    app.close().await;
+}
+
+#[tokio::test]
+async fn pix_is_not_offered_while_the_api_is_unreachable() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    stack.proxy.set(Fault::Refuse).await;
+    // Act: the till still thinks it is online; F5 asks the server first.
+    app.type_into("valor", "9,90").await;
+    app.press(F5).await;
+    // Assert: refused with the reason, the till now offline, nothing stored or charged.
+    app.wait_status("Pagamento não registrado").await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(detail.contains("Pix não pode ser gerado"), "{detail}");
+    app.wait_until("offline", |a| async move { a.badge().await == "Offline" })
+        .await;
+    app.press(F5).await;
+    assert!(!app.enabled("pix").await);
+    let why = app.prop("pix-why", "textContent").await.unwrap();
+    assert!(why.contains("cobre no cartão"), "{why}");
+    assert!(!app.hidden("pix-why").await);
+    app.screenshot("pix-indisponivel-offline").await;
+    assert_eq!(counts(&stack.pix).await, (0, 0));
+    app.close().await;
+}
