@@ -204,8 +204,7 @@ export function refundsOf(state, paymentAttemptId) {
 /** Whether the history offers "Estornar" for an attempt: an approved payment with something
  * left to refund and no refund undecided (that one is followed instead). */
 export function canRefund(state, a) {
-  // A Pix's devolução is not made from this till yet (the bank's app does it).
-  if (isRefund(a) || isPix(a) || a.state !== "aprovado") return false;
+  if (isRefund(a) || a.state !== "aprovado") return false;
   const r = refundsOf(state, a.id);
   return r.andamento === 0 && r.aprovado < a.valor;
 }
@@ -267,7 +266,7 @@ export function refundStatus(state, now) {
   if (!a) return r.pressing ? ["pendente", "Registrando o estorno…", "Gravando o estorno antes de enviar."] : null;
   switch (a.state) {
     case "aprovado":
-      return ["aprovado", "Estorno aprovado", `${brl(a.valor)} devolvidos ao cartão · ${a.payment_id || ""}`];
+      return ["aprovado", "Estorno aprovado", `${brl(a.valor)} devolvidos ${isPix(a) ? "ao pagador do Pix" : "ao cartão"} · ${a.payment_id || ""}`];
     case "recusado":
       return ["recusado", `Estorno recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`,
         "Nada foi devolvido; o valor continua disponível para estorno."];
@@ -312,6 +311,7 @@ export function refundConfirmText(state) {
   if (!r) return "";
   const p = r.info.pagamento;
   const venda = p.sale_number == null ? "desta venda" : `da venda nº ${saleNumber(p.sale_number)}`;
+  if (isPix(p)) return `Devolver ${brl(r.valor)} ${venda} ao pagador do Pix?`;
   return `Estornar ${brl(r.valor)} ${venda} para o cartão ${r.info.cartao}?`;
 }
 

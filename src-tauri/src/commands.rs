@@ -177,12 +177,7 @@ pub async fn pay_pix(
 ) -> Result<PayReply> {
     let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
     let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
-    Ok(session
-        .get()?
-        .checkout()
-        .pay_pix(sale, valor)
-        .await?
-        .into())
+    Ok(session.get()?.checkout().pay_pix(sale, valor).await?.into())
 }
 
 /// Cancels the Pix of an attempt the customer has not paid.

@@ -160,7 +160,13 @@ impl Running {
                         .build()
                         .map_err(|e| AppError::Startup(e.to_string()))?,
                 };
-                (server.url(), sandbox_key, Some(admin), Some(server), Some(pix))
+                (
+                    server.url(),
+                    sandbox_key,
+                    Some(admin),
+                    Some(server),
+                    Some(pix),
+                )
             }
             ApiTarget::External {
                 url,

@@ -6,7 +6,7 @@ import {
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
-  connectivityText,
+  connectivityText, pixPanel, pixWaiting,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -350,4 +350,59 @@ test("a second window on the same data folder names the other window, not the co
   assert.doesNotMatch(detail, /configuração/);
   s.startupKind = "startup";
   assert.match(statusFor(s, null, NOW)[2], /Corrija a configuração/);
+});
+
+function pix(over = {}, charge = {}) {
+  return attempt({
+    metodo: "pix", cartao: null,
+    pix: { payment_id: "pay_1", txid: "t".repeat(32), copia_e_cola: "000201...6304ABCD", expira_em: NOW + 600_000, status: "aguardando", e2eid: null, pago_em: null, ...charge },
+    tries: 1, payment_id: "pay_1", ...over,
+  });
+}
+
+test("a Pix says what it waits for, online and offline, and never reads as paid before it is", () => {
+  const s = ready(pix());
+  assert.deepEqual(statusFor(s, current(s), NOW).slice(0, 2), ["pix", "Aguardando pagamento do Pix"]);
+  assert.ok(pixWaiting(current(s)));
+  const panel = pixPanel(s, current(s), NOW);
+  assert.equal(panel.countdown, "Expira em 10:00");
+  assert.equal(panel.valor, "R$ 1.234,56");
+  assert.equal(pixPanel(s, current(s), NOW + 600_000).countdown, "Tempo esgotado — confirmando com o servidor…");
+  s.connectivity = "offline";
+  assert.equal(statusFor(s, current(s), NOW)[1], "Aguardando pagamento do Pix — sem conexão");
+  assert.ok(pixPanel(s, current(s), NOW).cancelDisabled, "cancelling needs the server");
+  // Before the server answered, there is no QR.
+  const made = ready(pix({ pix: null, tries: 0 }));
+  assert.equal(statusFor(made, current(made), NOW)[1], "Gerando Pix…");
+  assert.equal(pixPanel(made, current(made), NOW), null);
+});
+
+test("a settled Pix: received with its time, received after cancellation, expired, cancelled", () => {
+  const paid = ready(pix({ state: "aprovado" }, { status: "aprovado", e2eid: "E123", pago_em: NOW }));
+  const [kind, label, detail] = statusFor(paid, current(paid), NOW);
+  assert.equal(kind, "aprovado");
+  assert.match(label, /^Pix recebido às \d\d:\d\d:\d\d$/);
+  assert.match(detail, /E2E E123/);
+  const late = ready(pix({ state: "aprovado", motivo: "recebido_apos_cancelamento" }, { status: "recebido_apos_cancelamento" }));
+  assert.equal(statusFor(late, current(late), NOW)[1], "Pix recebido após cancelamento");
+  const expired = ready(pix({ state: "recusado", motivo: "pix_expirado" }, { status: "expirado" }));
+  assert.equal(statusFor(expired, current(expired), NOW)[1], "Pix expirado — nada foi recebido");
+  assert.equal(controls(expired, current(expired)).pagarDisabled, false, "the card is offered");
+  const cancelled = ready(pix({ state: "recusado", motivo: "pix_cancelado" }, { status: "cancelado" }));
+  assert.equal(statusFor(cancelled, current(cancelled), NOW)[1], "Pix cancelado — nada foi recebido");
+  assert.equal(canRefund(paid, current(paid)), true, "a received Pix can be given back (devolução)");
+});
+
+test("F5 makes a Pix only when Pagar could and the server answers; Esc cancels a waiting one", () => {
+  const s = ready();
+  assert.equal(shortcut(s, "F5"), "pix");
+  s.connectivity = "offline";
+  assert.equal(shortcut(s, "F5"), null);
+  assert.match(controls(s, null).pixWhy, /cobre no cartão/);
+  const waiting = ready(pix());
+  assert.equal(shortcut(waiting, "F5"), null, "one Pix per sale at a time");
+  assert.equal(controls(waiting, current(waiting)).pagarDisabled, true);
+  assert.equal(shortcut(waiting, "Escape"), "cancel-pix");
+  waiting.pixCancelling = true;
+  assert.equal(shortcut(waiting, "Escape"), null);
 });

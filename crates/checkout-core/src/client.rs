@@ -228,7 +228,7 @@ pub enum Cancelled {
     /// Nothing was charged under the key and nothing ever will be.
     NeverCharged,
     /// The key had made this payment (its final answer).
-    Charged(FinalAnswer),
+    Charged(Box<FinalAnswer>),
 }
 
 #[derive(Deserialize)]
@@ -663,7 +663,7 @@ impl PaymentClient {
                 };
                 let bytes = serde_json::to_vec(&payment).expect("a JSON value serialises");
                 match classify(&Target::Payment, code, None, bytes) {
-                    Answer::Final(f) => Ok(Cancelled::Charged(f)),
+                    Answer::Final(f) => Ok(Cancelled::Charged(Box::new(f))),
                     other => Err(other),
                 }
             }

@@ -16,13 +16,14 @@
 use crate::clock::Millis;
 use crate::domain::{
     DownstreamKey, IdempotencyKey, KeyOperation, MerchantId, PaymentId, RefundId, RefundRequest,
-    RefundStatus,
+    RefundStatus, PIX_CHARGE_PREFIX,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::gateway::{ChargeDecision, Gateway, GatewayRefund};
 use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
 use crate::metrics::Metrics;
+use crate::pix::provider::PixProvider;
 use crate::schema::RefundBody;
 use crate::store::{
     FinishOutcome, Hold, PaymentStore, Refund, RefundCompletion, RefundStore, StoredResponse,
@@ -36,6 +37,7 @@ pub struct Refunds {
     refunds: Arc<dyn RefundStore>,
     payments: Arc<dyn PaymentStore>,
     gateway: Arc<dyn Gateway>,
+    pix: Option<Arc<dyn PixProvider>>,
     metrics: Arc<Metrics>,
 }
 
@@ -50,16 +52,19 @@ pub struct RefundOf {
 
 impl Refunds {
     /// The operation on these parts.
+    /// `pix`: the Pix provider, which pays back a received Pix (a devolução).
     pub fn new(
         refunds: Arc<dyn RefundStore>,
         payments: Arc<dyn PaymentStore>,
         gateway: Arc<dyn Gateway>,
+        pix: Option<Arc<dyn PixProvider>>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             refunds,
             payments,
             gateway,
+            pix,
             metrics,
         }
     }
@@ -98,10 +103,43 @@ impl Refunds {
             .await?
             .ok_or_else(|| ApiError::Internal("a held refund has no payment".into()))?;
         let downstream = DownstreamKey::derive_refund(&held.merchant, &held.idempotency_key);
+        if let Some(e2eid) = charge.cobranca_id.strip_prefix(PIX_CHARGE_PREFIX) {
+            return self.ask_pix_provider(e2eid, &downstream, held.valor).await;
+        }
         Ok(self
             .gateway
             .refund(downstream, &held.merchant, &charge.cobranca_id, held.valor)
             .await?)
+    }
+
+    /// A received Pix is paid back by the Pix provider (a devolução), under an id derived from
+    /// the downstream key: the provider refuses a second devolução with it, and the client reads
+    /// the first one back, so a retry or a takeover never pays back twice.
+    async fn ask_pix_provider(
+        &self,
+        e2eid: &str,
+        downstream: &DownstreamKey,
+        valor: crate::domain::Centavos,
+    ) -> Result<GatewayRefund> {
+        let provider = self.pix.as_ref().ok_or(ApiError::PixUnavailable)?;
+        let id = downstream.as_ref().trim_start_matches("dr_");
+        let valor = format!("{}.{:02}", valor.get() / 100, valor.get() % 100);
+        let devolucao = provider.refund(e2eid, id, &valor).await?;
+        let decision = match devolucao.status.as_str() {
+            "DEVOLVIDO" => ChargeDecision::Aprovado,
+            "NAO_REALIZADO" => ChargeDecision::Recusado("devolucao_nao_realizada".into()),
+            other => {
+                // Still being processed at the provider: asked again (same id) on the retry.
+                return Err(ApiError::GatewayUnavailable(format!(
+                    "devolução Pix {id} ainda em processamento ({other})"
+                )));
+            }
+        };
+        Ok(GatewayRefund {
+            estorno_id: devolucao.rtr_id,
+            decision,
+            fresh: true,
+        })
     }
 
     /// Stores the gateway's decision on `held` and its answer, if `fence` still holds the key.

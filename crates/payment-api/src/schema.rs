@@ -98,6 +98,35 @@ pub struct PixPaymentBody {
     pub terminal: Option<String>,
     /// The charge at the Pix provider.
     pub pix: PixDetail,
+    /// `GET` only: its devoluções (refunds paid back by the Pix provider), oldest first; absent
+    /// when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub estornos: Vec<RefundBody>,
+}
+
+/// What `POST /pagamentos` answers 201 with: a card payment (`Payment`), or a Pix waiting for the
+/// customer (`PagamentoPix`, `"metodo": "pix"`). For the document only: the server writes each
+/// body with its own type.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[schema(as = PagamentoCriado)]
+pub enum PaymentCreated {
+    /// A card payment.
+    Cartao(PaymentBody),
+    /// A Pix.
+    Pix(PixPaymentBody),
+}
+
+/// What `GET /pagamentos/{id}` answers: a card payment with its refunds, or a Pix in its state
+/// now. For the document only, like [`PaymentCreated`].
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[schema(as = PagamentoConsultado)]
+pub enum PaymentRead {
+    /// A card payment.
+    Cartao(PaymentDetail),
+    /// A Pix.
+    Pix(PixPaymentBody),
 }
 
 /// The Pix side of a Pix payment.
@@ -137,11 +166,20 @@ impl From<&PixCharge> for PixPaymentBody {
                 e2eid: p.e2eid.clone(),
                 pago_em: p.pago_em.map(rfc3339),
             },
+            estornos: Vec::new(),
         }
     }
 }
 
 impl PixPaymentBody {
+    /// A charge with its devoluções, as `GET /pagamentos/{id}` reads it.
+    pub fn with_refunds(p: &PixCharge, refunds: &[Refund]) -> Self {
+        Self {
+            estornos: refunds.iter().map(RefundBody::from).collect(),
+            ..Self::from(p)
+        }
+    }
+
     /// The bytes a Pix charge is answered with at this moment.
     pub fn bytes_of(p: &PixCharge) -> Vec<u8> {
         serde_json::to_vec(&Self::from(p)).expect("a Pix charge always serialises")

@@ -190,7 +190,13 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
     ));
     let pix_poller = match state.pix() {
         Some(_) => {
-            register_pix_webhook(&state, &config, addr).await;
+            // In the background: a slow provider never delays the start, and the poll settles
+            // every charge meanwhile.
+            tokio::spawn(register_pix_webhook(
+                state.clone(),
+                config.pix.pix_webhook_url.clone(),
+                addr,
+            ));
             Some(tokio::spawn(poll_pix(
                 state.clone(),
                 Duration::from_millis(config.pix.pix_poll_ms),
@@ -211,8 +217,8 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
 
 /// Tells the Pix provider where to send webhooks, when configured to (`auto`: this server).
 /// A provider that does not answer now is not fatal: the poller settles every charge anyway.
-async fn register_pix_webhook(state: &AppState, config: &Config, addr: SocketAddr) {
-    let Some(url) = config.pix.pix_webhook_url.as_deref() else {
+async fn register_pix_webhook(state: AppState, url: Option<String>, addr: SocketAddr) {
+    let Some(url) = url.as_deref() else {
         return;
     };
     let url = if url == "auto" {

@@ -10,7 +10,7 @@ use crate::idempotency::replay_cache::ReplayCache;
 use crate::idempotency::{Recover, Runner};
 use crate::metrics::Metrics;
 use crate::payments::Payments;
-use crate::pix::provider::HttpPixProvider;
+use crate::pix::provider::{HttpPixProvider, PixProvider};
 use crate::pix::webhook::Verifier;
 use crate::pix::{Pix, PixSettings, Settler};
 use crate::refunds::Refunds;
@@ -98,19 +98,23 @@ impl AppState {
             metrics.clone(),
             config.key_retention_ms(),
         ));
+        let provider: Option<Arc<dyn PixProvider>> =
+            config.pix.pix_provider_url.as_deref().map(|url| {
+                Arc::new(HttpPixProvider::new(
+                    url,
+                    &config.pix.pix_provider_token,
+                    &config.pix.pix_key,
+                )) as Arc<dyn PixProvider>
+            });
         let refunds = Arc::new(Refunds::new(
             store.clone(),
             store.clone(),
             gateway,
+            provider.clone(),
             metrics.clone(),
         ));
         let cancel = Cancel::new(store.clone(), store.clone(), payments.clone(), lease_ms);
-        let pix = config.pix.pix_provider_url.as_deref().map(|url| {
-            let provider = Arc::new(HttpPixProvider::new(
-                url,
-                &config.pix.pix_provider_token,
-                &config.pix.pix_key,
-            ));
+        let pix = provider.map(|provider| {
             let settings = PixSettings {
                 expiry_secs: config.pix.pix_expiry_secs,
                 merchant: crate::pix::brcode::Merchant {

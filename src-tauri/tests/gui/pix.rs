@@ -36,7 +36,10 @@ impl PixStack {
     async fn launch(&self, dir: &std::path::Path) -> GuiApp {
         let app = GuiApp::launch_with(
             dir,
-            &[("PAGAR_API_URL", &self.proxy.url()), ("PAGAR_API_KEY", API_KEY)],
+            &[
+                ("PAGAR_API_URL", &self.proxy.url()),
+                ("PAGAR_API_KEY", API_KEY),
+            ],
         )
         .await;
         app.wait_until("online", |a| async move { a.badge().await == "Online" })
@@ -54,7 +57,11 @@ async fn pix_on_screen(app: &GuiApp) -> (String, String) {
         .as_array()
         .unwrap()
         .iter()
-        .find_map(|a| a["pix"]["txid"].as_str().filter(|_| a["state"] == "pendente"))
+        .find_map(|a| {
+            a["pix"]["txid"]
+                .as_str()
+                .filter(|_| a["state"] == "pendente")
+        })
         .expect("a Pix waiting")
         .to_string();
     (txid, copia)
@@ -92,7 +99,7 @@ async fn f5_shows_a_pix_qr_that_decodes_to_its_br_code_and_the_customers_payment
     let (txid, copia) = pix_on_screen(&app).await;
     // Assert: the QR on screen is the BR Code the server made, with the amount.
     let shot = app.screenshot("pix-aguardando").await;
-    assert_eq!(decode_qr(&shot), [copia.clone()]);
+    assert_eq!(decode_qr(&shot), std::slice::from_ref(&copia));
     assert!(copia.starts_with("000201") && copia.contains("br.gov.bcb.pix"));
     assert!(copia.contains("540512.34"), "{copia}");
     assert!(!app.enabled("pagar").await && !app.enabled("pix").await);
@@ -101,7 +108,10 @@ async fn f5_shows_a_pix_qr_that_decodes_to_its_br_code_and_the_customers_payment
         countdown == "Expira em 10:00" || countdown.starts_with("Expira em 09:"),
         "{countdown}"
     );
-    assert!(app.hidden("pay-form").await, "the QR takes the form's place");
+    assert!(
+        app.hidden("pay-form").await,
+        "the QR takes the form's place"
+    );
     assert_eq!(counts(&stack.pix).await, (1, 0));
 
     // Act: the customer pays at the bank; the webhook reaches the API.
@@ -111,13 +121,19 @@ async fn f5_shows_a_pix_qr_that_decodes_to_its_br_code_and_the_customers_payment
     app.wait_status("Pix recebido").await;
     assert!(app.hidden("pix-panel").await);
     let detail = app.prop("status-detail", "textContent").await.unwrap();
-    assert!(detail.contains("R$ 12,34") && detail.contains("E2E E"), "{detail}");
+    assert!(
+        detail.contains("R$ 12,34") && detail.contains("E2E E"),
+        "{detail}"
+    );
     app.screenshot("pix-recebido").await;
     let receipt = app
         .invoke("receipt", json!({"attemptId": current_attempt(&app).await}))
         .await;
     let text = receipt["ok"].to_string();
-    assert!(text.contains("Pix") && text.contains("ID Pix (E2E)"), "{text}");
+    assert!(
+        text.contains("Pix") && text.contains("ID Pix (E2E)"),
+        "{text}"
+    );
     assert_eq!(counts(&stack.pix).await, (1, 1));
     app.close().await;
 }
@@ -139,7 +155,10 @@ async fn a_pix_killed_during_its_countdown_comes_back_with_the_same_qr_and_is_ne
     let app = app.kill_and_relaunch().await;
     // Assert: the open sale is the Pix, same QR, same charge.
     let (txid_after, copia_after) = pix_on_screen(&app).await;
-    assert_eq!((txid_after.as_str(), copia_after.as_str()), (txid.as_str(), copia.as_str()));
+    assert_eq!(
+        (txid_after.as_str(), copia_after.as_str()),
+        (txid.as_str(), copia.as_str())
+    );
     let shot = app.screenshot("pix-apos-kill").await;
     assert_eq!(decode_qr(&shot), [copia]);
     assert_eq!(counts(&stack.pix).await, (1, 0));
@@ -187,7 +206,8 @@ async fn a_lost_webhook_and_a_dropped_connection_still_end_in_pix_received_once(
     stack.proxy.set(Fault::Refuse).await;
     app.wait_until("offline", |a| async move { a.badge().await == "Offline" })
         .await;
-    app.wait_status("Aguardando pagamento do Pix — sem conexão").await;
+    app.wait_status("Aguardando pagamento do Pix — sem conexão")
+        .await;
     assert!(!app.enabled("pix").await);
     app.screenshot("pix-offline").await;
     stack
@@ -199,7 +219,14 @@ async fn a_lost_webhook_and_a_dropped_connection_still_end_in_pix_received_once(
     // Assert: the API's poll found the Pix; the till reads it when it is back.
     app.wait_status("Pix recebido").await;
     let c = stack.pix.counts().await;
-    assert_eq!((c["cobrancas"].as_i64(), c["pix"].as_i64(), c["entregas"].as_i64()), (Some(1), Some(1), Some(0)));
+    assert_eq!(
+        (
+            c["cobrancas"].as_i64(),
+            c["pix"].as_i64(),
+            c["entregas"].as_i64()
+        ),
+        (Some(1), Some(1), Some(0))
+    );
     app.close().await;
 }
 

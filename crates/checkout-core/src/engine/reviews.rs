@@ -99,7 +99,7 @@ impl Inner {
             }
             Ok(Cancelled::Charged(found)) => {
                 tracing::warn!(attempt = %attempt.id, payment = ?found.payment_id, "cancelling the key found its payment: settled from it");
-                self.settle_from(attempt, found).await
+                self.settle_from(attempt, *found).await
             }
             Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
                 return ReviewCheck::Unknown(format!("cancelamento da chave: {error}"))

@@ -30,11 +30,6 @@ impl Outbox {
                 if let Some(a) = existing {
                     return Ok((PayOutcome::Existing(a), queue(c)?));
                 }
-                if paid.is_pix() {
-                    return Err(CoreError::Invalid(
-                        "a devolução de um Pix ainda não é feita por este caixa: devolva pelo aplicativo do banco".into(),
-                    ));
-                }
                 let valor = balance(c, &paid, None)?.check(valor)?;
                 if let Some(limit) = page_limit {
                     limit.check(c.query_row("PRAGMA page_count", [], |r| r.get(0))?)?;
@@ -45,11 +40,12 @@ impl Outbox {
                 exec(
                     c,
                     "INSERT INTO attempts (id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor,
-                                           cartao, request_body, state, next_try_at, created_at, updated_at)
-                     VALUES (?1, 'estorno', ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pendente', ?9, ?9, ?9)",
+                                           cartao, metodo, request_body, state, next_try_at, created_at, updated_at)
+                     VALUES (?1, 'estorno', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pendente', ?10, ?10, ?10)",
                     params![
                         id.as_ref(), payment.as_ref(), server_id.as_ref(), paid.sale_id.as_ref(),
-                        key.as_ref(), valor.get(), paid.cartao.as_ref().map_or("", AsRef::as_ref), body, now
+                        key.as_ref(), valor.get(), paid.cartao.as_ref().map_or("", AsRef::as_ref),
+                        paid.metodo, body, now
                     ],
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");

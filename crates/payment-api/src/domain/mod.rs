@@ -22,7 +22,7 @@ pub use merchant::{InvalidMerchant, MerchantId};
 pub use money::{AmountError, Centavos, MAX_VALOR_CENTAVOS};
 pub use operation::{KeyOperation, UnknownOperation};
 pub use payment::{PaymentId, PaymentStatus, UnknownStatus};
-pub use pix::{PixRequest, PixStatus, Txid, UnknownPixStatus, PIX_EXPIRY_RANGE};
+pub use pix::{PixRequest, PixStatus, Txid, UnknownPixStatus, PIX_CHARGE_PREFIX, PIX_EXPIRY_RANGE};
 pub use refund::{RefundId, RefundRequest, RefundStatus, UnknownRefundStatus};
 pub use request::{FieldError, PaymentRequest, MAX_TEXT_LEN};
 pub use terminal::{InvalidTerminal, TerminalId};

@@ -22,8 +22,8 @@ use crate::pix::Pix;
 use crate::refunds::Refunds;
 use crate::schema::{
     CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, NovoCancelamento, NovoEstorno,
-    NovoPagamento, PaymentBody, PaymentDetail, PaymentList, PixPaymentBody, Problem, RefundBody,
-    RefundLedgerEntry,
+    NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail, PaymentList, PaymentRead,
+    PixPaymentBody, Problem, RefundBody, RefundLedgerEntry,
 };
 use crate::state::AppState;
 use crate::store::{PaymentField, StoredResponse};
@@ -156,7 +156,7 @@ async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<axum:
     request_body = NovoPagamento,
     params(("Idempotency-Key" = String, Header, description = "Required. 1–255 visible ASCII characters (0x21–0x7E); the bare form `abc` and the structured-field string `\"abc\"` are the same key. A fresh UUID per checkout attempt.")),
     responses(
-        (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays)", body = PaymentBody,
+        (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays); for `\"metodo\": \"pix\"`, a `PagamentoPix` answered `aguardando` with its QR's text, replayed byte for byte while its later state is read with `GET /pagamentos/{id}`", body = PaymentCreated,
             headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key")),
             example = json!({"id":"pay_01a22fa12b2a7548958ed7ad12747e3e","status":"aprovado","valor":1234,"moeda":"BRL","referencia":"venda-0042","idempotency_key":"2b0a4a52-0d57-4b0e-9f43-3c1d1f1e2a10","cobranca_id":"ch_01a22fa12b2a7548958ed7ac30b17adf","criado_em":"2026-12-01T03:23:41.226Z"})),
         (status = 402, description = "Declined; stored and replayed like an approval", body = PaymentBody,
@@ -404,7 +404,7 @@ pub(crate) async fn cancel_payment_key(
     path = "/pagamentos/{id}",
     params(("id" = String, Path, description = "`pay_…`"), WaitQuery),
     responses(
-        (status = 200, description = "A card payment as it was answered, with what was refunded, what is left to refund, and its refunds (`PaymentDetail`); or a Pix in its state now (`PagamentoPix`)", body = PaymentDetail),
+        (status = 200, description = "A card payment as it was answered, with what was refunded, what is left to refund, and its refunds (`PaymentDetail`); or a Pix in its state now (`PagamentoPix`)", body = PaymentRead),
         (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -417,26 +417,29 @@ pub(crate) async fn get_payment(
 ) -> Result<Response> {
     let Query(wait) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
-    if let Some(payment) = state.store().payment(&merchant, &id).await? {
+    // A Pix first: once received it is a payment too, but its state is the charge's.
+    if let Some(charge) = state.store().pix_charge(&merchant, &id).await? {
+        let charge = match (wait.aguardar, state.pix()) {
+            (Some(secs), Some(pix)) if charge.status == PixStatus::Aguardando => {
+                wait_for_change(&state, pix, &merchant, &id, charge, secs).await?
+            }
+            _ => charge,
+        };
         let refunds = state.store().refunds_of(&merchant, &id).await?;
-        return Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response());
+        return Ok(Json(PixPaymentBody::with_refunds(&charge, &refunds)).into_response());
     }
-    let charge = state
+    let payment = state
         .store()
-        .pix_charge(&merchant, &id)
+        .payment(&merchant, &id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    let charge = match (wait.aguardar, state.pix()) {
-        (Some(secs), Some(pix)) if charge.status == PixStatus::Aguardando => {
-            wait_for_change(&state, pix, &merchant, &id, charge, secs).await?
-        }
-        _ => charge,
-    };
-    Ok(Json(PixPaymentBody::from(&charge)).into_response())
+    let refunds = state.store().refunds_of(&merchant, &id).await?;
+    Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response())
 }
 
 /// `?aguardar=N` on `GET /pagamentos/{id}`: a long poll.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct WaitQuery {
     /// For a Pix still `aguardando`: answer as soon as it changes, or after this many seconds
     /// (at most 30) with it unchanged.

@@ -81,6 +81,20 @@ pub struct PixItem {
     pub horario: String,
 }
 
+/// A devolução as the provider reports it (`Devolucao`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Devolucao {
+    /// The client's id for it.
+    pub id: String,
+    /// Its `ReturnIdentification`.
+    #[serde(rename = "rtrId")]
+    pub rtr_id: String,
+    /// `"12.34"`.
+    pub valor: String,
+    /// `EM_PROCESSAMENTO`, `DEVOLVIDO`, `NAO_REALIZADO`.
+    pub status: String,
+}
+
 /// The Pix provider.
 #[async_trait::async_trait]
 pub trait PixProvider: Send + Sync + std::fmt::Debug + 'static {
@@ -98,6 +112,12 @@ pub trait PixProvider: Send + Sync + std::fmt::Debug + 'static {
     async fn remove(&self, txid: &Txid) -> Result<Cob, ProviderError>;
     /// `PUT /webhook/{chave}`: where the provider posts `{"pix": [...]}` (`{url}/pix`).
     async fn register_webhook(&self, url: &str) -> Result<(), ProviderError>;
+    /// `PUT /pix/{e2eid}/devolucao/{id}`: pays `valor` back under the client's `id`. An `id`
+    /// used before is refused by the provider (400), never replayed: then it is read back, so a
+    /// retry after a lost answer never pays back twice.
+    async fn refund(&self, e2eid: &str, id: &str, valor: &str) -> Result<Devolucao, ProviderError>;
+    /// `GET /pix/{e2eid}/devolucao/{id}`; `None` when there is none.
+    async fn get_refund(&self, e2eid: &str, id: &str) -> Result<Option<Devolucao>, ProviderError>;
 }
 
 /// The API Pix over HTTP.
@@ -216,6 +236,44 @@ impl PixProvider for HttpPixProvider {
             .await?;
         match status.as_u16() {
             200 => Self::cob_of(&text),
+            _ => Err(ProviderError::Refused(Self::detail(&text))),
+        }
+    }
+
+    async fn refund(&self, e2eid: &str, id: &str, valor: &str) -> Result<Devolucao, ProviderError> {
+        let body = serde_json::json!({"valor": valor});
+        let (status, text) = self
+            .send(
+                self.http
+                    .put(format!("{}/pix/{e2eid}/devolucao/{id}", self.base))
+                    .json(&body),
+            )
+            .await?;
+        match status.as_u16() {
+            201 | 200 => serde_json::from_str(&text).map_err(|e| {
+                ProviderError::Unavailable(format!("resposta do provedor ilegível: {e}"))
+            }),
+            // A reused id: the devolução asked before under it is the answer.
+            400 => match self.get_refund(e2eid, id).await? {
+                Some(d) => Ok(d),
+                None => Err(ProviderError::Refused(Self::detail(&text))),
+            },
+            _ => Err(ProviderError::Refused(Self::detail(&text))),
+        }
+    }
+
+    async fn get_refund(&self, e2eid: &str, id: &str) -> Result<Option<Devolucao>, ProviderError> {
+        let (status, text) = self
+            .send(
+                self.http
+                    .get(format!("{}/pix/{e2eid}/devolucao/{id}", self.base)),
+            )
+            .await?;
+        match status.as_u16() {
+            200 => serde_json::from_str(&text).map(Some).map_err(|e| {
+                ProviderError::Unavailable(format!("resposta do provedor ilegível: {e}"))
+            }),
+            404 => Ok(None),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
     }

@@ -1,6 +1,6 @@
 """An integrator's path: a client generated from the served OpenAPI document (by
 openapi-python-client, nothing edited) pays, replays the same key, meets a 409 for a key in
-progress, and looks the payment up by referencia and by key.
+progress, looks the payment up by referencia and by key, and pays by Pix.
 
 Usage: python3 generated_client.py <api-url> <api-key>   (the generated package on PYTHONPATH)
 """
@@ -12,7 +12,7 @@ import uuid
 
 from pagar_payment_api_client import AuthenticatedClient
 from pagar_payment_api_client.api.default import create_payment, get_payment, list_payments
-from pagar_payment_api_client.models import NovoPagamento, Payment, Problem
+from pagar_payment_api_client.models import NovoPagamento, PagamentoPix, Payment, Problem
 
 url, api_key = sys.argv[1], sys.argv[2]
 client = AuthenticatedClient(base_url=url, token=api_key, timeout=20.0)
@@ -60,4 +60,16 @@ by_key = list_payments.sync(client=client, idempotency_key=key)
 assert [p.id for p in by_key.pagamentos] == [first.parsed.id], by_key
 one = get_payment.sync(client=client, id=first.parsed.id)
 assert one.valor == 1234 and one.referencia == "venda-cliente-gerado", one
+
+# Pix: answered `aguardando` with the QR's text, replayed byte for byte; the state is read later.
+pix_key = str(uuid.uuid4())
+pix_body = NovoPagamento(valor=990, metodo="pix", referencia="venda-pix-cliente-gerado")
+pix = create_payment.sync_detailed(client=client, body=pix_body, idempotency_key=pix_key)
+assert pix.status_code == 201, pix
+assert isinstance(pix.parsed, PagamentoPix) and pix.parsed.status == "aguardando", pix.parsed
+assert pix.parsed.pix.copia_e_cola.startswith("000201"), pix.parsed.pix
+pix_again = create_payment.sync_detailed(client=client, body=pix_body, idempotency_key=pix_key)
+assert pix_again.content == pix.content and pix_again.headers.get("Idempotent-Replayed") == "true"
+read = get_payment.sync(client=client, id=pix.parsed.id)
+assert isinstance(read, PagamentoPix) and read.pix.txid == pix.parsed.pix.txid, read
 print("generated client: ok")

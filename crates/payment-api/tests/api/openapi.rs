@@ -99,12 +99,18 @@ async fn the_served_openapi_document_validates_and_describes_every_answer() {
 }
 
 /// An integrator's path, on both stores: a Python client generated from the served document by
-/// `openapi-python-client` (nothing edited) pays, replays, meets a 409 and looks payments up.
+/// `openapi-python-client` (nothing edited) pays, replays, meets a 409, looks payments up, and
+/// pays by Pix.
 #[apply(stores)]
 async fn a_client_generated_from_the_document_pays_replays_meets_a_409_and_looks_up(
     #[case] backend: Backend,
 ) {
-    let app = TestApp::spawn_with(backend, |c| c.slow_gateway_ms = 2_000).await;
+    let psp = crate::pix::Provider::start(crate::pix::SECRET).await;
+    let app = TestApp::spawn_with(backend, |c| {
+        c.slow_gateway_ms = 2_000;
+        psp.configure(c, crate::pix::SECRET, 60_000);
+    })
+    .await;
     let (_, dir, doc) = served_document(&app).await;
     let generated = Command::new("openapi-python-client")
         .args(["generate", "--meta", "none", "--path"])

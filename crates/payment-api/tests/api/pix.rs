@@ -11,13 +11,13 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// The secret the provider signs with and the server checks (Standard Webhooks' own example).
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// Another valid secret (rotation).
 const NEW_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 const PIX_TOKEN: &str = "pix_token_for_tests";
 
 /// A Pix provider simulator on its own port and database.
-struct Provider {
+pub(crate) struct Provider {
     running: Option<pix_provider::RunningProvider>,
     url: String,
     client: reqwest::Client,
@@ -25,7 +25,7 @@ struct Provider {
 }
 
 impl Provider {
-    async fn start(secrets: &str) -> Self {
+    pub(crate) async fn start(secrets: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = pix_provider::Config::sandbox(dir.path().join("psp.db"), PIX_TOKEN, secrets);
         let running = pix_provider::start(config).await.unwrap();
@@ -38,7 +38,12 @@ impl Provider {
     }
 
     /// Points a server's configuration at this provider, webhooks registered to the server.
-    fn configure(&self, c: &mut payment_api::Config, server_secrets: &str, poll_ms: u64) {
+    pub(crate) fn configure(
+        &self,
+        c: &mut payment_api::Config,
+        server_secrets: &str,
+        poll_ms: u64,
+    ) {
         c.pix.pix_provider_url = Some(self.url.clone());
         c.pix.pix_provider_token = PIX_TOKEN.into();
         c.pix.pix_webhook_secrets = server_secrets.into();
@@ -569,4 +574,161 @@ async fn a_server_that_dies_after_the_provider_charged_makes_no_second_charge(
     assert_eq!(answer["status"], "aguardando");
     assert_eq!(psp.counts().cobrancas, 1);
     assert_eq!(db.count("pix_charges").await, 1);
+}
+
+/// A received Pix paid back (devolução) through the refund route: never more than the Pix in
+/// total, a retry of the same key replayed, and a lost answer never paying back twice.
+#[apply(stores)]
+async fn a_devolucao_never_passes_the_pix_and_a_lost_answer_never_pays_back_twice(
+    #[case] backend: Backend,
+) {
+    // Arrange: a Pix of R$ 30,00, paid.
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 60_000).await;
+    let body: Value = app
+        .pay(&new_key(), &pix(3000, "venda-devolucao"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = body["id"].as_str().unwrap().to_string();
+    psp.customer_pays(body["pix"]["txid"].as_str().unwrap(), json!({}))
+        .await;
+    status_becomes(&app, &id, "aprovado").await;
+    let refund = |key: String, valor: i64| {
+        let (client, url) = (app.client.clone(), app.url.clone());
+        let path = format!("{url}/pagamentos/{id}/estornos");
+        async move {
+            client
+                .post(path)
+                .bearer_auth(API_KEY)
+                .header("Idempotency-Key", key)
+                .json(&json!({"valor": valor, "referencia": "dev-1"}))
+                .send()
+                .await
+        }
+    };
+    // Act + Assert: R$ 10,00 back; the same key again is a replay.
+    let k1 = new_key();
+    let first = refund(k1.clone(), 1000).await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first = first.bytes().await.unwrap();
+    let again = refund(k1.clone(), 1000).await.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.bytes().await.unwrap(), first);
+    // The answer of the next one is lost after the server committed; its retry is a replay.
+    app.set_faults(json!({"drop_response_probability": 1.0}))
+        .await;
+    let k2 = new_key();
+    assert!(
+        refund(k2.clone(), 1500).await.is_err(),
+        "the answer was dropped"
+    );
+    app.set_faults(json!({})).await;
+    let retried = refund(k2.clone(), 1500).await.unwrap();
+    assert_eq!(retried.status(), StatusCode::CREATED);
+    assert_eq!(retried.headers()["idempotent-replayed"], "true");
+    // R$ 5,00 left: R$ 5,01 is refused, and nothing moves.
+    let over = refund(new_key(), 501).await.unwrap();
+    assert_problem(
+        over,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "estorno-excede-saldo",
+    )
+    .await;
+    let last = refund(new_key(), 500).await.unwrap();
+    assert_eq!(last.status(), StatusCode::CREATED);
+    // Counted at the provider: three devoluções, R$ 30,00, never more than the Pix.
+    let c = psp.counts();
+    assert_eq!((c.devolucoes, c.devolvido), (3, 3000));
+    let read = app.get_json(&format!("/pagamentos/{id}")).await;
+    assert_eq!(read["status"], "aprovado");
+    assert_eq!(read["estornos"].as_array().unwrap().len(), 3);
+}
+
+/// Real process: the server aborts right after the provider paid a devolução back, before
+/// storing it. The next process settles the key by asking the provider under the same id (which
+/// refuses a second devolução): one devolução.
+#[apply(stores)]
+async fn a_server_that_dies_after_a_devolucao_makes_no_second_one(#[case] backend: Backend) {
+    let psp = Provider::start(SECRET).await;
+    let db = TestDb::new(backend).await;
+    let pix_args = [
+        "--pix-provider-url",
+        psp.url.as_str(),
+        "--pix-provider-token",
+        PIX_TOKEN,
+        "--pix-webhook-secrets",
+        SECRET,
+        "--pix-webhook-url",
+        "auto",
+        "--lease-ms",
+        "500",
+    ];
+    let client = reqwest::Client::new();
+    let key = new_key();
+    let id;
+    {
+        let first = ServerProcess::start(&db, &pix_args);
+        let body: Value = try_pay(
+            &client,
+            &first.url,
+            &new_key(),
+            &pix(2000, "venda-crash-dev"),
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        id = body["id"].as_str().unwrap().to_string();
+        psp.customer_pays(body["pix"]["txid"].as_str().unwrap(), json!({}))
+            .await;
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                merchant_get(&client, &first.url, &format!("/pagamentos/{id}")).await["status"]
+                    == "aprovado"
+            })
+            .await
+        );
+    }
+    let mut crashing = ServerProcess::start(
+        &db,
+        &[&pix_args[..], &["--fault-crash-after-charge", "1"]].concat(),
+    );
+    let devolver = |url: String| {
+        let (client, key, id) = (client.clone(), key.clone(), id.clone());
+        async move {
+            client
+                .post(format!("{url}/pagamentos/{id}/estornos"))
+                .bearer_auth(API_KEY)
+                .header("Idempotency-Key", key)
+                .json(&json!({"valor": 2000}))
+                .send()
+                .await
+        }
+    };
+    assert!(
+        devolver(crashing.url.clone()).await.is_err(),
+        "the server died"
+    );
+    let _ = crashing.child.wait();
+    assert_eq!(psp.counts().devolucoes, 1);
+    let next = ServerProcess::start(&db, &pix_args);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut answer = None;
+    for _ in 0..50 {
+        let res = devolver(next.url.clone()).await.unwrap();
+        if res.status() == StatusCode::CREATED {
+            answer = Some(res.json::<Value>().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answer.expect("the retry completed the key")["status"],
+        "aprovado"
+    );
+    let c = psp.counts();
+    assert_eq!((c.devolucoes, c.devolvido), (1, 2000));
 }

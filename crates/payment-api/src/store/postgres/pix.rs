@@ -1,7 +1,7 @@
 //! Pix charges and the Pix received for them, on PostgreSQL.
 
 use super::*;
-use crate::domain::{PixStatus, Txid};
+use crate::domain::{PixStatus, Txid, PIX_CHARGE_PREFIX};
 
 fn pix_from_row(r: &Row) -> StoreResult<PixCharge> {
     PixColumns {
@@ -179,6 +179,18 @@ impl PixStore for PgStore {
                 &r.valor,
                 &now,
             ],
+        )
+        .await?;
+        // The charge's first Pix makes it a payment like any other (see the SQLite store).
+        tx.execute(
+            &format!(
+                "INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
+                 SELECT id, merchant, idempotency_key, $2, 'aprovado', NULL, descricao, referencia,
+                        '{PIX_CHARGE_PREFIX}' || $1, $3, terminal, fingerprint
+                   FROM pix_charges WHERE txid = $4
+                 ON CONFLICT DO NOTHING"
+            ),
+            &[&r.end_to_end_id, &r.valor, &now, &r.txid.as_ref()],
         )
         .await?;
         tx.commit().await?;

@@ -1,7 +1,7 @@
 //! Pix charges and the Pix received for them, on SQLite.
 
 use super::*;
-use crate::domain::{PixStatus, Txid};
+use crate::domain::{PixStatus, Txid, PIX_CHARGE_PREFIX};
 
 fn pix_from_row(r: &Row<'_>) -> rusqlite::Result<PixColumns> {
     Ok(PixColumns {
@@ -166,6 +166,19 @@ impl PixStore for SqliteStore {
                          updated_at = ?5
                      WHERE txid = ?1",
                     params![r.txid.as_ref(), r.end_to_end_id, r.horario, r.valor, now],
+                )?;
+                // The charge's first Pix makes it a payment like any other (listings, the
+                // closing, refunds see it): same id, `cobranca_id` `pix:<endToEndId>`.
+                exec(
+                    c,
+                    &format!(
+                        "INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
+                         SELECT id, merchant, idempotency_key, ?2, 'aprovado', NULL, descricao, referencia,
+                                '{PIX_CHARGE_PREFIX}' || ?1, ?3, terminal, fingerprint
+                           FROM pix_charges WHERE txid = ?4
+                         ON CONFLICT DO NOTHING"
+                    ),
+                    params![r.end_to_end_id, r.valor, now, r.txid.as_ref()],
                 )?;
                 Ok(true)
             })
