@@ -158,6 +158,8 @@ function renderHistory(state) {
 function historyPill(a) {
   if (a.metodo !== "pix") return pillText(a.state);
   if (a.state === "pendente") return a.pix ? "aguardando Pix" : "Pix pendente";
+  if (a.motivo === "pix_cancelado") return "Pix cancelado";
+  if (a.motivo === "pix_expirado") return "Pix expirado";
   return `Pix ${pillText(a.state)}`;
 }
 

@@ -254,3 +254,68 @@ async fn pix_is_not_offered_while_the_api_is_unreachable() {
     assert_eq!(counts(&stack.pix).await, (0, 0));
     app.close().await;
 }
+
+#[tokio::test]
+async fn a_pix_is_given_back_from_the_history_once_even_when_the_answer_is_lost() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "12,00").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    stack.pix.customer_pays(&txid, json!({})).await;
+    app.wait_status("Pix recebido").await;
+    let payment = current_attempt(&app).await;
+    // Act: "Estornar" on the Pix, confirmed while the answer will be cut after the server acted.
+    app.click(&format!("estornar-{payment}")).await;
+    app.wait_until("the refund dialog", |a| async move {
+        !a.hidden("refund-dialog").await
+    })
+    .await;
+    assert_eq!(
+        app.prop("refund-valor", "value").await.as_deref(),
+        Some("12,00")
+    );
+    app.click("refund-review").await;
+    app.wait_until("the confirmation", |a| async move {
+        !a.hidden("refund-confirm").await
+    })
+    .await;
+    let confirm = app
+        .prop("refund-confirm-text", "textContent")
+        .await
+        .unwrap();
+    assert_eq!(
+        confirm,
+        "Devolver R$ 12,00 da venda nº 0001 ao pagador do Pix?"
+    );
+    stack.proxy.set(Fault::CutAfterAnswer).await;
+    app.click("refund-confirm").await;
+    app.wait_until("the refund pending", |a| async move {
+        a.prop("refund-status-label", "textContent")
+            .await
+            .is_some_and(|t| t.starts_with("Estorno pendente"))
+    })
+    .await;
+    app.screenshot("pix-devolucao-pendente").await;
+    stack.proxy.set(Fault::Pass).await;
+    // Assert: approved once the till hears the replay; one devolução at the bank.
+    app.wait_until("the refund approved", |a| async move {
+        a.prop("refund-status-label", "textContent")
+            .await
+            .is_some_and(|t| t == "Estorno aprovado")
+    })
+    .await;
+    let detail = app
+        .prop("refund-status-detail", "textContent")
+        .await
+        .unwrap();
+    assert!(detail.contains("ao pagador do Pix"), "{detail}");
+    app.screenshot("pix-devolucao-aprovada").await;
+    let c = stack.pix.counts().await;
+    assert_eq!(
+        (c["devolucoes"].as_i64(), c["devolvido"].as_i64()),
+        (Some(1), Some(1200))
+    );
+    app.close().await;
+}
