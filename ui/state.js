@@ -110,6 +110,18 @@ export function pixWaiting(a) {
   return Boolean(isPix(a) && a.state === "pendente" && a.pix && a.pix.status === "aguardando");
 }
 
+/** A Pix this till closed unpaid that the customer paid after all: money to give back. */
+export function latePix(a) {
+  return Boolean(isPix(a) && a.state === "recusado" && a.pix && a.pix.status === "recebido_apos_cancelamento");
+}
+
+/** A late Pix not yet given back in full (refunds approved or on their way count). */
+export function owedBack(state, a) {
+  if (!latePix(a)) return false;
+  const r = refundsOf(state, a.id);
+  return r.aprovado + r.andamento < a.valor;
+}
+
 /** The Pix panel: hidden, or what it shows for the attempt on screen. */
 export function pixPanel(state, a, now) {
   if (!pixWaiting(a)) return null;
@@ -135,6 +147,10 @@ function pixStatus(state, a, now) {
       return ["aprovado", `Pix recebido${at}`, `${brl(a.valor)} · ${a.payment_id || ""}${e2e}`];
     }
     case "recusado":
+      if (latePix(a)) {
+        return ["revisao", "Pix recebido após cancelamento — devolva ao cliente",
+          `O cliente pagou ${brl(a.valor)} depois que este Pix foi ${a.motivo === "pix_expirado" ? "expirado" : "cancelado"}${e2e}. Devolva em "Estornar" no histórico; a venda continua a ser cobrada à parte.`];
+      }
       if (a.motivo === "pix_expirado") {
         return ["recusado", "Pix expirado — nada foi recebido", "O QR foi retirado do banco. Gere outro Pix ou cobre no cartão."];
       }
@@ -204,7 +220,7 @@ export function refundsOf(state, paymentAttemptId) {
 /** Whether the history offers "Estornar" for an attempt: an approved payment with something
  * left to refund and no refund undecided (that one is followed instead). */
 export function canRefund(state, a) {
-  if (isRefund(a) || a.state !== "aprovado") return false;
+  if (isRefund(a) || (a.state !== "aprovado" && !latePix(a))) return false;
   const r = refundsOf(state, a.id);
   return r.andamento === 0 && r.aprovado < a.valor;
 }
@@ -504,8 +520,8 @@ export function unfinishedSales(state) {
     if (!seen || a.created_at >= seen.created_at) latest.set(a.sale_id, a);
   }
   return [...latest.values()]
-    .filter((a) => a.sale_id !== state.saleId && (a.state === "pendente" || a.state === "revisao"))
-    .filter((a) => a.state === "revisao" || state.carriedOver.has(a.sale_id))
+    .filter((a) => owedBack(state, a) || (a.sale_id !== state.saleId && (a.state === "pendente" || a.state === "revisao")))
+    .filter((a) => owedBack(state, a) || a.state === "revisao" || state.carriedOver.has(a.sale_id))
     .sort((x, y) => x.created_at - y.created_at);
 }
 

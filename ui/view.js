@@ -3,7 +3,7 @@
 
 import {
   brl, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
-  discrepancyGroups, isRefund, newest, nextTryText, offlineBanner, pillText, pixPanel, refundConfirmText,
+  discrepancyGroups, isRefund, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
 } from "./state.js";
@@ -105,7 +105,9 @@ function renderUnfinished(state) {
   const venda = (a) => (a.sale_number == null ? a.sale_id : `Venda nº ${saleNumber(a.sale_number)}`);
   $("unfinished-list").replaceChildren(...open.map((a) => {
     const li = document.createElement("li");
-    const what = a.state === "revisao" ? "requer revisão" : "pendente — não cobre de novo";
+    const what = latePix(a)
+      ? "Pix recebido após cancelamento — devolva ao cliente"
+      : a.state === "revisao" ? "requer revisão" : "pendente — não cobre de novo";
     li.textContent = `${venda(a)} · ${brl(a.valor)} · ${what}`;
     li.dataset.sale = a.sale_id;
     return li;
@@ -158,6 +160,7 @@ function renderHistory(state) {
 function historyPill(a) {
   if (a.metodo !== "pix") return pillText(a.state);
   if (a.state === "pendente") return a.pix ? "aguardando Pix" : "Pix pendente";
+  if (latePix(a)) return "Pix pago após cancelar";
   if (a.motivo === "pix_cancelado") return "Pix cancelado";
   if (a.motivo === "pix_expirado") return "Pix expirado";
   return `Pix ${pillText(a.state)}`;

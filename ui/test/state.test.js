@@ -406,3 +406,16 @@ test("F5 makes a Pix only when Pagar could and the server answers; Esc cancels a
   waiting.pixCancelling = true;
   assert.equal(shortcut(waiting, "Escape"), null);
 });
+
+test("a Pix paid after the till closed it asks to be given back until it is", () => {
+  const late = pix({ state: "recusado", motivo: "pix_cancelado" }, { status: "recebido_apos_cancelamento", e2eid: "E9" });
+  const s = ready(late);
+  s.saleId = "venda-2";
+  const [kind, label] = statusFor(s, late, NOW);
+  assert.equal(kind, "revisao");
+  assert.equal(label, "Pix recebido após cancelamento — devolva ao cliente");
+  assert.equal(canRefund(s, late), true);
+  assert.deepEqual(unfinishedSales(s).map((a) => a.id), [late.id]);
+  upsert(s, attempt({ id: "att_dev", kind: "estorno", refund_of: late.id, state: "aprovado", valor: late.valor }));
+  assert.deepEqual(unfinishedSales(s), [], "given back in full: nothing owed");
+});

@@ -319,3 +319,60 @@ async fn a_pix_is_given_back_from_the_history_once_even_when_the_answer_is_lost(
     );
     app.close().await;
 }
+
+#[tokio::test]
+async fn a_pix_paid_after_the_cashier_cancelled_it_is_shown_and_given_back() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "25,00").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    app.press(ESC).await;
+    app.wait_status("Pix cancelado").await;
+    let payment = current_attempt(&app).await;
+    // Act: the customer pays the cancelled QR at a bank that lets it through (bacen/pix-api#319).
+    let (status, _) = stack
+        .pix
+        .customer_pays(&txid, json!({"aceitar_inativa": true}))
+        .await;
+    assert_eq!(status, 201);
+    // Assert: the till learns of it and says to give it back; nothing is lost.
+    app.wait_status("Pix recebido após cancelamento").await;
+    assert!(!app.hidden("unfinished").await);
+    app.screenshot("pix-pago-apos-cancelar").await;
+    // Given back from the history: one devolução at the bank, and nothing owed any more.
+    app.click(&format!("estornar-{payment}")).await;
+    app.wait_until("the refund dialog", |a| async move {
+        !a.hidden("refund-dialog").await
+    })
+    .await;
+    app.click("refund-review").await;
+    app.wait_until("the confirmation", |a| async move {
+        !a.hidden("refund-confirm").await
+    })
+    .await;
+    app.click("refund-confirm").await;
+    app.wait_until("the refund approved", |a| async move {
+        a.prop("refund-status-label", "textContent")
+            .await
+            .is_some_and(|t| t == "Estorno aprovado")
+    })
+    .await;
+    app.press(ESC).await;
+    app.wait_until(
+        "nothing owed",
+        |a| async move { a.hidden("unfinished").await },
+    )
+    .await;
+    let c = stack.pix.counts().await;
+    assert_eq!(
+        (
+            c["pix"].as_i64(),
+            c["devolucoes"].as_i64(),
+            c["devolvido"].as_i64()
+        ),
+        (Some(1), Some(1), Some(2500))
+    );
+    app.close().await;
+}

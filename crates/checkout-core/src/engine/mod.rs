@@ -5,6 +5,7 @@
 //! [`reviews`] (looking up and cancelling attempts in `revisao`).
 
 mod dispatch;
+mod late_pix;
 mod probe;
 mod reviews;
 
@@ -185,6 +186,10 @@ impl Checkout {
             tokio::spawn(dispatch::dispatch(inner.clone(), inner.stop.subscribe())),
             tokio::spawn(probe::probe(inner.clone(), inner.stop.subscribe())),
             tokio::spawn(reviews::check_reviews(
+                inner.clone(),
+                inner.stop.subscribe(),
+            )),
+            tokio::spawn(late_pix::watch_late_pix(
                 inner.clone(),
                 inner.stop.subscribe(),
             )),

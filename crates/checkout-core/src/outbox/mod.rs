@@ -20,7 +20,7 @@ pub use records::{
 
 use crate::domain::{
     store_day, AttemptId, AttemptKind, AttemptState, Centavos, IdempotencyKey, PayMethod,
-    PaymentId, RefundReason, SaleId, Total, UnixMillis,
+    PaymentId, PixCharge, RefundReason, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use caps::PageLimit;

@@ -216,6 +216,44 @@ impl Outbox {
         .await
     }
 
+    /// Pix attempts this till closed unpaid (`recusado`, the charge `cancelado` or `expirado`)
+    /// since `since`: a customer may still pay them.
+    pub async fn pix_closed_since(&self, since: UnixMillis) -> Result<Vec<Attempt>> {
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE metodo = 'pix' AND kind = 'pagamento' AND state = 'recusado'
+                       AND id IN (SELECT attempt_id FROM pix
+                                   WHERE status IN ('cancelado', 'expirado') AND updated_at >= ?1)
+                     ORDER BY seq",
+                    [since],
+                )?)
+            })
+            .await
+    }
+
+    /// Records that the server received the Pix of a closed attempt after all: its charge's
+    /// status and end-to-end id; the attempt stays `recusado`.
+    pub async fn record_late_pix(
+        &self,
+        id: &AttemptId,
+        pix: &PixCharge,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        let pix = pix.clone();
+        self.change(id, move |c, id| {
+            upsert_pix(c, id, &pix, now)?;
+            exec(
+                c,
+                "UPDATE attempts SET updated_at = ?2 WHERE id = ?1",
+                params![id.as_ref(), now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Makes every pending attempt due at `now` (the server is reachable again).
     pub async fn make_all_due(&self, now: UnixMillis) -> Result<usize> {
         self.db
