@@ -356,26 +356,33 @@ impl PaymentClient {
 
     /// Sends the stored bytes under the stored key to the attempt's target.
     pub async fn send(&self, job: &SendJob) -> Answer {
-        let res = self
+        let req = self
             .http
             .post(format!("{}{}", self.base, job.target.path()))
-            .bearer_auth(&self.api_key)
             .header("Idempotency-Key", job.key.as_ref())
             .header("Content-Type", "application/json")
-            .body(job.body.clone())
+            .body(job.body.clone());
+        match self.answer_of(req).await {
+            Ok((status, retry_after, body)) => classify(&job.target, status, retry_after, body),
+            Err(no_answer) => no_answer,
+        }
+    }
+
+    /// Sends a request with the API key and reads the whole answer: its status, `Retry-After`
+    /// and body, or what not getting one means.
+    async fn answer_of(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<(StatusCode, Option<Duration>, Vec<u8>), Answer> {
+        let res = req
+            .bearer_auth(&self.api_key)
             .send()
-            .await;
-        let res = match res {
-            Ok(r) => r,
-            Err(e) => return network_error(&e),
-        };
+            .await
+            .map_err(|e| network_error(&e))?;
         let status = res.status();
         let retry_after = retry_after(res.headers());
-        let body = match res.bytes().await {
-            Ok(b) => b.to_vec(),
-            Err(e) => return network_error(&e),
-        };
-        classify(&job.target, status, retry_after, body)
+        let body = res.bytes().await.map_err(|e| network_error(&e))?.to_vec();
+        Ok((status, retry_after, body))
     }
 
     /// Reads a Pix the server made (`GET /pagamentos/{id}?aguardar=…`): the server answers as
@@ -399,24 +406,13 @@ impl PaymentClient {
     /// server answers is the charge as it now stands (cancelled, or paid when the customer was
     /// faster).
     pub async fn cancel_pix(&self, payment_id: &str) -> Answer {
-        let res = self
-            .http
-            .post(format!(
-                "{}/pagamentos/{payment_id}/cancelamento",
-                self.base
-            ))
-            .bearer_auth(&self.api_key)
-            .send()
-            .await;
-        let res = match res {
-            Ok(r) => r,
-            Err(e) => return network_error(&e),
-        };
-        let status = res.status();
-        let retry_after = retry_after(res.headers());
-        let body = match res.bytes().await {
-            Ok(b) => b.to_vec(),
-            Err(e) => return network_error(&e),
+        let req = self.http.post(format!(
+            "{}/pagamentos/{payment_id}/cancelamento",
+            self.base
+        ));
+        let (status, retry_after, body) = match self.answer_of(req).await {
+            Ok(answer) => answer,
+            Err(no_answer) => return no_answer,
         };
         if status == StatusCode::OK {
             if let Some(answer) = pix_answer(200, &body) {

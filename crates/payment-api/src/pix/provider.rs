@@ -170,6 +170,11 @@ impl HttpPixProvider {
     }
 
     fn cob_of(body: &str) -> Result<Cob, ProviderError> {
+        Self::json_of(body)
+    }
+
+    /// A body the provider answered, read as `T`; one it cannot be is no answer at all.
+    fn json_of<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ProviderError> {
         serde_json::from_str(body)
             .map_err(|e| ProviderError::Unavailable(format!("resposta do provedor ilegível: {e}")))
     }
@@ -250,9 +255,7 @@ impl PixProvider for HttpPixProvider {
             )
             .await?;
         match status.as_u16() {
-            201 | 200 => serde_json::from_str(&text).map_err(|e| {
-                ProviderError::Unavailable(format!("resposta do provedor ilegível: {e}"))
-            }),
+            201 | 200 => Self::json_of(&text),
             // A reused id: the devolução asked before under it is the answer.
             400 => match self.get_refund(e2eid, id).await? {
                 Some(d) => Ok(d),
@@ -270,9 +273,7 @@ impl PixProvider for HttpPixProvider {
             )
             .await?;
         match status.as_u16() {
-            200 => serde_json::from_str(&text).map(Some).map_err(|e| {
-                ProviderError::Unavailable(format!("resposta do provedor ilegível: {e}"))
-            }),
+            200 => Self::json_of(&text).map(Some),
             404 => Ok(None),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
