@@ -445,6 +445,16 @@ export function closingTotals(closing) {
   for (const [label, x] of [["Estornos recusados", r.recusado], ["Estornos pendentes", r.pendente], ["Estornos em revisão", r.revisao], ["Estornos feitos fora deste caixa", elsewhere]]) {
     if (x.count > 0) rows.push([label, x.count, x.centavos]);
   }
+  // The Pix apart (each is in the rows above too, by its attempt's state).
+  const p = closing.pix;
+  if (p && [p.recebidos, p.recebidos_apos_cancelamento, p.expirados, p.cancelados, p.aguardando, p.devolvidos].some((x) => x.count > 0)) {
+    rows.push(["Pix recebidos", p.recebidos.count, p.recebidos.centavos]);
+    rows.push(["Pix recebidos após cancelamento", p.recebidos_apos_cancelamento.count, p.recebidos_apos_cancelamento.centavos]);
+    rows.push(["Pix expirados sem pagamento", p.expirados.count, p.expirados.centavos]);
+    rows.push(["Pix cancelados sem pagamento", p.cancelados.count, p.cancelados.centavos]);
+    rows.push(["Pix devolvidos", p.devolvidos.count, p.devolvidos.centavos]);
+    if (p.aguardando.count > 0) rows.push(["Pix aguardando", p.aguardando.count, p.aguardando.centavos]);
+  }
   rows.push(["Líquido do dia", null, closing.net_centavos]);
   return rows;
 }

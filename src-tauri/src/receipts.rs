@@ -270,6 +270,22 @@ pub fn closing_rows(c: &Closing) -> Vec<(&'static str, Tally)> {
             rows.push((name, t));
         }
     }
+    // The Pix apart (each is in the rows above too, by its attempt's state).
+    if c.pix.any() {
+        rows.extend([
+            ("Pix recebidos", c.pix.recebidos),
+            (
+                "Pix recebidos após cancelamento",
+                c.pix.recebidos_apos_cancelamento,
+            ),
+            ("Pix expirados sem pagamento", c.pix.expirados),
+            ("Pix cancelados sem pagamento", c.pix.cancelados),
+            ("Pix devolvidos", c.pix.devolvidos),
+        ]);
+        if c.pix.aguardando.count > 0 {
+            rows.push(("Pix aguardando", c.pix.aguardando));
+        }
+    }
     rows
 }
 

@@ -242,6 +242,7 @@ struct CancelBody {
 /// compares them).
 #[derive(Deserialize)]
 struct PaymentRefunds<T> {
+    #[serde(default = "Vec::new")]
     estornos: Vec<T>,
 }
 

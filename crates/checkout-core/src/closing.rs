@@ -7,7 +7,7 @@
 //! the server listed them in, the totals and every discrepancy out.
 
 use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
-use crate::domain::{sale_number, AttemptState, Centavos, Net, Total, UnixMillis};
+use crate::domain::{sale_number, AttemptState, Centavos, Net, PixStatus, Total, UnixMillis};
 use crate::outbox::Attempt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -48,6 +48,66 @@ impl Totals {
     }
 }
 
+/// The day's Pix apart, as the cashier saw them end (each also counted in [`Totals`] by its
+/// attempt's state; a Pix given back is also in the refunds).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PixTotals {
+    /// Paid while the QR was on screen.
+    pub recebidos: Tally,
+    /// Paid after the till showed it cancelled or expired: kept as the sale's payment when the
+    /// sale still waited, otherwise money to give back.
+    pub recebidos_apos_cancelamento: Tally,
+    /// Expired unpaid.
+    pub expirados: Tally,
+    /// Cancelled unpaid.
+    pub cancelados: Tally,
+    /// Still waiting for the customer.
+    pub aguardando: Tally,
+    /// Given back (devoluções approved).
+    pub devolvidos: Tally,
+}
+
+impl PixTotals {
+    fn add(&mut self, a: &Attempt) {
+        let late = a
+            .pix
+            .as_ref()
+            .is_some_and(|p| p.status == PixStatus::RecebidoAposCancelamento);
+        let t = match (a.state, a.motivo.as_deref()) {
+            _ if a.is_refund() => {
+                if a.state != AttemptState::Aprovado {
+                    return;
+                }
+                &mut self.devolvidos
+            }
+            (AttemptState::Aprovado, Some("recebido_apos_cancelamento")) => {
+                &mut self.recebidos_apos_cancelamento
+            }
+            (AttemptState::Aprovado, _) => &mut self.recebidos,
+            (AttemptState::Recusado, _) if late => &mut self.recebidos_apos_cancelamento,
+            (AttemptState::Recusado, Some("pix_expirado")) => &mut self.expirados,
+            (AttemptState::Recusado, _) => &mut self.cancelados,
+            (AttemptState::Pendente | AttemptState::Revisao, _) => &mut self.aguardando,
+        };
+        t.count += 1;
+        t.centavos += a.valor;
+    }
+
+    /// True when the day had a Pix.
+    pub fn any(&self) -> bool {
+        [
+            self.recebidos,
+            self.recebidos_apos_cancelamento,
+            self.expirados,
+            self.cancelados,
+            self.aguardando,
+            self.devolvidos,
+        ]
+        .iter()
+        .any(|t| t.count > 0)
+    }
+}
+
 /// What kind of disagreement a discrepancy is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -68,12 +128,16 @@ pub enum DiscrepancyKind {
     RefundedNotFinalLocally,
     /// A payment this till sent (by `terminal`) that no attempt in the outbox knows.
     UnknownOnServer,
+    /// A Pix the customer paid after the till showed it cancelled or expired, not given back in
+    /// full: money that belongs to the customer.
+    PixReceivedAfterCancel,
 }
 
 impl DiscrepancyKind {
     /// Every kind, in the order a screen lists them.
-    pub const ALL: [DiscrepancyKind; 7] = [
+    pub const ALL: [DiscrepancyKind; 8] = [
         DiscrepancyKind::TwoChargesForOneSale,
+        DiscrepancyKind::PixReceivedAfterCancel,
         DiscrepancyKind::ChargedNotFinalLocally,
         DiscrepancyKind::RefundedNotFinalLocally,
         DiscrepancyKind::ApprovedMissingOnServer,
@@ -96,6 +160,7 @@ impl DiscrepancyKind {
                 "Estornado no servidor, não concluído no caixa"
             }
             DiscrepancyKind::UnknownOnServer => "No servidor, sem registro neste caixa",
+            DiscrepancyKind::PixReceivedAfterCancel => "Pix recebido após cancelamento, a devolver",
         }
     }
 }
@@ -134,6 +199,8 @@ pub struct Closing {
     pub terminal: Option<String>,
     /// Payment attempts by state.
     pub totals: Totals,
+    /// The Pix apart.
+    pub pix: PixTotals,
     /// Refund attempts by state (refunds made that day, whatever day their sale was).
     pub refunds: Totals,
     /// Refunds of this till's payments that the server made for someone else (the API, another
@@ -152,6 +219,20 @@ pub struct Closing {
     pub discrepancies: Vec<Discrepancy>,
     /// Attempts (payments and refunds) still pending when the cashier chose to close anyway.
     pub pending: Vec<String>,
+}
+
+/// What the late Pix of declined attempts brought in.
+fn late_declined(attempts: &[&Attempt]) -> Total {
+    attempts
+        .iter()
+        .filter(|a| {
+            a.state == AttemptState::Recusado
+                && a.pix
+                    .as_ref()
+                    .is_some_and(|p| p.status == PixStatus::RecebidoAposCancelamento)
+        })
+        .map(|a| a.valor)
+        .sum()
 }
 
 /// What the server and the rest of the outbox say about one day, for [`reconcile`].
@@ -183,6 +264,17 @@ pub fn reconcile(
     let (refunds, attempts): (Vec<&Attempt>, Vec<&Attempt>) =
         attempts.iter().partition(|a| a.is_refund());
     let mut totals = Totals::default();
+    let mut pix = PixTotals::default();
+    for a in attempts.iter().chain(refunds.iter()).filter(|a| a.is_pix()) {
+        pix.add(a);
+    }
+    // What each payment attempt had paid back (approved refunds), for the late Pix.
+    let mut paid_back: HashMap<&str, Total> = HashMap::new();
+    for r in refunds.iter().filter(|r| r.state == AttemptState::Aprovado) {
+        if let Some(of) = &r.refund_of {
+            *paid_back.entry(of.as_ref()).or_default() += r.valor;
+        }
+    }
     let mut by_ref: HashMap<&str, Vec<&RemotePayment>> = HashMap::new();
     let mut seen = HashSet::new();
     for p in server {
@@ -205,7 +297,13 @@ pub fn reconcile(
             .copied()
             .filter(|p| p.status == RemoteStatus::Aprovado)
             .collect();
-        for p in &approved {
+        let late_pix = a.state == AttemptState::Recusado
+            && a.pix
+                .as_ref()
+                .is_some_and(|p| p.status == PixStatus::RecebidoAposCancelamento);
+        // A late Pix is the customer's money, listed below until given back; it is not a
+        // second payment of the sale.
+        for p in approved.iter().filter(|_| !late_pix) {
             approved_by_sale
                 .entry(a.sale_id.as_ref())
                 .or_default()
@@ -225,6 +323,21 @@ pub fn reconcile(
                 detail,
             };
         match a.state {
+            AttemptState::Recusado if late_pix => {
+                let back = paid_back.get(a.id.as_ref()).copied().unwrap_or_default();
+                if back < Total::from(a.valor) {
+                    discrepancies.push(base(
+                        DiscrepancyKind::PixReceivedAfterCancel,
+                        &approved,
+                        format!(
+                            "o cliente pagou {} depois que o caixa mostrou o Pix {}; devolvido {} — devolva o resto (Estornar)",
+                            a.valor,
+                            if a.motivo.as_deref() == Some("pix_expirado") { "expirado" } else { "cancelado" },
+                            back
+                        ),
+                    ));
+                }
+            }
             AttemptState::Aprovado if found.is_empty() => discrepancies.push(base(
                 DiscrepancyKind::ApprovedMissingOnServer,
                 &[],
@@ -322,11 +435,18 @@ pub fn reconcile(
         day: day.to_string(),
         closed_at,
         terminal: terminal.map(str::to_string),
+        // A late Pix was money in, whatever the attempt's state; its devolução is money out.
         net_centavos: Net::of(
-            totals.aprovado.centavos,
+            totals.aprovado.centavos
+                + if pix.recebidos_apos_cancelamento.count > 0 {
+                    late_declined(&attempts)
+                } else {
+                    Total::ZERO
+                },
             &[refund_totals.aprovado.centavos, elsewhere.centavos],
         ),
         totals,
+        pix,
         refunds: refund_totals,
         refunds_elsewhere: elsewhere,
         sales: sales.len(),
@@ -671,6 +791,109 @@ mod tests {
         assert_eq!((c.sales, c.server_payments), (2, 3));
     }
 
+    fn pix(mut a: Attempt, motivo: Option<&str>, status: PixStatus) -> Attempt {
+        a.metodo = "pix";
+        a.cartao = None;
+        a.motivo = motivo.map(String::from);
+        a.pix = Some(crate::domain::PixCharge {
+            payment_id: a.payment_id.clone().unwrap(),
+            txid: format!("tx{}", a.id),
+            copia_e_cola: "000201".into(),
+            expira_em: 0,
+            status,
+            e2eid: None,
+            pago_em: None,
+        });
+        a
+    }
+
+    #[test]
+    fn the_pix_are_counted_apart_and_a_late_one_is_listed_until_given_back() {
+        // Arrange: a Pix received, one expired, one cancelled then paid by the customer anyway
+        // (the sale then paid by card), and that late Pix given back in part.
+        let received = pix(
+            attempt("x1", "v1", 1, 1000, AttemptState::Aprovado),
+            None,
+            PixStatus::Aprovado,
+        );
+        let expired = pix(
+            attempt("x2", "v2", 2, 700, AttemptState::Recusado),
+            Some("pix_expirado"),
+            PixStatus::Expirado,
+        );
+        let late = pix(
+            attempt("x3", "v3", 3, 500, AttemptState::Recusado),
+            Some("pix_cancelado"),
+            PixStatus::RecebidoAposCancelamento,
+        );
+        let card = attempt("x4", "v3", 3, 500, AttemptState::Aprovado);
+        let mut back = refund("r1", &late, 200, AttemptState::Aprovado);
+        back.metodo = "pix";
+        let attempts = [
+            received.clone(),
+            expired.clone(),
+            late.clone(),
+            card.clone(),
+            back,
+        ];
+        let server = [
+            paid("pay_x1", "x1", 1000, "aprovado"),
+            paid("pay_x3", "x3", 500, "aprovado"),
+            paid("pay_x4", "x4", 500, "aprovado"),
+        ];
+        let refunds = [refunded("est_r1", "r1", 200, "aprovado")];
+        let none = HashSet::new();
+        // Act
+        let c = reconcile(
+            "2026-12-01",
+            1,
+            Some("caixa-01"),
+            &attempts,
+            &evidence(&server, &refunds, &none),
+        );
+        // Assert: one discrepancy, the late Pix not given back in full; no "two charges".
+        assert_eq!(
+            kinds(&c),
+            [DiscrepancyKind::PixReceivedAfterCancel],
+            "{:?}",
+            c.discrepancies
+        );
+        assert!(
+            c.discrepancies[0].detail.contains("devolvido R$ 2,00"),
+            "{}",
+            c.discrepancies[0].detail
+        );
+        let p = &c.pix;
+        assert_eq!(
+            (
+                p.recebidos.count,
+                p.expirados.count,
+                p.recebidos_apos_cancelamento.count,
+                p.devolvidos.count
+            ),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(p.devolvidos.centavos, t(200));
+        // Net: R$ 10,00 + R$ 5,00 (card) + R$ 5,00 (the late Pix came in) − R$ 2,00 given back.
+        assert_eq!(c.net_centavos, Net::of(t(2000), &[t(200)]));
+        // Given back in full: nothing listed.
+        let mut rest = refund("r2", &late, 300, AttemptState::Aprovado);
+        rest.metodo = "pix";
+        let attempts = [received, expired, late, card, attempts[4].clone(), rest];
+        let refunds = [
+            refunds[0].clone(),
+            refunded("est_r2", "r2", 300, "aprovado"),
+        ];
+        let c = reconcile(
+            "2026-12-01",
+            1,
+            Some("caixa-01"),
+            &attempts,
+            &evidence(&server, &refunds, &none),
+        );
+        assert!(c.discrepancies.is_empty(), "{:?}", c.discrepancies);
+    }
+
     #[test]
     fn every_kind_of_discrepancy_is_found() {
         let attempts = [
@@ -684,7 +907,14 @@ mod tests {
         let mut attempts = attempts.to_vec();
         let r1 = refund("r1", &attempts[2], 1000, AttemptState::Pendente); // the server paid it back
         attempts.push(r1);
+        // A Pix cancelled at the till, paid by the customer anyway, not given back.
+        attempts.push(pix(
+            attempt("a7", "v7", 7, 700, AttemptState::Recusado),
+            Some("pix_cancelado"),
+            PixStatus::RecebidoAposCancelamento,
+        ));
         let server = [
+            paid("p7", "a7", 700, "aprovado"),
             paid("p2", "a2", 2000, "aprovado"),
             paid("p3", "a3", 3300, "aprovado"),
             paid("p4", "a4", 4000, "aprovado"),

@@ -98,10 +98,9 @@ pub struct PixPaymentBody {
     pub terminal: Option<String>,
     /// The charge at the Pix provider.
     pub pix: PixDetail,
-    /// `GET` only: its devoluções (refunds paid back by the Pix provider), oldest first; absent
-    /// when none.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub estornos: Vec<RefundBody>,
+    /// `GET` only: its devoluções (refunds paid back by the Pix provider), oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estornos: Option<Vec<RefundBody>>,
 }
 
 /// What `POST /pagamentos` answers 201 with: a card payment (`Payment`), or a Pix waiting for the
@@ -166,7 +165,7 @@ impl From<&PixCharge> for PixPaymentBody {
                 e2eid: p.e2eid.clone(),
                 pago_em: p.pago_em.map(rfc3339),
             },
-            estornos: Vec::new(),
+            estornos: None,
         }
     }
 }
@@ -175,7 +174,7 @@ impl PixPaymentBody {
     /// A charge with its devoluções, as `GET /pagamentos/{id}` reads it.
     pub fn with_refunds(p: &PixCharge, refunds: &[Refund]) -> Self {
         Self {
-            estornos: refunds.iter().map(RefundBody::from).collect(),
+            estornos: Some(refunds.iter().map(RefundBody::from).collect()),
             ..Self::from(p)
         }
     }

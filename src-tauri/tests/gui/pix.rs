@@ -11,6 +11,7 @@ use std::time::Duration;
 
 const F5: &str = "\u{E035}";
 const ESC: &str = "\u{E00C}";
+const F9: &str = "\u{E039}";
 
 /// The simulator, the API pointed at it, and a proxy the app talks to the API through.
 struct PixStack {
@@ -341,6 +342,20 @@ async fn a_pix_paid_after_the_cashier_cancelled_it_is_shown_and_given_back() {
     app.wait_status("Pix recebido após cancelamento").await;
     assert!(!app.hidden("unfinished").await);
     app.screenshot("pix-pago-apos-cancelar").await;
+    // The closing lists it, with the Pix counted apart.
+    app.press(F9).await;
+    app.wait_verdict("divergência encontrada").await;
+    let kinds = app
+        .js("return [...document.querySelectorAll('#closing-discrepancies section')].map(s => s.dataset.kind)")
+        .await;
+    assert_eq!(kinds, json!(["pix_received_after_cancel"]));
+    let totals = app.prop("closing-totals", "textContent").await.unwrap();
+    assert!(
+        totals.contains("Pix recebidos após cancelamento"),
+        "{totals}"
+    );
+    app.screenshot("fechamento-pix-a-devolver").await;
+    app.press(ESC).await;
     // Given back from the history: one devolução at the bank, and nothing owed any more.
     app.click(&format!("estornar-{payment}")).await;
     app.wait_until("the refund dialog", |a| async move {
