@@ -488,22 +488,29 @@ export function offlineBanner(state) {
     : state.connectivity === "unknown"
       ? "Verificando a conexão com o servidor de pagamentos…"
       : "Sem conexão com o servidor de pagamentos.";
-  const n = state.queue.count;
+  // A Pix whose QR is shown was sent already: it waits for the customer, not for the network.
+  const pix = [...state.attempts.values()].filter(pixWaiting);
+  const pixTotal = pix.reduce((sum, a) => sum + a.valor, 0);
+  const n = Math.max(0, state.queue.count - pix.length);
+  const total = Math.max(0, state.queue.total - pixTotal);
   const refunds = state.queue.refund_count || 0;
   const parts = [];
-  if (n > 0) parts.push(`${n} ${n === 1 ? "pagamento aguardando" : "pagamentos aguardando"} · ${brl(state.queue.total)}`);
+  if (n > 0) parts.push(`${n} ${n === 1 ? "pagamento aguardando" : "pagamentos aguardando"} · ${brl(total)}`);
   if (refunds > 0) parts.push(`${refunds} ${refunds === 1 ? "estorno aguardando" : "estornos aguardando"} · ${brl(state.queue.refund_total)}`);
+  const pixPart = pix.length === 0
+    ? ""
+    : ` ${pix.length === 1 ? "1 Pix já enviado aguarda" : `${pix.length} Pix já enviados aguardam`} o cliente · ${brl(pixTotal)} — confirmado quando a rede voltar.`;
   if (untrusted) {
     const why = state.connectivityProblem ? `${capitalize(state.connectivityProblem)}.` : "O certificado apresentado não é aceito por este caixa.";
     const waiting = parts.length === 0
-      ? "Nenhum pagamento aguardando."
+      ? (pix.length === 0 ? "Nenhum pagamento aguardando." : "")
       : `${parts.join("; ")} — guardados com as mesmas chaves; ${n + refunds === 1 ? "será enviado" : "serão enviados"} quando o certificado for aceito.`;
-    return { title, detail: `${why} ${waiting} Não cobre de novo.` };
+    return { title, detail: `${why} ${waiting}${pixPart} Não cobre de novo.`.replace(/ {2,}/g, " ") };
   }
-  const detail = parts.length === 0
-    ? "Nenhum pagamento aguardando."
+  const queued = parts.length === 0
+    ? (pix.length === 0 ? "Nenhum pagamento aguardando." : "")
     : `${parts.join("; ")} — ${n + refunds === 1 ? "será enviado sozinho" : "serão enviados sozinhos"} quando a rede voltar.`;
-  return { title, detail };
+  return { title, detail: `${queued}${pixPart}`.trim() };
 }
 
 /** The server is known to answer now. */

@@ -419,3 +419,14 @@ test("a Pix paid after the till closed it asks to be given back until it is", ()
   upsert(s, attempt({ id: "att_dev", kind: "estorno", refund_of: late.id, state: "aprovado", valor: late.valor }));
   assert.deepEqual(unfinishedSales(s), [], "given back in full: nothing owed");
 });
+
+test("offline, a Pix already shown is not counted as waiting to be sent", () => {
+  const s = ready(pix({ valor: 750 }));
+  s.connectivity = "offline";
+  s.queue = { count: 1, total: 750, refund_count: 0, refund_total: 0 };
+  assert.equal(offlineBanner(s).detail, "1 Pix já enviado aguarda o cliente · R$ 7,50 — confirmado quando a rede voltar.");
+  upsert(s, attempt({ id: "att_2", sale_id: "venda-2", valor: 1000 }));
+  s.queue = { count: 2, total: 1750, refund_count: 0, refund_total: 0 };
+  assert.equal(offlineBanner(s).detail,
+    "1 pagamento aguardando · R$ 10,00 — será enviado sozinho quando a rede voltar. 1 Pix já enviado aguarda o cliente · R$ 7,50 — confirmado quando a rede voltar.");
+});
