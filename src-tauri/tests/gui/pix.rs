@@ -22,8 +22,14 @@ struct PixStack {
 
 impl PixStack {
     async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// With more `payment-api` flags (`--pix-expiry-secs 30`…).
+    async fn start_with(extra: &[&str]) -> Self {
         let pix = PixProcess::start();
-        let flags = pix.api_flags(300);
+        let mut flags = pix.api_flags(300);
+        flags.extend(extra.iter().map(|s| s.to_string()));
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let api = ApiProcess::start(&flags);
         let proxy = FaultProxy::start(api.addr()).await;
@@ -389,5 +395,77 @@ async fn a_pix_paid_after_the_cashier_cancelled_it_is_shown_and_given_back() {
         ),
         (Some(1), Some(1), Some(2500))
     );
+    app.close().await;
+}
+
+#[tokio::test]
+async fn a_webhook_sent_three_times_turns_the_screen_once_and_records_one_pix() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "3,33").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    stack
+        .pix
+        .customer_pays(&txid, json!({"webhook": "triplicado"}))
+        .await;
+    app.wait_status("Pix recebido").await;
+    // Every delivery reached the API and was accepted; the Pix counted once everywhere.
+    for _ in 0..50 {
+        if stack.pix.counts().await["entregas_aceitas"] == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let c = stack.pix.counts().await;
+    assert_eq!(
+        (c["entregas_aceitas"].as_i64(), c["pix"].as_i64()),
+        (Some(3), Some(1))
+    );
+    let attempts = app.invoke("attempts", json!({})).await;
+    let paid: Vec<&Value> = attempts["ok"]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["state"] == "aprovado")
+        .collect();
+    assert_eq!(paid.len(), 1);
+    app.close().await;
+}
+
+#[tokio::test]
+async fn a_pix_that_expires_on_screen_and_is_paid_anyway_is_shown_to_give_back() {
+    // A 30-second Pix (the shortest the API takes).
+    let stack = PixStack::start_with(&["--pix-expiry-secs", "30"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "18,00").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    let countdown = app.prop("pix-countdown", "textContent").await.unwrap();
+    assert!(
+        countdown == "Expira em 00:30" || countdown.starts_with("Expira em 00:2"),
+        "{countdown}"
+    );
+    // Act: the time runs out (plus the server's grace); the server removes it at the bank.
+    app.wait_until("the Pix expired", |a| async move {
+        a.status().await.starts_with("Pix expirado")
+    })
+    .await;
+    assert_eq!(
+        stack.pix.cob(&txid).await["status"],
+        "REMOVIDA_PELO_USUARIO_RECEBEDOR"
+    );
+    app.screenshot("pix-expirado").await;
+    // The customer pays the stale QR at a bank that lets it through.
+    let (status, _) = stack
+        .pix
+        .customer_pays(&txid, json!({"aceitar_inativa": true}))
+        .await;
+    assert_eq!(status, 201);
+    app.wait_status("Pix recebido após cancelamento").await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(detail.contains("expirado"), "{detail}");
     app.close().await;
 }
