@@ -469,3 +469,25 @@ async fn a_pix_that_expires_on_screen_and_is_paid_anyway_is_shown_to_give_back()
     assert!(detail.contains("expirado"), "{detail}");
     app.close().await;
 }
+
+/// `make run`'s embedded default: the Pix simulator runs inside the app, and the QA button plays
+/// the customer.
+#[tokio::test]
+async fn on_the_embedded_sandbox_the_qa_button_pays_the_pix_on_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch(dir.path()).await;
+    app.wait_until("online", |a| async move { a.badge().await == "Online" })
+        .await;
+    app.type_into("valor", "4,20").await;
+    app.press(F5).await;
+    let (_, copia) = pix_on_screen(&app).await;
+    let shot = app.screenshot("pix-sandbox").await;
+    assert_eq!(decode_qr(&shot), std::slice::from_ref(&copia));
+    assert!(
+        !app.hidden("qa-pix-pay").await,
+        "the sandbox offers the QA payment"
+    );
+    app.click("qa-pix-pay").await;
+    app.wait_status("Pix recebido").await;
+    app.close().await;
+}
