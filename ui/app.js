@@ -32,24 +32,8 @@ function draw() {
 }
 
 /** F5 or the Pix button: the Pix is written ahead, then the server makes its QR. */
-async function payPix() {
-  if ($("pix").disabled || state.pressing) return;
-  state.pressing = true;
-  state.error = null;
-  $("pix").disabled = true;
-  $("pagar").disabled = true;
-  draw();
-  try {
-    const reply = await invoke("pay_pix", { saleId: state.saleId, valor: $("valor").value });
-    upsert(state, reply.attempt);
-    state.attemptId = reply.attempt.id;
-    state.anotherCard = false;
-  } catch (err) {
-    state.error = errorText(err);
-  } finally {
-    state.pressing = false;
-    draw();
-  }
+function payPix() {
+  return startPayment("pix", "pay_pix", () => ({ saleId: state.saleId, valor: $("valor").value }));
 }
 
 /** "Cancelar Pix" (Esc): removed at the bank before the sale is paid another way. */
@@ -83,14 +67,20 @@ async function qaPixPay() {
 
 async function press(ev) {
   ev.preventDefault();
-  // Synchronous guard: a double click, a held Enter or a burst of clicks ends here.
-  if ($("pagar").disabled || state.pressing) return;
+  await startPayment("pagar", "pay", () => ({ saleId: state.saleId, valor: $("valor").value, cartao: $("cartao").value }));
+}
+
+/** Pagar or Pix: a synchronous guard (a double click, a held key or a burst of clicks ends
+ * here), both buttons off, then the command; its attempt becomes the one the screen follows. */
+async function startPayment(button, command, args) {
+  if ($(button).disabled || state.pressing) return;
   state.pressing = true;
   state.error = null;
   $("pagar").disabled = true;
+  $("pix").disabled = true;
   draw();
   try {
-    const reply = await invoke("pay", { saleId: state.saleId, valor: $("valor").value, cartao: $("cartao").value });
+    const reply = await invoke(command, args());
     upsert(state, reply.attempt);
     state.attemptId = reply.attempt.id;
     state.anotherCard = false;

@@ -7,7 +7,7 @@
 //! the server listed them in, the totals and every discrepancy out.
 
 use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
-use crate::domain::{sale_number, AttemptState, Centavos, Net, PixStatus, Total, UnixMillis};
+use crate::domain::{sale_number, AttemptState, Centavos, Net, Total, UnixMillis};
 use crate::outbox::Attempt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -69,10 +69,7 @@ pub struct PixTotals {
 
 impl PixTotals {
     fn add(&mut self, a: &Attempt) {
-        let late = a
-            .pix
-            .as_ref()
-            .is_some_and(|p| p.status == PixStatus::RecebidoAposCancelamento);
+        let late = a.is_late_pix();
         let t = match (a.state, a.motivo.as_deref()) {
             _ if a.is_refund() => {
                 if a.state != AttemptState::Aprovado {
@@ -225,12 +222,7 @@ pub struct Closing {
 fn late_declined(attempts: &[&Attempt]) -> Total {
     attempts
         .iter()
-        .filter(|a| {
-            a.state == AttemptState::Recusado
-                && a.pix
-                    .as_ref()
-                    .is_some_and(|p| p.status == PixStatus::RecebidoAposCancelamento)
-        })
+        .filter(|a| a.is_late_pix())
         .map(|a| a.valor)
         .sum()
 }
@@ -297,10 +289,7 @@ pub fn reconcile(
             .copied()
             .filter(|p| p.status == RemoteStatus::Aprovado)
             .collect();
-        let late_pix = a.state == AttemptState::Recusado
-            && a.pix
-                .as_ref()
-                .is_some_and(|p| p.status == PixStatus::RecebidoAposCancelamento);
+        let late_pix = a.is_late_pix();
         // A late Pix is the customer's money, listed below until given back; it is not a
         // second payment of the sale.
         for p in approved.iter().filter(|_| !late_pix) {
@@ -662,7 +651,7 @@ mod tests {
     fn t(v: i64) -> Total {
         Total::new(v).unwrap()
     }
-    use crate::domain::{AttemptId, CardToken, Centavos, IdempotencyKey, SaleId};
+    use crate::domain::{AttemptId, CardToken, Centavos, IdempotencyKey, PixStatus, SaleId};
 
     fn attempt(id: &str, sale: &str, n: u32, valor: i64, state: AttemptState) -> Attempt {
         Attempt {

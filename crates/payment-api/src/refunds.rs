@@ -123,8 +123,7 @@ impl Refunds {
     ) -> Result<GatewayRefund> {
         let provider = self.pix.as_ref().ok_or(ApiError::PixUnavailable)?;
         let id = downstream.as_ref().trim_start_matches("dr_");
-        let valor = format!("{}.{:02}", valor.get() / 100, valor.get() % 100);
-        let devolucao = provider.refund(e2eid, id, &valor).await?;
+        let devolucao = provider.refund(e2eid, id, &valor.as_reais()).await?;
         let decision = match devolucao.status.as_str() {
             "DEVOLVIDO" => ChargeDecision::Aprovado,
             "NAO_REALIZADO" => ChargeDecision::Recusado("devolucao_nao_realizada".into()),

@@ -2,7 +2,7 @@
 
 use crate::domain::{
     AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId,
-    PixCharge, SaleId, Total, UnixMillis,
+    PixCharge, PixStatus, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use serde::Serialize;
@@ -74,6 +74,16 @@ impl Attempt {
     /// True for a Pix.
     pub fn is_pix(&self) -> bool {
         self.metodo == "pix"
+    }
+
+    /// True for a Pix the customer paid after the till closed it (`recusado`, its charge
+    /// `recebido_apos_cancelamento`): money that must be given back.
+    pub fn is_late_pix(&self) -> bool {
+        self.state == AttemptState::Recusado
+            && self
+                .pix
+                .as_ref()
+                .is_some_and(|p| p.status == PixStatus::RecebidoAposCancelamento)
     }
 
     /// Still being decided: `pendente`, or in `revisao` until the server said it has nothing for

@@ -91,13 +91,8 @@ fn refundable(paid: &Attempt) -> Result<PaymentId> {
             "um estorno não pode ser estornado; escolha o pagamento".into(),
         ));
     }
-    // A Pix the customer paid after the till closed it: the money is the merchant's, and a
-    // devolução is how it goes back.
-    let late_pix = paid
-        .pix
-        .as_ref()
-        .is_some_and(|p| p.status == crate::domain::PixStatus::RecebidoAposCancelamento);
-    if paid.state != AttemptState::Aprovado && !late_pix {
+    // A Pix the customer paid after the till closed it goes back by a devolução too.
+    if paid.state != AttemptState::Aprovado && !paid.is_late_pix() {
         return Err(CoreError::Invalid(format!(
             "só um pagamento aprovado pode ser estornado; este está {}",
             paid.state.label()

@@ -60,6 +60,11 @@ impl Centavos {
     pub fn get(self) -> i64 {
         self.0
     }
+
+    /// The amount as the API Pix and the BR Code write it: reais with two decimals, `"12.34"`.
+    pub fn as_reais(self) -> String {
+        format!("{}.{:02}", self.0 / 100, self.0 % 100)
+    }
 }
 
 impl TryFrom<i64> for Centavos {

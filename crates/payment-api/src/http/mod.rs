@@ -11,6 +11,7 @@ pub use openapi::ApiDoc;
 use crate::conn::ConnHandle;
 use crate::domain::{
     BodyDigest, FieldError, IdempotencyKey, MerchantId, PaymentId, PixRequest, PixStatus,
+    PIX_CHARGE_PREFIX,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -417,24 +418,26 @@ pub(crate) async fn get_payment(
 ) -> Result<Response> {
     let Query(wait) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
-    // A Pix first: once received it is a payment too, but its state is the charge's.
-    if let Some(charge) = state.store().pix_charge(&merchant, &id).await? {
-        let charge = match (wait.aguardar, state.pix()) {
-            (Some(secs), Some(pix)) if charge.status == PixStatus::Aguardando => {
-                wait_for_change(&state, pix, &merchant, &id, charge, secs).await?
-            }
-            _ => charge,
-        };
+    // A card payment answers from its row, as before; a Pix is read from its charge (a received
+    // one is a payment too, `cobranca_id` `pix:…`, but its state is the charge's).
+    let payment = state.store().payment(&merchant, &id).await?;
+    if let Some(payment) = payment.filter(|p| !p.cobranca_id.starts_with(PIX_CHARGE_PREFIX)) {
         let refunds = state.store().refunds_of(&merchant, &id).await?;
-        return Ok(Json(PixPaymentBody::with_refunds(&charge, &refunds)).into_response());
+        return Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response());
     }
-    let payment = state
+    let charge = state
         .store()
-        .payment(&merchant, &id)
+        .pix_charge(&merchant, &id)
         .await?
         .ok_or(ApiError::NotFound)?;
+    let charge = match (wait.aguardar, state.pix()) {
+        (Some(secs), Some(pix)) if charge.status == PixStatus::Aguardando => {
+            wait_for_change(&state, pix, &merchant, &id, charge, secs).await?
+        }
+        _ => charge,
+    };
     let refunds = state.store().refunds_of(&merchant, &id).await?;
-    Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response())
+    Ok(Json(PixPaymentBody::with_refunds(&charge, &refunds)).into_response())
 }
 
 /// `?aguardar=N` on `GET /pagamentos/{id}`: a long poll.

@@ -7,6 +7,7 @@
 //! reference label `***` (62/05: the txid travels in the location's payload) and, last, the
 //! CRC16-CCITT (poly 0x1021, init 0xFFFF) of everything before it including `6304` (63).
 
+use crate::domain::Centavos;
 use crc::{Crc, CRC_16_IBM_3740};
 
 /// CRC16-CCITT-FALSE, the checksum the BR Code specifies.
@@ -26,7 +27,7 @@ pub struct Merchant {
 }
 
 /// The BR Code for a dynamic charge at `location`, of `centavos`.
-pub fn dynamic(location: &str, centavos: i64, merchant: &Merchant) -> String {
+pub fn dynamic(location: &str, valor: Centavos, merchant: &Merchant) -> String {
     let location = location
         .trim_start_matches("https://")
         .trim_start_matches("http://");
@@ -37,7 +38,7 @@ pub fn dynamic(location: &str, centavos: i64, merchant: &Merchant) -> String {
     out += &field("26", &account);
     out += &field("52", "0000");
     out += &field("53", "986"); // BRL
-    out += &field("54", &format!("{}.{:02}", centavos / 100, centavos % 100));
+    out += &field("54", &valor.as_reais());
     out += &field("58", "BR");
     out += &field("59", &plain(&merchant.name, MAX_NAME));
     out += &field("60", &plain(&merchant.city, MAX_CITY));
@@ -92,7 +93,7 @@ mod tests {
         for centavos in [1, 99, 100, 1234, 9_999_999] {
             let code = dynamic(
                 "https://pix.sandbox.pagar.dev/qr/v2/9d36b84fc70b478fb95c12729b90ca25",
-                centavos,
+                Centavos::new(centavos).unwrap(),
                 &loja(),
             );
             // `brcode` (crates.io) parses EMV QRCPS-MPM independently of this module.

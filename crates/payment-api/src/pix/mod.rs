@@ -90,7 +90,7 @@ impl Pix {
             ))
         })?;
         let copia_e_cola = cob.pix_copia_e_cola.clone().unwrap_or_else(|| {
-            brcode::dynamic(&cob.location, request.valor.get(), &self.settings.merchant)
+            brcode::dynamic(&cob.location, request.valor, &self.settings.merchant)
         });
         let now = self.store.now_ms();
         Ok(PixCharge {
@@ -117,11 +117,7 @@ impl Pix {
     /// The charge at the provider for this key: created now, or, when the txid was used before
     /// (a retry after a crash), read back.
     async fn cob_for(&self, txid: &Txid, request: &PixRequest) -> Result<Cob, ProviderError> {
-        let valor = format!(
-            "{}.{:02}",
-            request.valor.get() / 100,
-            request.valor.get() % 100
-        );
+        let valor = request.valor.as_reais();
         let expiry = request.expiracao.unwrap_or(self.settings.expiry_secs);
         match self
             .provider
