@@ -16,7 +16,7 @@ const F9: &str = "\u{E039}";
 /// The simulator, the API pointed at it, and a proxy the app talks to the API through.
 struct PixStack {
     pix: PixProcess,
-    _api: ApiProcess,
+    api: ApiProcess,
     proxy: FaultProxy,
 }
 
@@ -33,11 +33,7 @@ impl PixStack {
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let api = ApiProcess::start(&flags);
         let proxy = FaultProxy::start(api.addr()).await;
-        Self {
-            pix,
-            _api: api,
-            proxy,
-        }
+        Self { pix, api, proxy }
     }
 
     async fn launch(&self, dir: &std::path::Path) -> GuiApp {
@@ -143,6 +139,36 @@ async fn f5_shows_a_pix_qr_that_decodes_to_its_br_code_and_the_customers_payment
     );
     assert_eq!(counts(&stack.pix).await, (1, 1));
     app.close().await;
+}
+
+/// "Estornar" on the Pix `payment` in the history, then "Revisar" with the amount it offers:
+/// that amount and the confirmation the dialog shows (not yet confirmed).
+async fn ask_devolucao(app: &GuiApp, payment: &str) -> (Option<String>, String) {
+    app.click(&format!("estornar-{payment}")).await;
+    app.wait_until("the refund dialog", |a| async move {
+        !a.hidden("refund-dialog").await
+    })
+    .await;
+    let offered = app.prop("refund-valor", "value").await;
+    app.click("refund-review").await;
+    app.wait_until("the confirmation", |a| async move {
+        !a.hidden("refund-confirm").await
+    })
+    .await;
+    let confirm = app
+        .prop("refund-confirm-text", "textContent")
+        .await
+        .unwrap();
+    (offered, confirm)
+}
+
+async fn wait_refund_approved(app: &GuiApp) {
+    app.wait_until("the refund approved", |a| async move {
+        a.prop("refund-status-label", "textContent")
+            .await
+            .is_some_and(|t| t == "Estorno aprovado")
+    })
+    .await;
 }
 
 async fn current_attempt(app: &GuiApp) -> String {
@@ -274,24 +300,8 @@ async fn a_pix_is_given_back_from_the_history_once_even_when_the_answer_is_lost(
     app.wait_status("Pix recebido").await;
     let payment = current_attempt(&app).await;
     // Act: "Estornar" on the Pix, confirmed while the answer will be cut after the server acted.
-    app.click(&format!("estornar-{payment}")).await;
-    app.wait_until("the refund dialog", |a| async move {
-        !a.hidden("refund-dialog").await
-    })
-    .await;
-    assert_eq!(
-        app.prop("refund-valor", "value").await.as_deref(),
-        Some("12,00")
-    );
-    app.click("refund-review").await;
-    app.wait_until("the confirmation", |a| async move {
-        !a.hidden("refund-confirm").await
-    })
-    .await;
-    let confirm = app
-        .prop("refund-confirm-text", "textContent")
-        .await
-        .unwrap();
+    let (offered, confirm) = ask_devolucao(&app, &payment).await;
+    assert_eq!(offered.as_deref(), Some("12,00"));
     assert_eq!(
         confirm,
         "Devolver R$ 12,00 da venda nº 0001 ao pagador do Pix?"
@@ -307,12 +317,7 @@ async fn a_pix_is_given_back_from_the_history_once_even_when_the_answer_is_lost(
     app.screenshot("pix-devolucao-pendente").await;
     stack.proxy.set(Fault::Pass).await;
     // Assert: approved once the till hears the replay; one devolução at the bank.
-    app.wait_until("the refund approved", |a| async move {
-        a.prop("refund-status-label", "textContent")
-            .await
-            .is_some_and(|t| t == "Estorno aprovado")
-    })
-    .await;
+    wait_refund_approved(&app).await;
     let detail = app
         .prop("refund-status-detail", "textContent")
         .await
@@ -363,23 +368,9 @@ async fn a_pix_paid_after_the_cashier_cancelled_it_is_shown_and_given_back() {
     app.screenshot("fechamento-pix-a-devolver").await;
     app.press(ESC).await;
     // Given back from the history: one devolução at the bank, and nothing owed any more.
-    app.click(&format!("estornar-{payment}")).await;
-    app.wait_until("the refund dialog", |a| async move {
-        !a.hidden("refund-dialog").await
-    })
-    .await;
-    app.click("refund-review").await;
-    app.wait_until("the confirmation", |a| async move {
-        !a.hidden("refund-confirm").await
-    })
-    .await;
+    ask_devolucao(&app, &payment).await;
     app.click("refund-confirm").await;
-    app.wait_until("the refund approved", |a| async move {
-        a.prop("refund-status-label", "textContent")
-            .await
-            .is_some_and(|t| t == "Estorno aprovado")
-    })
-    .await;
+    wait_refund_approved(&app).await;
     app.press(ESC).await;
     app.wait_until(
         "nothing owed",
@@ -489,5 +480,48 @@ async fn on_the_embedded_sandbox_the_qa_button_pays_the_pix_on_screen() {
     );
     app.click("qa-pix-pay").await;
     app.wait_status("Pix recebido").await;
+    app.close().await;
+}
+
+/// The Pix's first answer is lost after the server made the charge (the server drops it), and the
+/// app is killed while the sale waits: on restart the sale comes back, the same charge is
+/// answered again (a replay of its key), and the bank has one charge.
+#[tokio::test]
+async fn a_pix_whose_answer_was_lost_and_whose_app_was_killed_comes_back_as_the_same_charge() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "61,00").await;
+    // The server drops its answer after committing (the health probe still answers).
+    stack
+        .api
+        .set_faults(json!({"drop_response_probability": 1.0}))
+        .await;
+    app.press(F5).await;
+    app.wait_status("Pix pendente — não cobre de novo").await;
+    for _ in 0..50 {
+        if counts(&stack.pix).await.0 == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        counts(&stack.pix).await,
+        (1, 0),
+        "the server made the charge"
+    );
+    app.screenshot("pix-resposta-perdida").await;
+    // Act: kill -9 with the sale in doubt, the network back, start again.
+    let app = app.kill_and_relaunch().await;
+    stack.api.set_faults(json!({})).await;
+    // Assert: the same charge on screen; still one at the bank; paid once.
+    let (txid, copia) = pix_on_screen(&app).await;
+    let shot = app.screenshot("pix-resposta-perdida-apos-kill").await;
+    assert_eq!(decode_qr(&shot), std::slice::from_ref(&copia));
+    assert!(!app.enabled("pagar").await && !app.enabled("pix").await);
+    assert_eq!(counts(&stack.pix).await, (1, 0));
+    stack.pix.customer_pays(&txid, json!({})).await;
+    app.wait_status("Pix recebido").await;
+    assert_eq!(counts(&stack.pix).await, (1, 1));
     app.close().await;
 }
