@@ -57,6 +57,9 @@ pub struct Config {
     /// The store's offset from UTC: sale numbers restart and the till closes by this day.
     /// Default −03:00 (Brasília).
     pub utc_offset: time::UtcOffset,
+    /// How often the Pix this till closed unpaid in the last hour are asked about, in case the
+    /// customer paid one anyway. Default 10 s.
+    pub late_pix_recheck: Duration,
 }
 
 impl Config {
@@ -85,6 +88,7 @@ impl Config {
             max_outbox_bytes: None,
             terminal: None,
             utc_offset: time::macros::offset!(-3),
+            late_pix_recheck: Duration::from_secs(10),
         }
     }
 

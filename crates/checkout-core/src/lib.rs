@@ -13,11 +13,12 @@ pub mod error;
 pub mod export;
 pub mod outbox;
 
-pub use closing::{Closing, Discrepancy, DiscrepancyKind, Tally};
+pub use closing::{Closing, Discrepancy, DiscrepancyKind, PixTotals, Tally};
 pub use config::Config;
 pub use domain::{
     format_brl, mask_card, AttemptId, AttemptKind, AttemptState, CardToken, Centavos,
-    IdempotencyKey, Net, PaymentId, RefundReason, SaleId, Total, UnixMillis,
+    IdempotencyKey, Net, PayMethod, PaymentId, PixCharge, PixStatus, RefundReason, SaleId, Total,
+    UnixMillis,
 };
 pub use engine::{Checkout, Connectivity, Event, OpenSale};
 pub use error::{CoreError, Result};

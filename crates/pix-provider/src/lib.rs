@@ -17,7 +17,8 @@
 //!
 //! QA controls (`/qa/…`) play the customer: pay a charge now or after a delay, even after it
 //! expired or was removed (the PSPs of `bacen/pix-api#319`), with the callback delivered, lost,
-//! sent two or three times, or late. Everything is kept in its own SQLite file: the counts a test
+//! sent two or three times, or late; `GET /qa/cobs[?chave=…]` lists every charge (to a key) with its Pix and devoluções
+//! (the ledger the trials' checker reads). Everything is kept in its own SQLite file: the counts a test
 //! checks (`GET /qa/contagens`) are this simulator's own, never the API's.
 
 mod routes;

@@ -3,7 +3,7 @@
 use crate::store::{now_ms, Cob, Devolucao, PixDb, PixRecebido, Refused};
 use crate::valor;
 use crate::webhook::{Dispatcher, Mode};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -34,6 +34,7 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/webhook/{chave}", put(put_webhook))
         .route("/qa/cob/{txid}/pagar", post(qa_pay))
         .route("/qa/contagens", get(qa_counts))
+        .route("/qa/cobs", get(qa_ledger))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .with_state(state)
 }
@@ -373,6 +374,22 @@ fn pay_now(
 async fn qa_counts(State(s): St) -> Response {
     match s.store.counts() {
         Ok(c) => Json(c).into_response(),
+        Err(e) => refused(e, "ServicoIndisponivel"),
+    }
+}
+
+#[derive(Deserialize)]
+struct LedgerQuery {
+    chave: Option<String>,
+}
+
+/// `GET /qa/cobs[?chave=…]`: every charge (to that key) as `GET /cob/{txid}` shows it, in
+/// creation order.
+async fn qa_ledger(State(s): St, Query(q): Query<LedgerQuery>) -> Response {
+    match s.store.ledger(q.chave.as_deref()) {
+        Ok(cobs) => {
+            Json(json!({"cobs": cobs.iter().map(cob_json).collect::<Vec<_>>()})).into_response()
+        }
         Err(e) => refused(e, "ServicoIndisponivel"),
     }
 }

@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS cob (
     location    TEXT    NOT NULL,
     solicitacao TEXT
 );
+CREATE INDEX IF NOT EXISTS cob_chave ON cob (chave);
 CREATE TABLE IF NOT EXISTS pix (
     e2eid   TEXT    PRIMARY KEY,
     txid    TEXT    NOT NULL REFERENCES cob (txid),
@@ -318,6 +319,26 @@ impl PixDb {
                 params![webhook_id, body, status, erro, now_ms()],
             )?;
             Ok(())
+        })
+    }
+
+    /// Every charge (to the key `chave`, or to any key) with its Pix and devoluções, oldest
+    /// first: the ledger a checker compares with what the API and the tills believe.
+    pub fn ledger(&self, chave: Option<&str>) -> Result<Vec<Cob>, Refused> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT txid FROM cob WHERE ?1 IS NULL OR chave = ?1 ORDER BY rowid",
+            )?;
+            let txids: Vec<String> = st
+                .query_map([chave], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut cobs = Vec::with_capacity(txids.len());
+            for txid in txids {
+                if let Some(cob) = read_cob(c, &txid)? {
+                    cobs.push(cob);
+                }
+            }
+            Ok(cobs)
         })
     }
 

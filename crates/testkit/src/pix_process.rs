@@ -4,6 +4,7 @@
 use crate::api_process::workspace_binary;
 use serde_json::Value;
 use std::io::BufRead;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 /// The bearer token every [`PixProcess`] accepts.
@@ -19,9 +20,25 @@ pub struct PixProcess {
 }
 
 impl PixProcess {
-    /// Starts the simulator on a free port.
+    /// Starts the simulator on a free port; its log goes to the test's stderr.
     pub fn start() -> Self {
+        Self::start_logging_to(None)
+    }
+
+    /// Starts the simulator on a free port, its log appended to `log` (`None`: the test's
+    /// stderr).
+    pub fn start_logging_to(log: Option<&Path>) -> Self {
         let dir = tempfile::tempdir().expect("a temporary folder");
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .expect("the simulator's log file"),
+            ),
+            None => Stdio::inherit(),
+        };
         let mut child = Command::new(workspace_binary("pix-provider", "PAGAR_PIX_BIN"))
             .args(["--listen", "127.0.0.1:0", "--token", PIX_TOKEN])
             .args(["--webhook-secrets", PIX_SECRET])
@@ -29,7 +46,7 @@ impl PixProcess {
             .arg(dir.path().join("psp.db"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("pix-provider starts");
         let mut line = String::new();
@@ -89,6 +106,19 @@ impl PixProcess {
     /// Its own counts: `cobrancas`, `pix`, `devolucoes`, `entregas`, `entregas_aceitas`.
     pub async fn counts(&self) -> Value {
         self.get("/qa/contagens").await
+    }
+
+    /// Every charge to the Pix key `chave` as the simulator has it, with its Pix and devoluções
+    /// (`GET /qa/cobs?chave=…`).
+    pub async fn ledger(&self, chave: &str) -> Value {
+        let res = reqwest::Client::new()
+            .get(format!("{}/qa/cobs", self.url))
+            .query(&[("chave", chave)])
+            .bearer_auth(PIX_TOKEN)
+            .send()
+            .await
+            .expect("the simulator answers");
+        res.json().await.expect("JSON")
     }
 
     /// A charge as the simulator has it (`GET /cob/{txid}`).

@@ -4,15 +4,21 @@
 //!
 //! Usage: trial-client <outbox.db> <api-url> <api-key> <plan|-> <drain-secs>
 //! where a plan is `sale:valor:card:presses:delay_ms` items joined by `;` (each paid after its
-//! delay from the start).
+//! delay from the start; card `pix` presses F5 instead: a Pix charge).
 //! Prints `stored <attempt>` and `refused <sale> <kind>` per payment, then `drained` or `pending`.
 //! While it waits, a sale whose payment is in review with no charge found is paid again with
 //! another card, as a cashier would ("Outro cartão"): the engine cancels the old key first, and
-//! the sale is settled only once that key can no longer charge.
+//! the sale is settled only once that key can no longer charge. A Pix whose QR has waited
+//! [`PIX_PATIENCE`] is cancelled ("Cancelar Pix") and, once cancelled, its sale is paid by card,
+//! as a cashier whose customer gave up on the QR would. Once settled, it asks the server about
+//! the Pix it closed (one paid anyway is recorded to give back) before it prints `drained`.
 
 use checkout_core::{AttemptState, CardToken, Centavos, Checkout, Config, CoreError, SaleId};
 use std::io::Write;
 use std::time::Duration;
+
+/// How long a Pix QR waits for the customer before the cashier cancels it.
+const PIX_PATIENCE: Duration = Duration::from_millis(1_500);
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
@@ -30,6 +36,7 @@ async fn main() -> std::process::ExitCode {
     config.probe_timeout = Duration::from_millis(300);
     config.connect_timeout = Duration::from_millis(300);
     config.request_timeout = Duration::from_millis(1_500);
+    config.late_pix_recheck = Duration::from_millis(500);
     let checkout = match Checkout::open(db, config).await {
         Ok(c) => c,
         Err(e) => {
@@ -49,9 +56,19 @@ async fn main() -> std::process::ExitCode {
         tokio::time::sleep_until(started + delay).await;
         let sale = SaleId::parse(sale).expect("a sale id");
         let valor = Centavos::new(valor.parse().expect("centavos")).expect("an amount");
-        let card = CardToken::parse(card).expect("a card token");
         let presses: usize = presses.parse().expect("presses");
-        let pays = (0..presses.max(1)).map(|_| checkout.pay(sale.clone(), valor, card.clone()));
+        let pays = (0..presses.max(1)).map(|_| {
+            let (checkout, sale) = (&checkout, sale.clone());
+            async move {
+                match *card {
+                    "pix" => checkout.pay_pix(sale, valor).await,
+                    token => {
+                        let card = CardToken::parse(token).expect("a card token");
+                        checkout.pay(sale, valor, card).await
+                    }
+                }
+            }
+        });
         for result in futures::future::join_all(pays).await {
             let line = match result {
                 Ok(o) => format!("stored {}", attempt_of(o).id),
@@ -94,6 +111,30 @@ async fn main() -> std::process::ExitCode {
             writeln!(out, "{line}").expect("stdout");
             out.flush().expect("stdout");
         }
+        let now = now_ms();
+        for a in attempts.iter().filter(|a| {
+            pressing
+                && a.is_pix()
+                && a.state == AttemptState::Pendente
+                && a.pix.is_some()
+                // Either way: a till restarted with its clock jumped reads an old Pix as future.
+                && (now - a.created_at).abs() >= PIX_PATIENCE.as_millis() as i64
+        }) {
+            let line = match checkout.cancel_pix(&a.id).await {
+                Ok(c) if c.state == AttemptState::Recusado => {
+                    let card = CardToken::parse("tok_aprovado").unwrap();
+                    match checkout.pay(a.sale_id.clone(), a.valor, card).await {
+                        Ok(o) => format!("pix-cancelled {} card {}", a.id, attempt_of(o).id),
+                        Err(e) => format!("pix-cancelled {} refused {}", a.id, kind(&e)),
+                    }
+                }
+                Ok(c) => format!("pix-cancel {} {}", a.id, c.state.as_str()),
+                Err(e) => format!("pix-cancel {} failed {}", a.id, kind(&e)),
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").expect("stdout");
+            out.flush().expect("stdout");
+        }
         let attempts = checkout.attempts().await.unwrap_or_default();
         // Settled: final, or a refund in review with no refund found (a payment in review is
         // settled only by its payment or its cancelled key).
@@ -102,7 +143,8 @@ async fn main() -> std::process::ExitCode {
             AttemptState::Revisao => a.is_refund() && a.review_checked_at.is_some(),
             _ => true,
         });
-        if settled {
+        // Then the Pix it closed are asked about once more: a customer may have paid one anyway.
+        if settled && checkout.check_late_pix().await.is_ok() {
             break true;
         }
         if tokio::time::Instant::now() > deadline {
@@ -117,6 +159,12 @@ async fn main() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 fn attempt_of(o: checkout_core::PayOutcome) -> checkout_core::Attempt {
     match o {
         checkout_core::PayOutcome::Created(a) | checkout_core::PayOutcome::Existing(a) => a,
@@ -129,6 +177,8 @@ fn kind(e: &CoreError) -> &'static str {
         CoreError::OfflineQueueFull { .. } => "cap_total",
         CoreError::ReviewUnresolved { .. } => "review_unresolved",
         CoreError::KeyNotCancelled(_) => "key_not_cancelled",
+        CoreError::PixOffline => "pix_offline",
+        CoreError::Unreachable(_) => "unreachable",
         _ => "other",
     }
 }

@@ -8,8 +8,13 @@
 //! between tills and servers (including a middlebox answering 403 to the next POST),
 //! `SIGKILL` of a till, `SIGKILL` and restart of a server or replica,
 //! PostgreSQL connections terminated, a till restarted with its wall clock jumped (libfaketime:
-//! an hour back or ahead, or past the server's 24 h key retention). Then the faults stop, every till restarts, the queues
-//! drain, and the checker reads the databases themselves:
+//! an hour back or ahead, or past the server's 24 h key retention). Some trials sell by Pix too:
+//! a `pix-provider` process of their own, the servers' webhooks registered there, tills that
+//! cancel a QR left unpaid and then take a card, and a customer that pays each QR now, later,
+//! never, or after it was cancelled (a bank that ignores removal), with the callback lost, sent
+//! two or three times, or late. Then the faults stop, every till restarts, the queues drain, the
+//! customer is done, every Pix paid reaches a server, the tills ask once more about the Pix they
+//! closed, and the checker reads the databases themselves:
 //!
 //! - (a) at most one ledger charge per (merchant, Idempotency-Key);
 //! - (b) at most one approved charge per sale;
@@ -17,12 +22,19 @@
 //! - (d) every outbox `aprovado` has exactly one server payment with its amount, every server
 //!   payment its attempt in the same state, and every ledger charge its payment;
 //! - (e) no server error but the injected ones;
-//! - (f) every outbox passes `PRAGMA integrity_check`.
+//! - (f) every outbox passes `PRAGMA integrity_check`;
+//! - (g) Pix: every charge at the provider is the server's (same txid and amount) and every
+//!   server charge is at the provider; every Pix received at the provider is recorded once, as a
+//!   payment with its amount; each charge's state agrees with the provider's; every Pix attempt
+//!   agrees with its charge, and a Pix paid after its till cancelled it is known to that till as
+//!   money to give back (and is not counted by (b) and (d) as a second charge: it is shown).
 //!
 //! `trials --trials N --seed S [--store sqlite|postgres|mixed] [--jobs J]`; trial `i` runs seed
 //! `S + i`, and `--seed S --trials 1` replays it with the same schedule.
 
-use pagar_testkit::{ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, ADMIN_TOKEN};
+use pagar_testkit::{
+    ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, PixProcess, ADMIN_TOKEN,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -46,13 +58,14 @@ fn pg_database() -> String {
     format!("pagar_trials_{}", *RUN_ID)
 }
 
-const INVARIANTS: [&str; 6] = [
+const INVARIANTS: [&str; 7] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
     "(c) every attempt final or in review",
     "(d) outbox and server reconcile",
     "(e) no server error but injected",
     "(f) outbox integrity",
+    "(g) Pix: provider, server, tills agree",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +127,8 @@ struct Plan {
     /// How long `tok_lento` takes at the gateway: usually short, sometimes longer than the
     /// tills' request timeout (1.5 s), so executions are still running when reviews look.
     slow_gateway_ms: u64,
+    /// The trial sells by Pix too (its sales with card `pix`), with a provider of its own.
+    pix: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -150,6 +165,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
     let replicas = postgres.then(|| rng.gen_range(1..=3));
     let window_ms = rng.gen_range(300..=1_200);
     let slow_gateway_ms = if rng.gen_bool(0.2) { 2_500 } else { 200 };
+    let pix = rng.gen_bool(0.4);
     let tills = (0..rng.gen_range(1..=3))
         .map(|t| {
             let mut delays: Vec<u64> = (0..rng.gen_range(1..=4))
@@ -166,6 +182,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
                         _ => rng.gen_range(1_000..=99_000),
                     };
                     let card = match rng.gen_range(0..20) {
+                        _ if pix && rng.gen_bool(0.4) => "pix",
                         0..=11 => "tok_aprovado",
                         12..=14 => "tok_recusado",
                         15..=16 => "tok_saldo_insuficiente",
@@ -244,6 +261,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
         schedule,
         window_ms,
         slow_gateway_ms,
+        pix,
     }
 }
 
@@ -357,8 +375,10 @@ struct Outcome {
     seed: u64,
     store: String,
     kinds: BTreeSet<&'static str>,
-    violations: [u32; 6],
+    violations: [u32; 7],
     notes: Vec<String>,
+    /// Pix charges at the provider, Pix received, and those received after their till closed.
+    pix: [u32; 3],
 }
 
 async fn put_faults(client: &reqwest::Client, url: &str, faults: &Value) {
@@ -371,7 +391,13 @@ async fn put_faults(client: &reqwest::Client, url: &str, faults: &Value) {
         .await;
 }
 
-async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
+/// The Pix key of a trial's merchant: its charges, its callbacks and its ledger at the shared
+/// provider are its own.
+fn pix_key(seed: u64) -> String {
+    format!("trial-{seed}-{}@pix.example", *RUN_ID)
+}
+
+async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProcess>) -> Outcome {
     let mut out = Outcome {
         seed: plan.seed,
         store: plan
@@ -409,6 +435,16 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
             "--slow-gateway-ms".to_string(),
             plan.slow_gateway_ms.to_string(),
         ])
+        .chain(
+            plan.pix
+                .then(|| {
+                    let mut flags = psp.api_flags(300);
+                    flags.extend(["--pix-key".into(), pix_key(plan.seed)]);
+                    flags.extend(["--pix-expiry-secs".into(), "30".into()]);
+                    flags
+                })
+                .unwrap_or_default(),
+        )
         .collect(),
         log: Some(log.clone()),
         listen: None,
@@ -444,6 +480,16 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
         })
         .collect();
     let http = reqwest::Client::new();
+    let customer = plan.pix.then(|| {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(customer(
+            psp.clone(),
+            pix_key(plan.seed),
+            plan.seed,
+            stopped,
+        ));
+        (task, stop)
+    });
 
     // The fault window.
     let started = Instant::now();
@@ -561,12 +607,159 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf) -> Outcome {
             kill(&mut child);
         }
     }
+    let mut pix_ledger = None;
+    if let Some((task, stop)) = customer {
+        // The customer is done; what it scheduled happens; every Pix it paid reaches a server
+        // (by callback or poll); then each till asks once more about the Pix it closed.
+        let _ = stop.send(true);
+        let (kinds, done_by) = task.await.expect("the customer task");
+        out.kinds.extend(kinds);
+        tokio::time::sleep_until((done_by + Duration::from_millis(300)).into()).await;
+        let ledger = psp.ledger(&pix_key(plan.seed)).await;
+        if !pix_recorded(&database, &merchant, &ledger, &mut servers).await {
+            out.notes
+                .push("(g) a Pix paid at the provider was not recorded by a server in 15 s".into());
+            out.violations[6] += 1;
+        }
+        for till in tills.iter_mut() {
+            let mut child = start_till(&till.outbox, &url, &key, "", 5);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            kill(&mut child);
+        }
+        pix_ledger = Some(ledger);
+    }
     for s in servers.iter_mut() {
         s.kill();
     }
 
     check(&mut out, &database, &merchant, &tills, &log).await;
+    if let Some(ledger) = pix_ledger {
+        check_pix(&mut out, &database, &merchant, &tills, &ledger).await;
+    }
     out
+}
+
+/// The customer of a Pix trial: pays each QR of the trial's key as it appears, now or later,
+/// never, or late after it was cancelled (at a bank that ignores removal), with its callback
+/// delivered, lost, repeated or late. Returns what it did and when the last of it will have
+/// happened.
+async fn customer(
+    psp: Arc<PixProcess>,
+    chave: String,
+    seed: u64,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (BTreeSet<&'static str>, Instant) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5049_5821);
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut kinds = BTreeSet::new();
+    let mut done_by = Instant::now();
+    loop {
+        let ledger = psp.ledger(&chave).await;
+        for cob in ledger["cobs"].as_array().into_iter().flatten() {
+            let Some(txid) = cob["txid"].as_str() else {
+                continue;
+            };
+            if !seen.insert(txid.to_string()) {
+                continue;
+            }
+            let soon: u64 = rng.gen_range(0..1_000);
+            let (kind, order) = match rng.gen_range(0..20) {
+                0..=5 => ("pix: paid", json!({"atraso_ms": soon})),
+                6 | 7 => (
+                    "pix: paid, callback lost",
+                    json!({"atraso_ms": soon, "webhook": "perdido"}),
+                ),
+                8 | 9 => (
+                    "pix: paid, callback 2-3 times",
+                    json!({"atraso_ms": soon, "webhook": (["duplicado", "triplicado"][rng.gen_range(0..2)])}),
+                ),
+                10 => (
+                    "pix: paid, callback late",
+                    json!({"atraso_ms": soon, "webhook_atraso_ms": rng.gen_range(300..1_500u64)}),
+                ),
+                11..=13 => ("pix: never paid", Value::Null),
+                _ => (
+                    "pix: paid after cancel",
+                    json!({
+                        "atraso_ms": rng.gen_range(1_200..2_500u64),
+                        "aceitar_inativa": true,
+                        "webhook": (["entregue", "perdido"][rng.gen_range(0..2)]),
+                    }),
+                ),
+            };
+            kinds.insert(kind);
+            if order.is_null() {
+                continue;
+            }
+            let after = order["atraso_ms"].as_u64().unwrap_or(0)
+                + order["webhook_atraso_ms"].as_u64().unwrap_or(0);
+            done_by = done_by.max(Instant::now() + Duration::from_millis(after));
+            psp.customer_pays(txid, order).await;
+        }
+        if *stop.borrow() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = stop.changed() => {}
+        }
+    }
+    (kinds, done_by)
+}
+
+/// Waits (at most 15 s, reviving servers a late crash fault took down) until every Pix the
+/// provider received for this trial is recorded by the server.
+async fn pix_recorded(
+    database: &ApiDatabase,
+    merchant: &str,
+    ledger: &Value,
+    servers: &mut [ApiProcess],
+) -> bool {
+    let paid: BTreeSet<&str> = provider_pix(ledger).map(|(e2e, _, _)| e2e).collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok((_, received)) = pix_rows(database, merchant).await {
+            let recorded: BTreeSet<&str> = received.iter().map(|r| r.e2eid.as_str()).collect();
+            if paid.is_subset(&recorded) {
+                return true;
+            }
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        let mut notes = Vec::new();
+        for s in servers.iter_mut() {
+            if !s.is_running() {
+                revive(s, &mut notes);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every Pix in a provider ledger: (end-to-end id, txid, centavos).
+fn provider_pix(ledger: &Value) -> impl Iterator<Item = (&str, &str, i64)> {
+    ledger["cobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|cob| cob["pix"].as_array().into_iter().flatten())
+        .filter_map(|p| {
+            Some((
+                p["endToEndId"].as_str()?,
+                p["txid"].as_str()?,
+                reais_to_centavos(p["valor"].as_str()?)?,
+            ))
+        })
+}
+
+/// `"12.34"` as 1234.
+fn reais_to_centavos(s: &str) -> Option<i64> {
+    let (r, c) = s.split_once('.')?;
+    Some(r.parse::<i64>().ok()? * 100 + c.parse::<i64>().ok()?)
 }
 
 /// True when every attempt of the outbox is settled (what the till waits for): a payment in
@@ -593,6 +786,116 @@ struct AttemptRow {
     valor: i64,
     payment_id: Option<String>,
     last_error: Option<String>,
+    /// A Pix: its charge's status as the till last heard it.
+    pix_status: Option<String>,
+}
+
+impl AttemptRow {
+    /// A Pix the till closed and then learnt was paid anyway: money it shows to give back.
+    fn knows_late_pix(&self) -> bool {
+        self.state == "recusado" && self.pix_status.as_deref() == Some("recebido_apos_cancelamento")
+    }
+}
+
+/// A Pix charge as the server has it.
+#[derive(Debug)]
+struct PixChargeRow {
+    id: String,
+    txid: String,
+    status: String,
+    valor: i64,
+    e2eid: Option<String>,
+    referencia: Option<String>,
+}
+
+/// A Pix the server recorded as received.
+#[derive(Debug)]
+struct ReceivedRow {
+    e2eid: String,
+    txid: String,
+    valor: i64,
+}
+
+const PIX_CHARGES_SQL: &str =
+    "SELECT id, txid, status, valor, e2eid, referencia FROM pix_charges WHERE merchant = $1";
+const PIX_RECEIVED_SQL: &str = "SELECT r.end_to_end_id, r.txid, r.valor FROM pix_received r
+     JOIN pix_charges c ON c.txid = r.txid WHERE c.merchant = $1";
+
+/// The server's Pix charges and the Pix it recorded, for one merchant.
+async fn pix_rows(
+    database: &ApiDatabase,
+    merchant: &str,
+) -> Result<(Vec<PixChargeRow>, Vec<ReceivedRow>), String> {
+    match database {
+        ApiDatabase::Sqlite(path) => {
+            let c = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+            let sqlite = |sql: &str| sql.replace("$1", "?1");
+            let charges = c
+                .prepare(&sqlite(PIX_CHARGES_SQL))
+                .and_then(|mut st| {
+                    st.query_map([merchant], |r| {
+                        Ok(PixChargeRow {
+                            id: r.get(0)?,
+                            txid: r.get(1)?,
+                            status: r.get(2)?,
+                            valor: r.get(3)?,
+                            e2eid: r.get(4)?,
+                            referencia: r.get(5)?,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|e| e.to_string())?;
+            let received = c
+                .prepare(&sqlite(PIX_RECEIVED_SQL))
+                .and_then(|mut st| {
+                    st.query_map([merchant], |r| {
+                        Ok(ReceivedRow {
+                            e2eid: r.get(0)?,
+                            txid: r.get(1)?,
+                            valor: r.get(2)?,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|e| e.to_string())?;
+            Ok((charges, received))
+        }
+        ApiDatabase::Postgres(url) => {
+            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .map_err(|e| e.to_string())?;
+            let driver = tokio::spawn(conn);
+            let charges = client
+                .query(PIX_CHARGES_SQL, &[&merchant])
+                .await
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(|r| PixChargeRow {
+                    id: r.get(0),
+                    txid: r.get(1),
+                    status: r.get(2),
+                    valor: r.get(3),
+                    e2eid: r.get(4),
+                    referencia: r.get(5),
+                })
+                .collect();
+            let received = client
+                .query(PIX_RECEIVED_SQL, &[&merchant])
+                .await
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(|r| ReceivedRow {
+                    e2eid: r.get(0),
+                    txid: r.get(1),
+                    valor: r.get(2),
+                })
+                .collect();
+            drop(client);
+            let _ = driver.await;
+            Ok((charges, received))
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -713,7 +1016,10 @@ async fn check(
             out.notes.push(format!("(f) till {t}: {integrity}"));
         }
         let rows = c
-            .prepare("SELECT id, sale_id, state, valor, payment_id, last_error FROM attempts")
+            .prepare(
+                "SELECT a.id, a.sale_id, a.state, a.valor, a.payment_id, a.last_error, p.status
+                   FROM attempts a LEFT JOIN pix p ON p.attempt_id = a.id",
+            )
             .and_then(|mut st| {
                 st.query_map([], |r| {
                     Ok(AttemptRow {
@@ -723,6 +1029,7 @@ async fn check(
                         valor: r.get(3)?,
                         payment_id: r.get(4)?,
                         last_error: r.get(5)?,
+                        pix_status: r.get(6)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()
@@ -752,9 +1059,10 @@ async fn check(
             }
             m
         });
-    // (b): approved charges per sale, counted on the server.
+    // (b): approved charges per sale, counted on the server. A Pix paid after its till closed it
+    // is not counted when the till knows it (it shows it to give back); (g) checks it does.
     let mut per_sale: BTreeMap<(usize, &str), u32> = BTreeMap::new();
-    for (t, a) in &attempts {
+    for (t, a) in attempts.iter().filter(|(_, a)| !a.knows_late_pix()) {
         let approved = by_ref.get(a.id.as_str()).map_or(0, |ps| {
             ps.iter().filter(|p| p.status == "aprovado").count() as u32
         });
@@ -786,7 +1094,7 @@ async fn check(
                     ));
                 }
             }
-            "recusado" if found.iter().any(|p| p.status == "aprovado") => {
+            "recusado" if !a.knows_late_pix() && found.iter().any(|p| p.status == "aprovado") => {
                 out.violations[3] += 1;
                 out.notes.push(format!(
                     "(d) declined attempt {} was approved on the server",
@@ -799,7 +1107,7 @@ async fn check(
     for p in &payments {
         let attempt = p.referencia.as_deref().and_then(|r| ids.get(r));
         match attempt {
-            Some(a) if a.state == p.status => {}
+            Some(a) if a.state == p.status || a.knows_late_pix() => {}
             // A payment the till never heard of in its final form: a real charge it does not show.
             other => {
                 out.violations[3] += 1;
@@ -838,6 +1146,178 @@ async fn check(
     }
 }
 
+/// (g): the provider's ledger, the server's Pix and the tills' Pix attempts agree.
+async fn check_pix(
+    out: &mut Outcome,
+    database: &ApiDatabase,
+    merchant: &str,
+    tills: &[Till],
+    ledger: &Value,
+) {
+    let found = pix_disagreements(&mut out.pix, database, merchant, tills, ledger).await;
+    out.violations[6] += found.len() as u32;
+    out.notes
+        .extend(found.into_iter().map(|n| format!("(g) {n}")));
+}
+
+/// What (g) finds wrong; counts the trial's Pix into `pix`.
+async fn pix_disagreements(
+    pix: &mut [u32; 3],
+    database: &ApiDatabase,
+    merchant: &str,
+    tills: &[Till],
+    ledger: &Value,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut violation = |note: String| found.push(note);
+    let (charges, received) = match pix_rows(database, merchant).await {
+        Ok(rows) => rows,
+        Err(e) => return vec![format!("server Pix unreadable: {e}")],
+    };
+    let payments = match server_rows(database, merchant).await {
+        Ok((_, payments)) => payments,
+        Err(e) => return vec![format!("server payments unreadable: {e}")],
+    };
+    let by_txid: HashMap<&str, &PixChargeRow> =
+        charges.iter().map(|c| (c.txid.as_str(), c)).collect();
+    let cobs: Vec<&Value> = ledger["cobs"].as_array().into_iter().flatten().collect();
+    let at_provider: BTreeSet<&str> = cobs.iter().filter_map(|c| c["txid"].as_str()).collect();
+    // Charges: the provider's are the server's, and back.
+    for cob in &cobs {
+        let txid = cob["txid"].as_str().unwrap_or_default();
+        let valor = cob["valor"]["original"]
+            .as_str()
+            .and_then(reais_to_centavos);
+        let Some(charge) = by_txid.get(txid) else {
+            violation(format!(
+                "charge {txid} at the provider is unknown to the server"
+            ));
+            continue;
+        };
+        if Some(charge.valor) != valor {
+            violation(format!(
+                "charge {txid}: {valor:?} at the provider, {} on the server",
+                charge.valor
+            ));
+        }
+        let paid: Vec<&str> = cob["pix"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["endToEndId"].as_str())
+            .collect();
+        let agrees = match paid.first() {
+            Some(e2e) => {
+                matches!(
+                    charge.status.as_str(),
+                    "aprovado" | "recebido_apos_cancelamento"
+                ) && charge.e2eid.as_deref() == Some(*e2e)
+            }
+            None => matches!(charge.status.as_str(), "cancelado" | "expirado"),
+        };
+        if !agrees {
+            violation(format!(
+                "charge {txid} is {} ({:?}) on the server, {} with Pix {paid:?} at the provider",
+                charge.status, charge.e2eid, cob["status"]
+            ));
+        }
+    }
+    for c in &charges {
+        if !at_provider.contains(c.txid.as_str()) {
+            violation(format!(
+                "server charge {} ({}) is not at the provider",
+                c.id, c.txid
+            ));
+        }
+    }
+    pix[0] += cobs.len() as u32;
+    pix[1] += provider_pix(ledger).count() as u32;
+    pix[2] += charges
+        .iter()
+        .filter(|c| c.status == "recebido_apos_cancelamento")
+        .count() as u32;
+    // Money: every Pix received is recorded once, as a payment with its amount.
+    let recorded: HashMap<&str, &ReceivedRow> =
+        received.iter().map(|r| (r.e2eid.as_str(), r)).collect();
+    let as_payment: HashMap<&str, &PaymentRow> = payments
+        .iter()
+        .filter_map(|p| Some((p.cobranca_id.strip_prefix("pix:")?, p)))
+        .collect();
+    for (e2e, txid, valor) in provider_pix(ledger) {
+        match (recorded.get(e2e), as_payment.get(e2e)) {
+            (Some(r), Some(p)) if r.valor == valor && p.valor == valor && r.txid == txid => {}
+            (r, p) => violation(format!(
+                "Pix {e2e} of {valor} for {txid} is recorded as {r:?}, payment {p:?}"
+            )),
+        }
+    }
+    // Tills: each Pix attempt agrees with its charge; a Pix paid after it was closed is known.
+    let by_ref: HashMap<&str, &PixChargeRow> = charges
+        .iter()
+        .filter_map(|c| Some((c.referencia.as_deref()?, c)))
+        .collect();
+    let mut referenced = BTreeSet::new();
+    for (t, till) in tills.iter().enumerate() {
+        let Ok(c) = rusqlite::Connection::open(&till.outbox) else {
+            continue;
+        };
+        let Ok(rows) = c
+            .prepare(
+                "SELECT a.id, a.state, p.status, a.payment_id FROM attempts a LEFT JOIN pix p ON p.attempt_id = a.id
+                  WHERE a.metodo = 'pix' AND a.kind = 'pagamento'",
+            )
+            .and_then(|mut st| {
+                st.query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+        else {
+            continue;
+        };
+        for (id, state, seen, payment_id) in rows {
+            let charge = by_ref.get(id.as_str());
+            if charge.is_some() {
+                referenced.insert(id.clone());
+            }
+            let server = charge.map(|c| c.status.as_str());
+            let agrees = match (state.as_str(), server) {
+                ("aprovado", Some("aprovado")) => {
+                    payment_id.as_deref() == charge.map(|c| c.id.as_str())
+                }
+                ("recusado", None | Some("cancelado" | "expirado")) => true,
+                ("recusado", Some("recebido_apos_cancelamento")) => {
+                    seen.as_deref() == Some("recebido_apos_cancelamento")
+                }
+                ("revisao", _) => true, // (c) judges it
+                _ => false,
+            };
+            if !agrees {
+                violation(format!(
+                    "till {t} Pix attempt {id} is {state} (its Pix {seen:?}); the server's charge is {server:?}"
+                ));
+            }
+        }
+    }
+    for c in &charges {
+        if c.referencia
+            .as_deref()
+            .is_none_or(|r| !referenced.contains(r))
+        {
+            violation(format!(
+                "server charge {} ({}) has no till attempt",
+                c.id, c.status
+            ));
+        }
+    }
+    found
+}
+
 fn main() -> std::process::ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
@@ -866,6 +1346,13 @@ fn main() -> std::process::ExitCode {
             "pagar trials: {} trials from seed {}, store {:?}, {} at a time",
             args.trials, args.seed, args.store, args.jobs
         );
+        // One Pix provider for the run, as a PSP serves many merchants: each trial has its own
+        // key (its charges, callbacks and ledger), and trials on one PostgreSQL database may
+        // poll each other's charges there, as replicas of one deployment would.
+        let psp_log = tempfile::tempdir_in(&root).expect("a folder for the provider's log");
+        let psp = Arc::new(PixProcess::start_logging_to(Some(
+            &psp_log.path().join("pix-provider.log"),
+        )));
         let started = Instant::now();
         let jobs = Arc::new(tokio::sync::Semaphore::new(args.jobs.max(1)));
         let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -877,10 +1364,10 @@ fn main() -> std::process::ExitCode {
                 println!("seed {}: {plan:?}", plan.seed);
             }
             let permit = jobs.clone().acquire_owned().await.expect("semaphore");
-            let (pg, root) = (args.pg_url.clone(), root.clone());
+            let (pg, root, psp) = (args.pg_url.clone(), root.clone(), psp.clone());
             let done = done.clone();
             handles.push(tokio::spawn(async move {
-                let out = run_trial(plan, pg, root).await;
+                let out = run_trial(plan, pg, root, psp).await;
                 drop(permit);
                 let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 if n.is_multiple_of(1_000) && n < total {
@@ -911,7 +1398,7 @@ fn main() -> std::process::ExitCode {
 fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::ExitCode {
     let mut by_kind: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
     let mut by_store: BTreeMap<&str, u32> = BTreeMap::new();
-    let mut totals = [0u32; 6];
+    let mut totals = [0u32; 7];
     let mut failing = Vec::new();
     for r in results {
         *by_store.entry(r.store.as_str()).or_default() += 1;
@@ -935,6 +1422,16 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
     for (k, (n, bad)) in &by_kind {
         println!("{k:<34} {n:>8} {bad:>10}");
     }
+    let pix = results.iter().fold([0u32; 3], |mut t, r| {
+        for (t, n) in t.iter_mut().zip(r.pix) {
+            *t += n;
+        }
+        t
+    });
+    println!(
+        "\nPix: {} charges at the provider, {} paid, {} of them after their till closed them",
+        pix[0], pix[1], pix[2]
+    );
     println!("\n{:<34} {:>8}", "store", "trials");
     for (s, n) in &by_store {
         println!("{s:<34} {n:>8}");

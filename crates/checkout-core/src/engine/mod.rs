@@ -221,11 +221,10 @@ impl Checkout {
     /// customer pays (`aprovado`), the charge expires or is cancelled (`recusado`). Refused while
     /// the server is not known to be reachable: a Pix cannot be shown without it.
     pub async fn pay_pix(&self, sale: SaleId, valor: Centavos) -> Result<PayOutcome> {
-        // Online as far as the last request knew is not enough: the QR must come now. One
+        // What the last request knew is not enough either way (online then, or nothing known yet
+        // just after start, or offline until the next periodic probe): the QR must come now. One
         // health probe (within the probe timeout) says whether the server answers.
-        if self.connectivity() == Connectivity::Online {
-            self.inner.probe_once().await;
-        }
+        self.inner.probe_once().await;
         if self.connectivity() != Connectivity::Online {
             return Err(CoreError::PixOffline);
         }
@@ -262,6 +261,14 @@ impl Checkout {
         tracing::info!(attempt = %attempt.id, state = attempt.state.as_str(), "Pix cancel answered");
         self.inner.announce(attempt.clone(), queue);
         Ok(attempt)
+    }
+
+    /// Asks the server now (not at the next periodic check) whether any Pix this till closed
+    /// unpaid in the last hour was paid after all, and records each one that was, so the screen
+    /// and the closing show it to give back. How many it recorded; a Pix the server cannot be asked
+    /// about now is left for the next check.
+    pub async fn check_late_pix(&self) -> Result<usize> {
+        late_pix::check_once(&self.inner).await
     }
 
     async fn pay_with(
@@ -416,6 +423,11 @@ impl Checkout {
         let day = day.map_or_else(|| outbox.day_of(now), str::to_string);
         let bounds = day_bounds(&day, self.inner.config.utc_offset)
             .ok_or_else(|| CoreError::Invalid(format!("dia inválido: {day:?} (use AAAA-MM-DD)")))?;
+        // A Pix paid after the till closed it is recorded before the day is read, so the closing
+        // lists it to give back rather than as a mismatch with the server.
+        if let Err(e) = late_pix::check_once(&self.inner).await {
+            tracing::warn!(error = %e, "closing without asking about late Pix");
+        }
         let attempts = outbox.attempts_of_day(&day, bounds).await?;
         let pending = |refunds: bool| {
             attempts

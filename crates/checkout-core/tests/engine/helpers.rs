@@ -16,7 +16,7 @@ pub struct Api {
     pub addr: SocketAddr,
     pub db: PathBuf,
     pub server: Option<RunningServer>,
-    tweak: fn(&mut payment_api::Config),
+    tweak: Box<dyn Fn(&mut payment_api::Config) + Send + Sync>,
     _dir: tempfile::TempDir,
 }
 
@@ -25,14 +25,16 @@ impl Api {
         Self::start_with(|_| {}).await
     }
 
-    pub async fn start_with(tweak: fn(&mut payment_api::Config)) -> Self {
+    pub async fn start_with(
+        tweak: impl Fn(&mut payment_api::Config) + Send + Sync + 'static,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("api.db");
         let mut api = Self {
             addr: "127.0.0.1:0".parse().unwrap(),
             db,
             server: None,
-            tweak,
+            tweak: Box::new(tweak),
             _dir: dir,
         };
         api.up().await;

@@ -6,6 +6,7 @@ mod delivery;
 mod helpers;
 mod network;
 mod offline;
+mod pix;
 mod refunds;
 mod refusals;
 mod storage;

@@ -1,0 +1,181 @@
+//! Pix through the engine: the real payment API and the Pix provider simulator, each on a real
+//! port with its own database; charges and Pix counted in the simulator's own tables.
+
+use crate::helpers::*;
+use checkout_core::{
+    Attempt, AttemptState, Centavos, Checkout, CoreError, DiscrepancyKind, PayOutcome, PixStatus,
+    SaleId,
+};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const PIX_TOKEN: &str = "pix_token_checkout_core";
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The simulator and an API pointed at it (webhooks registered, a poll every 200 ms).
+struct PixStack {
+    psp: pix_provider::RunningProvider,
+    api: Api,
+    _dir: tempfile::TempDir,
+}
+
+impl PixStack {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = pix_provider::Config::sandbox(dir.path().join("psp.db"), PIX_TOKEN, SECRET);
+        let psp = pix_provider::start(config).await.unwrap();
+        let url = psp.url();
+        let api = Api::start_with(move |c| {
+            c.pix.pix_provider_url = Some(url.clone());
+            c.pix.pix_provider_token = PIX_TOKEN.into();
+            c.pix.pix_webhook_secrets = SECRET.into();
+            c.pix.pix_webhook_url = Some("auto".into());
+            c.pix.pix_poll_ms = 200;
+        })
+        .await;
+        Self {
+            psp,
+            api,
+            _dir: dir,
+        }
+    }
+
+    /// The customer pays the charge `txid` (a QA order of the simulator).
+    async fn customer_pays(&self, txid: &str, order: Value) -> u16 {
+        reqwest::Client::new()
+            .post(format!("{}/qa/cob/{txid}/pagar", self.psp.url()))
+            .bearer_auth(PIX_TOKEN)
+            .json(&order)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+}
+
+async fn pay_pix(checkout: &Checkout, sale: &str, valor: i64) -> Result<PayOutcome, CoreError> {
+    checkout
+        .pay_pix(SaleId::parse(sale).unwrap(), Centavos::new(valor).unwrap())
+        .await
+}
+
+fn attempt_of(outcome: PayOutcome) -> Attempt {
+    match outcome {
+        PayOutcome::Created(a) | PayOutcome::Existing(a) => a,
+    }
+}
+
+/// Waits (at most 10 s) until the attempt has its QR from the server.
+async fn with_qr(checkout: &Checkout, attempt: &Attempt) -> Attempt {
+    for _ in 0..200 {
+        let a = checkout.attempt(&attempt.id).await.unwrap();
+        if a.pix.is_some() {
+            return a;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no QR for {}", attempt.id);
+}
+
+#[tokio::test]
+async fn a_pix_pressed_as_the_till_opens_is_made_and_paid_not_refused_as_offline() {
+    // Arrange: the engine has not heard from the server yet (its first probe is under way).
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let checkout = Checkout::open(dir.path().join("outbox.db"), fast_config(&stack.api.url()))
+        .await
+        .unwrap();
+
+    // Act: F5 at once.
+    let attempt = attempt_of(pay_pix(&checkout, "venda-pix-1", 1_234).await.unwrap());
+    let shown = with_qr(&checkout, &attempt).await;
+    let pix = shown.pix.clone().unwrap();
+    assert_eq!(
+        shown.state,
+        AttemptState::Pendente,
+        "waits for the customer"
+    );
+    assert!(
+        pix.copia_e_cola.starts_with("000201"),
+        "{}",
+        pix.copia_e_cola
+    );
+    assert_eq!(stack.customer_pays(&pix.txid, json!({})).await, 201);
+    let paid = checkout
+        .wait_final(&attempt.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+
+    // Assert
+    assert_eq!(paid.state, AttemptState::Aprovado);
+    let pix = paid.pix.unwrap();
+    assert_eq!(pix.status, PixStatus::Aprovado);
+    assert!(pix.e2eid.is_some());
+    let counts = stack.psp.counts();
+    assert_eq!((counts.cobrancas, counts.pix), (1, 1));
+    checkout.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pix_paid_after_the_till_cancelled_it_is_recorded_at_once_and_closed_as_money_to_give_back(
+) {
+    // Arrange: a Pix on screen, cancelled by the cashier, the sale then paid by card.
+    let stack = PixStack::start().await;
+    let engine = Engine::open(fast_config(&stack.api.url())).await;
+    let checkout = &engine.checkout;
+    let attempt = attempt_of(pay_pix(checkout, "venda-pix-2", 2_500).await.unwrap());
+    let shown = with_qr(checkout, &attempt).await;
+    let cancelled = checkout.cancel_pix(&attempt.id).await.unwrap();
+    assert_eq!(cancelled.state, AttemptState::Recusado);
+    let card = engine.pay("venda-pix-2", 2_500, "tok_aprovado").await;
+    assert_eq!(
+        engine.final_state(&card).await.state,
+        AttemptState::Aprovado
+    );
+    assert_eq!(
+        checkout.check_late_pix().await.unwrap(),
+        0,
+        "nothing paid yet"
+    );
+
+    // Act: the customer's bank pays the removed charge anyway (bacen/pix-api#319).
+    let txid = shown.pix.unwrap().txid;
+    let order = json!({"aceitar_inativa": true});
+    assert_eq!(stack.customer_pays(&txid, order).await, 201);
+    let mut recorded = 0;
+    for _ in 0..100 {
+        recorded = checkout.check_late_pix().await.unwrap();
+        if recorded > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Assert: recorded once, beside the declined attempt; the closing lists it to give back.
+    assert_eq!(recorded, 1);
+    let late = checkout.attempt(&attempt.id).await.unwrap();
+    assert!(late.is_late_pix(), "{late:?}");
+    assert_eq!(checkout.check_late_pix().await.unwrap(), 0, "recorded once");
+    let closing = checkout.close_day(None, false).await.unwrap();
+    assert_eq!(closing.pix.recebidos_apos_cancelamento.count, 1);
+    let kinds: Vec<_> = closing.discrepancies.iter().map(|d| d.kind).collect();
+    assert_eq!(kinds, vec![DiscrepancyKind::PixReceivedAfterCancel]);
+    assert_eq!(stack.psp.counts().pix, 1);
+}
+
+#[tokio::test]
+async fn with_the_server_down_a_pix_is_refused_at_once_and_nothing_is_stored() {
+    // Arrange
+    let mut stack = PixStack::start().await;
+    let engine = Engine::open(fast_config(&stack.api.url())).await;
+    stack.api.down().await;
+
+    // Act
+    let refused = pay_pix(&engine.checkout, "venda-pix-3", 990).await;
+
+    // Assert
+    assert!(matches!(refused, Err(CoreError::PixOffline)), "{refused:?}");
+    assert!(engine.checkout.attempts().await.unwrap().is_empty());
+    assert_eq!(stack.psp.counts().cobrancas, 0);
+}

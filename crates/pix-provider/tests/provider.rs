@@ -1,0 +1,325 @@
+//! The simulator as its own process, as the payment API and the trials meet it: its API Pix
+//! contract (a used `txid` or devolução id is refused, never a second charge or devolução), its
+//! signed callbacks, its QA controls and its refusals of bad input.
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const TOKEN: &str = "pix_token_provider_tests";
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const TXID: &str = "pagarTesteProvider0000000000001";
+
+struct Provider {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Provider {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pix-provider"))
+            .args(["--listen", "127.0.0.1:0", "--token", TOKEN])
+            .args(["--webhook-secrets", SECRET])
+            .arg("--database")
+            .arg(dir.path().join("psp.db"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("pix-provider did not start: {line:?}"))
+            .to_string();
+        Self {
+            child,
+            url,
+            http: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(TOKEN);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn put_cob(&self, txid: &str, valor: &str) -> (u16, Value) {
+        let body = json!({"calendario": {"expiracao": 600}, "valor": {"original": valor}, "chave": "loja@pagar.dev"});
+        self.send(reqwest::Method::PUT, &format!("/cob/{txid}"), Some(body))
+            .await
+    }
+
+    async fn pays(&self, txid: &str, order: Value) -> (u16, Value) {
+        self.send(
+            reqwest::Method::POST,
+            &format!("/qa/cob/{txid}/pagar"),
+            Some(order),
+        )
+        .await
+    }
+
+    async fn counts(&self) -> Value {
+        self.send(reqwest::Method::GET, "/qa/contagens", None)
+            .await
+            .1
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_used_txid_is_refused_and_read_back_never_a_second_charge() {
+    let psp = Provider::start();
+    let (status, cob) = psp.put_cob(TXID, "12.34").await;
+    assert_eq!(status, 201, "{cob}");
+    assert_eq!(cob["status"], "ATIVA");
+    assert_eq!(cob["valor"]["original"], "12.34");
+    assert!(cob["location"].as_str().unwrap().starts_with("pix.sandbox"));
+
+    let (again, problem) = psp.put_cob(TXID, "12.34").await;
+    assert_eq!(again, 400, "a used txid is refused: {problem}");
+    assert_eq!(problem["title"], "CobOperacaoInvalida");
+    let (_, read) = psp
+        .send(reqwest::Method::GET, &format!("/cob/{TXID}"), None)
+        .await;
+    assert_eq!(
+        read["location"], cob["location"],
+        "the charge read back is the first one"
+    );
+    assert_eq!(psp.counts().await["cobrancas"], 1);
+
+    let (_, ledger) = psp.send(reqwest::Method::GET, "/qa/cobs", None).await;
+    assert_eq!(ledger["cobs"].as_array().unwrap().len(), 1);
+    assert_eq!(ledger["cobs"][0]["txid"], TXID);
+    let (_, mine) = psp
+        .send(reqwest::Method::GET, "/qa/cobs?chave=loja@pagar.dev", None)
+        .await;
+    assert_eq!(mine, ledger, "the ledger of one Pix key");
+    let (_, other) = psp
+        .send(reqwest::Method::GET, "/qa/cobs?chave=outra@pagar.dev", None)
+        .await;
+    assert_eq!(other["cobs"], json!([]));
+}
+
+#[tokio::test]
+async fn a_removed_charge_is_not_paid_unless_the_bank_ignores_removal_and_a_paid_one_cannot_be_removed(
+) {
+    let psp = Provider::start();
+    psp.put_cob(TXID, "25.00").await;
+    let remove = json!({"status": "REMOVIDA_PELO_USUARIO_RECEBEDOR"});
+    let (status, removed) = psp
+        .send(
+            reqwest::Method::PATCH,
+            &format!("/cob/{TXID}"),
+            Some(remove.clone()),
+        )
+        .await;
+    assert_eq!(status, 200, "{removed}");
+    assert_eq!(removed["status"], "REMOVIDA_PELO_USUARIO_RECEBEDOR");
+
+    let (refused, _) = psp.pays(TXID, json!({})).await;
+    assert_eq!(
+        refused, 409,
+        "a PSP following bacen/pix-api#319 refuses a removed charge"
+    );
+    assert_eq!(psp.counts().await["pix"], 0);
+
+    let (paid, pix) = psp.pays(TXID, json!({"aceitar_inativa": true})).await;
+    assert_eq!(paid, 201, "{pix}");
+    assert_eq!(pix["txid"], TXID);
+    assert_eq!(pix["endToEndId"].as_str().unwrap().len(), 32);
+    let (twice, _) = psp.pays(TXID, json!({"aceitar_inativa": true})).await;
+    assert_eq!(twice, 409, "one Pix per charge");
+    assert_eq!(psp.counts().await["pix"], 1);
+
+    let other = "pagarTesteProvider0000000000002";
+    psp.put_cob(other, "1.00").await;
+    psp.pays(other, json!({})).await;
+    let (status, _) = psp
+        .send(
+            reqwest::Method::PATCH,
+            &format!("/cob/{other}"),
+            Some(remove),
+        )
+        .await;
+    assert_eq!(status, 400, "a paid charge cannot be removed");
+}
+
+#[tokio::test]
+async fn a_devolucao_id_is_used_once_and_the_devolucoes_never_exceed_the_pix() {
+    let psp = Provider::start();
+    psp.put_cob(TXID, "10.00").await;
+    let (_, pix) = psp.pays(TXID, json!({"webhook": "perdido"})).await;
+    let e2e = pix["endToEndId"].as_str().unwrap().to_string();
+    let path = |id: &str| format!("/pix/{e2e}/devolucao/{id}");
+
+    let (status, d) = psp
+        .send(
+            reqwest::Method::PUT,
+            &path("D1"),
+            Some(json!({"valor": "6.00"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{d}");
+    assert_eq!(d["status"], "DEVOLVIDO");
+    let (again, _) = psp
+        .send(
+            reqwest::Method::PUT,
+            &path("D1"),
+            Some(json!({"valor": "6.00"})),
+        )
+        .await;
+    assert_eq!(again, 400, "a reused id is refused, not replayed");
+    let (_, read) = psp.send(reqwest::Method::GET, &path("D1"), None).await;
+    assert_eq!(
+        read["rtrId"], d["rtrId"],
+        "the client reads its devolução back"
+    );
+
+    let (over, problem) = psp
+        .send(
+            reqwest::Method::PUT,
+            &path("D2"),
+            Some(json!({"valor": "4.01"})),
+        )
+        .await;
+    assert_eq!(over, 400, "more than what is left: {problem}");
+    let (rest, _) = psp
+        .send(
+            reqwest::Method::PUT,
+            &path("D3"),
+            Some(json!({"valor": "4.00"})),
+        )
+        .await;
+    assert_eq!(rest, 201);
+    let counts = psp.counts().await;
+    assert_eq!(
+        (counts["devolucoes"].clone(), counts["devolvido"].clone()),
+        (json!(2), json!(1000))
+    );
+}
+
+#[tokio::test]
+async fn callbacks_are_signed_for_every_secret_and_sent_as_many_times_as_qa_asks() {
+    let psp = Provider::start();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(HeaderMap, Bytes)>();
+    let receiver = axum::Router::new().route(
+        "/hook/pix",
+        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((headers, body));
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, receiver).await });
+
+    let (status, _) = psp
+        .send(
+            reqwest::Method::PUT,
+            "/webhook/loja@pagar.dev",
+            Some(json!({"webhookUrl": hook})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    psp.put_cob(TXID, "3.50").await;
+    let (_, pix) = psp.pays(TXID, json!({"webhook": "duplicado"})).await;
+
+    let verifier = standardwebhooks::Webhook::new(SECRET).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (headers, body) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a callback within 10 s")
+            .unwrap();
+        verifier
+            .verify(&body, &headers)
+            .expect("signed with the configured secret");
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["pix"][0]["endToEndId"], pix["endToEndId"]);
+        assert_eq!(v["pix"][0]["valor"], "3.50");
+        ids.push(headers["webhook-id"].to_str().unwrap().to_string());
+    }
+    assert_eq!(ids[0], ids[1], "a copy carries the same webhook-id");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), rx.recv())
+            .await
+            .is_err(),
+        "two copies, not three"
+    );
+    assert_eq!(psp.counts().await["entregas_aceitas"], 2);
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_the_api_pix_problem_and_changes_nothing() {
+    let psp = Provider::start();
+    let (short, p) = psp.put_cob("curto", "1.00").await;
+    assert_eq!(
+        (short, p["title"].as_str()),
+        (400, Some("CobOperacaoInvalida"))
+    );
+    let (zero, _) = psp.put_cob(TXID, "0.00").await;
+    assert_eq!(zero, 400);
+    let (float, _) = psp.put_cob(TXID, "1.5").await;
+    assert_eq!(float, 400, "valor has exactly two decimals");
+    let (unknown, _) = psp.pays(TXID, json!({})).await;
+    assert_eq!(unknown, 404);
+    let (typo, _) = psp.pays(TXID, json!({"webhok": "perdido"})).await;
+    assert_eq!(typo, 400, "a misspelt QA order is refused, not ignored");
+
+    let anonymous = reqwest::Client::new()
+        .get(format!("{}/cob/{TXID}", psp.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 403);
+    assert_eq!(psp.counts().await["cobrancas"], 0);
+}
+
+#[test]
+fn a_secret_that_is_not_whsec_base64_stops_it_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pix-provider"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--webhook-secrets",
+            "not-a-secret",
+        ])
+        .arg("--database")
+        .arg(dir.path().join("psp.db"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("segredo de webhook inválido"), "{err}");
+}
