@@ -135,7 +135,7 @@ deps-package: deps-gui
 ## trials: randomized end-to-end fault trials with a checker (TRIALS, SEED, STORE=sqlite|postgres|mixed,
 ## JOBS); a failing seed replays with `make trials TRIALS=1 SEED=<seed>`.
 trials: deps-pg deps-trials
-	$(CARGO) build --release -p payment-api -p pagar-e2e --bins
+	$(CARGO) build --release -p payment-api -p pix-provider -p pagar-e2e --bins
 	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS)
 
 ## deps-openapi: the OpenAPI validator the API's document is checked with, and the generator of

@@ -171,7 +171,9 @@ pub trait PixStore: Clocked {
     ) -> StoreResult<Vec<PixCharge>>;
     /// Records a Pix received, once per end-to-end id, and in the same transaction moves its
     /// charge: `aguardando` → `aprovado`; `expirado` or `cancelado` →
-    /// `recebido_apos_cancelamento`. True when this call recorded it (false: it was already).
+    /// `recebido_apos_cancelamento`. A Pix seen before its charge was stored is recorded with
+    /// no charge and applied to it when seen again. True when this call recorded or applied it
+    /// (false: both were done already).
     async fn record_received(&self, received: &PixReceived) -> StoreResult<bool>;
     /// Moves a charge still `aguardando` to `to` (`expirado` or `cancelado`); false when it was
     /// no longer waiting.

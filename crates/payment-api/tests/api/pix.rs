@@ -241,6 +241,70 @@ async fn a_lost_webhook_is_caught_by_the_poll(#[case] backend: Backend) {
     assert_eq!(app.db.count("pix_received WHERE via = 'consulta'").await, 1);
 }
 
+#[apply(stores)]
+async fn a_pix_seen_before_its_charge_was_stored_is_applied_to_it_by_the_next_poll(
+    #[case] backend: Backend,
+) {
+    // Arrange: the charge of a key is made and paid at the provider before the server stored it
+    // (a first execution that charged and died); its callback reaches the server first.
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 200).await;
+    let key = new_key();
+    let txid = payment_api::domain::Txid::derive(
+        &payment_api::domain::MerchantId::parse("loja_a").unwrap(),
+        &payment_api::domain::IdempotencyKey::parse(key.as_bytes()).unwrap(),
+    );
+    let made = psp
+        .client
+        .put(format!("{}/cob/{txid}", psp.url))
+        .bearer_auth(PIX_TOKEN)
+        .json(&json!({"calendario": {"expiracao": 600}, "valor": {"original": "5.00"}, "chave": "pagar-sandbox@pix.example"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    assert_eq!(
+        psp.customer_pays(txid.as_ref(), json!({})).await.status(),
+        StatusCode::CREATED
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while app.db.count("pix_received").await == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        app.db.count("pix_received WHERE charge_id IS NULL").await,
+        1,
+        "recorded, no charge yet"
+    );
+
+    // Act: the key's retry stores the charge (the provider refuses the used txid; it is read back).
+    let body: Value = app
+        .pay(&key, &pix(500, "venda-adiantada"))
+        .await
+        .json()
+        .await
+        .unwrap();
+
+    // Assert: the Pix already received pays it, once.
+    let id = body["id"].as_str().unwrap();
+    let paid = status_becomes(&app, id, "aprovado").await;
+    assert_eq!(paid["pix"]["txid"], txid.as_ref());
+    assert_eq!(
+        app.db
+            .count("pix_received WHERE charge_id IS NOT NULL")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.db
+            .count("payments WHERE status = 'aprovado' AND valor = 500")
+            .await,
+        1
+    );
+    let counts = psp.counts();
+    assert_eq!((counts.cobrancas, counts.pix), (1, 1));
+}
+
 /// Posts a webhook body to the server with these Standard Webhooks headers.
 async fn post_webhook(app: &TestApp, body: &str, headers: &[(&str, String)]) -> reqwest::Response {
     let mut req = app

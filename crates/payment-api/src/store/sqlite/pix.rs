@@ -150,22 +150,26 @@ impl PixStore for SqliteStore {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (end_to_end_id) DO NOTHING",
                     params![r.end_to_end_id, r.txid.as_ref(), charge, r.valor, r.horario, r.via.as_str(), now],
                 )?;
-                if inserted == 0 {
-                    return Ok(false);
-                }
+                // A Pix seen before its charge was stored (recorded with no charge) is applied
+                // when it is seen again: by the poll, which reads every waiting charge.
+                let Some(charge) = charge else {
+                    return Ok(inserted > 0);
+                };
                 exec(
+                    c,
+                    "UPDATE pix_received SET charge_id = ?2 WHERE end_to_end_id = ?1 AND charge_id IS NULL",
+                    params![r.end_to_end_id, charge],
+                )?;
+                let applied = exec(
                     c,
                     "UPDATE pix_charges SET
                          status = CASE status WHEN 'aguardando' THEN 'aprovado'
                                               WHEN 'expirado' THEN 'recebido_apos_cancelamento'
                                               WHEN 'cancelado' THEN 'recebido_apos_cancelamento'
                                               ELSE status END,
-                         e2eid = COALESCE(e2eid, ?2),
-                         pago_em = COALESCE(pago_em, ?3),
-                         valor_recebido = COALESCE(valor_recebido, ?4),
-                         updated_at = ?5
-                     WHERE txid = ?1",
-                    params![r.txid.as_ref(), r.end_to_end_id, r.horario, r.valor, now],
+                         e2eid = ?2, pago_em = ?3, valor_recebido = ?4, updated_at = ?5
+                     WHERE id = ?1 AND e2eid IS NULL",
+                    params![charge, r.end_to_end_id, r.horario, r.valor, now],
                 )?;
                 // The charge's first Pix makes it a payment like any other (listings, the
                 // closing, refunds see it): same id, `cobranca_id` `pix:<endToEndId>`.
@@ -175,12 +179,12 @@ impl PixStore for SqliteStore {
                         "INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
                          SELECT id, merchant, idempotency_key, ?2, 'aprovado', NULL, descricao, referencia,
                                 '{PIX_CHARGE_PREFIX}' || ?1, ?3, terminal, fingerprint
-                           FROM pix_charges WHERE txid = ?4
+                           FROM pix_charges WHERE id = ?4 AND e2eid = ?1
                          ON CONFLICT DO NOTHING"
                     ),
-                    params![r.end_to_end_id, r.valor, now, r.txid.as_ref()],
+                    params![r.end_to_end_id, r.valor, now, charge],
                 )?;
-                Ok(true)
+                Ok(inserted > 0 || applied > 0)
             })
             .await
     }
