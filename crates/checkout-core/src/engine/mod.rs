@@ -264,11 +264,11 @@ impl Checkout {
     }
 
     /// Asks the server now (not at the next periodic check) whether any Pix this till closed
-    /// unpaid in the last hour was paid after all, and records each one that was, so the screen
+    /// unpaid in the last day was paid after all, and records each one that was, so the screen
     /// and the closing show it to give back. How many it recorded; a Pix the server cannot be asked
     /// about now is left for the next check.
     pub async fn check_late_pix(&self) -> Result<usize> {
-        late_pix::check_once(&self.inner).await
+        late_pix::check_wide(&self.inner).await
     }
 
     async fn pay_with(
@@ -425,7 +425,7 @@ impl Checkout {
             .ok_or_else(|| CoreError::Invalid(format!("dia inválido: {day:?} (use AAAA-MM-DD)")))?;
         // A Pix paid after the till closed it is recorded before the day is read, so the closing
         // lists it to give back rather than as a mismatch with the server.
-        if let Err(e) = late_pix::check_once(&self.inner).await {
+        if let Err(e) = late_pix::check_wide(&self.inner).await {
             tracing::warn!(error = %e, "closing without asking about late Pix");
         }
         let attempts = outbox.attempts_of_day(&day, bounds).await?;
