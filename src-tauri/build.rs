@@ -19,6 +19,7 @@ fn pagar_commands() -> &'static [&'static str] {
         "pay",
         "pay_pix",
         "cancel_pix",
+        "keep_late_pix",
         "pix_qr",
         "qa_pix_pay",
         "refund_info",

@@ -174,6 +174,30 @@ async function reviewRefund(ev) {
   if (r.step === "confirm") $("refund-confirm").focus();
 }
 
+/** "Manter" on a Pix paid after it was cancelled: the first click arms the row, the second keeps
+ * the Pix as its sale's payment (the outbox refuses it if the sale was paid another way). */
+async function keepLatePix(id) {
+  const k = state.keep;
+  if (k.pressing) return;
+  if (k.armed !== id) {
+    k.armed = id;
+    k.error = null;
+    draw();
+    return;
+  }
+  k.pressing = true;
+  draw();
+  try {
+    upsert(state, await invoke("keep_late_pix", { attemptId: id }));
+    k.armed = null;
+  } catch (err) {
+    k.error = errorText(err);
+  } finally {
+    k.pressing = false;
+    draw();
+  }
+}
+
 /** Confirmed: the refund is written ahead and sent; the dialog follows it to its end. */
 async function confirmRefund() {
   const r = state.refund;
@@ -251,6 +275,14 @@ function onKey(e) {
   }
   // F5 is Pix here, never the webview's reload.
   if (e.key === "F5") e.preventDefault();
+  // Esc takes back a first click on "Manter" before anything else it does.
+  if (e.key === "Escape" && state.keep.armed && !state.dialog) {
+    e.preventDefault();
+    state.keep.armed = null;
+    state.keep.error = null;
+    draw();
+    return;
+  }
   const action = shortcut(state, e.key);
   if (!action) {
     if (e.key === "Enter" && document.activeElement === $("cartao") && $("cartao").size > 1) {
@@ -368,6 +400,8 @@ async function start() {
   $("history-rows").addEventListener("click", (e) => {
     const button = e.target.closest("button[data-refund]");
     if (button && !state.dialog) openRefund(button.dataset.refund);
+    const keep = e.target.closest("button[data-keep]");
+    if (keep && !state.dialog) keepLatePix(keep.dataset.keep);
   });
   $("refund-form").addEventListener("submit", reviewRefund);
   $("refund-confirm").addEventListener("click", confirmRefund);

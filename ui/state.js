@@ -65,6 +65,9 @@ export function createState() {
     // The refund dialog while open: { payment, info, step: "form" | "confirm" | "sent", valor,
     // motivo, attemptId, error, pressing }.
     refund: null,
+    // "Manter" of a Pix paid after it was cancelled: the row armed by a first click (the second
+    // keeps it), a click under way, and the refusal of the last one.
+    keep: { armed: null, pressing: false, error: null },
     // How many queue and connectivity events have arrived: a snapshot asked for before one of
     // them must not put back the older value it read.
     seen: { queue: 0, connectivity: 0 },
@@ -122,6 +125,22 @@ export function owedBack(state, a) {
   return r.aprovado + r.andamento < a.valor;
 }
 
+/** Whether a late Pix can be kept as its sale's payment: no other payment of that sale approved
+ * or under way, and no devolução of it asked for (the outbox checks the same when it keeps it). */
+export function canKeepPix(state, a) {
+  if (!latePix(a)) return false;
+  for (const o of state.attempts.values()) {
+    if (o.id === a.id) continue;
+    if (isRefund(o)) {
+      if (o.refund_of === a.id && o.state !== "recusado") return false;
+    } else if (o.sale_id === a.sale_id
+      && (o.state === "aprovado" || o.state === "pendente" || (o.state === "revisao" && !o.review_checked_at))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /** The Pix panel: hidden, or what it shows for the attempt on screen. */
 export function pixPanel(state, a, now) {
   if (!pixWaiting(a)) return null;
@@ -149,7 +168,9 @@ function pixStatus(state, a, now) {
     case "recusado":
       if (latePix(a)) {
         return ["revisao", "Pix recebido após cancelamento — devolva ao cliente",
-          `O cliente pagou ${brl(a.valor)} depois que este Pix foi ${a.motivo === "pix_expirado" ? "expirado" : "cancelado"}${e2e}. Devolva em "Estornar" no histórico; a venda continua a ser cobrada à parte.`];
+          `O cliente pagou ${brl(a.valor)} depois que este Pix foi ${a.motivo === "pix_expirado" ? "expirado" : "cancelado"}${e2e}. ${canKeepPix(state, a)
+            ? "Se a venda não foi paga de outra forma, \"Manter\" no histórico aceita este Pix como o pagamento dela; senão devolva em \"Estornar\"."
+            : "Devolva em \"Estornar\" no histórico: a venda já foi paga de outra forma."}`];
       }
       if (a.motivo === "pix_expirado") {
         return ["recusado", "Pix expirado — nada foi recebido", "O QR foi retirado do banco. Gere outro Pix ou cobre no cartão."];

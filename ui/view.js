@@ -2,7 +2,7 @@
 // decided in state.js; this module only puts it on the page.
 
 import {
-  brl, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
+  brl, canKeepPix, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
   discrepancyGroups, isRefund, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
@@ -98,7 +98,10 @@ function renderUnfinished(state) {
   if (open.length + refunds.length === 0) return;
   const titles = [];
   if (open.length > 0) {
-    titles.push(open.length === 1 ? "1 outra venda com pagamento não concluído" : `${open.length} outras vendas com pagamento não concluído`);
+    // A Pix to give back stays listed while its sale is on screen: that one is not "another".
+    titles.push(open.some((a) => a.sale_id === state.saleId)
+      ? count(open.length, "venda com pagamento não concluído", "vendas com pagamento não concluído")
+      : count(open.length, "outra venda com pagamento não concluído", "outras vendas com pagamento não concluído"));
   }
   if (refunds.length > 0) titles.push(count(refunds.length, "estorno não concluído", "estornos não concluídos"));
   $("unfinished-title").textContent = `${titles.join(" e ")}:`;
@@ -106,7 +109,9 @@ function renderUnfinished(state) {
   $("unfinished-list").replaceChildren(...open.map((a) => {
     const li = document.createElement("li");
     const what = latePix(a)
-      ? "Pix recebido após cancelamento — devolva ao cliente"
+      ? (canKeepPix(state, a)
+        ? "Pix recebido após cancelamento — devolva ao cliente ou mantenha como pagamento"
+        : "Pix recebido após cancelamento — devolva ao cliente")
       : a.state === "revisao" ? "requer revisão" : "pendente — não cobre de novo";
     li.textContent = `${venda(a)} · ${brl(a.valor)} · ${what}`;
     li.dataset.sale = a.sale_id;
@@ -144,10 +149,11 @@ function renderHistory(state) {
     shown.add(a.id);
     const refunded = !isRefund(a) && a.state === "aprovado" ? refundsOf(state, a.id).aprovado : 0;
     const refundable = canRefund(state, a);
-    const sig = `${a.state}|${a.pix ? a.pix.status : ""}|${a.valor}|${a.payment_id}|${a.sale_number}|${a.created_at}|${state.utcOffsetMinutes}|${refunded}|${refundable}`;
+    const keep = canKeepPix(state, a) ? keepButton(state, a) : null;
+    const sig = `${a.state}|${a.pix ? a.pix.status : ""}|${a.valor}|${a.payment_id}|${a.sale_number}|${a.created_at}|${state.utcOffsetMinutes}|${refunded}|${refundable}|${JSON.stringify(keep)}`;
     const drawn = historyRows.get(a.id);
     if (drawn && drawn.sig === sig) return drawn.tr;
-    const tr = historyRow(state, a, refunded, refundable);
+    const tr = historyRow(state, a, refunded, refundable, keep);
     historyRows.set(a.id, { sig, tr });
     return tr;
   });
@@ -166,7 +172,20 @@ function historyPill(a) {
   return `Pix ${pillText(a.state)}`;
 }
 
-function historyRow(state, a, refunded, refundable) {
+/** The "Manter" button of a late Pix: its text, whether it waits for the confirming click, and
+ * the refusal of the last try. */
+function keepButton(state, a) {
+  const k = state.keep;
+  const armed = k.armed === a.id;
+  return {
+    armed,
+    text: armed ? `Confirmar: ${brl(a.valor)} como pagamento` : "Manter",
+    disabled: k.pressing,
+    error: armed ? k.error : null,
+  };
+}
+
+function historyRow(state, a, refunded, refundable, keep) {
   const tr = document.createElement("tr");
   tr.dataset.attempt = a.id;
   const refund = isRefund(a);
@@ -196,6 +215,24 @@ function historyRow(state, a, refunded, refundable) {
     button.id = `estornar-${a.id}`;
     button.setAttribute("aria-label", `Estornar venda ${number} de ${brl(a.valor)}`);
     action.append(button);
+  }
+  if (keep) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = keep.armed ? "primary small" : "ghost small";
+    button.textContent = keep.text;
+    button.disabled = keep.disabled;
+    button.dataset.keep = a.id;
+    button.id = `manter-${a.id}`;
+    button.setAttribute("aria-label", `Manter o Pix de ${brl(a.valor)} como pagamento da venda ${number}`);
+    action.append(button);
+    if (keep.error) {
+      const why = document.createElement("span");
+      why.className = "row-error";
+      why.setAttribute("role", "alert");
+      why.textContent = keep.error;
+      action.append(why);
+    }
   }
   tr.append(cell(storeTime(a.created_at, state.utcOffsetMinutes)), venda, valor, st, cell(a.payment_id || "—", "mono"), action);
   return tr;

@@ -190,6 +190,17 @@ pub async fn cancel_pix(session: State<'_, Session>, attempt_id: String) -> Resu
         .await?)
 }
 
+/// Keeps a Pix the customer paid after it was cancelled as its sale's payment (the sale was not
+/// paid another way); refused, with the reason, otherwise.
+#[tauri::command]
+pub async fn keep_late_pix(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
+    Ok(session
+        .get()?
+        .checkout()
+        .keep_late_pix(&AttemptId::from_stored(attempt_id))
+        .await?)
+}
+
 /// A QR code's modules, for the window to draw: `linhas[y]` has one `1` (dark) or `0` per module.
 #[derive(Debug, Serialize)]
 pub struct QrMatrix {

@@ -40,6 +40,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::pay,
         commands::pay_pix,
         commands::cancel_pix,
+        commands::keep_late_pix,
         commands::pix_qr,
         commands::qa_pix_pay,
         commands::refund_info,

@@ -6,7 +6,7 @@ import {
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
-  connectivityText, pixPanel, pixWaiting,
+  connectivityText, pixPanel, pixWaiting, canKeepPix,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -429,4 +429,21 @@ test("offline, a Pix already shown is not counted as waiting to be sent", () => 
   s.queue = { count: 2, total: 1750, refund_count: 0, refund_total: 0 };
   assert.equal(offlineBanner(s).detail,
     "1 pagamento aguardando · R$ 10,00 — será enviado sozinho quando a rede voltar. 1 Pix já enviado aguarda o cliente · R$ 7,50 — confirmado quando a rede voltar.");
+});
+
+test("a Pix paid after it was cancelled can be kept as the payment only of a sale paid no other way", () => {
+  const late = pix({ state: "recusado", motivo: "pix_cancelado" }, { status: "recebido_apos_cancelamento", e2eid: "E9" });
+  const s = ready(late);
+  assert.equal(canKeepPix(s, late), true);
+  assert.match(statusFor(s, late, NOW)[2], /"Manter" no histórico/);
+  const card = attempt({ id: "att_card", sale_id: late.sale_id, state: "aprovado" });
+  upsert(s, card);
+  assert.equal(canKeepPix(s, late), false, "the sale was paid by card: give the Pix back");
+  assert.match(statusFor(s, late, NOW)[2], /já foi paga de outra forma/);
+  const alone = ready(late);
+  upsert(alone, attempt({ id: "att_dev", kind: "estorno", refund_of: late.id, state: "pendente", valor: 100 }));
+  assert.equal(canKeepPix(alone, late), false, "a devolução was asked for");
+  const kept = ready(pix({ state: "aprovado", motivo: "recebido_apos_cancelamento" }, { status: "recebido_apos_cancelamento" }));
+  assert.equal(canKeepPix(kept, current(kept)), false, "kept already");
+  assert.equal(statusFor(kept, current(kept), NOW)[1], "Pix recebido após cancelamento");
 });

@@ -390,6 +390,81 @@ async fn a_pix_paid_after_the_cashier_cancelled_it_is_shown_and_given_back() {
 }
 
 #[tokio::test]
+async fn a_pix_paid_after_the_cashier_cancelled_it_is_kept_as_the_payment_of_a_sale_paid_no_other_way(
+) {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    app.type_into("valor", "18,90").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    app.press(ESC).await;
+    app.wait_status("Pix cancelado").await;
+    let payment = current_attempt(&app).await;
+    let (status, _) = stack
+        .pix
+        .customer_pays(&txid, json!({"aceitar_inativa": true}))
+        .await;
+    assert_eq!(status, 201);
+    app.wait_status("Pix recebido após cancelamento").await;
+    let keep = format!("manter-{payment}");
+    app.wait_until("Manter is offered", |a| {
+        let keep = keep.clone();
+        async move {
+            a.js(&format!("return !!document.getElementById('{keep}')"))
+                .await
+                == Value::Bool(true)
+        }
+    })
+    .await;
+    // Act: one click arms it (Esc takes it back), the confirming click keeps the Pix.
+    app.click(&keep).await;
+    assert_eq!(
+        app.prop(&keep, "textContent").await.as_deref(),
+        Some("Confirmar: R$ 18,90 como pagamento")
+    );
+    app.screenshot("pix-manter-confirmar").await;
+    app.press(ESC).await;
+    assert_eq!(
+        app.prop(&keep, "textContent").await.as_deref(),
+        Some("Manter")
+    );
+    app.click(&keep).await;
+    app.click(&keep).await;
+    // Assert: the sale is paid by that Pix; nothing to give back; the day reconciles.
+    app.wait_until("the sale is paid", |a| async move {
+        a.hidden("unfinished").await
+    })
+    .await;
+    let detail = app
+        .prop("status-detail", "textContent")
+        .await
+        .unwrap_or_default();
+    assert!(
+        detail.contains("fica como pagamento desta venda"),
+        "{detail}"
+    );
+    app.screenshot("pix-mantido-como-pagamento").await;
+    app.press(F9).await;
+    app.wait_verdict("Tudo confere").await;
+    app.press(ESC).await;
+    let attempts = app.invoke("attempts", json!({})).await;
+    let states: Vec<&str> = attempts["ok"]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, vec!["aprovado"]);
+    let c = stack.pix.counts().await;
+    assert_eq!(
+        (c["pix"].as_i64(), c["devolucoes"].as_i64()),
+        (Some(1), Some(0))
+    );
+    app.close().await;
+}
+
+#[tokio::test]
 async fn a_webhook_sent_three_times_turns_the_screen_once_and_records_one_pix() {
     let stack = PixStack::start().await;
     let dir = tempfile::tempdir().unwrap();

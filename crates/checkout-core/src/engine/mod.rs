@@ -271,6 +271,17 @@ impl Checkout {
         late_pix::check_wide(&self.inner).await
     }
 
+    /// Keeps a Pix the customer paid after the till closed it as its sale's payment, when the
+    /// sale was not paid another way: the sale is paid by that Pix (its receipt carries the
+    /// end-to-end id) and nothing is given back. Local: the server already has the money as a
+    /// payment of this attempt, so the closing then agrees with it.
+    pub async fn keep_late_pix(&self, id: &AttemptId) -> Result<Attempt> {
+        let (attempt, queue) = self.inner.outbox.keep_late_pix(id, now_ms()).await?;
+        tracing::info!(attempt = %attempt.id, "late Pix kept as the sale's payment");
+        self.inner.announce(attempt.clone(), queue);
+        Ok(attempt)
+    }
+
     async fn pay_with(
         &self,
         sale: SaleId,

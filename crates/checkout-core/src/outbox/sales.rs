@@ -254,6 +254,57 @@ impl Outbox {
         .await
     }
 
+    /// Keeps a Pix paid after the till closed it as its sale's payment: the attempt becomes
+    /// `aprovado` with `motivo` `recebido_apos_cancelamento`, as when the sale still waited for it.
+    /// Refused when the sale is paid, or being paid, another way (then the Pix is given back), or
+    /// a devolução of it was asked for. One write: the check and the change see the same sale.
+    pub async fn keep_late_pix(
+        &self,
+        id: &AttemptId,
+        now: UnixMillis,
+    ) -> Result<(Attempt, QueueSummary)> {
+        self.change(id, move |c, id| {
+            let attempt = get_attempt(c, id)?.ok_or_else(|| CoreError::NotFound(id.to_string()))?;
+            let Some(pix) = attempt.pix.as_ref().filter(|_| attempt.is_late_pix()) else {
+                return Err(CoreError::Invalid(
+                    "só um Pix recebido após cancelamento pode ser mantido como pagamento".into(),
+                ));
+            };
+            let other: Option<String> = c
+                .prepare_cached(&format!(
+                    "SELECT id FROM attempts WHERE sale_id = ?1 AND id != ?2 AND {BLOCKS_SALE} LIMIT 1"
+                ))?
+                .query_row(params![attempt.sale_id.as_ref(), id.as_ref()], |r| r.get(0))
+                .optional()?;
+            if other.is_some() {
+                return Err(CoreError::Invalid(
+                    "a venda já foi paga (ou está sendo paga) de outra forma: devolva o Pix ao cliente"
+                        .into(),
+                ));
+            }
+            let refunds: i64 = c.query_row(
+                "SELECT count(*) FROM attempts WHERE refund_of = ?1 AND state != 'recusado'",
+                [id.as_ref()],
+                |r| r.get(0),
+            )?;
+            if refunds > 0 {
+                return Err(CoreError::Invalid(
+                    "já há uma devolução deste Pix: ele não pode mais ser mantido como pagamento"
+                        .into(),
+                ));
+            }
+            exec(
+                c,
+                "UPDATE attempts SET state = 'aprovado', motivo = 'recebido_apos_cancelamento',
+                        payment_id = COALESCE(payment_id, ?2), updated_at = ?3
+                  WHERE id = ?1 AND state = 'recusado'",
+                params![id.as_ref(), pix.payment_id, now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Makes every pending attempt due at `now` (the server is reachable again).
     pub async fn make_all_due(&self, now: UnixMillis) -> Result<usize> {
         self.db

@@ -162,6 +162,68 @@ async fn a_pix_paid_after_the_till_cancelled_it_is_recorded_at_once_and_closed_a
     let kinds: Vec<_> = closing.discrepancies.iter().map(|d| d.kind).collect();
     assert_eq!(kinds, vec![DiscrepancyKind::PixReceivedAfterCancel]);
     assert_eq!(stack.psp.counts().pix, 1);
+    // The sale was paid by card: the Pix cannot be kept as its payment too.
+    let kept = checkout.keep_late_pix(&attempt.id).await;
+    assert!(
+        matches!(&kept, Err(CoreError::Invalid(m)) if m.contains("devolva o Pix")),
+        "{kept:?}"
+    );
+    assert!(checkout.attempt(&attempt.id).await.unwrap().is_late_pix());
+}
+
+/// Pays a Pix, cancels it, and has the customer pay it anyway; returns the attempt once the
+/// till has recorded the late Pix.
+async fn late_pix(stack: &PixStack, checkout: &Checkout, sale: &str, valor: i64) -> Attempt {
+    let attempt = attempt_of(pay_pix(checkout, sale, valor).await.unwrap());
+    let txid = with_qr(checkout, &attempt).await.pix.unwrap().txid;
+    checkout.cancel_pix(&attempt.id).await.unwrap();
+    let order = json!({"aceitar_inativa": true});
+    assert_eq!(stack.customer_pays(&txid, order).await, 201);
+    for _ in 0..100 {
+        if checkout.check_late_pix().await.unwrap() > 0 {
+            return checkout.attempt(&attempt.id).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the late Pix of {sale} was never recorded");
+}
+
+#[tokio::test]
+async fn a_late_pix_is_kept_as_the_payment_of_a_sale_not_paid_another_way_and_the_day_reconciles() {
+    // Arrange: the cashier cancelled the QR, the customer paid it anyway, nothing else was paid.
+    let stack = PixStack::start().await;
+    let engine = Engine::open(fast_config(&stack.api.url())).await;
+    let checkout = &engine.checkout;
+    let late = late_pix(&stack, checkout, "venda-pix-4", 4_200).await;
+    assert!(late.is_late_pix());
+
+    // Act
+    let kept = checkout.keep_late_pix(&late.id).await.unwrap();
+
+    // Assert: the sale is paid by that Pix; no second charge, nothing to give back.
+    assert_eq!(kept.state, AttemptState::Aprovado);
+    assert_eq!(kept.motivo.as_deref(), Some("recebido_apos_cancelamento"));
+    assert_eq!(
+        kept.payment_id,
+        kept.pix.as_ref().map(|p| p.payment_id.clone())
+    );
+    let again = attempt_of(pay_pix(checkout, "venda-pix-4", 4_200).await.unwrap());
+    assert_eq!(
+        again.id, late.id,
+        "the sale is paid: pressing again returns its payment"
+    );
+    let closing = checkout.close_day(None, false).await.unwrap();
+    assert!(
+        closing.discrepancies.is_empty(),
+        "{:?}",
+        closing.discrepancies
+    );
+    assert_eq!(closing.pix.recebidos_apos_cancelamento.count, 1);
+    assert_eq!(closing.net_centavos.get(), 4_200);
+    let twice = checkout.keep_late_pix(&late.id).await;
+    assert!(matches!(twice, Err(CoreError::Invalid(_))), "{twice:?}");
+    let counts = stack.psp.counts();
+    assert_eq!((counts.cobrancas, counts.pix), (1, 1));
 }
 
 #[tokio::test]
