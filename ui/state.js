@@ -386,7 +386,11 @@ export function controls(state, a) {
     retryReviewHidden: !checked || state.pressing,
     anotherCardHidden: !checked || state.anotherCard || state.pressing,
     novaVendaHidden: state.pressing || !(settled || queued),
-    novaVendaText: queued ? "Próxima venda (este pagamento segue na fila)" : "Nova venda",
+    novaVendaText: !queued ? "Nova venda"
+      : !isPix(a) ? "Próxima venda (este pagamento segue na fila)"
+        // A Pix pays itself only if the customer has its QR: say which one moves on.
+        : a.pix ? "Próxima venda (este Pix segue aguardando o cliente)"
+          : "Próxima venda (este Pix não chegou a ser mostrado e expira sem cobrança)",
     valorDisabled: Boolean(live || approved || review || state.pressing),
     cartaoDisabled: Boolean(live || approved || (review && !state.anotherCard) || state.pressing),
     // Only an approval has a receipt: nothing that could pass for one is offered otherwise.

@@ -393,6 +393,15 @@ test("a settled Pix: received with its time, received after cancellation, expire
   assert.equal(canRefund(paid, current(paid)), true, "a received Pix can be given back (devolução)");
 });
 
+test("offline, moving on from a Pix says whether the customer has its QR", () => {
+  const shown = ready(pix());
+  shown.connectivity = "offline";
+  assert.equal(controls(shown, current(shown)).novaVendaText, "Próxima venda (este Pix segue aguardando o cliente)");
+  const unseen = ready(pix({ pix: null }));
+  unseen.connectivity = "offline";
+  assert.match(controls(unseen, current(unseen)).novaVendaText, /não chegou a ser mostrado/);
+});
+
 test("F5 makes a Pix only when Pagar could and the server answers; Esc cancels a waiting one", () => {
   const s = ready();
   assert.equal(shortcut(s, "F5"), "pix");

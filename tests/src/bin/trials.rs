@@ -435,16 +435,14 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
             "--slow-gateway-ms".to_string(),
             plan.slow_gateway_ms.to_string(),
         ])
-        .chain(
-            plan.pix
-                .then(|| {
-                    let mut flags = psp.api_flags(300);
-                    flags.extend(["--pix-key".into(), pix_key(plan.seed)]);
-                    flags.extend(["--pix-expiry-secs".into(), "30".into()]);
-                    flags
-                })
-                .unwrap_or_default(),
-        )
+        .chain(if plan.pix {
+            let mut flags = psp.api_flags(300);
+            flags.extend(["--pix-key".into(), pix_key(plan.seed)]);
+            flags.extend(["--pix-expiry-secs".into(), "30".into()]);
+            flags
+        } else {
+            Vec::new()
+        })
         .collect(),
         log: Some(log.clone()),
         listen: None,

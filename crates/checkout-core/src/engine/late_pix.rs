@@ -34,7 +34,7 @@ pub(super) async fn watch_late_pix(inner: Arc<Inner>, mut stop: watch::Receiver<
             continue;
         }
         pass = pass.wrapping_add(1);
-        let window = if pass % WIDE_EVERY == 0 {
+        let window = if pass.is_multiple_of(WIDE_EVERY) {
             LATE_PIX_WIDE_WINDOW_MS
         } else {
             LATE_PIX_WINDOW_MS
