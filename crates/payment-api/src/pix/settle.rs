@@ -43,6 +43,8 @@ pub struct Settler {
     store: Arc<dyn PixStore>,
     provider: Arc<dyn PixProvider>,
     changed: Arc<Notify>,
+    /// Where the next poll page starts (`None`: from the first charge).
+    cursor: std::sync::Mutex<Option<(Millis, String)>>,
 }
 
 impl Settler {
@@ -52,6 +54,7 @@ impl Settler {
             store,
             provider,
             changed: Arc::new(Notify::new()),
+            cursor: std::sync::Mutex::new(None),
         }
     }
 
@@ -165,17 +168,28 @@ impl Settler {
             .ok_or(ApiError::NotFound)
     }
 
-    /// One pass of the poller: every waiting charge, and those closed unpaid within the last
-    /// hour, are read from the provider; what was received is recorded (a lost webhook is found
+    /// One pass of the poller: the next page of the charges waiting or closed unpaid within the
+    /// last hour is read from the provider (the pages go round, so every such charge is read
+    /// within ⌈charges ÷ page⌉ passes); what was received is recorded (a lost webhook is found
     /// here), and a waiting charge past its expiry is removed and closed as `expirado`.
     pub async fn poll_once(&self) -> Result<PollReport> {
         let now = self.store.now_ms();
         let mut report = PollReport::default();
-        for charge in self
+        let after = self
+            .cursor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let page = self
             .store
-            .pix_to_poll(now - LATE_PAYMENT_WINDOW_MS, POLL_BATCH)
-            .await?
-        {
+            .pix_to_poll(now - LATE_PAYMENT_WINDOW_MS, after, POLL_BATCH)
+            .await?;
+        *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = if page.len() < POLL_BATCH {
+            None
+        } else {
+            page.last().map(|c| (c.updated_at, c.id.to_string()))
+        };
+        for charge in page {
             report.polled += 1;
             let cob = match self.provider.get(&charge.txid).await {
                 Ok(Some(cob)) => cob,

@@ -179,7 +179,13 @@ pub trait PixStore: Clocked {
     /// no longer waiting.
     async fn close_pix(&self, txid: &Txid, to: PixStatus) -> StoreResult<bool>;
     /// Charges to ask the provider about: every one waiting, and those closed unpaid since
-    /// `closed_since` (a customer may still pay them). At most `limit`, least recently changed
-    /// first.
-    async fn pix_to_poll(&self, closed_since: Millis, limit: usize) -> StoreResult<Vec<PixCharge>>;
+    /// `closed_since` (a customer may still pay them). At most `limit`, in `(updated_at, id)`
+    /// order from just after `after` (a page: the poller goes through all of them page by page,
+    /// so no charge waits behind more than a page of others).
+    async fn pix_to_poll(
+        &self,
+        closed_since: Millis,
+        after: Option<(Millis, String)>,
+        limit: usize,
+    ) -> StoreResult<Vec<PixCharge>>;
 }

@@ -14,12 +14,12 @@ use std::time::Duration;
 pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// Another valid secret (rotation).
 const NEW_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
-const PIX_TOKEN: &str = "pix_token_for_tests";
+pub(crate) const PIX_TOKEN: &str = "pix_token_for_tests";
 
 /// A Pix provider simulator on its own port and database.
 pub(crate) struct Provider {
     running: Option<pix_provider::RunningProvider>,
-    url: String,
+    pub(crate) url: String,
     client: reqwest::Client,
     _dir: tempfile::TempDir,
 }
@@ -51,12 +51,12 @@ impl Provider {
         c.pix.pix_poll_ms = poll_ms;
     }
 
-    fn counts(&self) -> pix_provider::Counts {
+    pub(crate) fn counts(&self) -> pix_provider::Counts {
         self.running.as_ref().unwrap().counts()
     }
 
     /// The customer pays `txid` (QA control).
-    async fn customer_pays(&self, txid: &str, order: Value) -> reqwest::Response {
+    pub(crate) async fn customer_pays(&self, txid: &str, order: Value) -> reqwest::Response {
         self.client
             .post(format!("{}/qa/cob/{txid}/pagar", self.url))
             .bearer_auth(PIX_TOKEN)
@@ -303,6 +303,34 @@ async fn a_pix_seen_before_its_charge_was_stored_is_applied_to_it_by_the_next_po
     );
     let counts = psp.counts();
     assert_eq!((counts.cobrancas, counts.pix), (1, 1));
+}
+
+#[apply(stores)]
+async fn with_more_charges_waiting_than_a_poll_page_the_newest_lost_webhook_is_still_found(
+    #[case] backend: Backend,
+) {
+    // Arrange: 230 charges waiting (a poll reads 200 at a time, oldest first).
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(backend, &psp, 100).await;
+    let mut last = Value::Null;
+    for i in 0..230 {
+        last = app
+            .pay(&new_key(), &pix(100 + i, &format!("venda-fila-{i}")))
+            .await
+            .json()
+            .await
+            .unwrap();
+    }
+    assert_eq!(psp.counts().cobrancas, 230);
+
+    // Act: the customer pays the newest, and its callback is lost.
+    let txid = last["pix"]["txid"].as_str().unwrap();
+    let paid = psp.customer_pays(txid, json!({"webhook": "perdido"})).await;
+    assert_eq!(paid.status(), StatusCode::CREATED);
+
+    // Assert: a later page of the poll finds it.
+    status_becomes(&app, last["id"].as_str().unwrap(), "aprovado").await;
+    assert_eq!(app.db.count("pix_received WHERE via = 'consulta'").await, 1);
 }
 
 /// Posts a webhook body to the server with these Standard Webhooks headers.

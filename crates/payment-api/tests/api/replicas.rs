@@ -532,3 +532,90 @@ async fn payments_racing_their_cancellations_across_three_replicas_end_exactly_o
     assert_eq!(ledger_at(&client, &replicas[0].url).await.len(), charged);
     assert_eq!(db.count("payments").await, charged as i64);
 }
+
+#[tokio::test]
+async fn a_pix_across_three_replicas_is_one_charge_settled_by_the_webhook_to_one_and_seen_by_all() {
+    // Arrange: three replicas making Pix charges at one provider; the callback goes to whichever
+    // replica registered last, and no replica polls: the others learn it from the database.
+    let psp = crate::pix::Provider::start(crate::pix::SECRET).await;
+    let flags = [
+        "--pix-provider-url",
+        psp.url.as_str(),
+        "--pix-provider-token",
+        crate::pix::PIX_TOKEN,
+        "--pix-webhook-secrets",
+        crate::pix::SECRET,
+        "--pix-webhook-url",
+        "auto",
+        "--pix-poll-ms",
+        "3600000",
+    ];
+    let (db, replicas) = three_replicas(&flags).await;
+    let client = client();
+    let key = new_key();
+    let body = json!({"valor": 4321, "metodo": "pix", "referencia": "venda-pix-replicas"});
+
+    // Act: thirty presses with one key, round-robin over the replicas, until each is answered.
+    let answers: Vec<(StatusCode, Value)> = stream::iter(0..30)
+        .map(|i| {
+            let (client, url, key, body) = (
+                client.clone(),
+                replicas[i % 3].url.clone(),
+                key.clone(),
+                body.clone(),
+            );
+            async move { pay_until_done(&client, &url, &key, &body, Duration::from_secs(20)).await }
+        })
+        .buffer_unordered(30)
+        .collect()
+        .await;
+
+    // Assert: one charge at the provider, every answer the same waiting Pix.
+    let ids: HashSet<(String, String)> = answers
+        .iter()
+        .map(|(status, b)| {
+            assert_eq!(*status, StatusCode::CREATED, "{b}");
+            assert_eq!(b["status"], "aguardando", "{b}");
+            (
+                b["id"].as_str().unwrap().to_string(),
+                b["pix"]["txid"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let (id, txid) = ids.into_iter().next().unwrap();
+    assert_eq!(psp.counts().cobrancas, 1);
+
+    // Act: every replica long-polls the payment; the customer pays.
+    let polls: Vec<_> = replicas
+        .iter()
+        .map(|r| {
+            let (client, url) = (
+                client.clone(),
+                format!("{}/pagamentos/{id}?aguardar=20", r.url),
+            );
+            tokio::spawn(async move {
+                let res = client.get(url).bearer_auth(API_KEY).send().await.unwrap();
+                res.json::<Value>().await.unwrap()
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let paid = psp.customer_pays(&txid, json!({})).await;
+    assert_eq!(paid.status(), StatusCode::CREATED);
+
+    // Assert: each replica's long poll answers it received, with the same end-to-end id, and
+    // the Pix is recorded once.
+    let mut e2e = HashSet::new();
+    for poll in polls {
+        let answer = poll.await.unwrap();
+        assert_eq!(answer["status"], "aprovado", "{answer}");
+        e2e.insert(answer["pix"]["e2eid"].as_str().unwrap().to_string());
+    }
+    assert_eq!(e2e.len(), 1, "{e2e:?}");
+    assert_eq!(db.count("pix_received").await, 1);
+    assert_eq!(db.count("payments WHERE status = 'aprovado'").await, 1);
+    let counts = psp.counts();
+    assert_eq!((counts.cobrancas, counts.pix), (1, 1));
+    assert!(counts.entregas_aceitas >= 1, "{counts:?}");
+}

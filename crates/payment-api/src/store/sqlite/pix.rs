@@ -204,17 +204,27 @@ impl PixStore for SqliteStore {
             .await
     }
 
-    async fn pix_to_poll(&self, closed_since: Millis, limit: usize) -> StoreResult<Vec<PixCharge>> {
+    async fn pix_to_poll(
+        &self,
+        closed_since: Millis,
+        after: Option<(Millis, String)>,
+        limit: usize,
+    ) -> StoreResult<Vec<PixCharge>> {
+        let (after_at, after_id) = after.unwrap_or((Millis::MIN, String::new()));
         self.db
             .read(move |c| {
                 let mut st = c.prepare_cached(&format!(
                     "SELECT {PIX_COLUMNS} FROM pix_charges
-                     WHERE status = 'aguardando'
-                        OR (status IN ('expirado', 'cancelado') AND updated_at >= ?1)
-                     ORDER BY updated_at LIMIT ?2"
+                     WHERE (status = 'aguardando'
+                            OR (status IN ('expirado', 'cancelado') AND updated_at >= ?1))
+                       AND (updated_at, id) > (?2, ?3)
+                     ORDER BY updated_at, id LIMIT ?4"
                 ))?;
                 let rows = st
-                    .query_map(params![closed_since, limit as i64], pix_from_row)?
+                    .query_map(
+                        params![closed_since, after_at, after_id, limit as i64],
+                        pix_from_row,
+                    )?
                     .collect::<Result<Vec<_>, _>>()?;
                 collect(rows)
             })
