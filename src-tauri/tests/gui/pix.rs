@@ -332,25 +332,33 @@ async fn a_pix_is_given_back_from_the_history_once_even_when_the_answer_is_lost(
     app.close().await;
 }
 
-#[tokio::test]
-async fn a_pix_paid_after_the_cashier_cancelled_it_is_shown_and_given_back() {
-    let stack = PixStack::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = stack.launch(dir.path()).await;
-    app.type_into("valor", "25,00").await;
+/// A Pix of `valor` shown, cancelled with Esc, then paid by the customer at a bank that lets a
+/// removed charge through (`bacen/pix-api#319`); returns its attempt once the till shows it paid
+/// after the cancel.
+async fn cancelled_then_paid_anyway(stack: &PixStack, app: &GuiApp, valor: &str) -> String {
+    app.type_into("valor", valor).await;
     app.press(F5).await;
-    let (txid, _) = pix_on_screen(&app).await;
+    let (txid, _) = pix_on_screen(app).await;
     app.press(ESC).await;
     app.wait_status("Pix cancelado").await;
-    let payment = current_attempt(&app).await;
-    // Act: the customer pays the cancelled QR at a bank that lets it through (bacen/pix-api#319).
+    let payment = current_attempt(app).await;
     let (status, _) = stack
         .pix
         .customer_pays(&txid, json!({"aceitar_inativa": true}))
         .await;
     assert_eq!(status, 201);
-    // Assert: the till learns of it and says to give it back; nothing is lost.
     app.wait_status("Pix recebido após cancelamento").await;
+    payment
+}
+
+#[tokio::test]
+async fn a_pix_paid_after_the_cashier_cancelled_it_is_shown_and_given_back() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    // Act: the customer pays the cancelled QR at a bank that lets it through (bacen/pix-api#319).
+    let payment = cancelled_then_paid_anyway(&stack, &app, "25,00").await;
+    // Assert: the till learns of it and says to give it back; nothing is lost.
     assert!(!app.hidden("unfinished").await);
     app.screenshot("pix-pago-apos-cancelar").await;
     // The closing lists it, with the Pix counted apart.
@@ -395,18 +403,7 @@ async fn a_pix_paid_after_the_cashier_cancelled_it_is_kept_as_the_payment_of_a_s
     let stack = PixStack::start().await;
     let dir = tempfile::tempdir().unwrap();
     let app = stack.launch(dir.path()).await;
-    app.type_into("valor", "18,90").await;
-    app.press(F5).await;
-    let (txid, _) = pix_on_screen(&app).await;
-    app.press(ESC).await;
-    app.wait_status("Pix cancelado").await;
-    let payment = current_attempt(&app).await;
-    let (status, _) = stack
-        .pix
-        .customer_pays(&txid, json!({"aceitar_inativa": true}))
-        .await;
-    assert_eq!(status, 201);
-    app.wait_status("Pix recebido após cancelamento").await;
+    let payment = cancelled_then_paid_anyway(&stack, &app, "18,90").await;
     let keep = format!("manter-{payment}");
     app.wait_until("Manter is offered", |a| {
         let keep = keep.clone();
