@@ -4,57 +4,33 @@
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
+use pagar_testkit::{PixProcess, PIX_SECRET as SECRET, PIX_TOKEN as TOKEN};
 use serde_json::{json, Value};
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-const TOKEN: &str = "pix_token_provider_tests";
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const TXID: &str = "pagarTesteProvider0000000000001";
 
+/// The simulator binary this package built, as its own process (stopped when dropped).
 struct Provider {
-    child: Child,
-    url: String,
+    process: PixProcess,
     http: reqwest::Client,
-    _dir: tempfile::TempDir,
 }
 
 impl Provider {
     fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pix-provider"))
-            .args(["--listen", "127.0.0.1:0", "--token", TOKEN])
-            .args(["--webhook-secrets", SECRET])
-            .arg("--database")
-            .arg(dir.path().join("psp.db"))
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("pix-provider did not start: {line:?}"))
-            .to_string();
         Self {
-            child,
-            url,
+            process: PixProcess::start_binary(Path::new(env!("CARGO_BIN_EXE_pix-provider")), None),
             http: reqwest::Client::new(),
-            _dir: dir,
         }
     }
 
     async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
         let mut req = self
             .http
-            .request(method, format!("{}{path}", self.url))
+            .request(method, format!("{}{path}", self.process.url()))
             .bearer_auth(TOKEN);
         if let Some(b) = body {
             req = req.json(&b);
@@ -68,28 +44,6 @@ impl Provider {
         let body = json!({"calendario": {"expiracao": 600}, "valor": {"original": valor}, "chave": "loja@pagar.dev"});
         self.send(reqwest::Method::PUT, &format!("/cob/{txid}"), Some(body))
             .await
-    }
-
-    async fn pays(&self, txid: &str, order: Value) -> (u16, Value) {
-        self.send(
-            reqwest::Method::POST,
-            &format!("/qa/cob/{txid}/pagar"),
-            Some(order),
-        )
-        .await
-    }
-
-    async fn counts(&self) -> Value {
-        self.send(reqwest::Method::GET, "/qa/contagens", None)
-            .await
-            .1
-    }
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -112,7 +66,7 @@ async fn a_used_txid_is_refused_and_read_back_never_a_second_charge() {
         read["location"], cob["location"],
         "the charge read back is the first one"
     );
-    assert_eq!(psp.counts().await["cobrancas"], 1);
+    assert_eq!(psp.process.counts().await["cobrancas"], 1);
 
     let (_, ledger) = psp.send(reqwest::Method::GET, "/qa/cobs", None).await;
     assert_eq!(ledger["cobs"].as_array().unwrap().len(), 1);
@@ -143,24 +97,30 @@ async fn a_removed_charge_is_not_paid_unless_the_bank_ignores_removal_and_a_paid
     assert_eq!(status, 200, "{removed}");
     assert_eq!(removed["status"], "REMOVIDA_PELO_USUARIO_RECEBEDOR");
 
-    let (refused, _) = psp.pays(TXID, json!({})).await;
+    let (refused, _) = psp.process.customer_pays(TXID, json!({})).await;
     assert_eq!(
         refused, 409,
         "a PSP following bacen/pix-api#319 refuses a removed charge"
     );
-    assert_eq!(psp.counts().await["pix"], 0);
+    assert_eq!(psp.process.counts().await["pix"], 0);
 
-    let (paid, pix) = psp.pays(TXID, json!({"aceitar_inativa": true})).await;
+    let (paid, pix) = psp
+        .process
+        .customer_pays(TXID, json!({"aceitar_inativa": true}))
+        .await;
     assert_eq!(paid, 201, "{pix}");
     assert_eq!(pix["txid"], TXID);
     assert_eq!(pix["endToEndId"].as_str().unwrap().len(), 32);
-    let (twice, _) = psp.pays(TXID, json!({"aceitar_inativa": true})).await;
+    let (twice, _) = psp
+        .process
+        .customer_pays(TXID, json!({"aceitar_inativa": true}))
+        .await;
     assert_eq!(twice, 409, "one Pix per charge");
-    assert_eq!(psp.counts().await["pix"], 1);
+    assert_eq!(psp.process.counts().await["pix"], 1);
 
     let other = "pagarTesteProvider0000000000002";
     psp.put_cob(other, "1.00").await;
-    psp.pays(other, json!({})).await;
+    psp.process.customer_pays(other, json!({})).await;
     let (status, _) = psp
         .send(
             reqwest::Method::PATCH,
@@ -175,7 +135,10 @@ async fn a_removed_charge_is_not_paid_unless_the_bank_ignores_removal_and_a_paid
 async fn a_devolucao_id_is_used_once_and_the_devolucoes_never_exceed_the_pix() {
     let psp = Provider::start();
     psp.put_cob(TXID, "10.00").await;
-    let (_, pix) = psp.pays(TXID, json!({"webhook": "perdido"})).await;
+    let (_, pix) = psp
+        .process
+        .customer_pays(TXID, json!({"webhook": "perdido"}))
+        .await;
     let e2e = pix["endToEndId"].as_str().unwrap().to_string();
     let path = |id: &str| format!("/pix/{e2e}/devolucao/{id}");
 
@@ -218,7 +181,7 @@ async fn a_devolucao_id_is_used_once_and_the_devolucoes_never_exceed_the_pix() {
         )
         .await;
     assert_eq!(rest, 201);
-    let counts = psp.counts().await;
+    let counts = psp.process.counts().await;
     assert_eq!(
         (counts["devolucoes"].clone(), counts["devolvido"].clone()),
         (json!(2), json!(1000))
@@ -252,7 +215,10 @@ async fn callbacks_are_signed_for_every_secret_and_sent_as_many_times_as_qa_asks
         .await;
     assert_eq!(status, 200);
     psp.put_cob(TXID, "3.50").await;
-    let (_, pix) = psp.pays(TXID, json!({"webhook": "duplicado"})).await;
+    let (_, pix) = psp
+        .process
+        .customer_pays(TXID, json!({"webhook": "duplicado"}))
+        .await;
 
     let verifier = standardwebhooks::Webhook::new(SECRET).unwrap();
     let mut ids = Vec::new();
@@ -276,7 +242,7 @@ async fn callbacks_are_signed_for_every_secret_and_sent_as_many_times_as_qa_asks
             .is_err(),
         "two copies, not three"
     );
-    assert_eq!(psp.counts().await["entregas_aceitas"], 2);
+    assert_eq!(psp.process.counts().await["entregas_aceitas"], 2);
 }
 
 #[tokio::test]
@@ -291,18 +257,21 @@ async fn bad_input_is_refused_with_the_api_pix_problem_and_changes_nothing() {
     assert_eq!(zero, 400);
     let (float, _) = psp.put_cob(TXID, "1.5").await;
     assert_eq!(float, 400, "valor has exactly two decimals");
-    let (unknown, _) = psp.pays(TXID, json!({})).await;
+    let (unknown, _) = psp.process.customer_pays(TXID, json!({})).await;
     assert_eq!(unknown, 404);
-    let (typo, _) = psp.pays(TXID, json!({"webhok": "perdido"})).await;
+    let (typo, _) = psp
+        .process
+        .customer_pays(TXID, json!({"webhok": "perdido"}))
+        .await;
     assert_eq!(typo, 400, "a misspelt QA order is refused, not ignored");
 
     let anonymous = reqwest::Client::new()
-        .get(format!("{}/cob/{TXID}", psp.url))
+        .get(format!("{}/cob/{TXID}", psp.process.url()))
         .send()
         .await
         .unwrap();
     assert_eq!(anonymous.status().as_u16(), 403);
-    assert_eq!(psp.counts().await["cobrancas"], 0);
+    assert_eq!(psp.process.counts().await["cobrancas"], 0);
 }
 
 #[test]

@@ -28,6 +28,12 @@ impl PixProcess {
     /// Starts the simulator on a free port, its log appended to `log` (`None`: the test's
     /// stderr).
     pub fn start_logging_to(log: Option<&Path>) -> Self {
+        Self::start_binary(&workspace_binary("pix-provider", "PAGAR_PIX_BIN"), log)
+    }
+
+    /// Starts the simulator binary at `bin` (the simulator's own tests name theirs) on a free
+    /// port, its log appended to `log` (`None`: the test's stderr).
+    pub fn start_binary(bin: &Path, log: Option<&Path>) -> Self {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let stderr = match log {
             Some(path) => Stdio::from(
@@ -39,7 +45,7 @@ impl PixProcess {
             ),
             None => Stdio::inherit(),
         };
-        let mut child = Command::new(workspace_binary("pix-provider", "PAGAR_PIX_BIN"))
+        let mut child = Command::new(bin)
             .args(["--listen", "127.0.0.1:0", "--token", PIX_TOKEN])
             .args(["--webhook-secrets", PIX_SECRET])
             .arg("--database")

@@ -614,7 +614,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
         out.kinds.extend(kinds);
         tokio::time::sleep_until((done_by + Duration::from_millis(300)).into()).await;
         let ledger = psp.ledger(&pix_key(plan.seed)).await;
-        if !pix_recorded(&database, &merchant, &ledger, &mut servers).await {
+        if !pix_recorded(&database, &merchant, &ledger, &mut servers, &mut out.notes).await {
             out.notes
                 .push("(g) a Pix paid at the provider was not recorded by a server in 15 s".into());
             out.violations[6] += 1;
@@ -715,6 +715,7 @@ async fn pix_recorded(
     merchant: &str,
     ledger: &Value,
     servers: &mut [ApiProcess],
+    notes: &mut Vec<String>,
 ) -> bool {
     let paid: BTreeSet<&str> = provider_pix(ledger).map(|(e2e, _, _)| e2e).collect();
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -728,10 +729,9 @@ async fn pix_recorded(
         if Instant::now() > deadline {
             return false;
         }
-        let mut notes = Vec::new();
         for s in servers.iter_mut() {
             if !s.is_running() {
-                revive(s, &mut notes);
+                revive(s, notes);
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -749,15 +749,9 @@ fn provider_pix(ledger: &Value) -> impl Iterator<Item = (&str, &str, i64)> {
             Some((
                 p["endToEndId"].as_str()?,
                 p["txid"].as_str()?,
-                reais_to_centavos(p["valor"].as_str()?)?,
+                pix_provider::valor::parse(p["valor"].as_str()?)?,
             ))
         })
-}
-
-/// `"12.34"` as 1234.
-fn reais_to_centavos(s: &str) -> Option<i64> {
-    let (r, c) = s.split_once('.')?;
-    Some(r.parse::<i64>().ok()? * 100 + c.parse::<i64>().ok()?)
 }
 
 /// True when every attempt of the outbox is settled (what the till waits for): a payment in
@@ -1185,7 +1179,7 @@ async fn pix_disagreements(
         let txid = cob["txid"].as_str().unwrap_or_default();
         let valor = cob["valor"]["original"]
             .as_str()
-            .and_then(reais_to_centavos);
+            .and_then(pix_provider::valor::parse);
         let Some(charge) = by_txid.get(txid) else {
             violation(format!(
                 "charge {txid} at the provider is unknown to the server"
