@@ -18,6 +18,7 @@ fn pagar_commands() -> &'static [&'static str] {
         "close_till",
         "pay",
         "pay_pix",
+        "card_plans",
         "cancel_pix",
         "keep_late_pix",
         "pix_qr",

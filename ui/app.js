@@ -4,10 +4,10 @@
 
 import {
   applyEvent, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
-  FAULTS, pixWaiting, shortcut, snapshotMark, upsert,
+  FAULTS, pixWaiting, planArgs, shortcut, snapshotMark, upsert,
 } from "./state.js";
 import {
-  $, drawQr, fillCards, hideDialogs, render, renderQa, showClosing, showClosingRefused, showReceipt,
+  $, drawQr, fillCards, fillPlans, hideDialogs, render, renderQa, showClosing, showClosingRefused, showReceipt,
   showTerminal,
 } from "./view.js";
 
@@ -67,7 +67,23 @@ async function qaPixPay() {
 
 async function press(ev) {
   ev.preventDefault();
-  await startPayment("pagar", "pay", () => ({ saleId: state.saleId, valor: $("valor").value, cartao: $("cartao").value }));
+  await startPayment("pagar", "pay", () => ({
+    saleId: state.saleId, valor: $("valor").value, cartao: $("cartao").value, ...planArgs($("forma").value),
+  }));
+}
+
+/** The "forma de pagamento" list follows the amount typed (each parcelado with its
+ * installments); a reply older than the last one asked for is dropped. */
+let plansAsked = 0;
+async function refreshPlans(keep = $("forma").value) {
+  const asked = ++plansAsked;
+  try {
+    const offers = await invoke("card_plans", { valor: $("valor").value });
+    if (asked === plansAsked) fillPlans(offers, keep);
+  } catch (err) {
+    state.error = errorText(err);
+    draw();
+  }
 }
 
 /** Pagar or Pix: a synchronous guard (a double click, a held key or a burst of clicks ends
@@ -104,6 +120,7 @@ async function newSale() {
   state.anotherCard = false;
   state.error = null;
   $("valor").value = "";
+  await refreshPlans("credito:1");
   draw();
   $("valor").focus();
 }
@@ -256,15 +273,16 @@ function closeDialog() {
   $(current(state) && current(state).state === "aprovado" ? "nova-venda" : "valor").focus();
 }
 
-/** F3: the card list, open (as a list box) until a card is chosen. */
-function openCards() {
-  const select = $("cartao");
-  select.size = Math.max(2, select.options.length);
+/** F3: the card list, open (as a list box) until a card is chosen; F6 the same for the forma
+ * de pagamento. */
+function openList(id) {
+  const select = $(id);
+  select.size = Math.max(2, Math.min(select.options.length, 15));
   select.focus();
 }
 
-function closeCards() {
-  $("cartao").size = 0;
+function closeList(id) {
+  $(id).size = 0;
 }
 
 function onKey(e) {
@@ -285,10 +303,11 @@ function onKey(e) {
   }
   const action = shortcut(state, e.key);
   if (!action) {
-    if (e.key === "Enter" && document.activeElement === $("cartao") && $("cartao").size > 1) {
-      // Enter in the open card list chooses the card and goes back to the amount.
+    const list = document.activeElement;
+    if (e.key === "Enter" && (list === $("cartao") || list === $("forma")) && list.size > 1) {
+      // Enter in an open list chooses and goes back to the amount (Enter there pays).
       e.preventDefault();
-      closeCards();
+      closeList(list.id);
       $("valor").focus();
     }
     return;
@@ -296,7 +315,8 @@ function onKey(e) {
   e.preventDefault();
   ({
     "new-sale": () => { if (!$("nova-venda").hidden) newSale(); },
-    cards: openCards,
+    cards: () => openList("cartao"),
+    plans: () => openList("forma"),
     receipt: printReceipt,
     "close-till": () => closeTill(false),
     "close-dialog": closeDialog,
@@ -328,6 +348,8 @@ async function restoreTill() {
     $("valor").value = brlInput(till.attempt.valor);
     if (till.attempt.cartao) $("cartao").value = till.attempt.cartao;
   }
+  const p = till.attempt && till.attempt.plano;
+  await refreshPlans(p ? `${p.metodo === "credito" && p.parcelas > 1 ? "parcelado" : p.metodo}:${p.parcelas}` : "credito:1");
 }
 
 async function exportAttempts(format) {
@@ -408,7 +430,9 @@ async function start() {
   $("refund-back").addEventListener("click", refundBack);
   $("refund-receipt").addEventListener("click", refundReceipt);
   $("refund-close").addEventListener("click", closeDialog);
-  $("cartao").addEventListener("blur", closeCards);
+  $("cartao").addEventListener("blur", () => closeList("cartao"));
+  $("forma").addEventListener("blur", () => closeList("forma"));
+  $("valor").addEventListener("input", () => refreshPlans());
   document.addEventListener("keydown", onKey);
 
   try {

@@ -20,6 +20,9 @@ export const CARD_LABELS = {
   tok_lento: "Lento, aprova em segundos (teste)",
   tok_estorno_recusado: "Aprova; estornos recusados (teste)",
   tok_estorno_lento: "Aprova; estornos lentos (teste)",
+  tok_somente_debito: "Só débito (teste)",
+  tok_voucher: "Voucher refeição/alimentação (teste)",
+  tok_sem_parcelamento: "Não parcela (teste)",
 };
 
 /** Decline reasons the gateway gives, as a cashier reads them. */
@@ -30,7 +33,29 @@ export const MOTIVOS = {
   chave_cancelada: "tentativa cancelada, nada foi cobrado",
   pix_expirado: "o Pix expirou sem pagamento",
   pix_cancelado: "o Pix foi cancelado sem pagamento",
+  metodo_nao_aceito: "o cartão não aceita esta forma de pagamento",
+  parcelamento_nao_permitido: "o cartão não aceita parcelamento",
 };
+
+/** How an attempt was paid, as the status line and the history say it: the card plan's own
+ * words (`Crédito 3× sem juros`), `Pix`, or nothing for a card that named no method. */
+export function formaText(a) {
+  if (!a) return "";
+  if (isPix(a)) return "Pix";
+  return a.plano ? a.plano.rotulo : "";
+}
+
+/** The value of a plan in the "forma de pagamento" list: `debito:1`, `parcelado:3`. */
+export function planValue(offer) {
+  return `${offer.forma}:${offer.parcelas}`;
+}
+
+/** The command's arguments for a list value: `{forma, parcelas}` (parcelas only for a
+ * parcelado). */
+export function planArgs(value) {
+  const [forma, n] = String(value || "credito:1").split(":");
+  return forma === "parcelado" ? { forma, parcelas: Number(n) } : { forma, parcelas: null };
+}
 
 /** The QA panel's fault profiles. */
 export const FAULTS = {
@@ -263,12 +288,17 @@ export function statusFor(state, a, now) {
     case "aprovado": {
       const back = refundsOf(state, a.id).aprovado;
       const refunded = back === 0 ? "" : ` · estornado ${brl(back)}`;
-      return ["aprovado", "Pagamento aprovado", `${brl(a.valor)} · ${a.payment_id || ""}${refunded}`];
+      const forma = formaText(a) ? ` · ${formaText(a)}` : "";
+      return ["aprovado", "Pagamento aprovado", `${brl(a.valor)}${forma} · ${a.payment_id || ""}${refunded}`];
     }
     case "recusado":
       if (a.motivo === "chave_cancelada") {
         return ["recusado", "Tentativa cancelada — nada foi cobrado",
           "O servidor cancelou a chave desta tentativa: ela não cobrou e não pode mais cobrar. Pode cobrar de novo."];
+      }
+      if (a.motivo === "metodo_nao_aceito" || a.motivo === "parcelamento_nao_permitido") {
+        return ["recusado", `Pagamento recusado: ${MOTIVOS[a.motivo]}`,
+          `Pedido: ${formaText(a) || "crédito à vista"}. Nenhuma cobrança foi feita. Escolha outra forma (F6) ou outro cartão.`];
       }
       return ["recusado", `Pagamento recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`,
         "Nenhuma cobrança foi feita. Tente outro cartão."];
@@ -393,6 +423,8 @@ export function controls(state, a) {
           : "Próxima venda (este Pix não chegou a ser mostrado e expira sem cobrança)",
     valorDisabled: Boolean(live || approved || review || state.pressing),
     cartaoDisabled: Boolean(live || approved || (review && !state.anotherCard) || state.pressing),
+    // The plan is part of the attempt's request: it changes only when a new attempt may be made.
+    formaDisabled: Boolean(live || approved || (review && !state.anotherCard) || state.pressing),
     // Only an approval has a receipt: nothing that could pass for one is offered otherwise.
     comprovanteHidden: !approved || state.pressing,
     // Pix: like Pagar, and only while the server answers (its QR comes from it).
@@ -434,6 +466,7 @@ export function shortcut(state, key) {
   switch (key) {
     case "F2": return c.novaVendaHidden ? null : "new-sale";
     case "F3": return c.cartaoDisabled ? null : "cards";
+    case "F6": return c.formaDisabled ? null : "plans";
     case "F4": return c.comprovanteHidden ? null : "receipt";
     case "F5": return c.pixDisabled ? null : "pix";
     case "F9": return state.pressing ? null : "close-till";
@@ -459,13 +492,18 @@ export function closingVerdict(closing) {
 export function closingTotals(closing) {
   const t = closing.totals;
   const r = closing.refunds;
-  const rows = [
-    ["Aprovados", t.aprovado.count, t.aprovado.centavos],
+  const rows = [["Aprovados", t.aprovado.count, t.aprovado.centavos]];
+  // The approved by the way they were paid, when the day had more than the card with no method.
+  const formas = closing.por_forma || [];
+  if (formas.some((m) => m.forma !== "cartao")) {
+    for (const m of formas) rows.push([m.rotulo, m.tally.count, m.tally.centavos]);
+  }
+  rows.push(
     ["Recusados", t.recusado.count, t.recusado.centavos],
     ["Pendentes", t.pendente.count, t.pendente.centavos],
     ["Em revisão", t.revisao.count, t.revisao.centavos],
     ["Estornos aprovados", r.aprovado.count, r.aprovado.centavos],
-  ];
+  );
   const elsewhere = closing.refunds_elsewhere || { count: 0, centavos: 0 };
   for (const [label, x] of [["Estornos recusados", r.recusado], ["Estornos pendentes", r.pendente], ["Estornos em revisão", r.revisao], ["Estornos feitos fora deste caixa", elsewhere]]) {
     if (x.count > 0) rows.push([label, x.count, x.centavos]);

@@ -54,6 +54,7 @@ export function render(state) {
   $("nova-venda").hidden = c.novaVendaHidden;
   $("valor").disabled = c.valorDisabled;
   $("cartao").disabled = c.cartaoDisabled;
+  $("forma").disabled = c.formaDisabled;
   $("comprovante").hidden = c.comprovanteHidden;
   $("pix").disabled = c.pixDisabled;
   $("pix-why").hidden = !c.pixWhy;
@@ -367,6 +368,24 @@ export function hideDialogs() {
 /** Shows the terminal's name. */
 export function showTerminal(name) {
   $("terminal").textContent = name;
+}
+
+/** Fills the "forma de pagamento" list with the store's plans for the amount typed, keeping
+ * the cashier's choice when it is still offered (else crédito à vista). */
+export function fillPlans(offers, keep) {
+  const select = $("forma");
+  const values = offers.map(planValue);
+  const same = select.options.length === offers.length
+    && offers.every((o, i) => select.options[i].value === values[i] && select.options[i].textContent === o.rotulo);
+  if (!same) {
+    select.replaceChildren(...offers.map((o, i) => {
+      const opt = document.createElement("option");
+      opt.value = values[i];
+      opt.textContent = o.rotulo;
+      return opt;
+    }));
+  }
+  select.value = values.includes(keep) ? keep : "credito:1";
 }
 
 /** Offers each card token, by its name when it has one. */

@@ -7,7 +7,7 @@ use crate::session::{AppInfo, Session};
 use checkout_core::domain::sale_number;
 use checkout_core::{
     export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Event,
-    OpenSale, PayOutcome, QueueSummary, RefundReason, SaleId, Total,
+    OpenSale, PayOutcome, PlanOffer, QueueSummary, RefundReason, SaleId, Total,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -155,16 +155,43 @@ pub async fn pay(
     sale_id: String,
     valor: String,
     cartao: String,
+    forma: Option<String>,
+    parcelas: Option<u8>,
 ) -> Result<PayReply> {
     let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
     let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
     let cartao = CardToken::parse(&cartao).map_err(AppError::invalid)?;
-    Ok(session
-        .get()?
-        .checkout()
-        .pay(sale, valor, cartao)
-        .await?
-        .into())
+    let running = session.get()?;
+    let checkout = running.checkout();
+    Ok(match forma {
+        // Without a forma the request names no method: the gateway's default, crédito à vista.
+        None => checkout.pay(sale, valor, cartao).await?,
+        Some(forma) => {
+            let plan = running
+                .settings()
+                .plans
+                .plan(&forma, parcelas, valor)
+                .map_err(AppError::invalid)?;
+            checkout.pay_card(sale, valor, cartao, plan).await?
+        }
+    }
+    .into())
+}
+
+/// The card plans the store offers for the amount typed, for the "forma de pagamento" list:
+/// débito, crédito à vista, each parcelado with its installments (`3× de R$ 33,34`), voucher.
+/// An amount that does not parse offers débito and crédito à vista only.
+#[tauri::command]
+pub async fn card_plans(session: State<'_, Session>, valor: String) -> Result<Vec<PlanOffer>> {
+    let rules = session.get()?.settings().plans;
+    Ok(match Centavos::parse_brl(&valor) {
+        Ok(valor) => rules.offers(valor),
+        Err(_) => rules
+            .offers(Centavos::new(1).expect("positive"))
+            .into_iter()
+            .filter(|o| o.forma != "parcelado")
+            .collect(),
+    })
 }
 
 /// Pays a sale by Pix: the server makes the charge and the window shows its QR. Refused while

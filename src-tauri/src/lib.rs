@@ -39,6 +39,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::close_till,
         commands::pay,
         commands::pay_pix,
+        commands::card_plans,
         commands::cancel_pix,
         commands::keep_late_pix,
         commands::pix_qr,

@@ -91,8 +91,11 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
             line("Estorno", attempt.payment_id.clone().unwrap_or_default()),
             line("Pagamento", payment.unwrap_or_default()),
             line("Cartão", card_of(attempt)),
-            line("Situação", "ESTORNADO".into()),
         ]);
+        if let Some(plan) = attempt.plano {
+            linhas.push(line("Forma", plan.label()));
+        }
+        linhas.push(line("Situação", "ESTORNADO".into()));
         return Ok(Receipt {
             titulo: "Comprovante de estorno",
             via: "Via do cliente",
@@ -106,7 +109,15 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
         line("Pagamento", attempt.payment_id.clone().unwrap_or_default()),
     ]);
     match (&attempt.cartao, &attempt.pix) {
-        (Some(card), _) => linhas.push(line("Cartão", card.masked())),
+        (Some(card), _) => {
+            linhas.push(line("Cartão", card.masked()));
+            if let Some(plan) = attempt.plano {
+                linhas.push(line("Forma", plan.label()));
+                if let Some(parcelas) = plan.installments_text(attempt.valor) {
+                    linhas.push(line("Parcelas", parcelas));
+                }
+            }
+        }
         (None, pix) => {
             linhas.push(line("Forma", "Pix".into()));
             if let Some(e2e) = pix.as_ref().and_then(|p| p.e2eid.clone()) {
@@ -253,13 +264,18 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
 /// The closing's totals as rows, payments first, then refunds: refund states other than
 /// approved only when the day had some (ui/state.js `closingTotals` shows the same rows).
 pub fn closing_rows(c: &Closing) -> Vec<(&'static str, Tally)> {
-    let mut rows = vec![
-        ("Aprovados", c.totals.aprovado),
+    let mut rows = vec![("Aprovados", c.totals.aprovado)];
+    // The approved by the way they were paid, when the day had more than the card with no
+    // method named.
+    if c.por_forma.iter().any(|m| m.forma != "cartao") {
+        rows.extend(c.por_forma.iter().map(|m| (m.rotulo, m.tally)));
+    }
+    rows.extend([
         ("Recusados", c.totals.recusado),
         ("Pendentes", c.totals.pendente),
         ("Em revisão", c.totals.revisao),
         ("Estornos aprovados", c.refunds.aprovado),
-    ];
+    ]);
     for (name, t) in [
         ("Estornos recusados", c.refunds.recusado),
         ("Estornos pendentes", c.refunds.pendente),

@@ -86,6 +86,8 @@ pub struct AppInfo {
     pub loja: String,
     /// The store's offset from UTC, in minutes (the history shows times in the store's zone).
     pub utc_offset_minutes: i32,
+    /// Whether the store takes vouchers (the "forma" list offers one).
+    pub aceita_voucher: bool,
 }
 
 /// A session that started: what [`Session::get`] gives every command.
@@ -276,6 +278,7 @@ impl Running {
             terminal: self.settings.terminal.clone(),
             loja: self.settings.loja.clone(),
             utc_offset_minutes: self.settings.utc_offset.whole_minutes().into(),
+            aceita_voucher: self.settings.plans.voucher,
         }
     }
 

@@ -18,7 +18,13 @@
 //! - `loja`: the store's name on receipts (`PAGAR_LOJA`).
 //! - `fuso_horario`: the store's offset from UTC, `-03:00` by default (`PAGAR_FUSO_HORARIO`):
 //!   receipts' times, sale numbers and the till's closing go by its day.
+//! - How the store takes cards: `juros` (`"loja"`, parcelado sem juros, the default; or
+//!   `"emissor"`, com juros do emissor; `PAGAR_JUROS`), `parcelas_max` (1–12, default 12;
+//!   `PAGAR_PARCELAS_MAX`), `parcela_minima` (the least installment, `"5,00"` by default;
+//!   `PAGAR_PARCELA_MINIMA`) and `aceita_voucher` (default `true`; `PAGAR_ACEITA_VOUCHER`).
 
+use checkout_core::domain::MAX_PARCELAS;
+use checkout_core::{Centavos, Financing, PlanRules};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -63,6 +69,8 @@ pub struct Settings {
     pub loja: String,
     /// The store's offset from UTC.
     pub utc_offset: time::UtcOffset,
+    /// Which card plans the till offers.
+    pub plans: PlanRules,
 }
 
 #[derive(Default, Deserialize)]
@@ -78,6 +86,10 @@ struct FileConfig {
     terminal: Option<String>,
     loja: Option<String>,
     fuso_horario: Option<String>,
+    juros: Option<String>,
+    parcelas_max: Option<u8>,
+    parcela_minima: Option<String>,
+    aceita_voucher: Option<bool>,
 }
 
 impl std::fmt::Debug for ApiTarget {
@@ -189,7 +201,41 @@ impl Settings {
             Some(s) => parse_offset(&s)?,
             None => time::macros::offset!(-3),
         };
+        let defaults = PlanRules::default();
+        let plans = PlanRules {
+            financing: match env("PAGAR_JUROS").or(file.juros).as_deref() {
+                None => defaults.financing,
+                Some(s) => Financing::parse(s).ok_or_else(|| {
+                    format!("juros {s:?}: use \"loja\" (sem juros) ou \"emissor\" (com juros)")
+                })?,
+            },
+            max_parcelas: match env("PAGAR_PARCELAS_MAX") {
+                Some(s) => Some(
+                    s.parse()
+                        .map_err(|_| format!("PAGAR_PARCELAS_MAX={s}: use 1 a {MAX_PARCELAS}"))?,
+                ),
+                None => file.parcelas_max,
+            }
+            .map(|n: u8| {
+                (1..=MAX_PARCELAS)
+                    .contains(&n)
+                    .then_some(n)
+                    .ok_or_else(|| format!("parcelas_max {n}: use 1 a {MAX_PARCELAS}"))
+            })
+            .transpose()?
+            .unwrap_or(defaults.max_parcelas),
+            parcela_minima: match env("PAGAR_PARCELA_MINIMA").or(file.parcela_minima) {
+                Some(s) => {
+                    Centavos::parse_brl(&s).map_err(|e| format!("parcela_minima {s:?}: {e}"))?
+                }
+                None => defaults.parcela_minima,
+            },
+            voucher: flag("PAGAR_ACEITA_VOUCHER")?
+                .or(file.aceita_voucher)
+                .unwrap_or(defaults.voucher),
+        };
         Ok(Self {
+            plans,
             data_dir,
             api,
             ca_cert: env("PAGAR_CA_CERT").map(PathBuf::from).or(file.ca_cert),

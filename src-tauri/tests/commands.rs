@@ -28,6 +28,7 @@ fn app() -> Mocked {
         terminal_is_new: false,
         loja: "Loja de testes".into(),
         utc_offset: time::macros::offset!(-3),
+        plans: checkout_core::PlanRules::default(),
     };
     let app = pagar_lib::with_commands(mock_builder())
         .build(mock_context(noop_assets()))
@@ -105,6 +106,58 @@ fn bad_input_is_refused_with_a_clear_message_and_nothing_is_stored() {
 }
 
 #[test]
+fn the_forma_list_follows_the_amount_and_a_plan_the_store_does_not_offer_is_refused() {
+    let m = app();
+    let offers = call(&m, "card_plans", json!({"valor": "100,00"})).unwrap();
+    let labels: Vec<&str> = offers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["rotulo"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels[0], "Débito");
+    assert!(labels.contains(&"Crédito 3× de R$ 33,34 (última de R$ 33,32) sem juros"));
+    // An amount not typed yet offers no parcelado.
+    let bare = call(&m, "card_plans", json!({"valor": ""})).unwrap();
+    assert!(bare
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|o| o["forma"] != "parcelado"));
+
+    let sale = call(&m, "new_sale", json!({})).unwrap()["sale"].clone();
+    for (valor, forma, parcelas, why) in [
+        ("12,00", "parcelado", json!(3), "mínimo"),
+        ("100,00", "parcelado", json!(13), "2 a 12"),
+        ("100,00", "parcelado", json!(null), "parcelas"),
+        ("100,00", "boleto", json!(null), "desconhecida"),
+    ] {
+        let err = call(
+            &m,
+            "pay",
+            json!({"saleId": sale, "valor": valor, "cartao": "tok_aprovado", "forma": forma, "parcelas": parcelas}),
+        )
+        .unwrap_err();
+        assert_eq!(err["kind"], "invalid", "{forma} {parcelas}: {err}");
+        assert!(err["message"].as_str().unwrap().contains(why), "{err}");
+    }
+    assert_eq!(
+        call(&m, "attempts", json!({})).unwrap()["attempts"],
+        json!([])
+    );
+    let paid = call(
+        &m,
+        "pay",
+        json!({"saleId": sale, "valor": "100,00", "cartao": "tok_aprovado", "forma": "parcelado", "parcelas": 3}),
+    )
+    .unwrap();
+    assert_eq!(
+        paid["attempt"]["plano"],
+        json!({"metodo": "credito", "parcelas": 3, "parcelamento": "loja", "rotulo": "Crédito 3× sem juros"})
+    );
+}
+
+#[test]
 fn the_app_reports_its_embedded_mode_tokens_and_export_folder() {
     let m = app();
     let info = call(&m, "app_info", json!({})).unwrap();
@@ -155,6 +208,7 @@ fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
             terminal_is_new: false,
             loja: "Loja de testes".into(),
             utc_offset: time::macros::offset!(-3),
+            plans: checkout_core::PlanRules::default(),
         })
     };
     let first = tauri::async_runtime::block_on(Session::start(settings()));
@@ -192,6 +246,7 @@ fn plain_http_to_a_host_that_is_not_loopback_is_refused_at_start_with_the_reason
             terminal_is_new: false,
             loja: "Loja de testes".into(),
             utc_offset: time::macros::offset!(-3),
+            plans: checkout_core::PlanRules::default(),
         })
     };
     let refused = tauri::async_runtime::block_on(Session::start(settings()));

@@ -6,7 +6,7 @@ import {
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
-  connectivityText, pixPanel, pixWaiting, canKeepPix,
+  connectivityText, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -455,4 +455,52 @@ test("a Pix paid after it was cancelled can be kept as the payment only of a sal
   const kept = ready(pix({ state: "aprovado", motivo: "recebido_apos_cancelamento" }, { status: "recebido_apos_cancelamento" }));
   assert.equal(canKeepPix(kept, current(kept)), false, "kept already");
   assert.equal(statusFor(kept, current(kept), NOW)[1], "Pix recebido após cancelamento");
+});
+
+test("the forma de pagamento goes to the command as forma and parcelas, and the screen names it", () => {
+  assert.deepEqual(planArgs("debito:1"), { forma: "debito", parcelas: null });
+  assert.deepEqual(planArgs("parcelado:3"), { forma: "parcelado", parcelas: 3 });
+  assert.deepEqual(planArgs(""), { forma: "credito", parcelas: null });
+  assert.equal(planValue({ forma: "parcelado", parcelas: 12 }), "parcelado:12");
+  const plano = { metodo: "credito", parcelas: 3, parcelamento: "loja", rotulo: "Crédito 3× sem juros" };
+  const paid = attempt({ state: "aprovado", payment_id: "pay_1", plano });
+  assert.equal(formaText(paid), "Crédito 3× sem juros");
+  assert.equal(formaText(attempt()), "");
+  assert.deepEqual(statusFor(ready(paid), paid, NOW),
+    ["aprovado", "Pagamento aprovado", "R$ 1.234,56 · Crédito 3× sem juros · pay_1"]);
+  const refused = attempt({ state: "recusado", motivo: "parcelamento_nao_permitido", plano });
+  const [kind, label, detail] = statusFor(ready(refused), refused, NOW);
+  assert.equal(kind, "recusado");
+  assert.equal(label, "Pagamento recusado: o cartão não aceita parcelamento");
+  assert.match(detail, /Pedido: Crédito 3× sem juros\. Nenhuma cobrança foi feita/);
+});
+
+test("F6 opens the forma list only while a new attempt may be made", () => {
+  assert.equal(shortcut(ready(null), "F6"), "plans");
+  assert.equal(shortcut(ready(attempt()), "F6"), null, "a live attempt keeps its plan");
+  assert.equal(shortcut(ready(attempt({ state: "aprovado" })), "F6"), null);
+  assert.equal(shortcut(ready(attempt({ state: "recusado" })), "F6"), "plans");
+  assert.equal(controls(ready(attempt()), attempt()).formaDisabled, true);
+});
+
+test("the closing lists the approved by forma when the day had card plans", () => {
+  const tally = (count, centavos) => ({ count, centavos });
+  const closing = {
+    totals: { aprovado: tally(3, 12_000), recusado: tally(0, 0), pendente: tally(0, 0), revisao: tally(0, 0) },
+    refunds: { aprovado: tally(0, 0), recusado: tally(0, 0), pendente: tally(0, 0), revisao: tally(0, 0) },
+    por_forma: [
+      { forma: "debito", rotulo: "Aprovados no débito", tally: tally(2, 3_000) },
+      { forma: "parcelado", rotulo: "Aprovados no crédito parcelado", tally: tally(1, 9_000) },
+    ],
+    net_centavos: 12_000,
+    discrepancies: [],
+  };
+  assert.deepEqual(closingTotals(closing).slice(0, 4), [
+    ["Aprovados", 3, 12_000],
+    ["Aprovados no débito", 2, 3_000],
+    ["Aprovados no crédito parcelado", 1, 9_000],
+    ["Recusados", 0, 0],
+  ]);
+  closing.por_forma = [{ forma: "cartao", rotulo: "Aprovados no cartão (forma não informada)", tally: tally(3, 12_000) }];
+  assert.deepEqual(closingTotals(closing)[1], ["Recusados", 0, 0], "a day of cards with no method lists no forma");
 });

@@ -109,6 +109,12 @@ pub struct RemotePayment {
     pub terminal: Option<String>,
     /// Creation time, RFC 3339.
     pub criado_em: String,
+    /// `debito`, `credito` or `voucher`, when the request named it.
+    #[serde(default)]
+    pub metodo: Option<String>,
+    /// Installments, when the request named a method.
+    #[serde(default)]
+    pub parcelas: Option<u8>,
 }
 
 #[derive(Deserialize)]

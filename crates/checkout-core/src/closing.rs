@@ -7,7 +7,7 @@
 //! the server listed them in, the totals and every discrepancy out.
 
 use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
-use crate::domain::{sale_number, AttemptState, Centavos, Net, Total, UnixMillis};
+use crate::domain::{sale_number, AttemptState, CardMethod, Centavos, Net, Total, UnixMillis};
 use crate::outbox::Attempt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -105,6 +105,42 @@ impl PixTotals {
     }
 }
 
+/// How the day's approved payments were paid, one line per way (only the ways used).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MethodTally {
+    /// `debito`, `credito`, `parcelado`, `voucher`, `pix`, or `cartao` (a card attempt that
+    /// named no method).
+    pub forma: &'static str,
+    /// How the closing names it: `Aprovados no débito`, `Aprovados no crédito parcelado`, …
+    pub rotulo: &'static str,
+    /// Approved payments and their amounts.
+    pub tally: Tally,
+}
+
+/// The ways a sale is paid, in the order the closing lists them.
+const FORMAS: [(&str, &str); 6] = [
+    ("debito", "Aprovados no débito"),
+    ("credito", "Aprovados no crédito à vista"),
+    ("parcelado", "Aprovados no crédito parcelado"),
+    ("voucher", "Aprovados no voucher"),
+    ("pix", "Aprovados por Pix"),
+    ("cartao", "Aprovados no cartão (forma não informada)"),
+];
+
+/// The way an attempt paid, as [`FORMAS`] names it.
+fn forma_of(a: &Attempt) -> &'static str {
+    match (a.is_pix(), a.plano) {
+        (true, _) => "pix",
+        (false, None) => "cartao",
+        (false, Some(p)) => match p.method() {
+            CardMethod::Debito => "debito",
+            CardMethod::Voucher => "voucher",
+            CardMethod::Credito if p.parcelas() > 1 => "parcelado",
+            CardMethod::Credito => "credito",
+        },
+    }
+}
+
 /// What kind of disagreement a discrepancy is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -128,17 +164,20 @@ pub enum DiscrepancyKind {
     /// A Pix the customer paid after the till showed it cancelled or expired, not given back in
     /// full: money that belongs to the customer.
     PixReceivedAfterCancel,
+    /// The server charged another method or other installments than the till asked for.
+    PlanMismatch,
 }
 
 impl DiscrepancyKind {
     /// Every kind, in the order a screen lists them.
-    pub const ALL: [DiscrepancyKind; 8] = [
+    pub const ALL: [DiscrepancyKind; 9] = [
         DiscrepancyKind::TwoChargesForOneSale,
         DiscrepancyKind::PixReceivedAfterCancel,
         DiscrepancyKind::ChargedNotFinalLocally,
         DiscrepancyKind::RefundedNotFinalLocally,
         DiscrepancyKind::ApprovedMissingOnServer,
         DiscrepancyKind::AmountMismatch,
+        DiscrepancyKind::PlanMismatch,
         DiscrepancyKind::StateMismatch,
         DiscrepancyKind::UnknownOnServer,
     ];
@@ -158,6 +197,7 @@ impl DiscrepancyKind {
             }
             DiscrepancyKind::UnknownOnServer => "No servidor, sem registro neste caixa",
             DiscrepancyKind::PixReceivedAfterCancel => "Pix recebido após cancelamento, a devolver",
+            DiscrepancyKind::PlanMismatch => "Forma de pagamento ou parcelas diferentes",
         }
     }
 }
@@ -196,6 +236,9 @@ pub struct Closing {
     pub terminal: Option<String>,
     /// Payment attempts by state.
     pub totals: Totals,
+    /// The approved payments by the way they were paid (débito, crédito, parcelado, voucher,
+    /// Pix), each way used once.
+    pub por_forma: Vec<MethodTally>,
     /// The Pix apart.
     pub pix: PixTotals,
     /// Refund attempts by state (refunds made that day, whatever day their sale was).
@@ -367,6 +410,20 @@ pub fn reconcile(
                     format!("no caixa {}, no servidor {}", a.valor, p.valor),
                 ));
             }
+            // A server that names the plan it charged must have charged the one asked.
+            if let (Some(plan), Some(metodo)) = (a.plano, p.metodo.as_deref()) {
+                let parcelas = p.parcelas.unwrap_or(1);
+                if metodo != plan.method().as_str() || parcelas != plan.parcelas() {
+                    discrepancies.push(base(
+                        DiscrepancyKind::PlanMismatch,
+                        &[p],
+                        format!(
+                            "no caixa {}, no servidor {metodo} em {parcelas}×",
+                            plan.label()
+                        ),
+                    ));
+                }
+            }
         }
     }
     for (sale, charges) in &approved_by_sale {
@@ -420,6 +477,26 @@ pub fn reconcile(
         )
     });
     let sales: HashSet<&str> = attempts.iter().map(|a| a.sale_id.as_ref()).collect();
+    let por_forma = FORMAS
+        .iter()
+        .filter_map(|&(forma, rotulo)| {
+            let mut tally = Tally::default();
+            for a in attempts
+                .iter()
+                .filter(|a| a.state == AttemptState::Aprovado)
+            {
+                if forma_of(a) == forma {
+                    tally.count += 1;
+                    tally.centavos += a.valor;
+                }
+            }
+            (tally.count > 0).then_some(MethodTally {
+                forma,
+                rotulo,
+                tally,
+            })
+        })
+        .collect();
     Closing {
         day: day.to_string(),
         closed_at,
@@ -435,6 +512,7 @@ pub fn reconcile(
             &[refund_totals.aprovado.centavos, elsewhere.centavos],
         ),
         totals,
+        por_forma,
         pix,
         refunds: refund_totals,
         refunds_elsewhere: elsewhere,
@@ -611,6 +689,14 @@ impl Closing {
                 t.centavos.get()
             ));
         }
+        for m in &self.por_forma {
+            out.push_str(&format!(
+                "forma,{},,,,{},{},,\n",
+                m.forma,
+                m.tally.count,
+                m.tally.centavos.get()
+            ));
+        }
         out.push_str(&format!(
             "total,estorno_fora_deste_caixa,,,,{},{},,\n",
             self.refunds_elsewhere.count,
@@ -664,6 +750,7 @@ mod tests {
             valor: Centavos::new(valor).unwrap(),
             cartao: CardToken::parse("tok_aprovado").ok(),
             metodo: "cartao",
+            plano: None,
             pix: None,
             state,
             tries: 1,
@@ -734,7 +821,82 @@ mod tests {
             referencia: Some(referencia.into()),
             terminal: Some("caixa-01".into()),
             criado_em: "2026-12-01T12:00:00Z".into(),
+            metodo: None,
+            parcelas: None,
         }
+    }
+
+    #[test]
+    fn approved_payments_are_totalled_by_method_and_a_plan_the_server_changed_is_reported() {
+        use crate::domain::{CardPlan, Financing};
+        let with = |mut a: Attempt, plan: Option<CardPlan>| {
+            a.plano = plan;
+            a
+        };
+        let tres = CardPlan::parcelado(Centavos::new(9_000).unwrap(), 3, Financing::Loja).ok();
+        let attempts = [
+            with(
+                attempt("att_1", "v1", 1, 1_000, AttemptState::Aprovado),
+                Some(CardPlan::DEBITO),
+            ),
+            with(
+                attempt("att_2", "v2", 2, 2_000, AttemptState::Aprovado),
+                Some(CardPlan::DEBITO),
+            ),
+            with(
+                attempt("att_3", "v3", 3, 9_000, AttemptState::Aprovado),
+                tres,
+            ),
+            with(
+                attempt("att_4", "v4", 4, 500, AttemptState::Aprovado),
+                Some(CardPlan::VOUCHER),
+            ),
+            with(
+                attempt("att_5", "v5", 5, 700, AttemptState::Recusado),
+                Some(CardPlan::CREDITO),
+            ),
+        ];
+        let named = |mut p: RemotePayment, metodo: &str, parcelas: u8| {
+            p.metodo = Some(metodo.into());
+            p.parcelas = Some(parcelas);
+            p
+        };
+        let server = [
+            named(paid("pay_1", "att_1", 1_000, "aprovado"), "debito", 1),
+            named(paid("pay_2", "att_2", 2_000, "aprovado"), "debito", 1),
+            // The till asked 3×, the server charged 2×: reported.
+            named(paid("pay_3", "att_3", 9_000, "aprovado"), "credito", 2),
+            // An older server that does not say: nothing to compare.
+            paid("pay_4", "att_4", 500, "aprovado"),
+            named(paid("pay_5", "att_5", 700, "recusado"), "credito", 1),
+        ];
+        let c = reconcile(
+            "2026-12-01",
+            0,
+            Some("caixa-01"),
+            &attempts,
+            &evidence(&server, &[], &HashSet::new()),
+        );
+        let by: Vec<(&str, usize, i64)> = c
+            .por_forma
+            .iter()
+            .map(|m| (m.forma, m.tally.count, m.tally.centavos.get()))
+            .collect();
+        assert_eq!(
+            by,
+            [
+                ("debito", 2, 3_000),
+                ("parcelado", 1, 9_000),
+                ("voucher", 1, 500)
+            ]
+        );
+        assert_eq!(kinds(&c), [DiscrepancyKind::PlanMismatch]);
+        assert!(
+            c.discrepancies[0].detail.contains("Crédito 3× sem juros"),
+            "{}",
+            c.discrepancies[0].detail
+        );
+        assert!(c.to_csv().contains("forma,parcelado,,,,1,9000,,"));
     }
 
     fn kinds(c: &Closing) -> Vec<DiscrepancyKind> {
@@ -892,8 +1054,10 @@ mod tests {
             attempt("a4", "v4", 4, 4000, AttemptState::Aprovado), // two charges for the sale
             attempt("a5", "v4", 4, 4000, AttemptState::Recusado), // ... the other was "declined"
             attempt("a6", "v6", 6, 6000, AttemptState::Pendente),
+            attempt("a8", "v8", 8, 800, AttemptState::Aprovado), // charged on another plan
         ];
         let mut attempts = attempts.to_vec();
+        attempts[6].plano = Some(crate::domain::CardPlan::DEBITO);
         let r1 = refund("r1", &attempts[2], 1000, AttemptState::Pendente); // the server paid it back
         attempts.push(r1);
         // A Pix cancelled at the till, paid by the customer anyway, not given back.
@@ -909,6 +1073,11 @@ mod tests {
             paid("p4", "a4", 4000, "aprovado"),
             paid("p5", "a5", 4000, "aprovado"),
             paid("p9", "att_de_outro_lugar", 900, "aprovado"),
+            RemotePayment {
+                metodo: Some("credito".into()),
+                parcelas: Some(1),
+                ..paid("p8", "a8", 800, "aprovado")
+            },
         ];
         let server_refunds = [refunded("est_r1", "r1", 1000, "aprovado")];
         let c = reconcile(
@@ -936,7 +1105,7 @@ mod tests {
         );
         let csv = c.to_csv();
         assert!(csv.contains("divergencia,two_charges_for_one_sale,0004,v4,,p4 p5,,8000,"));
-        assert!(csv.contains("total,aprovado,,,,3,8000,,"));
+        assert!(csv.contains("total,aprovado,,,,4,8800,,"));
     }
 
     #[test]

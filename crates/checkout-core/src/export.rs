@@ -1,6 +1,6 @@
 //! End-of-day reconciliation: every attempt as CSV or JSON.
 
-use crate::domain::{CardToken, UnixMillis};
+use crate::domain::{CardPlan, CardToken, Financing, UnixMillis};
 use crate::error::{CoreError, Result};
 use crate::outbox::Attempt;
 use serde::Serialize;
@@ -30,6 +30,12 @@ struct Row<'a> {
     valor: String,
     /// Masked (`tok_…vado`): an export never carries a whole card token.
     cartao: String,
+    /// `debito`, `credito`, `voucher`, `pix`, or `cartao` (a card that named no method).
+    metodo: &'static str,
+    /// Installments (1 unless a parcelado).
+    parcelas: u8,
+    /// A parcelado: `loja` (sem juros) or `emissor` (com juros).
+    parcelamento: &'static str,
     tries: u32,
     payment_id: &'a str,
     motivo: &'a str,
@@ -52,6 +58,12 @@ fn row(a: &Attempt) -> Row<'_> {
             .cartao
             .as_ref()
             .map_or_else(|| a.metodo.to_string(), CardToken::masked),
+        metodo: a.plano.map_or(a.metodo, |p| p.method().as_str()),
+        parcelas: a.plano.map_or(1, CardPlan::parcelas),
+        parcelamento: a
+            .plano
+            .and_then(CardPlan::financing)
+            .map_or("", Financing::as_str),
         tries: a.tries,
         payment_id: a.payment_id.as_deref().unwrap_or(""),
         motivo: a.motivo.as_deref().unwrap_or(""),
@@ -71,12 +83,17 @@ pub fn to_csv(attempts: &[Attempt]) -> Result<Vec<u8>> {
     if attempts.is_empty() {
         w.write_record([
             "attempt_id",
+            "kind",
             "sale_id",
+            "refund_of",
             "idempotency_key",
             "state",
             "valor_centavos",
             "valor",
             "cartao",
+            "metodo",
+            "parcelas",
+            "parcelamento",
             "tries",
             "payment_id",
             "motivo",

@@ -13,12 +13,12 @@ pub mod error;
 pub mod export;
 pub mod outbox;
 
-pub use closing::{Closing, Discrepancy, DiscrepancyKind, PixTotals, Tally};
+pub use closing::{Closing, Discrepancy, DiscrepancyKind, MethodTally, PixTotals, Tally};
 pub use config::Config;
 pub use domain::{
-    format_brl, mask_card, AttemptId, AttemptKind, AttemptState, CardToken, Centavos,
-    IdempotencyKey, Net, PayMethod, PaymentId, PixCharge, PixStatus, RefundReason, SaleId, Total,
-    UnixMillis,
+    format_brl, installments, mask_card, AttemptId, AttemptKind, AttemptState, CardMethod,
+    CardPlan, CardToken, Centavos, Financing, IdempotencyKey, Net, PayMethod, PaymentId, PixCharge,
+    PixStatus, PlanOffer, PlanRules, RefundReason, SaleId, Total, UnixMillis,
 };
 pub use engine::{Checkout, Connectivity, Event, OpenSale};
 pub use error::{CoreError, Result};

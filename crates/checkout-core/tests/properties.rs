@@ -3,7 +3,8 @@
 //! model.
 
 use checkout_core::domain::{
-    format_brl, AttemptId, AttemptState, CardToken, Centavos, IdempotencyKey, PayMethod, SaleId,
+    format_brl, installments, AttemptId, AttemptState, CardPlan, CardToken, Centavos, Financing,
+    IdempotencyKey, PayMethod, SaleId, MAX_PARCELAS,
 };
 use checkout_core::outbox::{FinalAnswer, Outbox, PayOutcome, TryResult};
 use checkout_core::CoreError;
@@ -21,6 +22,30 @@ fn config(cases: u32) -> ProptestConfig {
 
 proptest! {
     #![proptest_config(config(5_000))]
+
+    #[test]
+    fn installments_sum_exactly_to_every_total_in_every_plan(
+        t in 1i64..=Centavos::MAX,
+        n in 1u8..=MAX_PARCELAS,
+    ) {
+        let total = Centavos::new(t).unwrap();
+        match installments(total, n) {
+            Some((each, last)) => {
+                prop_assert_eq!(each.get() * i64::from(n - 1) + last.get(), t);
+                prop_assert!(last.get() > 0 && last <= each, "last {} each {}", last.get(), each.get());
+                prop_assert!(each.get() - last.get() < i64::from(n), "the rounding is under a centavo per installment");
+                if n > 1 {
+                    let plan = CardPlan::parcelado(total, n, Financing::Loja).unwrap();
+                    prop_assert_eq!(CardPlan::parse_stored(&plan.as_stored()), Some(plan));
+                }
+            }
+            // Only an amount too small for the plan has none: the till never offers it.
+            None => {
+                prop_assert!(n > 1 && t <= i64::from(n - 1).pow(2), "{} in {}", t, n);
+                prop_assert!(CardPlan::parcelado(total, n, Financing::Loja).is_err());
+            }
+        }
+    }
 
     #[test]
     fn every_amount_is_written_and_read_back_the_brazilian_way(c in 1i64..=Centavos::MAX) {
@@ -54,8 +79,12 @@ proptest! {
 /// One step of a session at the till.
 #[derive(Debug, Clone)]
 enum Op {
-    /// Pay sale `n` (of four) with this amount.
-    Pay { sale: usize, valor: i64 },
+    /// Pay sale `n` (of four) with this amount, by the `plan`-th of [`PLANS`].
+    Pay {
+        sale: usize,
+        valor: i64,
+        plan: usize,
+    },
     /// Refund this amount (all that is left when `None`) of sale `n`'s approved payment.
     Refund { sale: usize, valor: Option<i64> },
     /// The server answers the `pick`-th due attempt.
@@ -79,7 +108,7 @@ enum Answer {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0usize..4, 1i64..100_000).prop_map(|(sale, valor)| Op::Pay { sale, valor }),
+        3 => (0usize..4, 1i64..100_000, 0usize..PLANS).prop_map(|(sale, valor, plan)| Op::Pay { sale, valor, plan }),
         2 => (0usize..4, prop::option::of(1i64..60_000)).prop_map(|(sale, valor)| Op::Refund { sale, valor }),
         4 => (any::<usize>(), prop_oneof![
             Just(Answer::Approved), Just(Answer::Declined), Just(Answer::Retry),
@@ -89,6 +118,22 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(|pick| Op::CancelKey { pick }),
         1 => Just(Op::Restart),
     ]
+}
+
+/// How many plans [`plan`] picks from.
+const PLANS: usize = 6;
+
+/// The `i`-th plan for `valor`: none named, débito, crédito, voucher, or a parcelado in 3 (sem
+/// juros) or 12 (com juros) when the amount splits so.
+fn plan(i: usize, valor: Centavos) -> Option<CardPlan> {
+    match i {
+        1 => Some(CardPlan::DEBITO),
+        2 => Some(CardPlan::CREDITO),
+        3 => Some(CardPlan::VOUCHER),
+        4 => CardPlan::parcelado(valor, 3, Financing::Loja).ok(),
+        5 => CardPlan::parcelado(valor, 12, Financing::Emissor).ok(),
+        _ => None,
+    }
 }
 
 fn open(path: &Path) -> Outbox {
@@ -135,7 +180,12 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
     for op in ops {
         now += 10;
         match op {
-            Op::Pay { sale, valor } => {
+            Op::Pay {
+                sale,
+                valor,
+                plan: which,
+            } => {
+                let plano = plan(which, Centavos::new(valor).unwrap());
                 let sale_id = SaleId::parse(&format!("venda-{sale}")).unwrap();
                 let before: Vec<_> = outbox.attempts_of(&sale_id).await.unwrap();
                 let live = before.iter().rev().find(|a| blocks(a)).cloned();
@@ -147,7 +197,7 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                     .pay(
                         sale_id,
                         Centavos::new(valor).unwrap(),
-                        PayMethod::Card(CardToken::parse("tok_aprovado").unwrap()),
+                        PayMethod::Card(CardToken::parse("tok_aprovado").unwrap(), plano),
                         None,
                         now,
                     )
@@ -169,6 +219,20 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                 match (outcome, live) {
                     (PayOutcome::Existing(a), Some(l)) => prop_assert_eq!(a.id, l.id),
                     (PayOutcome::Created(a), None) => {
+                        // The plan is stored with the attempt and in the bytes every try sends.
+                        prop_assert_eq!(a.plano, plano);
+                        let body: serde_json::Value = serde_json::from_slice(
+                            &outbox.request_body(&a.id).await.unwrap().unwrap(),
+                        )
+                        .unwrap();
+                        prop_assert_eq!(
+                            body.get("metodo").and_then(|m| m.as_str()),
+                            plano.map(|p| p.method().as_str())
+                        );
+                        prop_assert_eq!(
+                            body.get("parcelas").and_then(|m| m.as_u64()).unwrap_or(1),
+                            u64::from(plano.map_or(1, CardPlan::parcelas))
+                        );
                         prop_assert!(
                             !keys.values().any(|k| *k == a.idempotency_key),
                             "a fresh key"
@@ -448,7 +512,7 @@ async fn a_refund_in_review_is_not_sent_again_once_it_no_longer_fits() {
         .pay(
             sale,
             Centavos::new(10_000).unwrap(),
-            PayMethod::Card(card),
+            PayMethod::Card(card, None),
             None,
             1,
         )

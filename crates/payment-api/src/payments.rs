@@ -239,7 +239,13 @@ impl Operation for Payments {
         let started = Instant::now();
         let charged = self
             .gateway
-            .charge(downstream, held.merchant, request.valor, request.cartao)
+            .charge(
+                downstream,
+                held.merchant,
+                request.valor,
+                request.cartao,
+                request.plano,
+            )
             .await;
         self.metrics.store_op("gateway_charge", started);
         let charged = match charged {
@@ -322,6 +328,7 @@ fn build_payment(
         descricao: request.descricao.clone(),
         referencia: request.referencia.clone(),
         terminal: request.terminal.clone(),
+        plano: request.plano,
         ..from_charge(merchant, key, charged, created_at)
     }
 }
@@ -358,6 +365,7 @@ fn from_charge(
         created_at,
         merchant: merchant.clone(),
         terminal: None,
+        plano: charged.plano,
     }
 }
 

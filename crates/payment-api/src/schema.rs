@@ -5,8 +5,8 @@
 //! without changing the wire, and the wire cannot change by accident.
 
 use crate::clock::{rfc3339, Millis};
-use crate::domain::FieldError;
 use crate::domain::RefundStatus;
+use crate::domain::{CardPlan, FieldError, Financing};
 use crate::gateway::simulator::{LedgerRow, RefundLedgerRow};
 use crate::store::{Payment, PixCharge, Refund};
 use serde::{Deserialize, Serialize};
@@ -41,6 +41,18 @@ pub struct PaymentBody {
     /// The till that sent it, when it said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terminal: Option<String>,
+    /// `debito`, `credito` or `voucher`, when the request named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "credito")]
+    pub metodo: Option<&'static str>,
+    /// Installments, when the request named a method (1: à vista).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = 3)]
+    pub parcelas: Option<u8>,
+    /// Who finances a parcelado: `loja` (sem juros) or `emissor` (com juros).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "loja")]
+    pub parcelamento: Option<&'static str>,
 }
 
 impl From<&Payment> for PaymentBody {
@@ -57,6 +69,9 @@ impl From<&Payment> for PaymentBody {
             cobranca_id: p.cobranca_id.clone(),
             criado_em: rfc3339(p.created_at),
             terminal: p.terminal.as_ref().map(ToString::to_string),
+            metodo: p.plano.map(|plan| plan.method().as_str()),
+            parcelas: p.plano.map(CardPlan::parcelas),
+            parcelamento: p.plano.and_then(CardPlan::financing).map(Financing::as_str),
         }
     }
 }
@@ -373,12 +388,27 @@ impl CancelamentoBody {
 pub struct NovoPagamento {
     /// Amount in centavos, 1–100 000 000.
     valor: i64,
-    /// `cartao` (the default) or `pix`. A Pix is answered 201 `aguardando` with the QR's text
-    /// (`PagamentoPix`); its later state is read with `GET /pagamentos/{id}`.
+    /// `debito`, `credito`, `voucher`, `pix`, or `cartao` (the default: a card charge à vista
+    /// whose function the gateway decides). Part of the fingerprint, like `parcelas`: the same
+    /// key with another method or plan is 422. A Pix is answered 201 `aguardando` with the QR's
+    /// text (`PagamentoPix`); its later state is read with `GET /pagamentos/{id}`.
+    #[schema(example = "credito")]
     metodo: Option<String>,
+    /// `credito` only: 1–12 installments (default 1, à vista). 2 or more need `parcelamento`,
+    /// and the amount must split into that many installments of at least one centavo (each
+    /// rounded up, the last absorbing the rounding).
+    #[schema(example = 3)]
+    parcelas: Option<u8>,
+    /// A parcelado only: `loja` (sem juros: the store pays the cost) or `emissor` (com juros:
+    /// the buyer's bank finances it).
+    #[schema(example = "loja")]
+    parcelamento: Option<String>,
     /// Card token (card payments only): `tok_aprovado`, `tok_recusado`,
     /// `tok_saldo_insuficiente`, `tok_lento`; `tok_estorno_recusado` and `tok_estorno_lento`
-    /// approve, and their refunds are declined or slow.
+    /// approve, and their refunds are declined or slow; `tok_somente_debito` declines crédito
+    /// and voucher, `tok_voucher` pays only a voucher (every other card declines one), and
+    /// `tok_sem_parcelamento` declines a parcelado (`metodo_nao_aceito`,
+    /// `parcelamento_nao_permitido`).
     cartao: Option<String>,
     /// Pix only: seconds until the charge expires (30–86 400; the server's default otherwise).
     expiracao: Option<u32>,
@@ -426,6 +456,10 @@ pub struct LedgerEntry {
     pub motivo: Option<String>,
     /// Execution time, epoch ms.
     pub criado_em_ms: Millis,
+    /// The plan charged (`debito`, `credito`, `voucher`, `credito:<n>:<loja|emissor>`), when
+    /// the request named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plano: Option<String>,
 }
 
 impl From<&LedgerRow> for LedgerEntry {
@@ -438,6 +472,7 @@ impl From<&LedgerRow> for LedgerEntry {
             status: r.status.as_str(),
             motivo: r.motivo.clone(),
             criado_em_ms: r.created_at,
+            plano: r.plano.map(CardPlan::as_stored),
         }
     }
 }

@@ -2,9 +2,13 @@
 
 mod money;
 mod pix;
+mod plan;
 
 pub use money::{format_brl, AmountError, Centavos, Net, Total};
 pub use pix::{PayMethod, PixCharge, PixStatus};
+pub use plan::{
+    installments, CardMethod, CardPlan, Financing, InvalidPlan, PlanOffer, PlanRules, MAX_PARCELAS,
+};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -1,13 +1,14 @@
 //! How the customer pays, and a Pix charge as the server last reported it.
 
-use super::{CardToken, UnixMillis};
+use super::{CardPlan, CardToken, UnixMillis};
 use serde::{Deserialize, Serialize};
 
 /// How the customer pays one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PayMethod {
-    /// A card, by its token.
-    Card(CardToken),
+    /// A card, by its token, with the method and installments the cashier chose (`None`: the
+    /// request names none, and the gateway charges crédito à vista).
+    Card(CardToken, Option<CardPlan>),
     /// Pix: a dynamic QR the customer pays from their bank's app.
     Pix,
 }
@@ -16,7 +17,7 @@ impl PayMethod {
     /// The stored and wire name (`cartao`, `pix`).
     pub fn name(&self) -> &'static str {
         match self {
-            PayMethod::Card(_) => "cartao",
+            PayMethod::Card(..) => "cartao",
             PayMethod::Pix => "pix",
         }
     }

@@ -16,8 +16,8 @@ use crate::client::{Answer, PaymentClient, Reach, RemoteStatus};
 use crate::closing::{reconcile, Closing, Evidence};
 use crate::config::Config;
 use crate::domain::{
-    day_bounds, AttemptId, AttemptState, CardToken, Centavos, PayMethod, PaymentId, RefundReason,
-    SaleId, UnixMillis,
+    day_bounds, AttemptId, AttemptState, CardPlan, CardToken, Centavos, PayMethod, PaymentId,
+    RefundReason, SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance, TryResult};
@@ -213,7 +213,23 @@ impl Checkout {
         valor: Centavos,
         cartao: CardToken,
     ) -> Result<PayOutcome> {
-        self.pay_with(sale, valor, PayMethod::Card(cartao)).await
+        self.pay_with(sale, valor, PayMethod::Card(cartao, None))
+            .await
+    }
+
+    /// Pays `valor` for `sale` by card with the method and installments the cashier chose
+    /// (débito, crédito à vista or parcelado, voucher), like [`Checkout::pay`]: the plan is in
+    /// the stored request, so every retry asks for the same one, and the receipt and the
+    /// closing show it.
+    pub async fn pay_card(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        cartao: CardToken,
+        plano: CardPlan,
+    ) -> Result<PayOutcome> {
+        self.pay_with(sale, valor, PayMethod::Card(cartao, Some(plano)))
+            .await
     }
 
     /// Pays `valor` for `sale` by Pix, like [`Checkout::pay`]: the attempt is written ahead, then

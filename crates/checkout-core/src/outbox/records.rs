@@ -1,7 +1,7 @@
 //! What the outbox stores and answers: attempts, the queue, and how a try ended.
 
 use crate::domain::{
-    AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId,
+    AttemptId, AttemptKind, AttemptState, CardPlan, CardToken, Centavos, IdempotencyKey, PaymentId,
     PixCharge, PixStatus, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
@@ -28,6 +28,9 @@ pub struct Attempt {
     pub cartao: Option<CardToken>,
     /// `cartao` or `pix`.
     pub metodo: &'static str,
+    /// A card attempt: the method and installments it asked for (`None`: it named none — the
+    /// gateway's default, crédito à vista — or a Pix). A refund carries its payment's.
+    pub plano: Option<CardPlan>,
     /// A Pix: its charge as the server last reported it (`None` until the server answered).
     pub pix: Option<PixCharge>,
     /// Where it stands.

@@ -40,12 +40,12 @@ impl Outbox {
                 exec(
                     c,
                     "INSERT INTO attempts (id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor,
-                                           cartao, metodo, request_body, state, next_try_at, created_at, updated_at)
-                     VALUES (?1, 'estorno', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pendente', ?10, ?10, ?10)",
+                                           cartao, metodo, plano, request_body, state, next_try_at, created_at, updated_at)
+                     VALUES (?1, 'estorno', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?9, 'pendente', ?10, ?10, ?10)",
                     params![
                         id.as_ref(), payment.as_ref(), server_id.as_ref(), paid.sale_id.as_ref(),
                         key.as_ref(), valor.get(), paid.cartao.as_ref().map_or("", AsRef::as_ref),
-                        paid.metodo, body, now
+                        paid.metodo, body, now, paid.plano.map(CardPlan::as_stored)
                     ],
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");

@@ -74,22 +74,24 @@ impl Outbox {
                 let id = AttemptId::generate();
                 let key = IdempotencyKey::generate();
                 let sale_ref = (&sale, number);
-                let (body, cartao) = match &method {
-                    PayMethod::Card(cartao) => (
-                        RequestBody::bytes(valor, cartao, &id, sale_ref, terminal.as_deref()),
+                let (body, cartao, plano) = match &method {
+                    PayMethod::Card(cartao, plano) => (
+                        RequestBody::bytes(valor, cartao, *plano, &id, sale_ref, terminal.as_deref()),
                         cartao.as_ref(),
+                        plano.map(CardPlan::as_stored),
                     ),
                     PayMethod::Pix => (
                         PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref()),
                         "",
+                        None,
                     ),
                 };
                 exec(
                     c,
-                    "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, metodo, request_body, state,
+                    "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, metodo, plano, request_body, state,
                                            next_try_at, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pendente', ?8, ?8, ?8)",
-                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao, method.name(), body, now],
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?9, ?7, 'pendente', ?8, ?8, ?8)",
+                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao, method.name(), body, now, plano],
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");
                 Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))

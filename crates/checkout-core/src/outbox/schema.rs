@@ -3,7 +3,7 @@
 
 use super::records::{Attempt, QueueSummary};
 use crate::domain::{
-    AttemptId, AttemptKind, AttemptState, CardToken, Centavos, IdempotencyKey, PaymentId,
+    AttemptId, AttemptKind, AttemptState, CardPlan, CardToken, Centavos, IdempotencyKey, PaymentId,
     PixCharge, PixStatus, SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
@@ -22,6 +22,7 @@ pub(super) fn migrations() -> Migrations<'static> {
             "../../migrations/V5__cancel_before_new_key.sql"
         )),
         M::up(include_str!("../../migrations/V6__pix.sql")),
+        M::up(include_str!("../../migrations/V7__card_plans.sql")),
     ])
 }
 
@@ -39,7 +40,7 @@ pub(super) const LIVE_REFUND: &str = "(kind = 'estorno' AND (state = 'pendente' 
 pub(super) const ATTEMPT_COLUMNS: &str = "id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
                                last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at, \
                                (SELECT number FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_number, \
-                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, \
+                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, plano, \
                                (SELECT json_object('payment_id', payment_id, 'txid', txid, 'copia_e_cola', copia_e_cola, \
                                        'expira_em', expira_em, 'status', status, 'e2eid', e2eid, 'pago_em', pago_em) \
                                   FROM pix WHERE pix.attempt_id = attempts.id) AS pix";
@@ -85,6 +86,10 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
             ),
         },
         metodo: if metodo == "pix" { "pix" } else { "cartao" },
+        plano: r
+            .get::<_, Option<String>>("plano")?
+            .map(|p| CardPlan::parse_stored(&p).ok_or_else(|| refused("plano", &p)))
+            .transpose()?,
         pix: r
             .get::<_, Option<String>>("pix")?
             .map(|j| pix_from_json(&j).ok_or_else(|| refused("pix", &j)))

@@ -1,6 +1,6 @@
 //! The bytes an attempt sends: made once, when the attempt is stored, and never again.
 
-use crate::domain::{sale_number, AttemptId, CardToken, Centavos, SaleId};
+use crate::domain::{sale_number, AttemptId, CardMethod, CardPlan, CardToken, Centavos, SaleId};
 use serde::Serialize;
 
 /// The request body the payment API receives. Field order is fixed, so the bytes are too.
@@ -8,6 +8,12 @@ use serde::Serialize;
 pub(super) struct RequestBody<'a> {
     valor: i64,
     cartao: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metodo: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parcelas: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parcelamento: Option<&'static str>,
     referencia: &'a str,
     descricao: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -15,11 +21,13 @@ pub(super) struct RequestBody<'a> {
 }
 
 impl RequestBody<'_> {
-    /// The body of an attempt: its amount and card, its id as `referencia` (so a lost answer can
-    /// be found by it), the sale's number and id in `descricao`, and the till as `terminal`.
+    /// The body of an attempt: its amount, card and plan (`metodo`, and for crédito `parcelas`
+    /// and a parcelado's `parcelamento`), its id as `referencia` (so a lost answer can be found
+    /// by it), the sale's number and id in `descricao`, and the till as `terminal`.
     pub fn bytes(
         valor: Centavos,
         cartao: &CardToken,
+        plano: Option<CardPlan>,
         id: &AttemptId,
         sale: (&SaleId, u32),
         terminal: Option<&str>,
@@ -27,6 +35,11 @@ impl RequestBody<'_> {
         serde_json::to_vec(&RequestBody {
             valor: valor.get(),
             cartao: cartao.as_ref(),
+            metodo: plano.map(|p| p.method().as_str()),
+            parcelas: plano
+                .filter(|p| p.method() == CardMethod::Credito)
+                .map(CardPlan::parcelas),
+            parcelamento: plano.and_then(CardPlan::financing).map(|f| f.as_str()),
             referencia: id.as_ref(),
             descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
             terminal,

@@ -7,6 +7,7 @@ mod helpers;
 mod network;
 mod offline;
 mod pix;
+mod plans;
 mod refunds;
 mod refusals;
 mod storage;

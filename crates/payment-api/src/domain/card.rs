@@ -22,17 +22,28 @@ pub enum CardToken {
     EstornoRecusado,
     /// `tok_estorno_lento`: approved; each refund of it takes the gateway's slow delay.
     EstornoLento,
+    /// `tok_somente_debito`: a debit-only card; crédito and voucher are declined with
+    /// `metodo_nao_aceito`.
+    SomenteDebito,
+    /// `tok_voucher`: a meal/food voucher card (VA/VR); it pays only a voucher.
+    Voucher,
+    /// `tok_sem_parcelamento`: débito and crédito à vista; a parcelado is declined with
+    /// `parcelamento_nao_permitido`.
+    SemParcelamento,
 }
 
 impl CardToken {
     /// Every token the simulator knows, in the order a UI would list them.
-    pub const ALL: [CardToken; 6] = [
+    pub const ALL: [CardToken; 9] = [
         CardToken::Aprovado,
         CardToken::Recusado,
         CardToken::SaldoInsuficiente,
         CardToken::Lento,
         CardToken::EstornoRecusado,
         CardToken::EstornoLento,
+        CardToken::SomenteDebito,
+        CardToken::Voucher,
+        CardToken::SemParcelamento,
     ];
 
     /// Parses a token string.
@@ -52,6 +63,9 @@ impl CardToken {
             CardToken::Lento => "tok_lento",
             CardToken::EstornoRecusado => "tok_estorno_recusado",
             CardToken::EstornoLento => "tok_estorno_lento",
+            CardToken::SomenteDebito => "tok_somente_debito",
+            CardToken::Voucher => "tok_voucher",
+            CardToken::SemParcelamento => "tok_sem_parcelamento",
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The body of `POST /pagamentos`, validated.
 
-use super::{CardToken, Centavos, TerminalId};
+use super::{CardPlan, CardToken, Centavos, TerminalId};
 use serde::Serialize;
 
 /// A validated `POST /pagamentos` body.
@@ -16,6 +16,9 @@ pub struct PaymentRequest {
     pub referencia: Option<String>,
     /// The till that sent it, when it says.
     pub terminal: Option<TerminalId>,
+    /// Débito, crédito (à vista or parcelado) or voucher; `None` when the body names no method
+    /// (a card charge à vista, as the first version of this API had it).
+    pub plano: Option<CardPlan>,
 }
 /// Longest `descricao` and `referencia`, in characters.
 pub const MAX_TEXT_LEN: usize = 255;
@@ -36,15 +39,8 @@ impl PaymentRequest {
         let descricao = optional_text(obj, "descricao", &mut errors);
         let referencia = optional_text(obj, "referencia", &mut errors);
         let terminal = optional_terminal(obj, &mut errors);
-        // A card payment may say so (`"metodo": "cartao"`); a Pix goes to its own operation.
-        match obj.get("metodo") {
-            None | Some(serde_json::Value::Null) => {}
-            Some(m) if m.as_str() == Some("cartao") => {}
-            Some(_) => errors.push(FieldError::new(
-                "metodo",
-                "metodo deve ser \"cartao\" (o padrão) ou \"pix\"",
-            )),
-        }
+        // A card payment may name its method and installments; a Pix goes to its own operation.
+        let plano = CardPlan::from_json(obj, valor, &mut errors);
         unknown_fields(
             obj,
             &[
@@ -54,6 +50,8 @@ impl PaymentRequest {
                 "referencia",
                 "terminal",
                 "metodo",
+                "parcelas",
+                "parcelamento",
             ],
             &mut errors,
         );
@@ -64,6 +62,7 @@ impl PaymentRequest {
                 descricao,
                 referencia,
                 terminal,
+                plano,
             }),
             _ => Err(errors),
         }

@@ -3,7 +3,7 @@
 
 pub mod simulator;
 
-use crate::domain::{CardToken, Centavos, DownstreamKey, MerchantId};
+use crate::domain::{CardPlan, CardToken, Centavos, DownstreamKey, MerchantId};
 use simulator::{LedgerRow, RefundLedgerRow};
 
 /// What the gateway decided.
@@ -17,6 +17,8 @@ pub struct GatewayResult {
     pub decision: ChargeDecision,
     /// False when the gateway had charged this downstream key before and returned that charge.
     pub fresh: bool,
+    /// The card method and installments charged, as the gateway recorded them.
+    pub plano: Option<CardPlan>,
 }
 
 impl GatewayResult {
@@ -30,6 +32,7 @@ impl GatewayResult {
                 Some(m) => ChargeDecision::Recusado(m),
             },
             fresh,
+            plano: row.plano,
         }
     }
 }
@@ -90,6 +93,7 @@ pub trait Gateway: Send + Sync + std::fmt::Debug + 'static {
         merchant: &MerchantId,
         valor: Centavos,
         cartao: CardToken,
+        plano: Option<CardPlan>,
     ) -> Result<GatewayResult, GatewayError>;
 
     /// The charge made under `downstream_key`, if any (asks; never charges).

@@ -29,8 +29,8 @@ pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;
 use crate::domain::{
-    Centavos, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentId, PaymentStatus,
-    RefundId, RefundStatus, TerminalId,
+    CardPlan, Centavos, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentId,
+    PaymentStatus, RefundId, RefundStatus, TerminalId,
 };
 
 /// Result of store operations.

@@ -5,7 +5,7 @@ use super::*;
 
 /// The columns of `payments`, in the order both stores read and write them.
 pub(crate) const PAYMENT_COLUMNS: &str =
-    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal";
+    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal, plano";
 
 /// A payment as it is stored: final, typed, and owned by its merchant. The JSON clients see is
 /// [`crate::schema::PaymentBody`], made from it.
@@ -33,6 +33,8 @@ pub struct Payment {
     pub created_at: Millis,
     /// The till that sent it, when it said.
     pub terminal: Option<TerminalId>,
+    /// The card method and installments the request named (`None`: not named, or a Pix).
+    pub plano: Option<CardPlan>,
 }
 
 /// The columns of a `payments` row as a driver reads them; [`PaymentColumns::parse`] is the one
@@ -51,6 +53,7 @@ pub(crate) struct PaymentColumns {
     pub(crate) cobranca_id: String,
     pub(crate) created_at: Millis,
     pub(crate) terminal: Option<String>,
+    pub(crate) plano: Option<String>,
 }
 
 impl PaymentColumns {
@@ -70,6 +73,10 @@ impl PaymentColumns {
             terminal: self
                 .terminal
                 .map(|t| TerminalId::parse(&t).map_err(|e| corrupt("terminal", e)))
+                .transpose()?,
+            plano: self
+                .plano
+                .map(|p| CardPlan::parse_stored(&p).map_err(|e| corrupt("plano", e)))
                 .transpose()?,
         })
     }

@@ -26,6 +26,7 @@ mod logs;
 mod lookups;
 mod openapi;
 mod pix;
+mod plans;
 mod refunds;
 mod rejections;
 mod replay;

@@ -8,7 +8,9 @@ mod sqlite;
 
 use super::{Gateway, GatewayError, GatewayRefund, GatewayResult};
 use crate::clock::Millis;
-use crate::domain::{CardToken, Centavos, DownstreamKey, MerchantId, PaymentStatus};
+use crate::domain::{
+    CardMethod, CardPlan, CardToken, Centavos, DownstreamKey, MerchantId, PaymentStatus,
+};
 use crate::store::StoreError;
 use crate::store::{corrupt, StoreResult};
 use std::sync::Arc;
@@ -45,6 +47,8 @@ pub struct LedgerRow {
     pub motivo: Option<String>,
     /// Execution time, epoch ms.
     pub created_at: Millis,
+    /// The card method and installments charged (`None`: not named).
+    pub plano: Option<CardPlan>,
 }
 
 /// The columns of a `gateway_ledger` row as a driver reads them (see [`PaymentColumns`]).
@@ -57,6 +61,7 @@ pub(crate) struct LedgerColumns {
     pub(crate) status: String,
     pub(crate) motivo: Option<String>,
     pub(crate) created_at: Millis,
+    pub(crate) plano: Option<String>,
 }
 
 impl LedgerColumns {
@@ -69,6 +74,10 @@ impl LedgerColumns {
             downstream_key: self.downstream_key,
             motivo: self.motivo,
             created_at: self.created_at,
+            plano: self
+                .plano
+                .map(|p| CardPlan::parse_stored(&p).map_err(|e| corrupt("plano", e)))
+                .transpose()?,
         })
     }
 }
@@ -88,6 +97,8 @@ pub struct LedgerCharge {
     pub motivo: Option<&'static str>,
     /// The test card charged (the simulator decides refunds of the charge by it).
     pub cartao: &'static str,
+    /// The card method and installments asked for.
+    pub plano: Option<CardPlan>,
 }
 
 /// A refund for the gateway simulator to record (at most once per downstream key).
@@ -210,9 +221,43 @@ impl SimulatedGateway {
         Self { ledger, slow }
     }
 
+    /// What the card itself decides (after its method was accepted), with its delay.
+    async fn decide(&self, cartao: CardToken) -> (PaymentStatus, Option<&'static str>) {
+        match cartao {
+            CardToken::Aprovado
+            | CardToken::EstornoRecusado
+            | CardToken::EstornoLento
+            | CardToken::SomenteDebito
+            | CardToken::Voucher
+            | CardToken::SemParcelamento => (PaymentStatus::Aprovado, None),
+            CardToken::Lento => {
+                tokio::time::sleep(self.slow).await;
+                (PaymentStatus::Aprovado, None)
+            }
+            CardToken::Recusado => (PaymentStatus::Recusado, Some("cartao_recusado")),
+            CardToken::SaldoInsuficiente => (PaymentStatus::Recusado, Some("saldo_insuficiente")),
+        }
+    }
+
     /// Its ledger (the admin routes and the tests count charges in it).
     pub fn ledger(&self) -> &Arc<dyn SimulatorLedger> {
         &self.ledger
+    }
+}
+
+/// Why a card refuses the method or installments asked, if it does (`None`: it takes them). A
+/// request that names no method is a credit charge à vista. Only a voucher card pays a voucher;
+/// a debit-only card takes only débito; `tok_sem_parcelamento` takes no parcelado.
+fn refused_method(cartao: CardToken, plano: Option<CardPlan>) -> Option<&'static str> {
+    let method = plano.map_or(CardMethod::Credito, CardPlan::method);
+    let parcelado = plano.is_some_and(|p| p.parcelas() > 1);
+    match (cartao, method) {
+        (CardToken::Voucher, CardMethod::Voucher) => None,
+        (CardToken::Voucher, _) | (_, CardMethod::Voucher) => Some("metodo_nao_aceito"),
+        (CardToken::SomenteDebito, CardMethod::Debito) => None,
+        (CardToken::SomenteDebito, _) => Some("metodo_nao_aceito"),
+        (CardToken::SemParcelamento, _) if parcelado => Some("parcelamento_nao_permitido"),
+        _ => None,
     }
 }
 
@@ -231,17 +276,11 @@ impl Gateway for SimulatedGateway {
         merchant: &MerchantId,
         valor: Centavos,
         cartao: CardToken,
+        plano: Option<CardPlan>,
     ) -> Result<GatewayResult, GatewayError> {
-        let (status, motivo) = match cartao {
-            CardToken::Aprovado | CardToken::EstornoRecusado | CardToken::EstornoLento => {
-                (PaymentStatus::Aprovado, None)
-            }
-            CardToken::Lento => {
-                tokio::time::sleep(self.slow).await;
-                (PaymentStatus::Aprovado, None)
-            }
-            CardToken::Recusado => (PaymentStatus::Recusado, Some("cartao_recusado")),
-            CardToken::SaldoInsuficiente => (PaymentStatus::Recusado, Some("saldo_insuficiente")),
+        let (status, motivo) = match refused_method(cartao, plano) {
+            Some(motivo) => (PaymentStatus::Recusado, Some(motivo)),
+            None => self.decide(cartao).await,
         };
         let charged = self
             .ledger
@@ -252,6 +291,7 @@ impl Gateway for SimulatedGateway {
                 status,
                 motivo,
                 cartao: cartao.as_str(),
+                plano,
             })
             .await?
             .ok_or(GatewayError::Voided)?;

@@ -13,12 +13,13 @@ pub(super) fn ledger_from_row(r: &Row) -> StoreResult<LedgerRow> {
         status: r.try_get("status")?,
         motivo: r.try_get("motivo")?,
         created_at: r.try_get("created_at")?,
+        plano: r.try_get("plano")?,
     }
     .parse()
 }
 
 pub(super) const LEDGER_COLUMNS: &str =
-    "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at";
+    "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, plano";
 
 pub(super) const REFUND_LEDGER_COLUMNS: &str =
     "estorno_id, downstream_key, cobranca_id, merchant, valor, status, motivo, created_at";
@@ -44,7 +45,7 @@ impl SimulatorLedger for PgStore {
         let insert = c
             .prepare_cached(&format!(
                 "INSERT INTO gateway_ledger ({LEDGER_COLUMNS}, cartao)
-                 VALUES ($1, $2, $3, $4, $5, $6, pagar_now_ms() + $7, $8)
+                 VALUES ($1, $2, $3, $4, $5, $6, pagar_now_ms() + $7, $9, $8)
                  ON CONFLICT (downstream_key) DO NOTHING
                  RETURNING {LEDGER_COLUMNS}"
             ))
@@ -62,6 +63,7 @@ impl SimulatorLedger for PgStore {
                     &charge.motivo,
                     &self.shift(),
                     &charge.cartao,
+                    &charge.plano.map(CardPlan::as_stored),
                 ],
             )
             .await?;

@@ -14,6 +14,7 @@ pub(super) fn ledger_from_row(r: &Row<'_>) -> rusqlite::Result<LedgerColumns> {
         status: r.get("status")?,
         motivo: r.get("motivo")?,
         created_at: r.get("created_at")?,
+        plano: r.get("plano")?,
     })
 }
 
@@ -37,8 +38,8 @@ impl SimulatorLedger for SqliteStore {
         self.db().write(move |c| {
             let inserted = exec(
                 c,
-                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, cartao)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, cartao, plano)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (downstream_key) DO NOTHING",
                 params![
                     format!("ch_{}", uuid::Uuid::now_v7().simple()),
@@ -48,7 +49,8 @@ impl SimulatorLedger for SqliteStore {
                     charge.status.as_str(),
                     charge.motivo,
                     now,
-                    charge.cartao
+                    charge.cartao,
+                    charge.plano.map(CardPlan::as_stored)
                 ],
             )?;
             let row = c.query_row(

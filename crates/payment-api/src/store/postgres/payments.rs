@@ -15,6 +15,7 @@ pub(super) fn payment_from_row(r: &Row) -> StoreResult<Payment> {
         cobranca_id: r.try_get("cobranca_id")?,
         created_at: r.try_get("created_at")?,
         terminal: r.try_get("terminal")?,
+        plano: r.try_get("plano")?,
     }
     .parse()
 }
@@ -34,7 +35,7 @@ impl PaymentStore for PgStore {
                  )
                  INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
                  SELECT $6::text, $1::text, $2::text, $7::bigint, $8::text, $9::text, $10::text,
-                        $11::text, $12::text, $13::bigint, $16::text, $15::text
+                        $11::text, $12::text, $13::bigint, $16::text, $17::text, $15::text
                  FROM done"
             ))
             .await?;
@@ -59,6 +60,7 @@ impl PaymentStore for PgStore {
                     &self.shift(),
                     &done.fingerprint.as_ref(),
                     &p.terminal.as_ref().map(AsRef::<str>::as_ref),
+                    &p.plano.map(CardPlan::as_stored),
                 ],
             )
             .await?;

@@ -34,6 +34,9 @@ fn migrations() -> Migrations<'static> {
             "../../../migrations/sqlite/V6__operation_names.sql"
         )),
         M::up(include_str!("../../../migrations/sqlite/V7__pix.sql")),
+        M::up(include_str!(
+            "../../../migrations/sqlite/V8__card_plans.sql"
+        )),
     ])
 }
 

@@ -15,6 +15,7 @@ pub(super) fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<PaymentColumns> 
         cobranca_id: r.get("cobranca_id")?,
         created_at: r.get("created_at")?,
         terminal: r.get("terminal")?,
+        plano: r.get("plano")?,
     })
 }
 
@@ -29,7 +30,7 @@ impl PaymentStore for SqliteStore {
             }
             let p = &done.payment;
             c.execute(
-                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
+                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
                 params![
                     p.id.as_ref(),
                     done.merchant.as_ref(),
@@ -42,6 +43,7 @@ impl PaymentStore for SqliteStore {
                     p.cobranca_id,
                     p.created_at,
                     p.terminal.as_ref().map(AsRef::<str>::as_ref),
+                    p.plano.map(CardPlan::as_stored),
                     done.fingerprint.as_ref()
                 ],
             )?;

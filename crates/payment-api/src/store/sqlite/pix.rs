@@ -178,7 +178,7 @@ impl PixStore for SqliteStore {
                     &format!(
                         "INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
                          SELECT id, merchant, idempotency_key, ?2, 'aprovado', NULL, descricao, referencia,
-                                '{PIX_CHARGE_PREFIX}' || ?1, ?3, terminal, fingerprint
+                                '{PIX_CHARGE_PREFIX}' || ?1, ?3, terminal, NULL, fingerprint
                            FROM pix_charges WHERE id = ?4 AND e2eid = ?1
                          ON CONFLICT DO NOTHING"
                     ),
