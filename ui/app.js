@@ -7,7 +7,7 @@ import {
   FAULTS, pixWaiting, planArgs, shortcut, snapshotMark, upsert,
 } from "./state.js";
 import {
-  $, drawQr, fillCards, fillPlans, hideDialogs, render, renderQa, showClosing, showClosingRefused, showReceipt,
+  $, drawQr, fillCards, fillPlans, hideDialogs, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
   showTerminal,
 } from "./view.js";
 
@@ -432,6 +432,8 @@ async function start() {
   $("refund-close").addEventListener("click", closeDialog);
   $("cartao").addEventListener("blur", () => closeList("cartao"));
   $("forma").addEventListener("blur", () => closeList("forma"));
+  $("forma").addEventListener("change", showPlanDetail);
+  $("forma").addEventListener("input", showPlanDetail);
   $("valor").addEventListener("input", () => refreshPlans());
   document.addEventListener("keydown", onKey);
 

@@ -3,7 +3,7 @@
 
 import {
   brl, canKeepPix, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
-  discrepancyGroups, isRefund, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, refundConfirmText,
+  discrepancyGroups, isRefund, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
 } from "./state.js";
@@ -378,14 +378,32 @@ export function fillPlans(offers, keep) {
   const same = select.options.length === offers.length
     && offers.every((o, i) => select.options[i].value === values[i] && select.options[i].textContent === o.rotulo);
   if (!same) {
-    select.replaceChildren(...offers.map((o, i) => {
+    // The parcelados are listed under one heading, each with its installment.
+    const group = document.createElement("optgroup");
+    group.label = "Crédito parcelado";
+    const items = [];
+    offers.forEach((o, i) => {
       const opt = document.createElement("option");
       opt.value = values[i];
       opt.textContent = o.rotulo;
-      return opt;
-    }));
+      opt.dataset.detalhe = o.detalhe;
+      if (o.forma === "parcelado") {
+        if (!group.children.length) items.push(group);
+        group.append(opt);
+      } else {
+        items.push(opt);
+      }
+    });
+    select.replaceChildren(...items);
   }
   select.value = values.includes(keep) ? keep : "credito:1";
+  showPlanDetail();
+}
+
+/** The line under the forma list: the chosen parcelado's installments, exactly. */
+export function showPlanDetail() {
+  const opt = $("forma").selectedOptions[0];
+  $("forma-hint").textContent = (opt && opt.dataset.detalhe) || "";
 }
 
 /** Offers each card token, by its name when it has one. */

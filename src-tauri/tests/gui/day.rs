@@ -129,7 +129,9 @@ async fn a_cashier_runs_a_day_with_the_keyboard_alone() {
         .js("return [...document.querySelectorAll('#closing-totals tr')].map(r => r.textContent)")
         .await;
     assert_eq!(totals[0], "Aprovados2R$ 17,34");
-    assert_eq!(totals[1], "Recusados1R$ 5,00");
+    // Enter pays on the forma the list starts on: crédito à vista.
+    assert_eq!(totals[1], "Aprovados no crédito à vista2R$ 17,34");
+    assert_eq!(totals[2], "Recusados1R$ 5,00");
     assert_eq!(
         app.ledger_rows(),
         3,

@@ -9,5 +9,6 @@ mod faults;
 mod harness;
 mod package;
 mod pix;
+mod plans;
 mod recovery;
 mod refunds;

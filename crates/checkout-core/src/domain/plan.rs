@@ -247,8 +247,12 @@ pub struct PlanOffer {
     pub forma: &'static str,
     /// Installments (1 unless parcelado).
     pub parcelas: u8,
-    /// What the list shows: `Crédito 3× de R$ 33,34 sem juros`.
+    /// What the list shows: `Débito`, or for a parcelado (listed under "Crédito parcelado")
+    /// `3× de R$ 33,34 sem juros`.
     pub rotulo: String,
+    /// What the line under the list says of the choice: a parcelado's installments exactly
+    /// (`3× de R$ 33,34 (última de R$ 33,32)`); empty otherwise.
+    pub detalhe: String,
 }
 
 impl PlanRules {
@@ -260,11 +264,13 @@ impl PlanRules {
                 forma: "debito",
                 parcelas: 1,
                 rotulo: "Débito".into(),
+                detalhe: String::new(),
             },
             PlanOffer {
                 forma: "credito",
                 parcelas: 1,
                 rotulo: "Crédito à vista".into(),
+                detalhe: String::new(),
             },
         ];
         for n in 2..=self.max_parcelas.min(MAX_PARCELAS) {
@@ -272,16 +278,18 @@ impl PlanRules {
                 break;
             };
             let rotulo = match self.financing {
-                Financing::Loja => format!(
-                    "Crédito {} sem juros",
-                    plan.installments_text(valor).expect("a parcelado")
-                ),
-                Financing::Emissor => format!("Crédito {n}× com juros do emissor"),
+                Financing::Loja => {
+                    let (each, _) = installments(valor, n).expect("a valid parcelado");
+                    format!("{n}× de {each} sem juros")
+                }
+                Financing::Emissor => format!("{n}× com juros do emissor"),
             };
+            let detalhe = plan.installments_text(valor).expect("a parcelado");
             out.push(PlanOffer {
                 forma: "parcelado",
                 parcelas: n,
                 rotulo,
+                detalhe,
             });
         }
         if self.voucher {
@@ -289,6 +297,7 @@ impl PlanRules {
                 forma: "voucher",
                 parcelas: 1,
                 rotulo: "Voucher (refeição/alimentação)".into(),
+                detalhe: String::new(),
             });
         }
         out
@@ -425,16 +434,10 @@ mod tests {
         let labels: Vec<&str> = offers.iter().map(|o| o.rotulo.as_str()).collect();
         assert_eq!(
             labels[..3],
-            [
-                "Débito",
-                "Crédito à vista",
-                "Crédito 2× de R$ 50,00 sem juros"
-            ]
+            ["Débito", "Crédito à vista", "2× de R$ 50,00 sem juros"]
         );
-        assert_eq!(
-            labels[3],
-            "Crédito 3× de R$ 33,34 (última de R$ 33,32) sem juros"
-        );
+        assert_eq!(labels[3], "3× de R$ 33,34 sem juros");
+        assert_eq!(offers[3].detalhe, "3× de R$ 33,34 (última de R$ 33,32)");
         assert_eq!(labels.last(), Some(&"Voucher (refeição/alimentação)"));
         // R$ 100,00 in installments of at least R$ 5,00: up to 12× (R$ 8,34).
         assert_eq!(offers.iter().filter(|o| o.forma == "parcelado").count(), 11);
@@ -457,8 +460,8 @@ mod tests {
             [
                 "Débito",
                 "Crédito à vista",
-                "Crédito 2× com juros do emissor",
-                "Crédito 3× com juros do emissor"
+                "2× com juros do emissor",
+                "3× com juros do emissor"
             ]
         );
         let valor = Centavos::new(10_000).unwrap();
