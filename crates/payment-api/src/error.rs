@@ -83,6 +83,20 @@ pub enum ApiError {
         /// What could still be refunded, in centavos.
         left: i64,
     },
+    /// A tender that would take its sale's tenders above the sale's total.
+    #[error("o pagamento passaria do total da venda: total {}, já pago ou em andamento {}, falta {}", brl(*.total), brl(*.held), brl(*.total - *.held))]
+    SaleExceeded {
+        /// The sale's total, in centavos.
+        total: i64,
+        /// What its other tenders hold now, in centavos.
+        held: i64,
+    },
+    /// A tender of a sale the server knows with another total.
+    #[error("esta venda foi aberta com outro total ({})", brl(*.total))]
+    SaleTotalMismatch {
+        /// The sale's total, in centavos.
+        total: i64,
+    },
     /// No such payment for this merchant, or no such route.
     #[error("pagamento não encontrado")]
     NotFound,
@@ -234,6 +248,18 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "estorno-excede-saldo",
                 "Estorno maior que o saldo do pagamento",
+                false,
+            ),
+            SaleExceeded { .. } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "venda-excedida",
+                "Pagamento maior que o que falta da venda",
+                false,
+            ),
+            SaleTotalMismatch { .. } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "venda-total-diferente",
+                "Venda com outro total",
                 false,
             ),
             MethodNotAllowed => (

@@ -16,7 +16,9 @@ use crate::gateway::{ChargeDecision, Gateway, GatewayError, GatewayResult};
 use crate::idempotency::{in_progress, Completed, Held, Keyed, Operation, Recovery};
 use crate::metrics::Metrics;
 use crate::schema::PaymentBody;
-use crate::store::{Completion, FinishOutcome, Payment, PaymentStore, StoredResponse};
+use crate::store::{
+    Completion, FinishOutcome, Payment, PaymentStore, SaleStore, StoredResponse, TenderHold,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,6 +27,7 @@ use std::time::Instant;
 #[derive(Debug)]
 pub struct Payments {
     payments: Arc<dyn PaymentStore>,
+    sales: Arc<dyn SaleStore>,
     gateway: Arc<dyn Gateway>,
     metrics: Arc<Metrics>,
     key_retention_ms: Millis,
@@ -65,12 +68,14 @@ impl Payments {
     /// The operation on these parts.
     pub fn new(
         payments: Arc<dyn PaymentStore>,
+        sales: Arc<dyn SaleStore>,
         gateway: Arc<dyn Gateway>,
         metrics: Arc<Metrics>,
         key_retention_ms: Millis,
     ) -> Self {
         Self {
             payments,
+            sales,
             gateway,
             metrics,
             key_retention_ms,
@@ -235,6 +240,38 @@ impl Operation for Payments {
         request: &PaymentRequest,
         faults: &Faults,
     ) -> Result<Completed> {
+        if let Some(venda) = &request.venda {
+            // A tender of a sale holds its amount against the sale before it may charge.
+            let hold = self
+                .sales
+                .hold_tender(
+                    held.merchant,
+                    request.terminal.as_ref(),
+                    held.key,
+                    held.fence,
+                    venda,
+                    request.valor,
+                )
+                .await?;
+            let refused = match hold {
+                TenderHold::Held => None,
+                TenderHold::LeaseLost => return Err(ApiError::LeaseLost),
+                TenderHold::Exceeds { total, held } => Some(ApiError::SaleExceeded {
+                    total: total.get(),
+                    held,
+                }),
+                TenderHold::TotalMismatch { total } => {
+                    Some(ApiError::SaleTotalMismatch { total: total.get() })
+                }
+            };
+            if let Some(refused) = refused {
+                // Nothing was held or charged: the key is freed and nothing is stored, like a
+                // validation error; the till asks again for what is left.
+                tracing::info!(merchant = %held.merchant, venda = %venda.referencia, "tender refused: {refused}");
+                held.forget().await?;
+                return Err(refused);
+            }
+        }
         let downstream = DownstreamKey::derive(held.merchant, held.key);
         let started = Instant::now();
         let charged = self

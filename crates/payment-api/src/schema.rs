@@ -381,6 +381,72 @@ impl CancelamentoBody {
     }
 }
 
+/// A sale paid in parts, as `GET /vendas/{referencia}` answers it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = Venda)]
+pub struct VendaBody {
+    /// `ven_…`
+    pub id: String,
+    /// The till's reference.
+    pub referencia: String,
+    /// The till that opened it, when it said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
+    /// The sale's total, in centavos.
+    pub total: i64,
+    /// Approved, less approved refunds.
+    pub pago: i64,
+    /// Held by tenders still executing.
+    pub em_andamento: i64,
+    /// `total - pago - em_andamento`: what a new tender may still take.
+    pub falta: i64,
+    /// Each tender, oldest first.
+    pub pagamentos: Vec<VendaTender>,
+}
+
+/// One tender of a sale.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct VendaTender {
+    /// Its payment (`pay_…`), once it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Its idempotency key.
+    pub idempotency_key: String,
+    /// Its amount, in centavos.
+    pub valor: i64,
+    /// What it holds of the sale now (an approved tender less its approved refunds).
+    pub retido: i64,
+    /// `aprovado`, `recusado`, `em_andamento`, or `liberado` (refused or cancelled before it
+    /// charged).
+    pub status: String,
+}
+
+impl From<&crate::store::Sale> for VendaBody {
+    fn from(s: &crate::store::Sale) -> Self {
+        let (pago, em_andamento) = (s.pago(), s.em_andamento());
+        Self {
+            id: s.id.clone(),
+            referencia: s.referencia.clone(),
+            terminal: (!s.terminal.is_empty()).then(|| s.terminal.clone()),
+            total: s.total.get(),
+            pago,
+            em_andamento,
+            falta: s.total.get() - pago - em_andamento,
+            pagamentos: s
+                .tenders
+                .iter()
+                .map(|t| VendaTender {
+                    id: t.payment_id.clone(),
+                    idempotency_key: t.idempotency_key.clone(),
+                    valor: t.valor.get(),
+                    retido: t.retido,
+                    status: t.status.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Body of `POST /pagamentos` (documentation; the handler validates the raw JSON itself so that
 /// every field error is reported and the fingerprint covers the body as sent).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -410,6 +476,13 @@ pub struct NovoPagamento {
     /// `tok_sem_parcelamento` declines a parcelado (`metodo_nao_aceito`,
     /// `parcelamento_nao_permitido`).
     cartao: Option<String>,
+    /// A tender of a sale paid in parts: `{"referencia": "<the till's sale id>", "total":
+    /// <centavos>}`. The server keeps the sale (per merchant and `terminal`) and answers 422
+    /// `venda-excedida` to a tender that would take what its tenders paid or hold above the
+    /// total (decided in the database, under concurrent tills, retries and replicas), and 422
+    /// `venda-total-diferente` to one that names another total; nothing is stored for either.
+    /// Card payments only.
+    venda: Option<serde_json::Value>,
     /// Pix only: seconds until the charge expires (30–86 400; the server's default otherwise).
     expiracao: Option<u32>,
     /// Free text, up to 255 characters.

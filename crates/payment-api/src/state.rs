@@ -94,6 +94,7 @@ impl AppState {
         );
         let payments = Arc::new(Payments::new(
             store.clone(),
+            store.clone(),
             gateway.clone(),
             metrics.clone(),
             config.key_retention_ms(),

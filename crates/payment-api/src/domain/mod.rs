@@ -13,6 +13,7 @@ mod pix;
 mod plan;
 mod refund;
 mod request;
+mod sale;
 mod terminal;
 
 pub use card::{CardToken, UnknownCard};
@@ -27,4 +28,5 @@ pub use pix::{PixRequest, PixStatus, Txid, UnknownPixStatus, PIX_CHARGE_PREFIX, 
 pub use plan::{installments, CardMethod, CardPlan, Financing, UnknownPlan, MAX_PARCELAS};
 pub use refund::{RefundId, RefundRequest, RefundStatus, UnknownRefundStatus};
 pub use request::{FieldError, PaymentRequest, MAX_TEXT_LEN};
+pub use sale::SaleRef;
 pub use terminal::{InvalidTerminal, TerminalId};

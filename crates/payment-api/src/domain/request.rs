@@ -1,6 +1,6 @@
 //! The body of `POST /pagamentos`, validated.
 
-use super::{CardPlan, CardToken, Centavos, TerminalId};
+use super::{CardPlan, CardToken, Centavos, SaleRef, TerminalId};
 use serde::Serialize;
 
 /// A validated `POST /pagamentos` body.
@@ -19,6 +19,8 @@ pub struct PaymentRequest {
     /// Débito, crédito (à vista or parcelado) or voucher; `None` when the body names no method
     /// (a card charge à vista, as the first version of this API had it).
     pub plano: Option<CardPlan>,
+    /// The sale this payment is one tender of, when the till pays a sale in parts.
+    pub venda: Option<SaleRef>,
 }
 /// Longest `descricao` and `referencia`, in characters.
 pub const MAX_TEXT_LEN: usize = 255;
@@ -41,6 +43,7 @@ impl PaymentRequest {
         let terminal = optional_terminal(obj, &mut errors);
         // A card payment may name its method and installments; a Pix goes to its own operation.
         let plano = CardPlan::from_json(obj, valor, &mut errors);
+        let venda = SaleRef::from_json(obj, valor, &mut errors);
         unknown_fields(
             obj,
             &[
@@ -52,6 +55,7 @@ impl PaymentRequest {
                 "metodo",
                 "parcelas",
                 "parcelamento",
+                "venda",
             ],
             &mut errors,
         );
@@ -63,6 +67,7 @@ impl PaymentRequest {
                 referencia,
                 terminal,
                 plano,
+                venda,
             }),
             _ => Err(errors),
         }

@@ -24,7 +24,7 @@ use crate::refunds::Refunds;
 use crate::schema::{
     CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, NovoCancelamento, NovoEstorno,
     NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail, PaymentList, PaymentRead,
-    PixPaymentBody, Problem, RefundBody, RefundLedgerEntry,
+    PixPaymentBody, Problem, RefundBody, RefundLedgerEntry, VendaBody,
 };
 use crate::state::AppState;
 use crate::store::{PaymentField, StoredResponse};
@@ -48,6 +48,7 @@ pub fn app(state: AppState) -> Router {
         .route("/pagamentos/{id}", get(get_payment))
         .route("/pagamentos/{id}/estornos", post(create_refund))
         .route("/pagamentos/{id}/cancelamento", post(cancel_pix))
+        .route("/vendas/{referencia}", get(get_sale))
         .route("/webhooks/pix", post(pix_webhook))
         .route("/health", get(health))
         .route("/health/ready", get(ready))
@@ -438,6 +439,48 @@ pub(crate) async fn get_payment(
     };
     let refunds = state.store().refunds_of(&merchant, &id).await?;
     Ok(Json(PixPaymentBody::with_refunds(&charge, &refunds)).into_response())
+}
+
+/// A sale paid in parts, by the till's reference: its total, what its tenders paid and hold,
+/// and what is missing.
+#[utoipa::path(
+    get,
+    path = "/vendas/{referencia}",
+    params(("referencia" = String, Path, description = "The till's id of the sale (`venda.referencia` of its tenders)"), SaleQuery),
+    responses(
+        (status = 200, description = "The sale and its tenders", body = VendaBody),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_sale(
+    State(state): State<AppState>,
+    Merchant(merchant): Merchant,
+    Path(referencia): Path<String>,
+    query: std::result::Result<Query<SaleQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response> {
+    let Query(q) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
+    let terminal = q
+        .terminal
+        .as_deref()
+        .map(crate::domain::TerminalId::parse)
+        .transpose()
+        .map_err(|e| ApiError::BadQuery(e.to_string()))?;
+    let sale = state
+        .store()
+        .sale(&merchant, terminal.as_ref(), &referencia)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(VendaBody::from(&sale)).into_response())
+}
+
+/// `?terminal=` on `GET /vendas/{referencia}`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct SaleQuery {
+    /// The till whose sale it is (as its tenders said in `terminal`); none: a sale whose tenders
+    /// named no terminal.
+    terminal: Option<String>,
 }
 
 /// `?aguardar=N` on `GET /pagamentos/{id}`: a long poll.

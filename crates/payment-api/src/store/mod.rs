@@ -14,6 +14,7 @@ mod pix;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod refunds;
+mod sales;
 mod sqlite;
 
 #[cfg(feature = "postgres")]
@@ -25,6 +26,7 @@ pub use pix::*;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgStore};
 pub use refunds::*;
+pub use sales::*;
 pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;
@@ -68,7 +70,7 @@ pub trait Clocked: Send + Sync + std::fmt::Debug + 'static {
 
 /// A whole store: every concern of one database, and its health.
 #[async_trait::async_trait]
-pub trait Store: KeyStore + PaymentStore + RefundStore + PixStore {
+pub trait Store: KeyStore + PaymentStore + RefundStore + PixStore + SaleStore {
     /// Answers when the store can serve.
     async fn health(&self) -> StoreResult<()>;
     /// Answers when the store can take writes as well (readiness): by default, [`Store::health`].

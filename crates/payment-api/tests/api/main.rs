@@ -32,4 +32,5 @@ mod rejections;
 mod replay;
 mod replicas;
 mod retention;
+mod sales;
 mod waiting_operation;

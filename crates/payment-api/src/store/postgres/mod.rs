@@ -27,6 +27,7 @@ mod keys;
 mod payments;
 mod pix;
 mod refunds;
+mod sales;
 
 use keys::*;
 

@@ -14,6 +14,7 @@ mod keys;
 mod payments;
 mod pix;
 mod refunds;
+mod sales;
 
 use keys::*;
 
@@ -37,6 +38,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../../migrations/sqlite/V8__card_plans.sql"
         )),
+        M::up(include_str!("../../../migrations/sqlite/V9__sales.sql")),
     ])
 }
 

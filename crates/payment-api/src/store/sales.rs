@@ -1,0 +1,128 @@
+//! Sales paid in parts ("pagamento misto"): each tender holds its amount against its sale before
+//! it charges, and the database refuses a hold that would take the sale above its total.
+//!
+//! What a tender holds is read from what became of its key, in the transaction that decides,
+//! under the sale's row lock: its payment approved (the amount less its approved refunds),
+//! declined (nothing), its key cancelled or gone (nothing), or still executing (the whole
+//! amount). Each of these only ever goes down, except a key sent again after it was refused,
+//! which holds again only through this same check; so no race between tills, retries or
+//! replicas lets approved tenders pass the total.
+
+use super::*;
+use crate::domain::SaleRef;
+
+/// The tables and joins every sale query reads a tender's state from (`h` the tender, `p` its
+/// key's payment, `k` its key).
+pub(crate) const TENDER_FROM: &str = "FROM venda_tenders h
+     LEFT JOIN payments p ON p.merchant = h.merchant AND p.idempotency_key = h.idempotency_key
+     LEFT JOIN idempotency_keys k ON k.merchant = h.merchant AND k.key = h.idempotency_key";
+
+/// What a tender holds of its sale now, in centavos.
+pub(crate) const TENDER_HELD: &str = "CASE
+         WHEN p.status = 'aprovado' THEN p.valor - COALESCE((SELECT SUM(r.valor) FROM refunds r
+                                          WHERE r.payment_id = p.id AND r.status = 'aprovado'), 0)
+         WHEN p.status IS NOT NULL OR k.key IS NULL OR k.cancelled_at IS NOT NULL THEN 0
+         ELSE h.valor END";
+
+/// Where a tender stands: `aprovado`, `recusado`, `em_andamento`, or `liberado` (its key was
+/// cancelled or refused before it charged).
+pub(crate) const TENDER_STATE: &str = "CASE
+         WHEN p.status IS NOT NULL THEN p.status
+         WHEN k.key IS NULL OR k.cancelled_at IS NOT NULL THEN 'liberado'
+         ELSE 'em_andamento' END";
+
+/// What holding a tender's amount against its sale came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenderHold {
+    /// Held (now, or by an earlier try of the same key): the tender may charge.
+    Held,
+    /// It would take the sale above its total: nothing held, nothing may be charged.
+    Exceeds {
+        /// The sale's total.
+        total: Centavos,
+        /// What its other tenders hold now.
+        held: i64,
+    },
+    /// The sale is known with another total.
+    TotalMismatch {
+        /// The total the sale was opened with.
+        total: Centavos,
+    },
+    /// Another worker took the key over meanwhile: nothing was held by this one.
+    LeaseLost,
+}
+
+/// One tender of a sale, as a look-up shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaleTender {
+    /// The tender's idempotency key.
+    pub idempotency_key: String,
+    /// Its payment, once it has one.
+    pub payment_id: Option<String>,
+    /// Its amount.
+    pub valor: Centavos,
+    /// What it holds of the sale now (an approved tender less its approved refunds).
+    pub retido: i64,
+    /// `aprovado`, `recusado`, `em_andamento` or `liberado`.
+    pub status: String,
+}
+
+/// A sale and its tenders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sale {
+    /// `ven_…`
+    pub id: String,
+    /// The till's reference.
+    pub referencia: String,
+    /// The till that opened it (empty when it said none).
+    pub terminal: String,
+    /// Its total.
+    pub total: Centavos,
+    /// Its tenders, oldest first.
+    pub tenders: Vec<SaleTender>,
+}
+
+impl Sale {
+    /// Approved, less approved refunds.
+    pub fn pago(&self) -> i64 {
+        self.tenders
+            .iter()
+            .filter(|t| t.status == "aprovado")
+            .map(|t| t.retido)
+            .sum()
+    }
+
+    /// Held by tenders still executing.
+    pub fn em_andamento(&self) -> i64 {
+        self.tenders
+            .iter()
+            .filter(|t| t.status == "em_andamento")
+            .map(|t| t.retido)
+            .sum()
+    }
+}
+
+/// Sales and their tenders.
+#[async_trait::async_trait]
+pub trait SaleStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Holds `valor` of the sale `venda` (opened now if the merchant and terminal have none by
+    /// that reference) for the key `key`, which this worker holds under `fence`: refused when
+    /// the sale's tenders would hold more than its total.
+    async fn hold_tender(
+        &self,
+        merchant: &MerchantId,
+        terminal: Option<&TerminalId>,
+        key: &IdempotencyKey,
+        fence: i64,
+        venda: &SaleRef,
+        valor: Centavos,
+    ) -> StoreResult<TenderHold>;
+
+    /// A sale of the merchant by the till's reference.
+    async fn sale(
+        &self,
+        merchant: &MerchantId,
+        terminal: Option<&TerminalId>,
+        referencia: &str,
+    ) -> StoreResult<Option<Sale>>;
+}
