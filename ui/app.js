@@ -4,7 +4,7 @@
 
 import {
   applyEvent, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
-  FAULTS, pixWaiting, planArgs, shortcut, snapshotMark, upsert,
+  FAULTS, pixWaiting, planArgs, shortcut, snapshotMark, splitOf, upsert,
 } from "./state.js";
 import {
   $, drawQr, fillCards, fillPlans, hideDialogs, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
@@ -14,12 +14,22 @@ import {
 const { invoke, Channel } = window.__TAURI__.core;
 
 const state = createState();
+// The tender whose missing amount was last put in the amount field.
+let filledFor = null;
 // The text whose QR the canvas shows.
 let qrText = null;
 
 function draw() {
-  render(state);
   const a = current(state);
+  // A tender of a sale paid in parts approved with something still missing: the amount field
+  // offers what is missing, once per tender.
+  const split = splitOf(state, a);
+  if (split && a.state === "aprovado" && split.falta > 0 && filledFor !== a.id) {
+    filledFor = a.id;
+    $("valor").value = brlInput(split.falta);
+    refreshPlans();
+  }
+  render(state);
   const text = pixWaiting(a) ? a.pix.copia_e_cola : null;
   if (text && text !== qrText) {
     qrText = text;
@@ -69,6 +79,7 @@ async function press(ev) {
   ev.preventDefault();
   await startPayment("pagar", "pay", () => ({
     saleId: state.saleId, valor: $("valor").value, cartao: $("cartao").value, ...planArgs($("forma").value),
+    total: state.splitOn ? $("total").value : null,
   }));
 }
 
@@ -118,8 +129,10 @@ async function newSale() {
   }
   state.attemptId = null;
   state.anotherCard = false;
+  state.splitOn = false;
   state.error = null;
   $("valor").value = "";
+  $("total").value = "";
   await refreshPlans("credito:1");
   draw();
   $("valor").focus();
@@ -301,6 +314,12 @@ function onKey(e) {
     draw();
     return;
   }
+  // Enter in the sale's total goes on to the amount of this payment; only there does it pay.
+  if (e.key === "Enter" && document.activeElement === $("total")) {
+    e.preventDefault();
+    $("valor").focus();
+    return;
+  }
   const action = shortcut(state, e.key);
   if (!action) {
     const list = document.activeElement;
@@ -317,6 +336,7 @@ function onKey(e) {
     "new-sale": () => { if (!$("nova-venda").hidden) newSale(); },
     cards: () => openList("cartao"),
     plans: () => openList("forma"),
+    split: () => toggleSplit(!state.splitOn),
     receipt: printReceipt,
     "close-till": () => closeTill(false),
     "close-dialog": closeDialog,
@@ -324,6 +344,14 @@ function onKey(e) {
     pix: payPix,
     "cancel-pix": cancelPix,
   })[action]();
+}
+
+/** "Dividir o pagamento" (F7): the sale's total, then each payment of it in turn. */
+function toggleSplit(on) {
+  if ($("dividir").disabled) return;
+  state.splitOn = on;
+  draw();
+  $(on ? "total" : "valor").focus();
 }
 
 function refundBack() {
@@ -347,6 +375,10 @@ async function restoreTill() {
   if (till.attempt) {
     $("valor").value = brlInput(till.attempt.valor);
     if (till.attempt.cartao) $("cartao").value = till.attempt.cartao;
+  }
+  if (till.attempt && till.attempt.sale_total != null) {
+    state.splitOn = true;
+    $("total").value = brlInput(till.attempt.sale_total);
   }
   const p = till.attempt && till.attempt.plano;
   await refreshPlans(p ? `${p.metodo === "credito" && p.parcelas > 1 ? "parcelado" : p.metodo}:${p.parcelas}` : "credito:1");
@@ -435,6 +467,7 @@ async function start() {
   $("forma").addEventListener("change", showPlanDetail);
   $("forma").addEventListener("input", showPlanDetail);
   $("valor").addEventListener("input", () => refreshPlans());
+  $("dividir").addEventListener("change", (e) => toggleSplit(e.target.checked));
   document.addEventListener("keydown", onKey);
 
   try {

@@ -57,6 +57,32 @@ export function planArgs(value) {
   return forma === "parcelado" ? { forma, parcelas: Number(n) } : { forma, parcelas: null };
 }
 
+/** A sale paid in parts, from its attempts: `{total, pago, falta, partes}` (each approved tender
+ * as `{valor, forma}`; refunds paid back reduce `pago`), or null for a sale paid at once. */
+export function splitOf(state, a) {
+  if (!a || a.sale_total == null) return null;
+  let pago = 0;
+  const partes = [];
+  for (const x of state.attempts.values()) {
+    if (x.sale_id !== a.sale_id || x.state !== "aprovado") continue;
+    if (isRefund(x)) {
+      pago -= x.valor;
+    } else {
+      pago += x.valor;
+      partes.push({ valor: x.valor, forma: formaText(x) || "Cartão", seq: x.created_at });
+    }
+  }
+  partes.sort((p, q) => p.seq - q.seq);
+  return { total: a.sale_total, pago, falta: Math.max(0, a.sale_total - pago), partes };
+}
+
+/** The line that says where a sale paid in parts stands: `Total R$ 150,00 · pago R$ 50,00
+ * (Débito R$ 50,00) · falta R$ 100,00`. */
+export function splitText(split) {
+  const partes = split.partes.map((p) => `${p.forma} ${brl(p.valor)}`).join(" + ");
+  return `Total ${brl(split.total)} · pago ${brl(split.pago)}${partes ? ` (${partes})` : ""} · falta ${brl(split.falta)}`;
+}
+
 /** The QA panel's fault profiles. */
 export const FAULTS = {
   none: {},
@@ -77,6 +103,7 @@ export function createState() {
     pressing: false, // between the press and pay's answer
     pixCancelling: false, // between "Cancelar Pix" and its answer
     anotherCard: false, // after a review found no charge, the cashier chose to try another card
+    splitOn: false, // "Dividir pagamento": the sale is paid in parts, against its total
     carriedOver: new Set(), // sales left unfinished by an earlier run (a crash, a restart, a reload)
     error: null, // a refusal of the last press (nothing was stored)
     startupError: null, // the app could not start: nothing can be paid
@@ -286,6 +313,12 @@ export function statusFor(state, a, now) {
   }
   switch (a.state) {
     case "aprovado": {
+      const split = splitOf(state, a);
+      if (split) {
+        return split.falta > 0
+          ? ["aprovado", `Pagamento aprovado — falta ${brl(split.falta)}`, `${splitText(split)}. Cobre o que falta (Enter).`]
+          : ["aprovado", "Venda paga", splitText(split)];
+      }
       const back = refundsOf(state, a.id).aprovado;
       const refunded = back === 0 ? "" : ` · estornado ${brl(back)}`;
       const forma = formaText(a) ? ` · ${formaText(a)}` : "";
@@ -409,10 +442,14 @@ export function controls(state, a) {
   const approved = Boolean(a && a.state === "aprovado");
   // A new sale starts once this one is settled. A payment waiting offline was accepted under
   // the offline caps and is sent by itself, so the next customer may be served meanwhile.
-  const settled = Boolean(a && (a.state === "recusado" || approved || checked));
+  // A sale paid in parts with something still missing takes its next tender; it is settled
+  // (a new sale may start) once paid, or once nothing of it is left paid (every tender refunded).
+  const split = splitOf(state, a);
+  const partial = Boolean(split && approved && split.falta > 0);
+  const settled = Boolean(a && (a.state === "recusado" || (approved && (!partial || split.pago <= 0)) || checked));
   const queued = live && known && serverDown(state);
   return {
-    pagarDisabled: !state.ready || state.pressing || live || approved || (review && !(checked && state.anotherCard)),
+    pagarDisabled: !state.ready || state.pressing || live || (approved && !partial) || (review && !(checked && state.anotherCard)),
     retryReviewHidden: !checked || state.pressing,
     anotherCardHidden: !checked || state.anotherCard || state.pressing,
     novaVendaHidden: state.pressing || !(settled || queued),
@@ -421,14 +458,18 @@ export function controls(state, a) {
         // A Pix pays itself only if the customer has its QR: say which one moves on.
         : a.pix ? "Próxima venda (este Pix segue aguardando o cliente)"
           : "Próxima venda (este Pix não chegou a ser mostrado e expira sem cobrança)",
-    valorDisabled: Boolean(live || approved || review || state.pressing),
-    cartaoDisabled: Boolean(live || approved || (review && !state.anotherCard) || state.pressing),
+    valorDisabled: Boolean(live || (approved && !partial) || review || state.pressing),
+    cartaoDisabled: Boolean(live || (approved && !partial) || (review && !state.anotherCard) || state.pressing),
     // The plan is part of the attempt's request: it changes only when a new attempt may be made.
-    formaDisabled: Boolean(live || approved || (review && !state.anotherCard) || state.pressing),
+    formaDisabled: Boolean(live || (approved && !partial) || (review && !state.anotherCard) || state.pressing),
+    // The total of a sale paid in parts is fixed at its first tender.
+    splitDisabled: Boolean(live || approved || review || state.pressing || (a && a.sale_total != null)),
     // Only an approval has a receipt: nothing that could pass for one is offered otherwise.
     comprovanteHidden: !approved || state.pressing,
     // Pix: like Pagar, and only while the server answers (its QR comes from it).
-    pixDisabled: !state.ready || state.pressing || live || approved || review || !serverUp(state),
+    // A sale paid in parts takes card tenders only (a Pix tender is not held to its total yet).
+    pixDisabled: !state.ready || state.pressing || live || approved || review || !serverUp(state)
+      || state.splitOn || Boolean(a && a.sale_total != null),
     pixWhy: !serverUp(state) && !live && !approved && !review && state.ready
       ? "Pix indisponível sem conexão com o servidor: cobre no cartão."
       : "",
@@ -467,6 +508,7 @@ export function shortcut(state, key) {
     case "F2": return c.novaVendaHidden ? null : "new-sale";
     case "F3": return c.cartaoDisabled ? null : "cards";
     case "F6": return c.formaDisabled ? null : "plans";
+    case "F7": return c.splitDisabled ? null : "split";
     case "F4": return c.comprovanteHidden ? null : "receipt";
     case "F5": return c.pixDisabled ? null : "pix";
     case "F9": return state.pressing ? null : "close-till";

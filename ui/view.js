@@ -3,7 +3,7 @@
 
 import {
   brl, canKeepPix, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
-  discrepancyGroups, isRefund, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
+  discrepancyGroups, formaText, isRefund, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
 } from "./state.js";
@@ -55,6 +55,11 @@ export function render(state) {
   $("valor").disabled = c.valorDisabled;
   $("cartao").disabled = c.cartaoDisabled;
   $("forma").disabled = c.formaDisabled;
+  $("dividir").disabled = c.splitDisabled;
+  $("total").disabled = c.splitDisabled;
+  $("dividir").checked = state.splitOn;
+  $("split-total").hidden = !state.splitOn;
+  $("valor-label").textContent = state.splitOn ? "Valor deste pagamento" : "Valor da venda";
   $("comprovante").hidden = c.comprovanteHidden;
   $("pix").disabled = c.pixDisabled;
   $("pix-why").hidden = !c.pixWhy;
@@ -235,7 +240,15 @@ function historyRow(state, a, refunded, refundable, keep) {
       action.append(why);
     }
   }
-  tr.append(cell(storeTime(a.created_at, state.utcOffsetMinutes)), venda, valor, st, cell(a.payment_id || "—", "mono"), action);
+  const pagamento = cell(a.payment_id || "—", "mono");
+  const forma = formaText(a);
+  if (forma && !refund) {
+    const note = document.createElement("span");
+    note.className = "forma";
+    note.textContent = forma;
+    pagamento.append(note);
+  }
+  tr.append(cell(storeTime(a.created_at, state.utcOffsetMinutes)), venda, valor, st, pagamento, action);
   return tr;
 }
 

@@ -157,22 +157,42 @@ pub async fn pay(
     cartao: String,
     forma: Option<String>,
     parcelas: Option<u8>,
+    total: Option<String>,
 ) -> Result<PayReply> {
     let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
     let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
     let cartao = CardToken::parse(&cartao).map_err(AppError::invalid)?;
+    let total = total
+        .map(|t| {
+            Centavos::parse_brl(&t).map_err(|e| AppError::Invalid(format!("total da venda: {e}")))
+        })
+        .transpose()?;
     let running = session.get()?;
     let checkout = running.checkout();
-    Ok(match forma {
+    let plan = |forma: &str| {
+        running
+            .settings()
+            .plans
+            .plan(forma, parcelas, valor)
+            .map_err(AppError::invalid)
+    };
+    Ok(match (forma, total) {
         // Without a forma the request names no method: the gateway's default, crédito à vista.
-        None => checkout.pay(sale, valor, cartao).await?,
-        Some(forma) => {
-            let plan = running
-                .settings()
-                .plans
-                .plan(&forma, parcelas, valor)
-                .map_err(AppError::invalid)?;
-            checkout.pay_card(sale, valor, cartao, plan).await?
+        (None, None) => checkout.pay(sale, valor, cartao).await?,
+        (None, Some(_)) => {
+            return Err(AppError::Invalid(
+                "um pagamento dividido diz a forma de cada parte".into(),
+            ))
+        }
+        (Some(forma), None) => {
+            checkout
+                .pay_card(sale, valor, cartao, plan(&forma)?)
+                .await?
+        }
+        (Some(forma), Some(total)) => {
+            checkout
+                .pay_tender(sale, total, valor, cartao, plan(&forma)?)
+                .await?
         }
     }
     .into())

@@ -6,7 +6,7 @@ import {
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
-  connectivityText, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue,
+  connectivityText, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -503,4 +503,49 @@ test("the closing lists the approved by forma when the day had card plans", () =
   ]);
   closing.por_forma = [{ forma: "cartao", rotulo: "Aprovados no cartão (forma não informada)", tally: tally(3, 12_000) }];
   assert.deepEqual(closingTotals(closing)[1], ["Recusados", 0, 0], "a day of cards with no method lists no forma");
+});
+
+test("a sale paid in parts takes tenders until nothing is missing, then a new sale", () => {
+  const debito = { metodo: "debito", parcelas: 1, parcelamento: null, rotulo: "Débito" };
+  const first = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: debito, created_at: NOW });
+  const s = ready(first);
+  const split = splitOf(s, first);
+  assert.deepEqual([split.total, split.pago, split.falta], [15000, 5000, 10000]);
+  assert.equal(splitText(split), "Total R$ 150,00 · pago R$ 50,00 (Débito R$ 50,00) · falta R$ 100,00");
+  assert.deepEqual(statusFor(s, first, NOW).slice(0, 2), ["aprovado", "Pagamento aprovado — falta R$ 100,00"]);
+  let c = controls(s, first);
+  assert.equal(c.pagarDisabled, false, "the next tender may be paid");
+  assert.equal(c.valorDisabled, false);
+  assert.equal(c.novaVendaHidden, true, "a sale with something paid and something missing is not left");
+  assert.equal(c.splitDisabled, true, "the total is fixed");
+  assert.equal(c.pixDisabled, true, "tenders are card only");
+  assert.equal(c.comprovanteHidden, false);
+
+  // The second tender, live: nothing else may be pressed.
+  const live = attempt({ id: "att_2", valor: 10000, state: "pendente", sale_total: 15000, created_at: NOW + 1 });
+  upsert(s, live);
+  s.attemptId = live.id;
+  c = controls(s, live);
+  assert.equal(c.pagarDisabled, true);
+  assert.equal(c.formaDisabled, true);
+
+  // Approved: the sale is paid.
+  const paid = { ...live, state: "aprovado", payment_id: "pay_2", plano: { ...debito, metodo: "credito", rotulo: "Crédito à vista" } };
+  upsert(s, paid);
+  assert.deepEqual(statusFor(s, paid, NOW),
+    ["aprovado", "Venda paga", "Total R$ 150,00 · pago R$ 150,00 (Débito R$ 50,00 + Crédito à vista R$ 100,00) · falta R$ 0,00"]);
+  c = controls(s, paid);
+  assert.equal(c.pagarDisabled, true);
+  assert.equal(c.novaVendaHidden, false);
+  assert.equal(splitOf(s, attempt()), null, "a sale paid at once is not split");
+});
+
+test("a partly paid sale whose tenders were all refunded may be left", () => {
+  const first = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000 });
+  const s = ready(first);
+  upsert(s, attempt({ id: "est_1", kind: "estorno", refund_of: "att_1", valor: 5000, state: "aprovado", sale_total: 15000 }));
+  assert.equal(splitOf(s, first).pago, 0);
+  assert.equal(controls(s, first).novaVendaHidden, false);
+  assert.equal(shortcut(ready(null), "F7"), "split");
+  assert.equal(shortcut(s, "F7"), null);
 });

@@ -166,12 +166,15 @@ pub enum DiscrepancyKind {
     PixReceivedAfterCancel,
     /// The server charged another method or other installments than the till asked for.
     PlanMismatch,
+    /// A sale paid in parts whose approved tenders on the server pass its total.
+    TendersAboveTotal,
 }
 
 impl DiscrepancyKind {
     /// Every kind, in the order a screen lists them.
-    pub const ALL: [DiscrepancyKind; 9] = [
+    pub const ALL: [DiscrepancyKind; 10] = [
         DiscrepancyKind::TwoChargesForOneSale,
+        DiscrepancyKind::TendersAboveTotal,
         DiscrepancyKind::PixReceivedAfterCancel,
         DiscrepancyKind::ChargedNotFinalLocally,
         DiscrepancyKind::RefundedNotFinalLocally,
@@ -198,6 +201,7 @@ impl DiscrepancyKind {
             DiscrepancyKind::UnknownOnServer => "No servidor, sem registro neste caixa",
             DiscrepancyKind::PixReceivedAfterCancel => "Pix recebido após cancelamento, a devolver",
             DiscrepancyKind::PlanMismatch => "Forma de pagamento ou parcelas diferentes",
+            DiscrepancyKind::TendersAboveTotal => "Pagamentos acima do total da venda",
         }
     }
 }
@@ -427,9 +431,30 @@ pub fn reconcile(
         }
     }
     for (sale, charges) in &approved_by_sale {
+        let (first, _) = charges[0];
+        let total: Total = charges.iter().map(|(_, p)| p.valor).sum();
+        // A sale paid in parts has several approved payments by design: only more than its
+        // total is wrong.
+        if let Some(sale_total) = first.sale_total {
+            if total > Total::from(sale_total) {
+                discrepancies.push(Discrepancy {
+                    kind: DiscrepancyKind::TendersAboveTotal,
+                    label: DiscrepancyKind::TendersAboveTotal.label(),
+                    venda: venda(first),
+                    sale_id: Some(sale.to_string()),
+                    attempt_id: None,
+                    payment_ids: charges.iter().map(|(_, p)| p.id.clone()).collect(),
+                    local_centavos: Some(sale_total.into()),
+                    server_centavos: Some(total),
+                    detail: format!(
+                        "{} pagamentos aprovados no servidor somam {total}, acima do total da venda ({sale_total})",
+                        charges.len()
+                    ),
+                });
+            }
+            continue;
+        }
         if charges.len() > 1 {
-            let (first, _) = charges[0];
-            let total: Total = charges.iter().map(|(_, p)| p.valor).sum();
             discrepancies.push(Discrepancy {
                 kind: DiscrepancyKind::TwoChargesForOneSale,
                 label: DiscrepancyKind::TwoChargesForOneSale.label(),
@@ -765,6 +790,7 @@ mod tests {
             review_checked_at: None,
             sale_number: Some(n),
             sale_day: Some("2026-12-01".into()),
+            sale_total: None,
         }
     }
 
@@ -1058,6 +1084,12 @@ mod tests {
         ];
         let mut attempts = attempts.to_vec();
         attempts[6].plano = Some(crate::domain::CardPlan::DEBITO);
+        // A sale of R$ 10,00 paid in parts whose two tenders the server approved at R$ 6,00 each.
+        for id in ["a9", "a10"] {
+            let mut tender = attempt(id, "v9", 9, 600, AttemptState::Aprovado);
+            tender.sale_total = Some(Centavos::new(1000).unwrap());
+            attempts.push(tender);
+        }
         let r1 = refund("r1", &attempts[2], 1000, AttemptState::Pendente); // the server paid it back
         attempts.push(r1);
         // A Pix cancelled at the till, paid by the customer anyway, not given back.
@@ -1078,6 +1110,8 @@ mod tests {
                 parcelas: Some(1),
                 ..paid("p8", "a8", 800, "aprovado")
             },
+            paid("p10", "a9", 600, "aprovado"),
+            paid("p11", "a10", 600, "aprovado"),
         ];
         let server_refunds = [refunded("est_r1", "r1", 1000, "aprovado")];
         let c = reconcile(
@@ -1105,7 +1139,7 @@ mod tests {
         );
         let csv = c.to_csv();
         assert!(csv.contains("divergencia,two_charges_for_one_sale,0004,v4,,p4 p5,,8000,"));
-        assert!(csv.contains("total,aprovado,,,,4,8800,,"));
+        assert!(csv.contains("total,aprovado,,,,6,10000,,"));
     }
 
     #[test]

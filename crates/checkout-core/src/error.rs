@@ -65,6 +65,14 @@ pub enum CoreError {
         /// Left to refund as the till knows it.
         left: Total,
     },
+    /// A tender of a sale paid in parts that would take its approved tenders above its total.
+    #[error("este pagamento de {asked} passa do que falta da venda ({falta}); nada foi enviado")]
+    TenderExceeds {
+        /// Asked.
+        asked: Centavos,
+        /// What is missing of the sale as the till knows it.
+        falta: Total,
+    },
     /// The payment was refunded in full already (or the rest is on its way back).
     #[error("este pagamento já foi todo estornado (ou o resto está em estorno); nada foi enviado")]
     NothingToRefund,
@@ -165,6 +173,7 @@ impl Serialize for CoreError {
             CoreError::ReviewUnresolved { .. } => "review_unresolved",
             CoreError::KeyNotCancelled(_) => "key_not_cancelled",
             CoreError::RefundExceeds { .. } => "refund_exceeds",
+            CoreError::TenderExceeds { .. } => "tender_exceeds",
             CoreError::NothingToRefund => "nothing_to_refund",
             CoreError::NotFound(_) => "not_found",
             CoreError::StillPending => "still_pending",

@@ -142,3 +142,93 @@ async fn a_parcelado_in_3_is_chosen_with_f6_charged_as_chosen_printed_and_counte
     app.screenshot("fechamento-por-forma").await;
     app.close().await;
 }
+
+#[tokio::test]
+async fn a_sale_of_150_is_paid_50_by_debit_and_100_in_2x_with_the_keyboard_and_survives_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch(dir.path()).await;
+
+    // F7: the sale is paid in parts; its total, Enter, then this payment's amount and forma.
+    app.press(F7).await;
+    assert_eq!(app.focused().await, "total");
+    app.press(&format!("150,00{ENTER}")).await;
+    assert_eq!(app.focused().await, "valor");
+    assert_eq!(
+        app.prop("valor-label", "textContent").await.as_deref(),
+        Some("Valor deste pagamento")
+    );
+    app.press("50,00").await;
+    app.press(F6).await;
+    app.press(&format!("{UP}{ENTER}")).await;
+    assert_eq!(
+        app.prop("forma", "value").await.as_deref(),
+        Some("debito:1")
+    );
+    assert!(
+        !app.enabled("pix").await,
+        "a sale paid in parts takes card tenders"
+    );
+    app.press(ENTER).await;
+    app.wait_status("Pagamento aprovado — falta R$ 100,00")
+        .await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(
+        detail.starts_with("Total R$ 150,00 · pago R$ 50,00 (Débito R$ 50,00) · falta R$ 100,00"),
+        "{detail}"
+    );
+    assert_eq!(
+        app.prop("valor", "value").await.as_deref(),
+        Some("100,00"),
+        "what is missing is offered"
+    );
+    assert!(
+        app.hidden("nova-venda").await,
+        "a half-paid sale is not left"
+    );
+    assert!(!app.enabled("dividir").await && !app.enabled("total").await);
+    app.screenshot("venda-dividida-falta").await;
+
+    // kill -9 with one tender approved: the sale comes back as it was.
+    let app = app.kill_and_relaunch().await;
+    app.wait_status("Pagamento aprovado — falta R$ 100,00")
+        .await;
+    assert_eq!(app.prop("total", "value").await.as_deref(), Some("150,00"));
+    assert_eq!(
+        app.prop("sale-number", "textContent").await.as_deref(),
+        Some("Venda nº 0001")
+    );
+
+    // The rest in 2× sem juros.
+    app.wait_until("the rest offered", |a| async move {
+        a.prop("valor", "value").await.as_deref() == Some("100,00")
+    })
+    .await;
+    app.press(F6).await;
+    app.press(&format!("{DOWN}{DOWN}{ENTER}")).await;
+    assert_eq!(
+        app.prop("forma", "value").await.as_deref(),
+        Some("parcelado:2")
+    );
+    app.press(ENTER).await;
+    app.wait_status("Venda paga").await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert_eq!(
+        detail,
+        "Total R$ 150,00 · pago R$ 150,00 (Débito R$ 50,00 + Crédito 2× sem juros R$ 100,00) · falta R$ 0,00"
+    );
+    assert!(!app.enabled("pagar").await);
+    assert!(!app.hidden("nova-venda").await);
+    assert_eq!(
+        ledger_plans(&app),
+        [
+            Some("debito".to_string()),
+            Some("credito:2:loja".to_string())
+        ]
+    );
+    app.screenshot("venda-dividida-paga").await;
+
+    // The closing: two approved payments for one sale is no double charge.
+    app.press(F9).await;
+    app.wait_verdict("Tudo confere").await;
+    app.close().await;
+}

@@ -213,8 +213,31 @@ impl Checkout {
         valor: Centavos,
         cartao: CardToken,
     ) -> Result<PayOutcome> {
-        self.pay_with(sale, valor, PayMethod::Card(cartao, None))
+        self.pay_with(sale, valor, PayMethod::Card(cartao, None), None)
             .await
+    }
+
+    /// Pays one part of a sale paid in parts ("pagamento misto"): `valor` of the sale's `total`,
+    /// by card with the cashier's plan, as its own attempt with its own key. The sale takes its
+    /// total at its first tender; one tender at a time; refused
+    /// ([`CoreError::TenderExceeds`]) when the approved tenders plus this one would pass the
+    /// total. The request names the sale and its total, so the server holds every till's
+    /// tenders of it to that total too.
+    pub async fn pay_tender(
+        &self,
+        sale: SaleId,
+        total: Centavos,
+        valor: Centavos,
+        cartao: CardToken,
+        plano: CardPlan,
+    ) -> Result<PayOutcome> {
+        self.pay_with(
+            sale,
+            valor,
+            PayMethod::Card(cartao, Some(plano)),
+            Some(total),
+        )
+        .await
     }
 
     /// Pays `valor` for `sale` by card with the method and installments the cashier chose
@@ -228,7 +251,7 @@ impl Checkout {
         cartao: CardToken,
         plano: CardPlan,
     ) -> Result<PayOutcome> {
-        self.pay_with(sale, valor, PayMethod::Card(cartao, Some(plano)))
+        self.pay_with(sale, valor, PayMethod::Card(cartao, Some(plano)), None)
             .await
     }
 
@@ -244,7 +267,7 @@ impl Checkout {
         if self.connectivity() != Connectivity::Online {
             return Err(CoreError::PixOffline);
         }
-        self.pay_with(sale, valor, PayMethod::Pix).await
+        self.pay_with(sale, valor, PayMethod::Pix, None).await
     }
 
     /// Cancels a Pix the customer has not paid: the server removes the charge at the provider,
@@ -303,12 +326,21 @@ impl Checkout {
         sale: SaleId,
         valor: Centavos,
         cartao: PayMethod,
+        split: Option<Centavos>,
     ) -> Result<PayOutcome> {
         let caps =
             (self.connectivity() != Connectivity::Online).then_some(self.inner.config.offline_caps);
         let outbox = &self.inner.outbox;
         let paid = outbox
-            .pay_unless(sale.clone(), valor, cartao.clone(), caps, now_ms(), true)
+            .pay_unless(
+                sale.clone(),
+                valor,
+                cartao.clone(),
+                split,
+                caps,
+                now_ms(),
+                true,
+            )
             .await?;
         let (outcome, queue) = match paid {
             Paid::Done(outcome, queue) => (outcome, queue),
@@ -325,7 +357,14 @@ impl Checkout {
                         }
                     }
                 }
-                outbox.pay(sale, valor, cartao, caps, now_ms()).await?
+                match split {
+                    Some(total) => {
+                        outbox
+                            .pay_tender(sale, total, valor, cartao, caps, now_ms())
+                            .await?
+                    }
+                    None => outbox.pay(sale, valor, cartao, caps, now_ms()).await?,
+                }
             }
         };
         if let PayOutcome::Created(a) = &outcome {

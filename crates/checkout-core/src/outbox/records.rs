@@ -61,6 +61,9 @@ pub struct Attempt {
     pub sale_number: Option<u32>,
     /// The store day the sale was opened (`YYYY-MM-DD`, the store's time zone).
     pub sale_day: Option<String>,
+    /// A sale paid in parts: its total (each of its payment attempts is one tender). `None`: a
+    /// sale paid at once.
+    pub sale_total: Option<Centavos>,
 }
 
 impl Attempt {

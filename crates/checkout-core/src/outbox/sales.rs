@@ -2,8 +2,31 @@
 //! up until settled or their key cancelled before the sale may get another.
 
 use super::*;
+use crate::domain::format_brl;
 
 impl Outbox {
+    /// One tender of a sale paid in parts (total `total`), like [`Outbox::pay`]: returns the
+    /// sale's live tender if it has one (one at a time), or its last approved one when the sale
+    /// is paid, or durably creates a new tender — refused when the approved tenders plus this one
+    /// would pass the total ([`CoreError::TenderExceeds`]).
+    pub async fn pay_tender(
+        &self,
+        sale: SaleId,
+        total: Centavos,
+        valor: Centavos,
+        method: PayMethod,
+        caps: Option<OfflineCaps>,
+        now: UnixMillis,
+    ) -> Result<(PayOutcome, QueueSummary)> {
+        match self
+            .pay_unless(sale, valor, method, Some(total), caps, now, false)
+            .await?
+        {
+            Paid::Done(outcome, queue) => Ok((outcome, queue)),
+            Paid::ReviewFirst(_) => unreachable!("not asked to stop for reviews"),
+        }
+    }
+
     /// Returns the sale's live or approved attempt, or durably creates a new one. `caps` are
     /// given while offline.
     pub async fn pay(
@@ -15,7 +38,7 @@ impl Outbox {
         now: UnixMillis,
     ) -> Result<(PayOutcome, QueueSummary)> {
         match self
-            .pay_unless(sale, valor, method, caps, now, false)
+            .pay_unless(sale, valor, method, None, caps, now, false)
             .await?
         {
             Paid::Done(outcome, queue) => Ok((outcome, queue)),
@@ -28,11 +51,18 @@ impl Outbox {
     /// engine asks the server about them first. Without it, such a sale is refused
     /// ([`CoreError::KeyNotCancelled`]) until its reviews are settled: no new key while an old one
     /// could still charge. The check runs in the same write (one indexed read by sale).
+    ///
+    /// With `split`, the attempt is one tender of a sale paid in parts whose total is `split`:
+    /// the sale takes that total at its first tender (a sale already being paid at once, or with
+    /// another total, is refused); approved tenders do not block the next one, a live one does;
+    /// and the approved tenders (less what was paid back) plus this one may not pass the total.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn pay_unless(
         &self,
         sale: SaleId,
         valor: Centavos,
         method: PayMethod,
+        split: Option<Centavos>,
         caps: Option<OfflineCaps>,
         now: UnixMillis,
         stop_for_reviews: bool,
@@ -50,8 +80,46 @@ impl Outbox {
                     .query_row([sale.as_ref()], attempt_from_row)
                     .optional()?;
                 let number = set_till(c, &sale, now, &day)?;
-                if let Some(a) = existing {
-                    return Ok(Paid::Done(PayOutcome::Existing(a), queue(c)?));
+                let total: Option<i64> = c
+                    .prepare_cached("SELECT total FROM sales WHERE sale_id = ?1")?
+                    .query_row([sale.as_ref()], |r| r.get(0))?;
+                match (split, total, &existing) {
+                    (None, None, Some(a)) => {
+                        return Ok(Paid::Done(PayOutcome::Existing(a.clone()), queue(c)?))
+                    }
+                    (None, None, None) => {}
+                    (None, Some(total), _) => {
+                        return Err(CoreError::Invalid(format!(
+                            "esta venda é paga em partes (total {}); informe o total para pagar o que falta",
+                            format_brl(total)
+                        )))
+                    }
+                    (Some(_), None, Some(a)) => {
+                        return Err(CoreError::Invalid(format!(
+                            "esta venda já tem um pagamento de {} de uma vez; ela não pode ser dividida",
+                            a.valor
+                        )))
+                    }
+                    (Some(asked), Some(total), _) if asked.get() != total => {
+                        return Err(CoreError::Invalid(format!(
+                            "esta venda tem total {}; não pode mudar para {asked} depois do primeiro pagamento",
+                            format_brl(total)
+                        )))
+                    }
+                    (Some(split), _, existing) => {
+                        let live = existing.as_ref().filter(|a| a.is_undecided());
+                        let paid = tenders_paid(c, &sale)?;
+                        if let Some(a) = live.or(existing.as_ref().filter(|_| paid >= split.get())) {
+                            return Ok(Paid::Done(PayOutcome::Existing(a.clone()), queue(c)?));
+                        }
+                        if paid + valor.get() > split.get() {
+                            return Err(CoreError::TenderExceeds {
+                                asked: valor,
+                                falta: Total::new(split.get() - paid).unwrap_or_default(),
+                            });
+                        }
+                        exec(c, "UPDATE sales SET total = ?2 WHERE sale_id = ?1 AND total IS NULL", params![sale.as_ref(), split.get()])?;
+                    }
                 }
                 let reviews = select_attempts(
                     c,
@@ -76,7 +144,7 @@ impl Outbox {
                 let sale_ref = (&sale, number);
                 let (body, cartao, plano) = match &method {
                     PayMethod::Card(cartao, plano) => (
-                        RequestBody::bytes(valor, cartao, *plano, &id, sale_ref, terminal.as_deref()),
+                        RequestBody::bytes(valor, cartao, *plano, &id, sale_ref, terminal.as_deref(), split),
                         cartao.as_ref(),
                         plano.map(CardPlan::as_stored),
                     ),
@@ -477,4 +545,13 @@ impl Outbox {
             })
             .await
     }
+}
+
+/// What a sale's approved tenders paid, less what was paid back of them, in centavos.
+pub(super) fn tenders_paid(c: &rusqlite::Connection, sale: &SaleId) -> rusqlite::Result<i64> {
+    c.prepare_cached(
+        "SELECT COALESCE(SUM(CASE kind WHEN 'pagamento' THEN valor ELSE -valor END), 0)
+           FROM attempts WHERE sale_id = ?1 AND state = 'aprovado'",
+    )?
+    .query_row([sale.as_ref()], |r| r.get(0))
 }

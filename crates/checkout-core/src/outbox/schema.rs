@@ -23,6 +23,7 @@ pub(super) fn migrations() -> Migrations<'static> {
         )),
         M::up(include_str!("../../migrations/V6__pix.sql")),
         M::up(include_str!("../../migrations/V7__card_plans.sql")),
+        M::up(include_str!("../../migrations/V8__split_sales.sql")),
     ])
 }
 
@@ -41,6 +42,7 @@ pub(super) const ATTEMPT_COLUMNS: &str = "id, kind, refund_of, refund_payment, s
                                last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at, \
                                (SELECT number FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_number, \
                                (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, plano, \
+                               (SELECT total FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_total, \
                                (SELECT json_object('payment_id', payment_id, 'txid', txid, 'copia_e_cola', copia_e_cola, \
                                        'expira_em', expira_em, 'status', status, 'e2eid', e2eid, 'pago_em', pago_em) \
                                   FROM pix WHERE pix.attempt_id = attempts.id) AS pix";
@@ -86,6 +88,10 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
             ),
         },
         metodo: if metodo == "pix" { "pix" } else { "cartao" },
+        sale_total: r
+            .get::<_, Option<i64>>("sale_total")?
+            .map(|t| Centavos::new(t).map_err(|e| refused("sale_total", e)))
+            .transpose()?,
         plano: r
             .get::<_, Option<String>>("plano")?
             .map(|p| CardPlan::parse_stored(&p).ok_or_else(|| refused("plano", &p)))

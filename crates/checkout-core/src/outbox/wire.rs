@@ -18,6 +18,16 @@ pub(super) struct RequestBody<'a> {
     descricao: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     terminal: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    venda: Option<Venda<'a>>,
+}
+
+/// `venda` of a tender: the sale it is part of and the sale's total, which the server holds
+/// its tenders to.
+#[derive(Serialize)]
+struct Venda<'a> {
+    referencia: &'a str,
+    total: i64,
 }
 
 impl RequestBody<'_> {
@@ -31,6 +41,7 @@ impl RequestBody<'_> {
         id: &AttemptId,
         sale: (&SaleId, u32),
         terminal: Option<&str>,
+        split: Option<Centavos>,
     ) -> Vec<u8> {
         serde_json::to_vec(&RequestBody {
             valor: valor.get(),
@@ -43,6 +54,10 @@ impl RequestBody<'_> {
             referencia: id.as_ref(),
             descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
             terminal,
+            venda: split.map(|total| Venda {
+                referencia: sale.0.as_ref(),
+                total: total.get(),
+            }),
         })
         .expect("a request body always serialises")
     }

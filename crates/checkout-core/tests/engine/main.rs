@@ -10,4 +10,5 @@ mod pix;
 mod plans;
 mod refunds;
 mod refusals;
+mod split;
 mod storage;

@@ -1,0 +1,145 @@
+//! A sale paid in parts at the till: each tender its own attempt and key, one at a time, never
+//! above the sale's total — checked by the till first and by the server for every till.
+
+use crate::helpers::*;
+use checkout_core::{AttemptState, CardPlan, CardToken, Centavos, CoreError, PayOutcome, SaleId};
+
+async fn tender(
+    engine: &Engine,
+    sale: &str,
+    total: i64,
+    valor: i64,
+    plan: CardPlan,
+) -> checkout_core::Result<PayOutcome> {
+    engine
+        .checkout
+        .pay_tender(
+            SaleId::parse(sale).unwrap(),
+            Centavos::new(total).unwrap(),
+            Centavos::new(valor).unwrap(),
+            CardToken::parse("tok_aprovado").unwrap(),
+            plan,
+        )
+        .await
+}
+
+fn attempt(outcome: PayOutcome) -> checkout_core::Attempt {
+    match outcome {
+        PayOutcome::Created(a) | PayOutcome::Existing(a) => a,
+    }
+}
+
+#[tokio::test]
+async fn a_sale_of_150_is_paid_50_by_debit_and_100_by_credit_and_never_a_centavo_more() {
+    let api = Api::start().await;
+    let mut config = fast_config(&api.url());
+    config.terminal = Some("caixa-01".into());
+    let engine = Engine::open(config).await;
+    let first = attempt(
+        tender(&engine, "venda-1", 15_000, 5_000, CardPlan::DEBITO)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(first.sale_total.map(Centavos::get), Some(15_000));
+    // One tender at a time: while the first is live, asking again returns it.
+    let again = tender(&engine, "venda-1", 15_000, 5_000, CardPlan::DEBITO)
+        .await
+        .unwrap();
+    assert!(matches!(again, PayOutcome::Existing(ref a) if a.id == first.id));
+    assert_eq!(
+        engine.final_state(&first).await.state,
+        AttemptState::Aprovado
+    );
+
+    // More than what is missing is refused before anything is stored or sent.
+    match tender(&engine, "venda-1", 15_000, 12_000, CardPlan::CREDITO).await {
+        Err(CoreError::TenderExceeds { falta, .. }) => assert_eq!(falta.get(), 10_000),
+        other => panic!("expected TenderExceeds, got {other:?}"),
+    }
+    // The total does not change after the first tender, and the sale cannot be paid at once.
+    assert!(matches!(
+        tender(&engine, "venda-1", 20_000, 1_000, CardPlan::CREDITO).await,
+        Err(CoreError::Invalid(_))
+    ));
+    let second = attempt(
+        tender(&engine, "venda-1", 15_000, 10_000, CardPlan::CREDITO)
+            .await
+            .unwrap(),
+    );
+    assert_ne!(second.idempotency_key, first.idempotency_key);
+    assert_eq!(
+        engine.final_state(&second).await.state,
+        AttemptState::Aprovado
+    );
+    // Paid: a further press returns the last tender, nothing new.
+    let paid = tender(&engine, "venda-1", 15_000, 1, CardPlan::CREDITO)
+        .await
+        .unwrap();
+    assert!(matches!(paid, PayOutcome::Existing(ref a) if a.id == second.id));
+
+    // The server saw both tenders of one sale, and the closing finds nothing wrong with two
+    // approved payments for it.
+    let ledger = api.ledger().await;
+    assert_eq!(ledger.len(), 2);
+    let body: serde_json::Value = serde_json::from_slice(
+        &engine
+            .checkout
+            .outbox()
+            .request_body(&second.id)
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        body["venda"],
+        serde_json::json!({"referencia": "venda-1", "total": 15_000})
+    );
+    let closing = engine.checkout.close_day(None, false).await.unwrap();
+    assert!(
+        closing.discrepancies.is_empty(),
+        "{:?}",
+        closing.discrepancies
+    );
+    assert_eq!(closing.totals.aprovado.centavos.get(), 15_000);
+}
+
+#[tokio::test]
+async fn a_second_till_paying_the_same_sale_is_refused_by_the_server_and_charges_nothing() {
+    let api = Api::start().await;
+    let open = || {
+        let mut config = fast_config(&api.url());
+        config.terminal = Some("caixa-01".into());
+        Engine::open(config)
+    };
+    let (a, b) = (open().await, open().await);
+    let paid = attempt(
+        tender(&a, "venda-7", 10_000, 8_000, CardPlan::DEBITO)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(a.final_state(&paid).await.state, AttemptState::Aprovado);
+    // Till B does not know of A's tender: its own check lets R$ 50,00 through, the server's
+    // does not (R$ 20,00 missing). Nothing is charged and B's attempt is looked up, not retried.
+    let refused = attempt(
+        tender(&b, "venda-7", 10_000, 5_000, CardPlan::DEBITO)
+            .await
+            .unwrap(),
+    );
+    let settled = b
+        .checkout
+        .wait_final(&refused.id, std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(settled.state, AttemptState::Revisao);
+    assert!(
+        settled
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("falta R$ 20,00"),
+        "{:?}",
+        settled.last_error
+    );
+    assert_eq!(api.ledger().await.len(), 1, "one charge: A's");
+}
