@@ -7,7 +7,7 @@ import {
   FAULTS, pixWaiting, planArgs, shortcut, snapshotMark, splitOf, upsert,
 } from "./state.js";
 import {
-  $, drawQr, fillCards, fillPlans, hideDialogs, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
+  $, drawQr, fillCards, fillPlans, hideDialogs, showDrawer, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
   showTerminal,
 } from "./view.js";
 
@@ -77,6 +77,13 @@ async function qaPixPay() {
 
 async function press(ev) {
   ev.preventDefault();
+  if (planArgs($("forma").value).forma === "dinheiro") {
+    await startPayment("pagar", "pay_cash", () => ({
+      saleId: state.saleId, valor: $("valor").value, recebido: $("recebido").value,
+      total: state.splitOn ? $("total").value : null,
+    }));
+    return;
+  }
   await startPayment("pagar", "pay", () => ({
     saleId: state.saleId, valor: $("valor").value, cartao: $("cartao").value, ...planArgs($("forma").value),
     total: state.splitOn ? $("total").value : null,
@@ -133,6 +140,7 @@ async function newSale() {
   state.error = null;
   $("valor").value = "";
   $("total").value = "";
+  $("recebido").value = "";
   await refreshPlans("credito:1");
   draw();
   $("valor").focus();
@@ -337,6 +345,7 @@ function onKey(e) {
     cards: () => openList("cartao"),
     plans: () => openList("forma"),
     split: () => toggleSplit(!state.splitOn),
+    drawer: openDrawer,
     receipt: printReceipt,
     "close-till": () => closeTill(false),
     "close-dialog": closeDialog,
@@ -344,6 +353,39 @@ function onKey(e) {
     pix: payPix,
     "cancel-pix": cancelPix,
   })[action]();
+}
+
+/** F8: the cash drawer. */
+async function openDrawer() {
+  try {
+    showDrawer(await invoke("drawer"), state.utcOffsetMinutes);
+    state.dialog = "drawer";
+    // A fresh form each time: what was typed and refused last time is not carried over.
+    $("drawer-result").textContent = "";
+    $("drawer-valor").value = "";
+    $("drawer-motivo").value = "";
+    $("drawer-valor").focus();
+  } catch (err) {
+    state.error = errorText(err);
+    draw();
+  }
+}
+
+/** Records the movement typed in the drawer dialog; bad input says why and keeps what was typed. */
+async function saveDrawer(ev) {
+  ev.preventDefault();
+  try {
+    const d = await invoke("drawer_move", {
+      kind: $("drawer-kind").value, valor: $("drawer-valor").value, motivo: $("drawer-motivo").value || null,
+    });
+    showDrawer(d, state.utcOffsetMinutes);
+    $("drawer-result").textContent = "Registrado.";
+    $("drawer-valor").value = "";
+    $("drawer-motivo").value = "";
+  } catch (err) {
+    $("drawer-result").textContent = errorText(err);
+  }
+  $("drawer-valor").focus();
 }
 
 /** "Dividir o pagamento" (F7): the sale's total, then each payment of it in turn. */
@@ -468,6 +510,12 @@ async function start() {
   $("forma").addEventListener("input", showPlanDetail);
   $("valor").addEventListener("input", () => refreshPlans());
   $("dividir").addEventListener("change", (e) => toggleSplit(e.target.checked));
+  $("forma").addEventListener("change", draw);
+  $("recebido").addEventListener("input", draw);
+  $("valor").addEventListener("input", draw);
+  $("gaveta").addEventListener("click", openDrawer);
+  $("drawer-form").addEventListener("submit", saveDrawer);
+  $("drawer-close").addEventListener("click", closeDialog);
   document.addEventListener("keydown", onKey);
 
   try {

@@ -42,7 +42,30 @@ export const MOTIVOS = {
 export function formaText(a) {
   if (!a) return "";
   if (isPix(a)) return "Pix";
+  if (isCash(a)) return "Dinheiro";
   return a.plano ? a.plano.rotulo : "";
+}
+
+/** True for cash: local, approved when made. */
+export function isCash(a) {
+  return Boolean(a && a.metodo === "dinheiro");
+}
+
+/** An amount typed the Brazilian way (`1.234,56`, `120`, `R$ 5,5`) in centavos, or null. The
+ * app parses for real; this only lets the screen show the change as it is typed. */
+export function parseBrl(text) {
+  const t = String(text || "").replace(/^\s*R\$\s*/, "").trim();
+  const m = /^(\d{1,3}(?:\.\d{3})+|\d+)(?:,(\d{1,2}))?$/.exec(t);
+  if (!m) return null;
+  return Number(m[1].replace(/\./g, "")) * 100 + Number((m[2] || "0").padEnd(2, "0"));
+}
+
+/** The line under "Valor recebido": the change, or what is still missing. */
+export function trocoText(valorText, recebidoText) {
+  const valor = parseBrl(valorText);
+  const recebido = parseBrl(recebidoText);
+  if (valor == null || recebido == null || valor <= 0) return "";
+  return recebido >= valor ? `Troco ${brl(recebido - valor)}` : `Faltam ${brl(valor - recebido)}`;
 }
 
 /** The value of a plan in the "forma de pagamento" list: `debito:1`, `parcelado:3`. */
@@ -314,10 +337,14 @@ export function statusFor(state, a, now) {
   switch (a.state) {
     case "aprovado": {
       const split = splitOf(state, a);
+      const troco = isCash(a) && a.recebido > a.valor ? ` — troco ${brl(a.recebido - a.valor)}` : "";
       if (split) {
         return split.falta > 0
-          ? ["aprovado", `Pagamento aprovado — falta ${brl(split.falta)}`, `${splitText(split)}. Cobre o que falta (Enter).`]
-          : ["aprovado", "Venda paga", splitText(split)];
+          ? ["aprovado", `Pagamento aprovado${troco || ""} — falta ${brl(split.falta)}`, `${splitText(split)}. Cobre o que falta (Enter).`]
+          : ["aprovado", `Venda paga${troco}`, splitText(split)];
+      }
+      if (isCash(a)) {
+        return ["aprovado", `Pago em dinheiro${troco || " — sem troco"}`, `${brl(a.valor)} · recebido ${brl(a.recebido)}`];
       }
       const back = refundsOf(state, a.id).aprovado;
       const refunded = back === 0 ? "" : ` · estornado ${brl(back)}`;
@@ -366,7 +393,8 @@ export function refundStatus(state, now) {
   if (!a) return r.pressing ? ["pendente", "Registrando o estorno…", "Gravando o estorno antes de enviar."] : null;
   switch (a.state) {
     case "aprovado":
-      return ["aprovado", "Estorno aprovado", `${brl(a.valor)} devolvidos ${isPix(a) ? "ao pagador do Pix" : "ao cartão"} · ${a.payment_id || ""}`];
+      return ["aprovado", "Estorno aprovado", isCash(a) ? `${brl(a.valor)} devolvidos em dinheiro, da gaveta`
+        : `${brl(a.valor)} devolvidos ${isPix(a) ? "ao pagador do Pix" : "ao cartão"} · ${a.payment_id || ""}`];
     case "recusado":
       return ["recusado", `Estorno recusado: ${MOTIVOS[a.motivo] || a.motivo || "sem motivo"}`,
         "Nada foi devolvido; o valor continua disponível para estorno."];
@@ -412,6 +440,7 @@ export function refundConfirmText(state) {
   const p = r.info.pagamento;
   const venda = p.sale_number == null ? "desta venda" : `da venda nº ${saleNumber(p.sale_number)}`;
   if (isPix(p)) return `Devolver ${brl(r.valor)} ${venda} ao pagador do Pix?`;
+  if (isCash(p)) return `Devolver ${brl(r.valor)} ${venda} em dinheiro, da gaveta?`;
   return `Estornar ${brl(r.valor)} ${venda} para o cartão ${r.info.cartao}?`;
 }
 
@@ -509,6 +538,7 @@ export function shortcut(state, key) {
     case "F3": return c.cartaoDisabled ? null : "cards";
     case "F6": return c.formaDisabled ? null : "plans";
     case "F7": return c.splitDisabled ? null : "split";
+    case "F8": return state.pressing ? null : "drawer";
     case "F4": return c.comprovanteHidden ? null : "receipt";
     case "F5": return c.pixDisabled ? null : "pix";
     case "F9": return state.pressing ? null : "close-till";
@@ -561,6 +591,15 @@ export function closingTotals(closing) {
     if (p.aguardando.count > 0) rows.push(["Pix aguardando", p.aguardando.count, p.aguardando.centavos]);
   }
   rows.push(["Líquido do dia", null, closing.net_centavos]);
+  // The cash drawer (`drawer_rows` in src-tauri/src/receipts.rs has the same).
+  const g = closing.gaveta;
+  if (g) {
+    rows.push(["Dinheiro esperado na gaveta", null, g.esperado]);
+    if (g.contado != null) {
+      rows.push(["Dinheiro contado na gaveta", null, g.contado]);
+      rows.push(["Diferença na gaveta", null, g.diferenca]);
+    }
+  }
   return rows;
 }
 

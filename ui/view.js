@@ -3,7 +3,7 @@
 
 import {
   brl, canKeepPix, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
-  discrepancyGroups, formaText, isRefund, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
+  discrepancyGroups, formaText, isRefund, planArgs, trocoText, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
 } from "./state.js";
@@ -55,6 +55,13 @@ export function render(state) {
   $("valor").disabled = c.valorDisabled;
   $("cartao").disabled = c.cartaoDisabled;
   $("forma").disabled = c.formaDisabled;
+  // Cash: what the customer handed over and the change, instead of the card.
+  const cash = planArgs($("forma").value).forma === "dinheiro";
+  $("cash-fields").hidden = !cash;
+  $("cartao-label").hidden = cash;
+  $("cartao").hidden = cash;
+  $("recebido").disabled = c.formaDisabled;
+  $("troco").textContent = cash ? trocoText($("valor").value, $("recebido").value) : "";
   $("dividir").disabled = c.splitDisabled;
   $("total").disabled = c.splitDisabled;
   $("dividir").checked = state.splitOn;
@@ -324,7 +331,7 @@ export function showClosing(reply) {
     const th = document.createElement("th");
     th.textContent = label;
     tr.append(th, cell(n == null ? "" : String(n), "num"), cell(brl(centavos), "num"));
-    if (n == null) tr.className = "net";
+    if (label === "Líquido do dia") tr.className = "net";
     return tr;
   }));
   const verdict = closingVerdict(c);
@@ -371,8 +378,41 @@ export function showClosingRefused(message, pendingKind) {
   (pendingKind ? $("closing-anyway") : $("closing-close")).focus();
 }
 
+/** Shows the cash drawer: what it should hold and how, and its movements. */
+export function showDrawer(d, offsetMinutes) {
+  const rows = [
+    ["Abertura (troco inicial)", d.abertura],
+    ["Vendas em dinheiro", d.vendas.centavos],
+    ["Suprimentos", d.suprimentos.centavos],
+    ["Sangrias", -d.sangrias.centavos.valueOf()],
+    ["Devoluções em dinheiro", -d.devolucoes.centavos.valueOf()],
+    ["Deve haver na gaveta", d.esperado],
+  ];
+  if (d.contado != null) rows.push(["Contado", d.contado], ["Diferença", d.diferenca]);
+  $("drawer-summary").replaceChildren(...rows.map(([label, v]) => {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    th.textContent = label;
+    tr.append(th, cell(brl(v), "num"));
+    if (label === "Deve haver na gaveta") tr.className = "net";
+    return tr;
+  }));
+  const names = { abertura: "Abertura", sangria: "Sangria", suprimento: "Suprimento", contagem: "Contagem" };
+  $("drawer-moves").replaceChildren(...d.movimentos.map((m) => {
+    const tr = document.createElement("tr");
+    tr.append(cell(storeTime(m.at, offsetMinutes)), cell(names[m.kind] || m.kind), cell(brl(m.valor), "num"), cell(m.motivo || ""));
+    return tr;
+  }));
+  // Once opened, the float is not asked again: the list starts on what comes next.
+  const opened = d.movimentos.some((m) => m.kind === "abertura");
+  $("drawer-kind").options[0].disabled = opened;
+  if (opened && $("drawer-kind").value === "abertura") $("drawer-kind").value = "sangria";
+  $("drawer-dialog").hidden = false;
+}
+
 /** Closes whichever dialog is open. */
 export function hideDialogs() {
+  $("drawer-dialog").hidden = true;
   $("receipt-dialog").hidden = true;
   $("closing-dialog").hidden = true;
   $("refund-dialog").hidden = true;

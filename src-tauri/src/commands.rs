@@ -6,8 +6,8 @@ use crate::receipts::{self, Receipt};
 use crate::session::{AppInfo, Session};
 use checkout_core::domain::sale_number;
 use checkout_core::{
-    export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Event,
-    OpenSale, PayOutcome, PlanOffer, QueueSummary, RefundReason, SaleId, Total,
+    export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Drawer,
+    DrawerKind, Event, OpenSale, PayOutcome, PlanOffer, QueueSummary, RefundReason, SaleId, Total,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
@@ -198,6 +198,77 @@ pub async fn pay(
     .into())
 }
 
+/// Pays a sale (or, with `total`, one part of a sale paid in parts) in cash: `recebido` is what
+/// the customer handed over; the change is the rest. Local and approved at once.
+#[tauri::command]
+pub async fn pay_cash(
+    session: State<'_, Session>,
+    sale_id: String,
+    valor: String,
+    recebido: String,
+    total: Option<String>,
+) -> Result<PayReply> {
+    let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
+    let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
+    let recebido = Centavos::parse_brl(&recebido)
+        .map_err(|e| AppError::Invalid(format!("valor recebido: {e}")))?;
+    let total = total
+        .map(|t| {
+            Centavos::parse_brl(&t).map_err(|e| AppError::Invalid(format!("total da venda: {e}")))
+        })
+        .transpose()?;
+    Ok(session
+        .get()?
+        .checkout()
+        .pay_cash(sale, valor, recebido, total)
+        .await?
+        .into())
+}
+
+/// Today's cash drawer: its float, movements, cash sales, what it should hold and the last count.
+#[tauri::command]
+pub async fn drawer(session: State<'_, Session>) -> Result<Drawer> {
+    Ok(session.get()?.checkout().drawer().await?)
+}
+
+/// Records a movement of today's cash drawer: `abertura`, `sangria`, `suprimento` or
+/// `contagem` (what was counted), with the cashier's reason.
+#[tauri::command]
+pub async fn drawer_move(
+    session: State<'_, Session>,
+    kind: String,
+    valor: String,
+    motivo: Option<String>,
+) -> Result<Drawer> {
+    let kind = DrawerKind::parse(&kind)?;
+    // An empty drawer is counted as R$ 0,00, which no payment amount is.
+    let zero = matches!(
+        valor.trim().trim_start_matches("R$").trim(),
+        "0" | "0,0" | "0,00"
+    );
+    let valor = match Centavos::parse_brl(&valor) {
+        Ok(v) => Total::from(v),
+        Err(_) if zero && kind == DrawerKind::Contagem => Total::ZERO,
+        Err(e) => return Err(AppError::invalid(e)),
+    };
+    let motivo = motivo
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty());
+    if motivo
+        .as_ref()
+        .is_some_and(|m| m.chars().count() > 255 || m.chars().any(char::is_control))
+    {
+        return Err(AppError::Invalid(
+            "o motivo tem no máximo 255 caracteres, sem quebras de linha".into(),
+        ));
+    }
+    Ok(session
+        .get()?
+        .checkout()
+        .drawer_move(kind, valor, motivo)
+        .await?)
+}
+
 /// The card plans the store offers for the amount typed, for the "forma de pagamento" list:
 /// débito, crédito à vista, each parcelado with its installments (`3× de R$ 33,34`), voucher.
 /// An amount that does not parse offers débito and crédito à vista only.
@@ -359,10 +430,17 @@ async fn info_of(checkout: &Checkout, id: AttemptId) -> Result<RefundInfo> {
         estornado: balance.estornado,
         em_andamento: balance.em_andamento,
         saldo: balance.left(),
-        cartao: pagamento
-            .cartao
-            .as_ref()
-            .map_or_else(|| "Pix".to_string(), |c| c.masked()),
+        cartao: pagamento.cartao.as_ref().map_or_else(
+            || {
+                if pagamento.is_cash() {
+                    "dinheiro"
+                } else {
+                    "Pix"
+                }
+                .to_string()
+            },
+            |c| c.masked(),
+        ),
         pagamento,
     })
 }

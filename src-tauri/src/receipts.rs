@@ -90,8 +90,12 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
             line("Data e hora", when),
             line("Estorno", attempt.payment_id.clone().unwrap_or_default()),
             line("Pagamento", payment.unwrap_or_default()),
-            line("Cartão", card_of(attempt)),
         ]);
+        if attempt.is_cash() {
+            linhas.push(line("Forma", "Devolvido em dinheiro".into()));
+        } else {
+            linhas.push(line("Cartão", card_of(attempt)));
+        }
         if let Some(plan) = attempt.plano {
             linhas.push(line("Forma", plan.label()));
         }
@@ -109,6 +113,15 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
         line("Pagamento", attempt.payment_id.clone().unwrap_or_default()),
     ]);
     match (&attempt.cartao, &attempt.pix) {
+        _ if attempt.is_cash() => {
+            linhas.push(line("Forma", "Dinheiro".into()));
+            if let Some(recebido) = attempt.recebido {
+                linhas.push(line("Recebido", recebido.to_string()));
+            }
+            if let Some(troco) = attempt.troco() {
+                linhas.push(line("Troco", troco.to_string()));
+            }
+        }
         (Some(card), _) => {
             linhas.push(line("Cartão", card.masked()));
             if let Some(plan) = attempt.plano {
@@ -244,8 +257,12 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
          <title>Fechamento de caixa {day}</title><style>{PRINT_STYLE}</style></head><body>\
          <h1>Fechamento de caixa</h1><p>{loja} · terminal {terminal} · dia {day} · fechado em {at}</p>\
          <table><tr><th></th><td class=\"num\">Qtde.</td><td class=\"num\">Valor</td></tr>{totals}\
-         <tr><th><b>Líquido do dia</b></th><td></td><td class=\"num\"><b>{net}</b></td></tr></table>\
+         <tr><th><b>Líquido do dia</b></th><td></td><td class=\"num\"><b>{net}</b></td></tr>{gaveta}</table>\
          <p>{sales} · {server} no servidor{refunds}</p>{discrepancies}</body></html>\n",
+        gaveta = drawer_rows(c)
+            .iter()
+            .map(|(name, t)| format!("<tr><th>{name}</th><td></td><td class=\"num\">{t}</td></tr>"))
+            .collect::<String>(),
         day = escape(&c.day),
         loja = escape(&settings.loja),
         terminal = escape(&settings.terminal),
@@ -301,6 +318,20 @@ pub fn closing_rows(c: &Closing) -> Vec<(&'static str, Tally)> {
         if c.pix.aguardando.count > 0 {
             rows.push(("Pix aguardando", c.pix.aguardando));
         }
+    }
+    rows
+}
+
+/// The closing's cash drawer lines: what it should hold and, when counted, what was there
+/// (`ui/state.js` `closingTotals` has the same).
+pub fn drawer_rows(c: &Closing) -> Vec<(&'static str, String)> {
+    let Some(g) = &c.gaveta else {
+        return Vec::new();
+    };
+    let mut rows = vec![("Dinheiro esperado na gaveta", g.esperado.to_string())];
+    if let (Some(contado), Some(diferenca)) = (g.contado, g.diferenca) {
+        rows.push(("Dinheiro contado na gaveta", contado.to_string()));
+        rows.push(("Diferença na gaveta", checkout_core::format_brl(diferenca)));
     }
     rows
 }

@@ -115,7 +115,7 @@ fn the_forma_list_follows_the_amount_and_a_plan_the_store_does_not_offer_is_refu
         .iter()
         .map(|o| o["rotulo"].as_str().unwrap())
         .collect();
-    assert_eq!(labels[0], "Débito");
+    assert_eq!(labels[..2], ["Dinheiro", "Débito"]);
     assert!(labels.contains(&"3× de R$ 33,34 sem juros"));
     // An amount not typed yet offers no parcelado.
     let bare = call(&m, "card_plans", json!({"valor": ""})).unwrap();

@@ -7,6 +7,7 @@ import {
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
   connectivityText, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
+  parseBrl, trocoText, isCash,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -548,4 +549,30 @@ test("a partly paid sale whose tenders were all refunded may be left", () => {
   assert.equal(controls(s, first).novaVendaHidden, false);
   assert.equal(shortcut(ready(null), "F7"), "split");
   assert.equal(shortcut(s, "F7"), null);
+});
+
+test("cash shows the change as it is typed, never a negative one", () => {
+  assert.equal(parseBrl("1.234,56"), 123456);
+  assert.equal(parseBrl("R$ 120"), 12000);
+  assert.equal(parseBrl("5,5"), 550);
+  assert.equal(parseBrl("12,345"), null);
+  assert.equal(parseBrl("abc"), null);
+  assert.equal(trocoText("100,00", "120,00"), "Troco R$ 20,00");
+  assert.equal(trocoText("100,00", "100"), "Troco R$ 0,00");
+  assert.equal(trocoText("100,00", "95,00"), "Faltam R$ 5,00");
+  assert.equal(trocoText("", "95,00"), "");
+  const paid = attempt({ state: "aprovado", metodo: "dinheiro", cartao: null, valor: 10000, recebido: 12000 });
+  assert.equal(isCash(paid), true);
+  assert.equal(formaText(paid), "Dinheiro");
+  assert.deepEqual(statusFor(ready(paid), paid, NOW), ["aprovado", "Pago em dinheiro — troco R$ 20,00", "R$ 100,00 · recebido R$ 120,00"]);
+  const exact = { ...paid, recebido: 10000 };
+  assert.equal(statusFor(ready(exact), exact, NOW)[1], "Pago em dinheiro — sem troco");
+  // The rest of a split sale in cash, with change.
+  const card = attempt({ id: "att_1", state: "aprovado", valor: 5000, sale_total: 15000, plano: { rotulo: "Débito" }, created_at: NOW });
+  const rest = attempt({ id: "att_2", state: "aprovado", metodo: "dinheiro", valor: 10000, recebido: 10500, sale_total: 15000, created_at: NOW + 1 });
+  const s = ready(card);
+  upsert(s, rest);
+  assert.deepEqual(statusFor(s, rest, NOW).slice(0, 2), ["aprovado", "Venda paga — troco R$ 5,00"]);
+  assert.match(statusFor(s, rest, NOW)[2], /Débito R\$ 50,00 \+ Dinheiro R\$ 100,00/);
+  assert.equal(shortcut(ready(null), "F8"), "drawer");
 });

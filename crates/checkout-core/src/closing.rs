@@ -118,7 +118,8 @@ pub struct MethodTally {
 }
 
 /// The ways a sale is paid, in the order the closing lists them.
-const FORMAS: [(&str, &str); 6] = [
+const FORMAS: [(&str, &str); 7] = [
+    ("dinheiro", "Aprovados em dinheiro"),
     ("debito", "Aprovados no débito"),
     ("credito", "Aprovados no crédito à vista"),
     ("parcelado", "Aprovados no crédito parcelado"),
@@ -129,6 +130,9 @@ const FORMAS: [(&str, &str); 6] = [
 
 /// The way an attempt paid, as [`FORMAS`] names it.
 fn forma_of(a: &Attempt) -> &'static str {
+    if a.is_cash() {
+        return "dinheiro";
+    }
     match (a.is_pix(), a.plano) {
         (true, _) => "pix",
         (false, None) => "cartao",
@@ -168,11 +172,13 @@ pub enum DiscrepancyKind {
     PlanMismatch,
     /// A sale paid in parts whose approved tenders on the server pass its total.
     TendersAboveTotal,
+    /// The cash counted in the drawer is not what it should hold.
+    DrawerDifference,
 }
 
 impl DiscrepancyKind {
     /// Every kind, in the order a screen lists them.
-    pub const ALL: [DiscrepancyKind; 10] = [
+    pub const ALL: [DiscrepancyKind; 11] = [
         DiscrepancyKind::TwoChargesForOneSale,
         DiscrepancyKind::TendersAboveTotal,
         DiscrepancyKind::PixReceivedAfterCancel,
@@ -183,6 +189,7 @@ impl DiscrepancyKind {
         DiscrepancyKind::PlanMismatch,
         DiscrepancyKind::StateMismatch,
         DiscrepancyKind::UnknownOnServer,
+        DiscrepancyKind::DrawerDifference,
     ];
 
     /// The heading a cashier reads.
@@ -202,6 +209,7 @@ impl DiscrepancyKind {
             DiscrepancyKind::PixReceivedAfterCancel => "Pix recebido após cancelamento, a devolver",
             DiscrepancyKind::PlanMismatch => "Forma de pagamento ou parcelas diferentes",
             DiscrepancyKind::TendersAboveTotal => "Pagamentos acima do total da venda",
+            DiscrepancyKind::DrawerDifference => "Diferença na gaveta",
         }
     }
 }
@@ -243,6 +251,8 @@ pub struct Closing {
     /// The approved payments by the way they were paid (débito, crédito, parcelado, voucher,
     /// Pix), each way used once.
     pub por_forma: Vec<MethodTally>,
+    /// The cash drawer (set by the engine, which keeps it; `None` from [`reconcile`] alone).
+    pub gaveta: Option<crate::drawer::Drawer>,
     /// The Pix apart.
     pub pix: PixTotals,
     /// Refund attempts by state (refunds made that day, whatever day their sale was).
@@ -330,6 +340,10 @@ pub fn reconcile(
     let mut approved_by_sale: BTreeMap<&str, Vec<(&Attempt, &RemotePayment)>> = BTreeMap::new();
     for &a in &attempts {
         totals.add(a.state, a.valor);
+        // Cash never reaches the server: the drawer's count is its reconciliation.
+        if a.is_cash() {
+            continue;
+        }
         let found = by_ref.get(a.id.as_ref()).cloned().unwrap_or_default();
         let approved: Vec<&RemotePayment> = found
             .iter()
@@ -538,6 +552,7 @@ pub fn reconcile(
         ),
         totals,
         por_forma,
+        gaveta: None,
         pix,
         refunds: refund_totals,
         refunds_elsewhere: elsewhere,
@@ -574,6 +589,9 @@ fn reconcile_refunds(
     }
     for &a in refunds {
         totals.add(a.state, a.valor);
+        if a.is_cash() {
+            continue;
+        }
         let found = by_ref.get(a.id.as_ref()).copied();
         let payment = a.refund_payment.as_ref().map_or("", |p| p.as_ref());
         let base = |kind: DiscrepancyKind, detail: String| Discrepancy {
@@ -692,6 +710,33 @@ impl Discrepancy {
 }
 
 impl Closing {
+    /// Adds the day's drawer, and a discrepancy when the cash counted is not what it should hold.
+    pub fn with_drawer(mut self, gaveta: crate::drawer::Drawer) -> Self {
+        if let (Some(contado), Some(diferenca)) = (gaveta.contado, gaveta.diferenca) {
+            if diferenca != 0 {
+                let kind = DiscrepancyKind::DrawerDifference;
+                self.discrepancies.push(Discrepancy {
+                    kind,
+                    label: kind.label(),
+                    venda: None,
+                    sale_id: None,
+                    attempt_id: None,
+                    payment_ids: Vec::new(),
+                    local_centavos: Some(gaveta.esperado),
+                    server_centavos: None,
+                    detail: format!(
+                        "a gaveta devia ter {}, foram contados {contado}: {} {}",
+                        gaveta.esperado,
+                        if diferenca > 0 { "sobram" } else { "faltam" },
+                        crate::domain::format_brl(diferenca.abs())
+                    ),
+                });
+            }
+        }
+        self.gaveta = Some(gaveta);
+        self
+    }
+
     /// The closing as CSV: one line per discrepancy after the totals, for a spreadsheet.
     pub fn to_csv(&self) -> String {
         let mut out = String::from(
@@ -791,6 +836,7 @@ mod tests {
             sale_number: Some(n),
             sale_day: Some("2026-12-01".into()),
             sale_total: None,
+            recebido: None,
         }
     }
 
@@ -1114,13 +1160,25 @@ mod tests {
             paid("p11", "a10", 600, "aprovado"),
         ];
         let server_refunds = [refunded("est_r1", "r1", 1000, "aprovado")];
+        // The drawer should be empty; R$ 5,00 were counted in it.
+        let counted = crate::drawer::DrawerMove {
+            kind: crate::drawer::DrawerKind::Contagem,
+            valor: t(500),
+            motivo: None,
+            at: 0,
+        };
         let c = reconcile(
             "2026-12-01",
             1,
             Some("caixa-01"),
             &attempts,
             &evidence(&server, &server_refunds, &HashSet::new()),
-        );
+        )
+        .with_drawer(crate::drawer::Drawer::of(
+            vec![counted],
+            Tally::default(),
+            Tally::default(),
+        ));
         assert_eq!(
             kinds(&c),
             DiscrepancyKind::ALL,

@@ -8,6 +8,7 @@ pub mod client;
 pub mod closing;
 pub mod config;
 pub mod domain;
+pub mod drawer;
 pub mod engine;
 pub mod error;
 pub mod export;
@@ -20,6 +21,7 @@ pub use domain::{
     CardPlan, CardToken, Centavos, Financing, IdempotencyKey, Net, PayMethod, PaymentId, PixCharge,
     PixStatus, PlanOffer, PlanRules, RefundReason, SaleId, Total, UnixMillis,
 };
+pub use drawer::{Drawer, DrawerKind, DrawerMove};
 pub use engine::{Checkout, Connectivity, Event, OpenSale};
 pub use error::{CoreError, Result};
 pub use outbox::{Attempt, PayOutcome, QueueSummary, RefundBalance, Target};

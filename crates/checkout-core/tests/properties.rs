@@ -3,8 +3,8 @@
 //! model.
 
 use checkout_core::domain::{
-    format_brl, installments, AttemptId, AttemptState, CardPlan, CardToken, Centavos, Financing,
-    IdempotencyKey, PayMethod, SaleId, MAX_PARCELAS,
+    change, format_brl, installments, AttemptId, AttemptState, CardPlan, CardToken, Centavos,
+    Financing, IdempotencyKey, PayMethod, SaleId, MAX_PARCELAS,
 };
 use checkout_core::outbox::{FinalAnswer, Outbox, PayOutcome, TryResult};
 use checkout_core::CoreError;
@@ -22,6 +22,24 @@ fn config(cases: u32) -> ProptestConfig {
 
 proptest! {
     #![proptest_config(config(5_000))]
+
+    #[test]
+    fn change_is_never_negative_and_pays_back_exactly_what_was_handed_over_beyond_the_amount(
+        valor in 1i64..=1_000_000,
+        recebido in 1i64..=2_000_000,
+    ) {
+        let (v, r) = (Centavos::new(valor).unwrap(), Centavos::new(recebido).unwrap());
+        match change(v, r) {
+            Ok(troco) => {
+                prop_assert!(recebido >= valor);
+                prop_assert_eq!(troco.get() + valor, recebido);
+            }
+            Err(short) => {
+                prop_assert!(recebido < valor);
+                prop_assert_eq!(short.falta.get() + recebido, valor);
+            }
+        }
+    }
 
     #[test]
     fn installments_sum_exactly_to_every_total_in_every_plan(

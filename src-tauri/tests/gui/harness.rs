@@ -42,6 +42,7 @@ pub const F3: &str = "\u{E033}";
 pub const F4: &str = "\u{E034}";
 pub const F6: &str = "\u{E036}";
 pub const F7: &str = "\u{E037}";
+pub const F8: &str = "\u{E038}";
 pub const F9: &str = "\u{E039}";
 pub const DOWN: &str = "\u{E015}";
 pub const UP: &str = "\u{E013}";

@@ -1,9 +1,11 @@
 //! Domain newtypes of the checkout: parse, don't validate.
 
+mod cash;
 mod money;
 mod pix;
 mod plan;
 
+pub use cash::{change, CashShort};
 pub use money::{format_brl, AmountError, Centavos, Net, Total};
 pub use pix::{PayMethod, PixCharge, PixStatus};
 pub use plan::{

@@ -1,6 +1,6 @@
 //! How the customer pays, and a Pix charge as the server last reported it.
 
-use super::{CardPlan, CardToken, UnixMillis};
+use super::{CardPlan, CardToken, Centavos, UnixMillis};
 use serde::{Deserialize, Serialize};
 
 /// How the customer pays one attempt.
@@ -11,6 +11,11 @@ pub enum PayMethod {
     Card(CardToken, Option<CardPlan>),
     /// Pix: a dynamic QR the customer pays from their bank's app.
     Pix,
+    /// Cash handed over at the till (`recebido`, at least the amount): local, nothing to charge.
+    Cash {
+        /// What the customer handed over.
+        recebido: Centavos,
+    },
 }
 
 impl PayMethod {
@@ -19,6 +24,7 @@ impl PayMethod {
         match self {
             PayMethod::Card(..) => "cartao",
             PayMethod::Pix => "pix",
+            PayMethod::Cash { .. } => "dinheiro",
         }
     }
 }

@@ -256,10 +256,17 @@ pub struct PlanOffer {
 }
 
 impl PlanRules {
-    /// The plans the till offers for `valor`, in the order the list shows them: débito,
-    /// crédito à vista, each parcelado whose installments are all at least the minimum, voucher.
+    /// The ways the till offers to pay `valor`, in the order the list shows them: dinheiro (not a
+    /// card plan: the window pays it with `pay_cash`), débito, crédito à vista, each parcelado
+    /// whose installments are all at least the minimum, voucher.
     pub fn offers(self, valor: Centavos) -> Vec<PlanOffer> {
         let mut out = vec![
+            PlanOffer {
+                forma: "dinheiro",
+                parcelas: 1,
+                rotulo: "Dinheiro".into(),
+                detalhe: String::new(),
+            },
             PlanOffer {
                 forma: "debito",
                 parcelas: 1,
@@ -433,11 +440,16 @@ mod tests {
         let offers = rules.offers(Centavos::new(10_000).unwrap());
         let labels: Vec<&str> = offers.iter().map(|o| o.rotulo.as_str()).collect();
         assert_eq!(
-            labels[..3],
-            ["Débito", "Crédito à vista", "2× de R$ 50,00 sem juros"]
+            labels[..4],
+            [
+                "Dinheiro",
+                "Débito",
+                "Crédito à vista",
+                "2× de R$ 50,00 sem juros"
+            ]
         );
-        assert_eq!(labels[3], "3× de R$ 33,34 sem juros");
-        assert_eq!(offers[3].detalhe, "3× de R$ 33,34 (última de R$ 33,32)");
+        assert_eq!(labels[4], "3× de R$ 33,34 sem juros");
+        assert_eq!(offers[4].detalhe, "3× de R$ 33,34 (última de R$ 33,32)");
         assert_eq!(labels.last(), Some(&"Voucher (refeição/alimentação)"));
         // R$ 100,00 in installments of at least R$ 5,00: up to 12× (R$ 8,34).
         assert_eq!(offers.iter().filter(|o| o.forma == "parcelado").count(), 11);
@@ -458,6 +470,7 @@ mod tests {
         assert_eq!(
             labels,
             [
+                "Dinheiro",
                 "Débito",
                 "Crédito à vista",
                 "2× com juros do emissor",

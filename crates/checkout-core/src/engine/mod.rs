@@ -17,7 +17,7 @@ use crate::closing::{reconcile, Closing, Evidence};
 use crate::config::Config;
 use crate::domain::{
     day_bounds, AttemptId, AttemptState, CardPlan, CardToken, Centavos, PayMethod, PaymentId,
-    RefundReason, SaleId, UnixMillis,
+    RefundReason, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance, TryResult};
@@ -217,6 +217,54 @@ impl Checkout {
             .await
     }
 
+    /// Pays `valor` of `sale` in cash: `recebido` is what the customer handed over (at least
+    /// `valor`; the change is the rest). Local: approved as it is stored, never sent, and not
+    /// held to the offline caps; the sale's other rules hold (one payment unless paid in parts —
+    /// then `total` is the sale's total and this is one tender — and none while a card payment
+    /// of it is in review).
+    pub async fn pay_cash(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        recebido: Centavos,
+        total: Option<Centavos>,
+    ) -> Result<PayOutcome> {
+        self.pay_with(sale, valor, PayMethod::Cash { recebido }, total)
+            .await
+    }
+
+    /// Records a movement of today's cash drawer (abertura, sangria, suprimento, or a count) and
+    /// returns the drawer after it.
+    pub async fn drawer_move(
+        &self,
+        kind: crate::drawer::DrawerKind,
+        valor: Total,
+        motivo: Option<String>,
+    ) -> Result<crate::drawer::Drawer> {
+        let now = now_ms();
+        let day = self.inner.outbox.day_of(now);
+        let bounds = day_bounds(&day, self.inner.config.utc_offset).expect("a store day");
+        let drawer = self
+            .inner
+            .outbox
+            .drawer_move(&day, bounds, kind, valor, motivo, now)
+            .await?;
+        tracing::info!(
+            kind = kind.as_str(),
+            valor = valor.get(),
+            "drawer movement recorded"
+        );
+        Ok(drawer)
+    }
+
+    /// Today's cash drawer.
+    pub async fn drawer(&self) -> Result<crate::drawer::Drawer> {
+        let now = now_ms();
+        let day = self.inner.outbox.day_of(now);
+        let bounds = day_bounds(&day, self.inner.config.utc_offset).expect("a store day");
+        self.inner.outbox.drawer(&day, bounds).await
+    }
+
     /// Pays one part of a sale paid in parts ("pagamento misto"): `valor` of the sale's `total`,
     /// by card with the cashier's plan, as its own attempt with its own key. The sale takes its
     /// total at its first tender; one tender at a time; refused
@@ -328,8 +376,10 @@ impl Checkout {
         cartao: PayMethod,
         split: Option<Centavos>,
     ) -> Result<PayOutcome> {
-        let caps =
-            (self.connectivity() != Connectivity::Online).then_some(self.inner.config.offline_caps);
+        // Cash waits for nothing: the offline caps are for payments queued for the server.
+        let queued = !matches!(cartao, PayMethod::Cash { .. });
+        let caps = (queued && self.connectivity() != Connectivity::Online)
+            .then_some(self.inner.config.offline_caps);
         let outbox = &self.inner.outbox;
         let paid = outbox
             .pay_unless(
@@ -574,7 +624,8 @@ impl Checkout {
             other_days: &other_days,
             bounds,
         };
-        let closing = reconcile(&day, now, terminal, &attempts, &evidence);
+        let drawer = outbox.drawer(&day, bounds).await?;
+        let closing = reconcile(&day, now, terminal, &attempts, &evidence).with_drawer(drawer);
         let report = serde_json::to_string(&closing).expect("a closing serialises");
         outbox.save_closing(&day, now, report).await?;
         tracing::info!(

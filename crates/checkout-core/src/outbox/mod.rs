@@ -3,6 +3,7 @@
 
 mod caps;
 mod closings;
+mod drawer;
 mod lock;
 mod open_sale;
 mod records;

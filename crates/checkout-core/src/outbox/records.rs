@@ -26,8 +26,10 @@ pub struct Attempt {
     pub valor: Centavos,
     /// Card token (`None` for a Pix).
     pub cartao: Option<CardToken>,
-    /// `cartao` or `pix`.
+    /// `cartao`, `pix` or `dinheiro`.
     pub metodo: &'static str,
+    /// Cash: what the customer handed over (the change is this less `valor`).
+    pub recebido: Option<Centavos>,
     /// A card attempt: the method and installments it asked for (`None`: it named none — the
     /// gateway's default, crédito à vista — or a Pix). A refund carries its payment's.
     pub plano: Option<CardPlan>,
@@ -80,6 +82,17 @@ impl Attempt {
     /// True for a Pix.
     pub fn is_pix(&self) -> bool {
         self.metodo == "pix"
+    }
+
+    /// True for cash: local, approved when made, never sent.
+    pub fn is_cash(&self) -> bool {
+        self.metodo == "dinheiro"
+    }
+
+    /// Cash: the change given back.
+    pub fn troco(&self) -> Option<Total> {
+        self.recebido
+            .map(|r| Total::new(r.get() - self.valor.get()).unwrap_or(Total::ZERO))
     }
 
     /// True for a Pix the customer paid after the till closed it (`recusado`, its charge

@@ -36,16 +36,19 @@ impl Outbox {
                 }
                 let id = AttemptId::generate();
                 let key = IdempotencyKey::generate();
+                // Cash goes back from the drawer, there and then: nothing is sent (its bytes keep
+                // the cashier's reason, like a card refund's).
                 let body = RefundBody::bytes(valor, &id, motivo.as_ref().map(AsRef::as_ref));
+                let state = if server_id.is_some() { "pendente" } else { "aprovado" };
                 exec(
                     c,
                     "INSERT INTO attempts (id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor,
                                            cartao, metodo, plano, request_body, state, next_try_at, created_at, updated_at)
-                     VALUES (?1, 'estorno', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?9, 'pendente', ?10, ?10, ?10)",
+                     VALUES (?1, 'estorno', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?9, ?12, ?10, ?10, ?10)",
                     params![
-                        id.as_ref(), payment.as_ref(), server_id.as_ref(), paid.sale_id.as_ref(),
+                        id.as_ref(), payment.as_ref(), server_id.as_ref().map(AsRef::<str>::as_ref), paid.sale_id.as_ref(),
                         key.as_ref(), valor.get(), paid.cartao.as_ref().map_or("", AsRef::as_ref),
-                        paid.metodo, body, now, paid.plano.map(CardPlan::as_stored)
+                        paid.metodo, body, now, paid.plano.map(CardPlan::as_stored), state
                     ],
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");
@@ -83,9 +86,9 @@ impl Outbox {
     }
 }
 
-/// The server id of an approved payment attempt, which a refund of it names; refused for anything
-/// else.
-fn refundable(paid: &Attempt) -> Result<PaymentId> {
+/// The server id of an approved payment attempt, which a refund of it names (`None` for cash,
+/// given back from the drawer); refused for anything else.
+fn refundable(paid: &Attempt) -> Result<Option<PaymentId>> {
     if paid.kind != AttemptKind::Pagamento {
         return Err(CoreError::Invalid(
             "um estorno não pode ser estornado; escolha o pagamento".into(),
@@ -98,8 +101,13 @@ fn refundable(paid: &Attempt) -> Result<PaymentId> {
             paid.state.label()
         )));
     }
+    if paid.is_cash() {
+        return Ok(None);
+    }
     let id = paid.payment_id.as_deref().unwrap_or_default();
-    PaymentId::parse(id).map_err(|e| CoreError::Invalid(e.to_string()))
+    PaymentId::parse(id)
+        .map(Some)
+        .map_err(|e| CoreError::Invalid(e.to_string()))
 }
 
 /// The refund balance of the payment attempt `paid`, leaving out the refund `except`.

@@ -2,7 +2,7 @@
 //! up until settled or their key cancelled before the sale may get another.
 
 use super::*;
-use crate::domain::format_brl;
+use crate::domain::{change, format_brl};
 
 impl Outbox {
     /// One tender of a sale paid in parts (total `total`), like [`Outbox::pay`]: returns the
@@ -153,13 +153,22 @@ impl Outbox {
                         "",
                         None,
                     ),
+                    // Cash is paid when handed over: nothing to send, so no request bytes.
+                    PayMethod::Cash { .. } => (Vec::new(), "", None),
+                };
+                let (state, recebido) = match &method {
+                    PayMethod::Cash { recebido } => {
+                        change(valor, *recebido).map_err(|e| CoreError::Invalid(e.to_string()))?;
+                        ("aprovado", Some(recebido.get()))
+                    }
+                    _ => ("pendente", None),
                 };
                 exec(
                     c,
                     "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, metodo, plano, request_body, state,
-                                           next_try_at, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?9, ?7, 'pendente', ?8, ?8, ?8)",
-                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao, method.name(), body, now, plano],
+                                           next_try_at, created_at, updated_at, recebido)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?9, ?7, ?10, ?8, ?8, ?8, ?11)",
+                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao, method.name(), body, now, plano, state, recebido],
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");
                 Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))

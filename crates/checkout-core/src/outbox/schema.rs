@@ -24,6 +24,7 @@ pub(super) fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/V6__pix.sql")),
         M::up(include_str!("../../migrations/V7__card_plans.sql")),
         M::up(include_str!("../../migrations/V8__split_sales.sql")),
+        M::up(include_str!("../../migrations/V9__cash.sql")),
     ])
 }
 
@@ -41,7 +42,7 @@ pub(super) const LIVE_REFUND: &str = "(kind = 'estorno' AND (state = 'pendente' 
 pub(super) const ATTEMPT_COLUMNS: &str = "id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
                                last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at, \
                                (SELECT number FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_number, \
-                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, plano, \
+                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, plano, recebido, \
                                (SELECT total FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_total, \
                                (SELECT json_object('payment_id', payment_id, 'txid', txid, 'copia_e_cola', copia_e_cola, \
                                        'expira_em', expira_em, 'status', status, 'e2eid', e2eid, 'pago_em', pago_em) \
@@ -81,13 +82,21 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         idempotency_key: IdempotencyKey::from_stored(r.get("idempotency_key")?),
         valor: Centavos::new(r.get("valor")?).map_err(|e| refused("valor", e))?,
         cartao: match metodo.as_str() {
-            "pix" => None,
+            "pix" | "dinheiro" => None,
             _ => Some(
                 CardToken::parse(&r.get::<_, String>("cartao")?)
                     .map_err(|e| refused("cartao", e))?,
             ),
         },
-        metodo: if metodo == "pix" { "pix" } else { "cartao" },
+        metodo: match metodo.as_str() {
+            "pix" => "pix",
+            "dinheiro" => "dinheiro",
+            _ => "cartao",
+        },
+        recebido: r
+            .get::<_, Option<i64>>("recebido")?
+            .map(|v| Centavos::new(v).map_err(|e| refused("recebido", e)))
+            .transpose()?,
         sale_total: r
             .get::<_, Option<i64>>("sale_total")?
             .map(|t| Centavos::new(t).map_err(|e| refused("sale_total", e)))
@@ -301,6 +310,63 @@ mod tests {
             insert("x3", "pagamento", Some("pay_1")).is_err(),
             "a payment that refunds"
         );
+    }
+
+    #[test]
+    fn rebuilding_attempts_for_cash_keeps_every_row_and_its_pix() {
+        let mut c = Connection::open_in_memory().unwrap();
+        c.pragma_update(None, "foreign_keys", "ON").unwrap();
+        migrations().to_version(&mut c, 8).unwrap();
+        c.execute_batch(
+            "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
+                                   next_try_at, created_at, updated_at, metodo)
+             VALUES ('att_pix', 'venda-1', 'k1', 100, '', x'7b7d', 'pendente', 0, 0, 0, 'pix'),
+                    ('att_card', 'venda-2', 'k2', 200, 'tok_aprovado', x'7b7d', 'aprovado', 0, 0, 0, 'cartao');
+             INSERT INTO pix (attempt_id, payment_id, txid, copia_e_cola, expira_em, status, updated_at)
+             VALUES ('att_pix', 'pay_1', 'tx1', '000201', 0, 'aguardando', 0);",
+        )
+        .unwrap();
+        migrations().to_latest(&mut c).unwrap();
+        let rows: i64 = c
+            .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
+            .unwrap();
+        let pix: String = c
+            .query_row("SELECT attempt_id FROM pix", [], |r| r.get(0))
+            .unwrap();
+        let queue: (i64, i64) = c
+            .query_row("SELECT count, total FROM queue", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((rows, pix.as_str(), queue), (2, "att_pix", (1, 100)));
+        // The queue's triggers came back with the table.
+        c.execute(
+            "UPDATE attempts SET state = 'aprovado' WHERE id = 'att_pix'",
+            [],
+        )
+        .unwrap();
+        let queue: i64 = c
+            .query_row("SELECT count FROM queue", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(queue, 0);
+        // Cash with less than the amount handed over, or cash not approved, is refused.
+        for (recebido, state) in [(50, "aprovado"), (150, "pendente")] {
+            let refused = c.execute(
+                "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
+                                       next_try_at, created_at, updated_at, metodo, recebido)
+                 VALUES ('att_cash', 'venda-3', 'k3', 100, '', x'', ?2, 0, 0, 0, 'dinheiro', ?1)",
+                params![recebido, state],
+            );
+            assert!(refused.is_err(), "{recebido} {state}");
+        }
+        // The foreign key from pix still holds.
+        assert!(c
+            .execute(
+                "INSERT INTO pix (attempt_id, payment_id, txid, copia_e_cola, expira_em, status, updated_at)
+                 VALUES ('att_nenhum', 'pay_2', 'tx2', '000201', 0, 'aguardando', 0)",
+                [],
+            )
+            .is_err());
     }
 
     #[test]

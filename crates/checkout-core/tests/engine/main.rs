@@ -1,6 +1,7 @@
 //! checkout-core against the real payment API on a real port, with real SQLite files on both
 //! sides. Charges are counted in the gateway ledger.
 
+mod cash;
 mod closing;
 mod delivery;
 mod helpers;
