@@ -22,6 +22,7 @@ fn pagar_commands() -> &'static [&'static str] {
         "pay_cash",
         "drawer",
         "drawer_move",
+        "abandon_sale",
         "cancel_pix",
         "keep_late_pix",
         "pix_qr",

@@ -137,6 +137,7 @@ async function newSale() {
   state.attemptId = null;
   state.anotherCard = false;
   state.splitOn = false;
+  state.cancelSale = { armed: false, error: null };
   state.error = null;
   $("valor").value = "";
   $("total").value = "";
@@ -314,11 +315,12 @@ function onKey(e) {
   }
   // F5 is Pix here, never the webview's reload.
   if (e.key === "F5") e.preventDefault();
-  // Esc takes back a first click on "Manter" before anything else it does.
-  if (e.key === "Escape" && state.keep.armed && !state.dialog) {
+  // Esc takes back a first click on "Manter" or "Cancelar venda" before anything else it does.
+  if (e.key === "Escape" && (state.keep.armed || state.cancelSale.armed) && !state.dialog) {
     e.preventDefault();
     state.keep.armed = null;
     state.keep.error = null;
+    state.cancelSale = { armed: false, error: null };
     draw();
     return;
   }
@@ -353,6 +355,23 @@ function onKey(e) {
     pix: payPix,
     "cancel-pix": cancelPix,
   })[action]();
+}
+
+/** "Cancelar venda": a first click arms (the button says what goes back), a second gives every
+ * paid part of the sale back; Esc disarms. */
+async function cancelSale() {
+  if (!state.cancelSale.armed) {
+    state.cancelSale = { armed: true, error: null };
+    draw();
+    return;
+  }
+  state.cancelSale = { armed: false, error: null };
+  try {
+    for (const r of await invoke("abandon_sale", { saleId: state.saleId })) upsert(state, r);
+  } catch (err) {
+    state.cancelSale.error = errorText(err);
+  }
+  draw();
 }
 
 /** F8: the cash drawer. */
@@ -514,6 +533,7 @@ async function start() {
   $("recebido").addEventListener("input", draw);
   $("valor").addEventListener("input", draw);
   $("gaveta").addEventListener("click", openDrawer);
+  $("cancelar-venda").addEventListener("click", cancelSale);
   $("drawer-form").addEventListener("submit", saveDrawer);
   $("drawer-close").addEventListener("click", closeDialog);
   document.addEventListener("keydown", onKey);

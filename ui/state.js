@@ -85,18 +85,25 @@ export function planArgs(value) {
 export function splitOf(state, a) {
   if (!a || a.sale_total == null) return null;
   let pago = 0;
+  let devolvido = 0;
+  let estornando = 0;
   const partes = [];
   for (const x of state.attempts.values()) {
-    if (x.sale_id !== a.sale_id || x.state !== "aprovado") continue;
+    if (x.sale_id !== a.sale_id) continue;
+    if (isRefund(x) && x.state === "pendente") estornando += x.valor;
+    if (x.state !== "aprovado") continue;
     if (isRefund(x)) {
       pago -= x.valor;
+      devolvido += x.valor;
     } else {
       pago += x.valor;
       partes.push({ valor: x.valor, forma: formaText(x) || "Cartão", seq: x.created_at });
     }
   }
   partes.sort((p, q) => p.seq - q.seq);
-  return { total: a.sale_total, pago, falta: Math.max(0, a.sale_total - pago), partes };
+  // Given back with "Cancelar venda" (or Estornar): nothing more is charged on this sale.
+  const cancelada = devolvido + estornando > 0 && pago - estornando <= 0;
+  return { total: a.sale_total, pago, falta: Math.max(0, a.sale_total - pago), partes, devolvido, estornando, cancelada };
 }
 
 /** The line that says where a sale paid in parts stands: `Total R$ 150,00 · pago R$ 50,00
@@ -127,6 +134,7 @@ export function createState() {
     pixCancelling: false, // between "Cancelar Pix" and its answer
     anotherCard: false, // after a review found no charge, the cashier chose to try another card
     splitOn: false, // "Dividir pagamento": the sale is paid in parts, against its total
+    cancelSale: { armed: false, error: null }, // "Cancelar venda": a first click arms, a second confirms
     carriedOver: new Set(), // sales left unfinished by an earlier run (a crash, a restart, a reload)
     error: null, // a refusal of the last press (nothing was stored)
     startupError: null, // the app could not start: nothing can be paid
@@ -338,6 +346,14 @@ export function statusFor(state, a, now) {
     case "aprovado": {
       const split = splitOf(state, a);
       const troco = isCash(a) && a.recebido > a.valor ? ` — troco ${brl(a.recebido - a.valor)}` : "";
+      if (split && split.estornando > 0) {
+        return ["pendente", "Cancelando a venda — estorno em andamento, não cobre de novo",
+          `${brl(split.estornando)} sendo devolvidos ao cliente. ${splitText(split)}`];
+      }
+      if (split && split.cancelada) {
+        return ["recusado", `Venda cancelada — ${brl(split.devolvido)} devolvidos ao cliente`,
+          "Nada desta venda ficou cobrado. Pode começar a próxima venda (F2)."];
+      }
       if (split) {
         return split.falta > 0
           ? ["aprovado", `Pagamento aprovado${troco || ""} — falta ${brl(split.falta)}`, `${splitText(split)}. Cobre o que falta (Enter).`]
@@ -474,8 +490,8 @@ export function controls(state, a) {
   // A sale paid in parts with something still missing takes its next tender; it is settled
   // (a new sale may start) once paid, or once nothing of it is left paid (every tender refunded).
   const split = splitOf(state, a);
-  const partial = Boolean(split && approved && split.falta > 0);
-  const settled = Boolean(a && (a.state === "recusado" || (approved && (!partial || split.pago <= 0)) || checked));
+  const partial = Boolean(split && approved && split.falta > 0 && !split.cancelada && split.estornando === 0);
+  const settled = Boolean(a && (a.state === "recusado" || (approved && (!partial || split.pago <= 0) && !(split && split.estornando > 0)) || checked));
   const queued = live && known && serverDown(state);
   return {
     pagarDisabled: !state.ready || state.pressing || live || (approved && !partial) || (review && !(checked && state.anotherCard)),
@@ -491,6 +507,8 @@ export function controls(state, a) {
     cartaoDisabled: Boolean(live || (approved && !partial) || (review && !state.anotherCard) || state.pressing),
     // The plan is part of the attempt's request: it changes only when a new attempt may be made.
     formaDisabled: Boolean(live || (approved && !partial) || (review && !state.anotherCard) || state.pressing),
+    // A divided sale with parts paid and something missing may be given up: its parts go back.
+    cancelSaleHidden: !partial || split.pago <= 0 || state.pressing,
     // The total of a sale paid in parts is fixed at its first tender.
     splitDisabled: Boolean(live || approved || review || state.pressing || (a && a.sale_total != null)),
     // Only an approval has a receipt: nothing that could pass for one is offered otherwise.

@@ -3,7 +3,7 @@
 
 import {
   brl, canKeepPix, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
-  discrepancyGroups, formaText, isRefund, planArgs, trocoText, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
+  discrepancyGroups, formaText, isRefund, planArgs, splitOf, trocoText, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
 } from "./state.js";
@@ -62,6 +62,14 @@ export function render(state) {
   $("cartao").hidden = cash;
   $("recebido").disabled = c.formaDisabled;
   $("troco").textContent = cash ? trocoText($("valor").value, $("recebido").value) : "";
+  $("cancelar-venda").hidden = c.cancelSaleHidden;
+  const split = splitOf(state, a);
+  $("cancelar-venda").textContent = state.cancelSale.armed && split
+    ? `Confirmar: devolver ${brl(split.pago)} (${split.partes.map((p) => p.forma).join(" + ")}) e cancelar a venda`
+    : "Cancelar venda (devolver o que foi pago)";
+  $("cancelar-venda").className = state.cancelSale.armed ? "primary danger wide" : "ghost wide";
+  $("cancelar-venda-erro").hidden = !state.cancelSale.error;
+  $("cancelar-venda-erro").textContent = state.cancelSale.error || "";
   $("dividir").disabled = c.splitDisabled;
   $("total").disabled = c.splitDisabled;
   $("dividir").checked = state.splitOn;

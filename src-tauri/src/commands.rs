@@ -225,6 +225,14 @@ pub async fn pay_cash(
         .into())
 }
 
+/// Cancels a sale the customer gave up on: every approved payment of it is refunded in full
+/// (cash from the drawer). Returns the refunds.
+#[tauri::command]
+pub async fn abandon_sale(session: State<'_, Session>, sale_id: String) -> Result<Vec<Attempt>> {
+    let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
+    Ok(session.get()?.checkout().abandon_sale(&sale).await?)
+}
+
 /// Today's cash drawer: its float, movements, cash sales, what it should hold and the last count.
 #[tauri::command]
 pub async fn drawer(session: State<'_, Session>) -> Result<Drawer> {

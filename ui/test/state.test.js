@@ -576,3 +576,21 @@ test("cash shows the change as it is typed, never a negative one", () => {
   assert.match(statusFor(s, rest, NOW)[2], /Débito R\$ 50,00 \+ Dinheiro R\$ 100,00/);
   assert.equal(shortcut(ready(null), "F8"), "drawer");
 });
+
+test("a divided sale given up gives its parts back, then a new sale may start", () => {
+  const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: { rotulo: "Débito" } });
+  const s = ready(part);
+  assert.equal(controls(s, part).cancelSaleHidden, false);
+  const back = attempt({ id: "est_1", kind: "estorno", refund_of: "att_1", valor: 5000, state: "pendente", sale_total: 15000 });
+  upsert(s, back);
+  assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["pendente", "Cancelando a venda — estorno em andamento, não cobre de novo"]);
+  let c = controls(s, part);
+  assert.equal(c.pagarDisabled, true, "nothing is charged while the sale is being given back");
+  assert.equal(c.novaVendaHidden, true);
+  assert.equal(c.cancelSaleHidden, true);
+  upsert(s, { ...back, state: "aprovado" });
+  assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["recusado", "Venda cancelada — R$ 50,00 devolvidos ao cliente"]);
+  c = controls(s, part);
+  assert.equal(c.pagarDisabled, true);
+  assert.equal(c.novaVendaHidden, false);
+});

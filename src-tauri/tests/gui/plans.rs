@@ -351,3 +351,40 @@ async fn the_drawer_opens_a_cash_sale_gives_change_and_a_sale_splits_debit_plus_
     app.screenshot("fechamento-gaveta").await;
     app.close().await;
 }
+
+#[tokio::test]
+async fn a_divided_sale_the_customer_gives_up_is_cancelled_and_its_paid_part_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch(dir.path()).await;
+    app.press(F7).await;
+    app.press(&format!("150,00{ENTER}50,00")).await;
+    app.select("forma", "debito:1").await;
+    app.press(ENTER).await;
+    app.wait_status("Pagamento aprovado — falta R$ 100,00")
+        .await;
+    assert!(!app.hidden("cancelar-venda").await);
+    // The first click says what goes back; Esc takes it back; the second click gives it back.
+    app.click("cancelar-venda").await;
+    assert_eq!(
+        app.prop("cancelar-venda", "textContent").await.as_deref(),
+        Some("Confirmar: devolver R$ 50,00 (Débito) e cancelar a venda")
+    );
+    app.screenshot("cancelar-venda-confirmar").await;
+    app.press(ESC).await;
+    assert_eq!(
+        app.prop("cancelar-venda", "textContent").await.as_deref(),
+        Some("Cancelar venda (devolver o que foi pago)")
+    );
+    assert!(app.refund_ledger().is_empty());
+    app.click("cancelar-venda").await;
+    app.click("cancelar-venda").await;
+    app.wait_status("Venda cancelada — R$ 50,00 devolvidos ao cliente")
+        .await;
+    assert_eq!(app.refund_ledger(), [(5_000, "aprovado".to_string())]);
+    assert!(!app.enabled("pagar").await, "nothing more is charged on it");
+    assert!(!app.hidden("nova-venda").await);
+    app.screenshot("venda-cancelada").await;
+    app.press(F9).await;
+    app.wait_verdict("Tudo confere").await;
+    app.close().await;
+}

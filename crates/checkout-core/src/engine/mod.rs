@@ -449,6 +449,34 @@ impl Checkout {
         Ok(outcome)
     }
 
+    /// Cancels a sale the customer gave up on ("Cancelar venda"): every approved payment of it is
+    /// refunded in full — each a refund attempt with its own key, sent and retried like any
+    /// (cash given back from the drawer at once) — and the refunds are returned, including any
+    /// already on their way. Refused while a payment of the sale is still undecided: it could
+    /// still charge, and is refunded once it is known.
+    pub async fn abandon_sale(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
+        let attempts = self.inner.outbox.attempts_of(sale).await?;
+        if attempts.iter().any(|a| !a.is_refund() && a.is_undecided()) {
+            return Err(CoreError::Invalid(
+                "um pagamento desta venda ainda está em andamento: espere o resultado antes de cancelar a venda".into(),
+            ));
+        }
+        let reason = RefundReason::parse("venda cancelada").expect("a valid reason");
+        let mut refunds = Vec::new();
+        for paid in attempts
+            .iter()
+            .filter(|a| !a.is_refund() && a.state == AttemptState::Aprovado)
+        {
+            match self.refund(&paid.id, None, reason.clone()).await {
+                Ok(PayOutcome::Created(r) | PayOutcome::Existing(r)) => refunds.push(r),
+                Err(CoreError::NothingToRefund) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        tracing::info!(sale = %sale, refunds = refunds.len(), "sale cancelled: its payments are being refunded");
+        Ok(refunds)
+    }
+
     /// What an approved payment attempt has had paid back, has on its way back and has left;
     /// refused for anything but an approved payment.
     pub async fn refund_balance(&self, payment: &AttemptId) -> Result<RefundBalance> {

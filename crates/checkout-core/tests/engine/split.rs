@@ -143,3 +143,58 @@ async fn a_second_till_paying_the_same_sale_is_refused_by_the_server_and_charges
     );
     assert_eq!(api.ledger().await.len(), 1, "one charge: A's");
 }
+
+#[tokio::test]
+async fn a_divided_sale_given_up_refunds_every_paid_part_and_cash_from_the_drawer() {
+    let api = Api::start().await;
+    let engine = Engine::open(fast_config(&api.url())).await;
+    let card = attempt(
+        tender(&engine, "venda-x", 15_000, 5_000, CardPlan::DEBITO)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        engine.final_state(&card).await.state,
+        AttemptState::Aprovado
+    );
+    let cash = attempt(
+        engine
+            .checkout
+            .pay_cash(
+                SaleId::parse("venda-x").unwrap(),
+                Centavos::new(3_000).unwrap(),
+                Centavos::new(3_000).unwrap(),
+                Some(Centavos::new(15_000).unwrap()),
+            )
+            .await
+            .unwrap(),
+    );
+    let sale = SaleId::parse("venda-x").unwrap();
+    let refunds = engine.checkout.abandon_sale(&sale).await.unwrap();
+    assert_eq!(refunds.len(), 2);
+    // Asked again: the same refunds, nothing new.
+    let again = engine.checkout.abandon_sale(&sale).await.unwrap();
+    assert!(again.iter().all(|r| refunds.iter().any(|x| x.id == r.id)));
+    for r in &refunds {
+        assert_eq!(engine.final_state(r).await.state, AttemptState::Aprovado);
+    }
+    let of_cash = refunds
+        .iter()
+        .find(|r| r.refund_of.as_ref() == Some(&cash.id))
+        .unwrap();
+    assert!(of_cash.is_cash());
+    let given_back = api.refund_ledger().await;
+    assert_eq!(
+        given_back.len(),
+        1,
+        "the card part at the gateway; the cash from the drawer"
+    );
+    assert_eq!(given_back[0].valor.get(), 5_000);
+    // Nothing of it is left: a further cancel refunds nothing more.
+    assert!(engine
+        .checkout
+        .abandon_sale(&sale)
+        .await
+        .unwrap()
+        .is_empty());
+}
