@@ -1,6 +1,6 @@
 //! End-of-day reconciliation: every attempt as CSV or JSON.
 
-use crate::domain::{CardPlan, CardToken, Financing, UnixMillis};
+use crate::domain::{CardPlan, CardToken, Centavos, Financing, UnixMillis};
 use crate::error::{CoreError, Result};
 use crate::outbox::Attempt;
 use serde::Serialize;
@@ -36,6 +36,12 @@ struct Row<'a> {
     parcelas: u8,
     /// A parcelado: `loja` (sem juros) or `emissor` (com juros).
     parcelamento: &'static str,
+    /// Cash: what the customer handed over, in centavos (empty otherwise).
+    recebido_centavos: Option<i64>,
+    /// Cash: the change given back, in centavos (empty otherwise).
+    troco_centavos: Option<i64>,
+    /// A tender of a sale paid in parts: the sale's total, in centavos (empty otherwise).
+    total_venda_centavos: Option<i64>,
     tries: u32,
     payment_id: &'a str,
     motivo: &'a str,
@@ -64,6 +70,9 @@ fn row(a: &Attempt) -> Row<'_> {
             .plano
             .and_then(CardPlan::financing)
             .map_or("", Financing::as_str),
+        recebido_centavos: a.recebido.map(Centavos::get),
+        troco_centavos: a.troco().map(|t| t.get()),
+        total_venda_centavos: a.sale_total.map(Centavos::get),
         tries: a.tries,
         payment_id: a.payment_id.as_deref().unwrap_or(""),
         motivo: a.motivo.as_deref().unwrap_or(""),
@@ -94,6 +103,9 @@ pub fn to_csv(attempts: &[Attempt]) -> Result<Vec<u8>> {
             "metodo",
             "parcelas",
             "parcelamento",
+            "recebido_centavos",
+            "troco_centavos",
+            "total_venda_centavos",
             "tries",
             "payment_id",
             "motivo",

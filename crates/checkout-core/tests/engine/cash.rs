@@ -113,6 +113,20 @@ async fn cash_with_change_is_approved_at_once_never_sent_and_the_drawer_counts_i
         "cash never reaches the gateway"
     );
     assert!(api.refund_ledger().await.is_empty());
+    // The export carries the cash and its change.
+    let csv = String::from_utf8(
+        checkout_core::export::to_csv(&engine.checkout.attempts().await.unwrap()).unwrap(),
+    )
+    .unwrap();
+    let header = csv.lines().next().unwrap();
+    assert!(
+        header.contains("metodo,parcelas,parcelamento,recebido_centavos,troco_centavos"),
+        "{header}"
+    );
+    assert!(
+        csv.lines().any(|l| l.contains(",dinheiro,1,,12000,2000,")),
+        "{csv}"
+    );
 }
 
 #[tokio::test]
