@@ -4,16 +4,21 @@
 //!
 //! Usage: trial-client <outbox.db> <api-url> <api-key> <plan|-> <drain-secs>
 //! where a plan is `sale:valor:card:presses:delay_ms` items joined by `;` (each paid after its
-//! delay from the start; card `pix` presses F5 instead: a Pix charge).
+//! delay from the start; card `pix` presses F5 instead: a Pix charge; card `split` divides the
+//! sale: a third of it by débito first, the rest by crédito once nothing of it is in flight).
 //! Prints `stored <attempt>` and `refused <sale> <kind>` per payment, then `drained` or `pending`.
 //! While it waits, a sale whose payment is in review with no charge found is paid again with
 //! another card, as a cashier would ("Outro cartão"): the engine cancels the old key first, and
 //! the sale is settled only once that key can no longer charge. A Pix whose QR has waited
 //! [`PIX_PATIENCE`] is cancelled ("Cancelar Pix") and, once cancelled, its sale is paid by card,
 //! as a cashier whose customer gave up on the QR would. Once settled, it asks the server about
-//! the Pix it closed (one paid anyway is recorded to give back) before it prints `drained`.
+//! the Pix it closed (one paid anyway is recorded to give back) before it prints `drained`. A
+//! divided sale is settled only once paid in full: what is missing is paid by crédito, as a
+//! cashier would, by a till restarted after a crash too.
 
-use checkout_core::{AttemptState, CardToken, Centavos, Checkout, Config, CoreError, SaleId};
+use checkout_core::{
+    Attempt, AttemptState, CardPlan, CardToken, Centavos, Checkout, Config, CoreError, SaleId,
+};
 use std::io::Write;
 use std::time::Duration;
 
@@ -62,6 +67,13 @@ async fn main() -> std::process::ExitCode {
             async move {
                 match *card {
                     "pix" => checkout.pay_pix(sale, valor).await,
+                    "split" => {
+                        let part = Centavos::new((valor.get() / 3).max(1)).expect("positive");
+                        let card = CardToken::parse("tok_aprovado").unwrap();
+                        checkout
+                            .pay_tender(sale, valor, part, card, CardPlan::DEBITO)
+                            .await
+                    }
                     token => {
                         let card = CardToken::parse(token).expect("a card token");
                         checkout.pay(sale, valor, card).await
@@ -90,9 +102,24 @@ async fn main() -> std::process::ExitCode {
         if pressing {
             next_press = tokio::time::Instant::now() + Duration::from_millis(200);
         }
+        // A divided sale with nothing in flight and something missing: the rest by crédito.
+        for (sale, total, rest) in missing_parts(&attempts).into_iter().filter(|_| pressing) {
+            let card = CardToken::parse("tok_aprovado").unwrap();
+            let line = match checkout
+                .pay_tender(sale.clone(), total, rest, card, CardPlan::CREDITO)
+                .await
+            {
+                Ok(o) => format!("split-rest {}", attempt_of(o).id),
+                Err(e) => format!("refused {} {}", sale.as_ref(), kind(&e)),
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").expect("stdout");
+            out.flush().expect("stdout");
+        }
         for a in attempts.iter().filter(|a| {
             pressing
                 && !a.is_refund()
+                && a.sale_total.is_none()
                 && a.state == AttemptState::Revisao
                 && a.review_checked_at.is_some()
         }) {
@@ -138,11 +165,12 @@ async fn main() -> std::process::ExitCode {
         let attempts = checkout.attempts().await.unwrap_or_default();
         // Settled: final, or a refund in review with no refund found (a payment in review is
         // settled only by its payment or its cancelled key).
-        let settled = attempts.iter().all(|a| match a.state {
-            AttemptState::Pendente => false,
-            AttemptState::Revisao => a.is_refund() && a.review_checked_at.is_some(),
-            _ => true,
-        });
+        let settled = missing_parts(&attempts).is_empty()
+            && attempts.iter().all(|a| match a.state {
+                AttemptState::Pendente => false,
+                AttemptState::Revisao => a.is_refund() && a.review_checked_at.is_some(),
+                _ => true,
+            });
         // Then the Pix it closed are asked about once more: a customer may have paid one anyway.
         if settled && checkout.check_late_pix().await.is_ok() {
             break true;
@@ -157,6 +185,39 @@ async fn main() -> std::process::ExitCode {
     drop(out);
     checkout.shutdown().await;
     std::process::ExitCode::SUCCESS
+}
+
+/// The divided sales with nothing of them in flight (or in review not yet asked about) and
+/// something still missing: `(sale, total, missing)`.
+fn missing_parts(attempts: &[Attempt]) -> Vec<(SaleId, Centavos, Centavos)> {
+    let mut sales: Vec<(SaleId, Centavos, i64, bool)> = Vec::new();
+    for a in attempts.iter().filter(|a| !a.is_refund()) {
+        let Some(total) = a.sale_total else { continue };
+        let i = match sales.iter().position(|s| s.0 == a.sale_id) {
+            Some(i) => i,
+            None => {
+                sales.push((a.sale_id.clone(), total, 0, false));
+                sales.len() - 1
+            }
+        };
+        if a.state == AttemptState::Aprovado {
+            sales[i].2 += a.valor.get();
+        }
+        if a.is_undecided() {
+            sales[i].3 = true;
+        }
+    }
+    sales
+        .into_iter()
+        .filter(|(_, total, paid, busy)| !busy && *paid < total.get())
+        .map(|(sale, total, paid, _)| {
+            (
+                sale,
+                total,
+                Centavos::new(total.get() - paid).expect("something is missing"),
+            )
+        })
+        .collect()
 }
 
 fn now_ms() -> i64 {

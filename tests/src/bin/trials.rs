@@ -27,7 +27,10 @@
 //!   server charge is at the provider; every Pix received at the provider is recorded once, as a
 //!   payment with its amount; each charge's state agrees with the provider's; every Pix attempt
 //!   agrees with its charge, and a Pix paid after its till cancelled it is known to that till as
-//!   money to give back (and is not counted by (b) and (d) as a second charge: it is shown).
+//!   money to give back (and is not counted by (b) and (d) as a second charge: it is shown);
+//! - (h) a divided sale (paid in parts: a débito tender, then the rest by crédito, each with its
+//!   own key) never has approved tenders above its total, on the server or at the till, and one
+//!   the till shows paid is paid on the server (its tenders are exempt from (b)).
 //!
 //! `trials --trials N --seed S [--store sqlite|postgres|mixed] [--jobs J]`; trial `i` runs seed
 //! `S + i`, and `--seed S --trials 1` replays it with the same schedule.
@@ -58,7 +61,7 @@ fn pg_database() -> String {
     format!("pagar_trials_{}", *RUN_ID)
 }
 
-const INVARIANTS: [&str; 7] = [
+const INVARIANTS: [&str; 8] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
     "(c) every attempt final or in review",
@@ -66,6 +69,7 @@ const INVARIANTS: [&str; 7] = [
     "(e) no server error but injected",
     "(f) outbox integrity",
     "(g) Pix: provider, server, tills agree",
+    "(h) a divided sale within its total",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +187,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
                     };
                     let card = match rng.gen_range(0..20) {
                         _ if pix && rng.gen_bool(0.4) => "pix",
+                        _ if rng.gen_bool(0.15) => "split",
                         0..=11 => "tok_aprovado",
                         12..=14 => "tok_recusado",
                         15..=16 => "tok_saldo_insuficiente",
@@ -375,10 +380,12 @@ struct Outcome {
     seed: u64,
     store: String,
     kinds: BTreeSet<&'static str>,
-    violations: [u32; 7],
+    violations: [u32; INVARIANTS.len()],
     notes: Vec<String>,
     /// Pix charges at the provider, Pix received, and those received after their till closed.
     pix: [u32; 3],
+    /// Divided sales, and those paid in full.
+    divided: [u32; 2],
 }
 
 async fn put_faults(client: &reqwest::Client, url: &str, faults: &Value) {
@@ -780,6 +787,8 @@ struct AttemptRow {
     last_error: Option<String>,
     /// A Pix: its charge's status as the till last heard it.
     pix_status: Option<String>,
+    /// A tender of a divided sale: the sale's total.
+    sale_total: Option<i64>,
 }
 
 impl AttemptRow {
@@ -1009,7 +1018,9 @@ async fn check(
         }
         let rows = c
             .prepare(
-                "SELECT a.id, a.sale_id, a.state, a.valor, a.payment_id, a.last_error, p.status
+                "SELECT a.id, a.sale_id, a.state, a.valor, a.payment_id, a.last_error, p.status,
+                        CASE WHEN a.kind = 'pagamento'
+                             THEN (SELECT total FROM sales s WHERE s.sale_id = a.sale_id) END
                    FROM attempts a LEFT JOIN pix p ON p.attempt_id = a.id",
             )
             .and_then(|mut st| {
@@ -1022,6 +1033,7 @@ async fn check(
                         payment_id: r.get(4)?,
                         last_error: r.get(5)?,
                         pix_status: r.get(6)?,
+                        sale_total: r.get(7)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()
@@ -1054,7 +1066,10 @@ async fn check(
     // (b): approved charges per sale, counted on the server. A Pix paid after its till closed it
     // is not counted when the till knows it (it shows it to give back); (g) checks it does.
     let mut per_sale: BTreeMap<(usize, &str), u32> = BTreeMap::new();
-    for (t, a) in attempts.iter().filter(|(_, a)| !a.knows_late_pix()) {
+    for (t, a) in attempts
+        .iter()
+        .filter(|(_, a)| !a.knows_late_pix() && a.sale_total.is_none())
+    {
         let approved = by_ref.get(a.id.as_str()).map_or(0, |ps| {
             ps.iter().filter(|p| p.status == "aprovado").count() as u32
         });
@@ -1065,6 +1080,33 @@ async fn check(
             out.violations[1] += 1;
             out.notes
                 .push(format!("(b) till {t} sale {sale}: {n} approved charges"));
+        }
+    }
+    // (h): a divided sale's approved tenders, on the server and at the till, within its total;
+    // paid at the till means paid on the server.
+    let mut divided: BTreeMap<(usize, &str), (i64, i64, i64)> = BTreeMap::new();
+    for (t, a) in attempts.iter().filter(|(_, a)| a.sale_total.is_some()) {
+        let e = divided
+            .entry((*t, a.sale.as_str()))
+            .or_insert((a.sale_total.unwrap_or(0), 0, 0));
+        e.1 += by_ref.get(a.id.as_str()).map_or(0, |ps| {
+            ps.iter()
+                .filter(|p| p.status == "aprovado")
+                .map(|p| p.valor)
+                .sum::<i64>()
+        });
+        if a.state == "aprovado" {
+            e.2 += a.valor;
+        }
+    }
+    for ((t, sale), (total, server, till)) in divided {
+        out.divided[0] += 1;
+        out.divided[1] += u32::from(till == total);
+        if server > total || till > total || (till == total && server != total) {
+            out.violations[7] += 1;
+            out.notes.push(format!(
+                "(h) till {t} sale {sale}: total {total}, approved {server} on the server, {till} at the till"
+            ));
         }
     }
     // (d): both ways, and every charge has its payment.
@@ -1390,7 +1432,7 @@ fn main() -> std::process::ExitCode {
 fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::ExitCode {
     let mut by_kind: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
     let mut by_store: BTreeMap<&str, u32> = BTreeMap::new();
-    let mut totals = [0u32; 7];
+    let mut totals = [0u32; INVARIANTS.len()];
     let mut failing = Vec::new();
     for r in results {
         *by_store.entry(r.store.as_str()).or_default() += 1;
@@ -1423,6 +1465,13 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
     println!(
         "\nPix: {} charges at the provider, {} paid, {} of them after their till closed them",
         pix[0], pix[1], pix[2]
+    );
+    let divided = results
+        .iter()
+        .fold([0u32; 2], |t, r| [t[0] + r.divided[0], t[1] + r.divided[1]]);
+    println!(
+        "Divided sales: {}, {} of them paid in full (a débito tender, then the rest by crédito)",
+        divided[0], divided[1]
     );
     println!("\n{:<34} {:>8}", "store", "trials");
     for (s, n) in &by_store {
