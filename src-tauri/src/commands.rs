@@ -162,11 +162,7 @@ pub async fn pay(
     let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
     let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
     let cartao = CardToken::parse(&cartao).map_err(AppError::invalid)?;
-    let total = total
-        .map(|t| {
-            Centavos::parse_brl(&t).map_err(|e| AppError::Invalid(format!("total da venda: {e}")))
-        })
-        .transpose()?;
+    let total = parse_total(total)?;
     let running = session.get()?;
     let checkout = running.checkout();
     let plan = |forma: &str| {
@@ -212,11 +208,7 @@ pub async fn pay_cash(
     let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
     let recebido = Centavos::parse_brl(&recebido)
         .map_err(|e| AppError::Invalid(format!("valor recebido: {e}")))?;
-    let total = total
-        .map(|t| {
-            Centavos::parse_brl(&t).map_err(|e| AppError::Invalid(format!("total da venda: {e}")))
-        })
-        .transpose()?;
+    let total = parse_total(total)?;
     Ok(session
         .get()?
         .checkout()
@@ -231,6 +223,15 @@ pub async fn pay_cash(
 pub async fn abandon_sale(session: State<'_, Session>, sale_id: String) -> Result<Vec<Attempt>> {
     let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
     Ok(session.get()?.checkout().abandon_sale(&sale).await?)
+}
+
+/// The total of a divided sale as typed, when the sale is divided.
+fn parse_total(total: Option<String>) -> Result<Option<Centavos>> {
+    total
+        .map(|t| {
+            Centavos::parse_brl(&t).map_err(|e| AppError::Invalid(format!("total da venda: {e}")))
+        })
+        .transpose()
 }
 
 /// Today's cash drawer: its float, movements, cash sales, what it should hold and the last count.

@@ -18,6 +18,15 @@ fn ledger_plans(app: &GuiApp) -> Vec<Option<String>> {
         .unwrap()
 }
 
+/// `F7`, the sale's total, `Enter`, this part's amount and forma, `Enter`: the first part of a
+/// divided sale.
+async fn pay_first_part(app: &GuiApp, total: &str, part: &str, forma: &str) {
+    app.press(F7).await;
+    app.press(&format!("{total}{ENTER}{part}")).await;
+    app.select("forma", forma).await;
+    app.press(ENTER).await;
+}
+
 async fn options(app: &GuiApp) -> Vec<String> {
     serde_json::from_value(
         app.js("return [...document.getElementById('forma').options].map(o => o.textContent)")
@@ -293,10 +302,7 @@ async fn the_drawer_opens_a_cash_sale_gives_change_and_a_sale_splits_debit_plus_
         a.prop("sale-number", "textContent").await.as_deref() == Some("Venda nº 0002")
     })
     .await;
-    app.press(F7).await;
-    app.press(&format!("150,00{ENTER}50,00")).await;
-    app.select("forma", "debito:1").await;
-    app.press(ENTER).await;
+    pay_first_part(&app, "150,00", "50,00", "debito:1").await;
     app.wait_status("Pagamento aprovado — falta R$ 100,00")
         .await;
     app.select("forma", "dinheiro:1").await;
@@ -356,10 +362,7 @@ async fn the_drawer_opens_a_cash_sale_gives_change_and_a_sale_splits_debit_plus_
 async fn a_divided_sale_the_customer_gives_up_is_cancelled_and_its_paid_part_given_back() {
     let dir = tempfile::tempdir().unwrap();
     let app = GuiApp::launch(dir.path()).await;
-    app.press(F7).await;
-    app.press(&format!("150,00{ENTER}50,00")).await;
-    app.select("forma", "debito:1").await;
-    app.press(ENTER).await;
+    pay_first_part(&app, "150,00", "50,00", "debito:1").await;
     app.wait_status("Pagamento aprovado — falta R$ 100,00")
         .await;
     assert!(!app.hidden("cancelar-venda").await);

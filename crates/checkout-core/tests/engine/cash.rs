@@ -12,12 +12,6 @@ fn c(v: i64) -> Centavos {
     Centavos::new(v).unwrap()
 }
 
-fn attempt(outcome: PayOutcome) -> checkout_core::Attempt {
-    match outcome {
-        PayOutcome::Created(a) | PayOutcome::Existing(a) => a,
-    }
-}
-
 #[tokio::test]
 async fn cash_with_change_is_approved_at_once_never_sent_and_the_drawer_counts_it() {
     let api = Api::start().await;
@@ -33,7 +27,7 @@ async fn cash_with_change_is_approved_at_once_never_sent_and_the_drawer_counts_i
 
     // R$ 100,00 paid with R$ 120,00: R$ 20,00 change, approved as it is stored.
     let sale = SaleId::parse("venda-1").unwrap();
-    let paid = attempt(
+    let paid = attempt_of(
         engine
             .checkout
             .pay_cash(sale.clone(), c(10_000), c(12_000), None)
@@ -87,7 +81,7 @@ async fn cash_with_change_is_approved_at_once_never_sent_and_the_drawer_counts_i
         .await
         .is_err());
     // R$ 30,00 of the sale given back in cash: from the drawer, at once.
-    let back = attempt(engine.refund(&paid, Some(3_000)).await);
+    let back = attempt_of(engine.refund(&paid, Some(3_000)).await);
     assert_eq!(back.state, AttemptState::Aprovado);
     let d = engine.checkout.drawer().await.unwrap();
     assert_eq!(d.esperado.get(), 10_000 + 10_000 - 15_000 - 3_000);
@@ -134,7 +128,7 @@ async fn a_sale_is_paid_by_debit_and_the_rest_in_cash_with_change() {
     let api = Api::start().await;
     let engine = Engine::open(fast_config(&api.url())).await;
     let sale = SaleId::parse("venda-9").unwrap();
-    let card = attempt(
+    let card = attempt_of(
         engine
             .checkout
             .pay_tender(
@@ -159,7 +153,7 @@ async fn a_sale_is_paid_by_debit_and_the_rest_in_cash_with_change() {
             .await,
         Err(CoreError::TenderExceeds { .. })
     ));
-    let cash = attempt(
+    let cash = attempt_of(
         engine
             .checkout
             .pay_cash(sale, c(10_000), c(10_500), Some(c(15_000)))

@@ -225,3 +225,10 @@ pub async fn wait_event(
     .await
     .expect("the event arrived")
 }
+
+/// The attempt a pay or refund call answered with, new or existing.
+pub fn attempt_of(outcome: PayOutcome) -> Attempt {
+    match outcome {
+        PayOutcome::Created(a) | PayOutcome::Existing(a) => a,
+    }
+}

@@ -23,19 +23,13 @@ async fn tender(
         .await
 }
 
-fn attempt(outcome: PayOutcome) -> checkout_core::Attempt {
-    match outcome {
-        PayOutcome::Created(a) | PayOutcome::Existing(a) => a,
-    }
-}
-
 #[tokio::test]
 async fn a_sale_of_150_is_paid_50_by_debit_and_100_by_credit_and_never_a_centavo_more() {
     let api = Api::start().await;
     let mut config = fast_config(&api.url());
     config.terminal = Some("caixa-01".into());
     let engine = Engine::open(config).await;
-    let first = attempt(
+    let first = attempt_of(
         tender(&engine, "venda-1", 15_000, 5_000, CardPlan::DEBITO)
             .await
             .unwrap(),
@@ -61,7 +55,7 @@ async fn a_sale_of_150_is_paid_50_by_debit_and_100_by_credit_and_never_a_centavo
         tender(&engine, "venda-1", 20_000, 1_000, CardPlan::CREDITO).await,
         Err(CoreError::Invalid(_))
     ));
-    let second = attempt(
+    let second = attempt_of(
         tender(&engine, "venda-1", 15_000, 10_000, CardPlan::CREDITO)
             .await
             .unwrap(),
@@ -113,7 +107,7 @@ async fn a_second_till_paying_the_same_sale_is_refused_by_the_server_and_charges
         Engine::open(config)
     };
     let (a, b) = (open().await, open().await);
-    let paid = attempt(
+    let paid = attempt_of(
         tender(&a, "venda-7", 10_000, 8_000, CardPlan::DEBITO)
             .await
             .unwrap(),
@@ -121,7 +115,7 @@ async fn a_second_till_paying_the_same_sale_is_refused_by_the_server_and_charges
     assert_eq!(a.final_state(&paid).await.state, AttemptState::Aprovado);
     // Till B does not know of A's tender: its own check lets R$ 50,00 through, the server's
     // does not (R$ 20,00 missing). Nothing is charged and B's attempt is looked up, not retried.
-    let refused = attempt(
+    let refused = attempt_of(
         tender(&b, "venda-7", 10_000, 5_000, CardPlan::DEBITO)
             .await
             .unwrap(),
@@ -148,7 +142,7 @@ async fn a_second_till_paying_the_same_sale_is_refused_by_the_server_and_charges
 async fn a_divided_sale_given_up_refunds_every_paid_part_and_cash_from_the_drawer() {
     let api = Api::start().await;
     let engine = Engine::open(fast_config(&api.url())).await;
-    let card = attempt(
+    let card = attempt_of(
         tender(&engine, "venda-x", 15_000, 5_000, CardPlan::DEBITO)
             .await
             .unwrap(),
@@ -157,7 +151,7 @@ async fn a_divided_sale_given_up_refunds_every_paid_part_and_cash_from_the_drawe
         engine.final_state(&card).await.state,
         AttemptState::Aprovado
     );
-    let cash = attempt(
+    let cash = attempt_of(
         engine
             .checkout
             .pay_cash(
