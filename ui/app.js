@@ -43,7 +43,9 @@ function draw() {
 
 /** F5 or the Pix button: the Pix is written ahead, then the server makes its QR. */
 function payPix() {
-  return startPayment("pix", "pay_pix", () => ({ saleId: state.saleId, valor: $("valor").value }));
+  return startPayment("pix", "pay_pix", () => ({
+    saleId: state.saleId, valor: $("valor").value, total: state.splitOn ? $("total").value : null,
+  }));
 }
 
 /** "Cancelar Pix" (Esc): removed at the bank before the sale is paid another way. */

@@ -338,7 +338,8 @@ export function statusFor(state, a, now) {
   if (state.error) return ["erro", "Pagamento não registrado", state.error];
   if (state.pressing && !a) return ["pendente", "Processando pagamento…", "Registrando o pagamento antes de enviar."];
   if (!a) return ["idle", "Pronto para cobrar.", ""];
-  if (isPix(a)) {
+  // A Pix that paid a part of a divided sale reads like any part: what is missing, or "Venda paga".
+  if (isPix(a) && !(a.state === "aprovado" && splitOf(state, a))) {
     const pix = pixStatus(state, a, now);
     if (pix) return pix;
   }
@@ -491,7 +492,10 @@ export function controls(state, a) {
   // (a new sale may start) once paid, or once nothing of it is left paid (every tender refunded).
   const split = splitOf(state, a);
   const partial = Boolean(split && approved && split.falta > 0 && !split.cancelada && split.estornando === 0);
-  const settled = Boolean(a && (a.state === "recusado" || (approved && (!partial || split.pago <= 0) && !(split && split.estornando > 0)) || checked));
+  // A divided sale with a part paid and something missing is not left, whatever its last
+  // tender did (a Pix cancelled, a card declined): the next tender, or Cancelar venda.
+  const halfPaid = Boolean(split && split.pago > 0 && split.falta > 0 && !split.cancelada);
+  const settled = !halfPaid && Boolean(a && (a.state === "recusado" || (approved && (!partial || split.pago <= 0) && !(split && split.estornando > 0)) || checked));
   const queued = live && known && serverDown(state);
   return {
     pagarDisabled: !state.ready || state.pressing || live || (approved && !partial) || (review && !(checked && state.anotherCard)),
@@ -508,15 +512,14 @@ export function controls(state, a) {
     // The plan is part of the attempt's request: it changes only when a new attempt may be made.
     formaDisabled: Boolean(live || (approved && !partial) || (review && !state.anotherCard) || state.pressing),
     // A divided sale with parts paid and something missing may be given up: its parts go back.
-    cancelSaleHidden: !partial || split.pago <= 0 || state.pressing,
+    cancelSaleHidden: !halfPaid || live || state.pressing,
     // The total of a sale paid in parts is fixed at its first tender.
     splitDisabled: Boolean(live || approved || review || state.pressing || (a && a.sale_total != null)),
     // Only an approval has a receipt: nothing that could pass for one is offered otherwise.
     comprovanteHidden: !approved || state.pressing,
     // Pix: like Pagar, and only while the server answers (its QR comes from it).
-    // A sale paid in parts takes card tenders only (a Pix tender is not held to its total yet).
-    pixDisabled: !state.ready || state.pressing || live || approved || review || !serverUp(state)
-      || state.splitOn || Boolean(a && a.sale_total != null),
+    // A part of a divided sale may be a Pix too (its QR holds its part at the server).
+    pixDisabled: !state.ready || state.pressing || live || (approved && !partial) || review || !serverUp(state),
     pixWhy: !serverUp(state) && !live && !approved && !review && state.ready
       ? "Pix indisponível sem conexão com o servidor: cobre no cartão."
       : "",

@@ -301,10 +301,16 @@ pub async fn pay_pix(
     session: State<'_, Session>,
     sale_id: String,
     valor: String,
+    total: Option<String>,
 ) -> Result<PayReply> {
     let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
     let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
-    Ok(session.get()?.checkout().pay_pix(sale, valor).await?.into())
+    let checkout = session.get()?.checkout().clone();
+    Ok(match parse_total(total)? {
+        None => checkout.pay_pix(sale, valor).await?,
+        Some(total) => checkout.pay_pix_tender(sale, total, valor).await?,
+    }
+    .into())
 }
 
 /// Cancels the Pix of an attempt the customer has not paid.

@@ -519,7 +519,7 @@ test("a sale paid in parts takes tenders until nothing is missing, then a new sa
   assert.equal(c.valorDisabled, false);
   assert.equal(c.novaVendaHidden, true, "a sale with something paid and something missing is not left");
   assert.equal(c.splitDisabled, true, "the total is fixed");
-  assert.equal(c.pixDisabled, true, "tenders are card only");
+  assert.equal(c.pixDisabled, false, "the rest may be a Pix");
   assert.equal(c.comprovanteHidden, false);
 
   // The second tender, live: nothing else may be pressed.
@@ -593,4 +593,17 @@ test("a divided sale given up gives its parts back, then a new sale may start", 
   c = controls(s, part);
   assert.equal(c.pagarDisabled, true);
   assert.equal(c.novaVendaHidden, false);
+});
+
+test("a Pix part cancelled leaves a half-paid sale open for its next part, never for a new sale", () => {
+  const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: { rotulo: "Débito" } });
+  const s = ready(part);
+  const pix = attempt({ id: "att_2", valor: 10000, state: "recusado", motivo: "pix_cancelado", metodo: "pix", cartao: null, sale_total: 15000, created_at: NOW + 1 });
+  upsert(s, pix);
+  s.attemptId = pix.id;
+  const c = controls(s, pix);
+  assert.equal(c.novaVendaHidden, true, "R$ 100,00 still missing");
+  assert.equal(c.pagarDisabled, false);
+  assert.equal(c.pixDisabled, false);
+  assert.equal(c.cancelSaleHidden, false, "or the sale is given up");
 });

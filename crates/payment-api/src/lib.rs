@@ -25,6 +25,7 @@ pub mod schema;
 pub mod server;
 pub mod state;
 pub mod store;
+mod tenders;
 
 pub use config::Config;
 pub use error::{ApiError, Result};

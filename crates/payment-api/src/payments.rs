@@ -16,9 +16,8 @@ use crate::gateway::{ChargeDecision, Gateway, GatewayError, GatewayResult};
 use crate::idempotency::{in_progress, Completed, Held, Keyed, Operation, Recovery};
 use crate::metrics::Metrics;
 use crate::schema::PaymentBody;
-use crate::store::{
-    Completion, FinishOutcome, Payment, PaymentStore, SaleStore, StoredResponse, TenderHold,
-};
+use crate::store::{Completion, FinishOutcome, Payment, PaymentStore, SaleStore, StoredResponse};
+use crate::tenders;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -241,36 +240,14 @@ impl Operation for Payments {
         faults: &Faults,
     ) -> Result<Completed> {
         if let Some(venda) = &request.venda {
-            // A tender of a sale holds its amount against the sale before it may charge.
-            let hold = self
-                .sales
-                .hold_tender(
-                    held.merchant,
-                    request.terminal.as_ref(),
-                    held.key,
-                    held.fence,
-                    venda,
-                    request.valor,
-                )
-                .await?;
-            let refused = match hold {
-                TenderHold::Held => None,
-                TenderHold::LeaseLost => return Err(ApiError::LeaseLost),
-                TenderHold::Exceeds { total, held } => Some(ApiError::SaleExceeded {
-                    total: total.get(),
-                    held,
-                }),
-                TenderHold::TotalMismatch { total } => {
-                    Some(ApiError::SaleTotalMismatch { total: total.get() })
-                }
-            };
-            if let Some(refused) = refused {
-                // Nothing was held or charged: the key is freed and nothing is stored, like a
-                // validation error; the till asks again for what is left.
-                tracing::info!(merchant = %held.merchant, venda = %venda.referencia, "tender refused: {refused}");
-                held.forget().await?;
-                return Err(refused);
-            }
+            tenders::hold(
+                self.sales.as_ref(),
+                held,
+                request.terminal.as_ref(),
+                venda,
+                request.valor,
+            )
+            .await?;
         }
         let downstream = DownstreamKey::derive(held.merchant, held.key);
         let started = Instant::now();

@@ -481,7 +481,7 @@ pub struct NovoPagamento {
     /// `venda-excedida` to a tender that would take what its tenders paid or hold above the
     /// total (decided in the database, under concurrent tills, retries and replicas), and 422
     /// `venda-total-diferente` to one that names another total; nothing is stored for either.
-    /// Card payments only.
+    /// A Pix tender holds its part while it waits, and frees it if cancelled or expired unpaid.
     venda: Option<serde_json::Value>,
     /// Pix only: seconds until the charge expires (30–86 400; the server's default otherwise).
     expiracao: Option<u32>,

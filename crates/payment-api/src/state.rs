@@ -126,6 +126,7 @@ impl AppState {
             PixParts {
                 op: Arc::new(Pix::new(
                     store.clone(),
+                    store.clone(),
                     provider.clone(),
                     settings,
                     config.key_retention_ms(),

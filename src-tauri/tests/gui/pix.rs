@@ -597,3 +597,36 @@ async fn a_pix_whose_answer_was_lost_and_whose_app_was_killed_comes_back_as_the_
     assert_eq!(counts(&stack.pix).await, (1, 1));
     app.close().await;
 }
+
+#[tokio::test]
+async fn the_rest_of_a_divided_sale_is_paid_by_pix_and_the_sale_is_paid() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+    // R$ 150,00: R$ 50,00 by débito, the rest by Pix.
+    app.press("\u{E037}").await; // F7
+    app.press(&format!("150,00{ENTER}50,00")).await;
+    app.select("forma", "debito:1").await;
+    app.press(ENTER).await;
+    app.wait_status("Pagamento aprovado — falta R$ 100,00")
+        .await;
+    assert!(app.enabled("pix").await, "the rest may be a Pix");
+    app.press(F5).await;
+    let (txid, copia) = pix_on_screen(&app).await;
+    assert!(
+        copia.contains("5406100.00"),
+        "the QR asks for the rest: {copia}"
+    );
+    let (status, _) = stack.pix.customer_pays(&txid, json!({})).await;
+    assert_eq!(status, 201);
+    app.wait_status("Venda paga").await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(
+        detail.contains("(Débito R$ 50,00 + Pix R$ 100,00) · falta R$ 0,00"),
+        "{detail}"
+    );
+    assert!(!app.hidden("nova-venda").await);
+    app.screenshot("venda-dividida-pix").await;
+    assert_eq!(counts(&stack.pix).await, (1, 1));
+    app.close().await;
+}

@@ -308,6 +308,27 @@ impl Checkout {
     /// customer pays (`aprovado`), the charge expires or is cancelled (`recusado`). Refused while
     /// the server is not known to be reachable: a Pix cannot be shown without it.
     pub async fn pay_pix(&self, sale: SaleId, valor: Centavos) -> Result<PayOutcome> {
+        self.pay_pix_with(sale, valor, None).await
+    }
+
+    /// One part of a divided sale (total `total`) by Pix, like [`Checkout::pay_pix`]: its QR
+    /// holds its part of the sale at the server while the customer has it, and frees it if it is
+    /// cancelled or expires unpaid.
+    pub async fn pay_pix_tender(
+        &self,
+        sale: SaleId,
+        total: Centavos,
+        valor: Centavos,
+    ) -> Result<PayOutcome> {
+        self.pay_pix_with(sale, valor, Some(total)).await
+    }
+
+    async fn pay_pix_with(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        split: Option<Centavos>,
+    ) -> Result<PayOutcome> {
         // What the last request knew is not enough either way (online then, or nothing known yet
         // just after start, or offline until the next periodic probe): the QR must come now. One
         // health probe (within the probe timeout) says whether the server answers.
@@ -315,7 +336,7 @@ impl Checkout {
         if self.connectivity() != Connectivity::Online {
             return Err(CoreError::PixOffline);
         }
-        self.pay_with(sale, valor, PayMethod::Pix, None).await
+        self.pay_with(sale, valor, PayMethod::Pix, split).await
     }
 
     /// Cancels a Pix the customer has not paid: the server removes the charge at the provider,

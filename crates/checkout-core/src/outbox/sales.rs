@@ -149,7 +149,7 @@ impl Outbox {
                         plano.map(CardPlan::as_stored),
                     ),
                     PayMethod::Pix => (
-                        PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref()),
+                        PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref(), split),
                         "",
                         None,
                     ),

@@ -72,15 +72,18 @@ pub(super) struct PixRequestBody<'a> {
     descricao: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     terminal: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    venda: Option<Venda<'a>>,
 }
 
 impl PixRequestBody<'_> {
-    /// The body of a Pix attempt.
+    /// The body of a Pix attempt (with `split`, one tender of a divided sale of that total).
     pub fn bytes(
         valor: Centavos,
         id: &AttemptId,
         sale: (&SaleId, u32),
         terminal: Option<&str>,
+        split: Option<Centavos>,
     ) -> Vec<u8> {
         serde_json::to_vec(&PixRequestBody {
             valor: valor.get(),
@@ -88,6 +91,10 @@ impl PixRequestBody<'_> {
             referencia: id.as_ref(),
             descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
             terminal,
+            venda: split.map(|total| Venda {
+                referencia: sale.0.as_ref(),
+                total: total.get(),
+            }),
         })
         .expect("a request body always serialises")
     }

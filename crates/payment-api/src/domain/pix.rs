@@ -3,7 +3,7 @@
 use super::request::{
     json_object, optional_terminal, optional_text, required_valor, unknown_fields,
 };
-use super::{Centavos, FieldError, IdempotencyKey, MerchantId, TerminalId};
+use super::{Centavos, FieldError, IdempotencyKey, MerchantId, SaleRef, TerminalId};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
@@ -128,6 +128,8 @@ pub struct PixRequest {
     pub referencia: Option<String>,
     /// The till that sent it.
     pub terminal: Option<TerminalId>,
+    /// The sale this Pix is one tender of, when the till pays a sale in parts.
+    pub venda: Option<SaleRef>,
 }
 
 impl PixRequest {
@@ -164,6 +166,7 @@ impl PixRequest {
         let descricao = optional_text(obj, "descricao", &mut errors);
         let referencia = optional_text(obj, "referencia", &mut errors);
         let terminal = optional_terminal(obj, &mut errors);
+        let venda = SaleRef::from_json(obj, valor, &mut errors);
         if obj.contains_key("cartao") {
             errors.push(FieldError::new("cartao", "um Pix não leva cartão"));
         }
@@ -177,6 +180,7 @@ impl PixRequest {
                 "referencia",
                 "terminal",
                 "cartao",
+                "venda",
             ],
             &mut errors,
         );
@@ -187,6 +191,7 @@ impl PixRequest {
                 descricao,
                 referencia,
                 terminal,
+                venda,
             }),
             _ => Err(errors),
         }

@@ -27,7 +27,7 @@ use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
 use crate::schema::PixPaymentBody;
-use crate::store::{FinishOutcome, PixCharge, PixCompletion, PixStore, StoredResponse};
+use crate::store::{FinishOutcome, PixCharge, PixCompletion, PixStore, SaleStore, StoredResponse};
 use provider::{Cob, PixProvider, ProviderError};
 use std::sync::Arc;
 
@@ -44,6 +44,7 @@ pub struct PixSettings {
 #[derive(Debug)]
 pub struct Pix {
     store: Arc<dyn PixStore>,
+    sales: Arc<dyn SaleStore>,
     provider: Arc<dyn PixProvider>,
     settings: PixSettings,
     key_retention_ms: Millis,
@@ -59,12 +60,14 @@ impl Pix {
     /// The operation on these parts.
     pub fn new(
         store: Arc<dyn PixStore>,
+        sales: Arc<dyn SaleStore>,
         provider: Arc<dyn PixProvider>,
         settings: PixSettings,
         key_retention_ms: Millis,
     ) -> Self {
         Self {
             store,
+            sales,
             provider,
             settings,
             key_retention_ms,
@@ -200,6 +203,18 @@ impl Operation for Pix {
         request: &PixRequest,
         faults: &Faults,
     ) -> Result<Completed> {
+        if let Some(venda) = &request.venda {
+            // A Pix tender of a divided sale holds its amount before its charge exists: while it
+            // waits, nothing else may take that part of the sale.
+            crate::tenders::hold(
+                self.sales.as_ref(),
+                held,
+                request.terminal.as_ref(),
+                venda,
+                request.valor,
+            )
+            .await?;
+        }
         let txid = Txid::derive(held.merchant, held.key);
         let cob = match self.cob_for(&txid, request).await {
             Ok(cob) => cob,

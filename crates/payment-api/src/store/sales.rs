@@ -3,8 +3,8 @@
 //!
 //! What a tender holds is read from what became of its key, in the transaction that decides,
 //! under the sale's row lock: its payment approved (the amount less its approved refunds),
-//! declined (nothing), its key cancelled or gone (nothing), or still executing (the whole
-//! amount). Each of these only ever goes down, except a key sent again after it was refused,
+//! declined (nothing), its key cancelled or gone (nothing), a Pix closed unpaid (nothing), or
+//! still executing or waiting for the customer (the whole amount). Each of these only ever goes down, except a key sent again after it was refused,
 //! which holds again only through this same check; so no race between tills, retries or
 //! replicas lets approved tenders pass the total.
 
@@ -12,23 +12,26 @@ use super::*;
 use crate::domain::SaleRef;
 
 /// The tables and joins every sale query reads a tender's state from (`h` the tender, `p` its
-/// key's payment, `k` its key).
+/// key's payment, `k` its key, `x` its Pix charge when it is a Pix).
 pub(crate) const TENDER_FROM: &str = "FROM venda_tenders h
      LEFT JOIN payments p ON p.merchant = h.merchant AND p.idempotency_key = h.idempotency_key
-     LEFT JOIN idempotency_keys k ON k.merchant = h.merchant AND k.key = h.idempotency_key";
+     LEFT JOIN idempotency_keys k ON k.merchant = h.merchant AND k.key = h.idempotency_key
+     LEFT JOIN pix_charges x ON x.merchant = h.merchant AND x.idempotency_key = h.idempotency_key";
 
 /// What a tender holds of its sale now, in centavos.
 pub(crate) const TENDER_HELD: &str = "CASE
          WHEN p.status = 'aprovado' THEN p.valor - COALESCE((SELECT SUM(r.valor) FROM refunds r
                                           WHERE r.payment_id = p.id AND r.status = 'aprovado'), 0)
-         WHEN p.status IS NOT NULL OR k.key IS NULL OR k.cancelled_at IS NOT NULL THEN 0
+         WHEN p.status IS NOT NULL OR k.key IS NULL OR k.cancelled_at IS NOT NULL
+              OR x.status IN ('expirado', 'cancelado') THEN 0
          ELSE h.valor END";
 
 /// Where a tender stands: `aprovado`, `recusado`, `em_andamento`, or `liberado` (its key was
 /// cancelled or refused before it charged).
 pub(crate) const TENDER_STATE: &str = "CASE
          WHEN p.status IS NOT NULL THEN p.status
-         WHEN k.key IS NULL OR k.cancelled_at IS NOT NULL THEN 'liberado'
+         WHEN k.key IS NULL OR k.cancelled_at IS NOT NULL
+              OR x.status IN ('expirado', 'cancelado') THEN 'liberado'
          ELSE 'em_andamento' END";
 
 /// What holding a tender's amount against its sale came to.

@@ -309,3 +309,75 @@ async fn tenders_from_two_tills_across_three_replicas_never_take_a_sale_above_it
         assert_eq!(s["falta"], 30_000 - paid);
     }
 }
+
+#[apply(stores)]
+async fn a_pix_tender_holds_its_part_while_it_waits_and_frees_it_when_cancelled(
+    #[case] backend: Backend,
+) {
+    let psp = crate::pix::Provider::start(crate::pix::SECRET).await;
+    let app = TestApp::spawn_with(backend, |c| psp.configure(c, crate::pix::SECRET, 60_000)).await;
+    let (c, u) = (&app.client, app.url.as_str());
+    let pix_tender = |valor: i64| {
+        json!({
+            "valor": valor, "metodo": "pix", "referencia": new_key(), "terminal": "caixa-01",
+            "venda": {"referencia": "venda-pix", "total": 10_000},
+        })
+    };
+    let waiting: Value = try_pay(c, u, &new_key(), &pix_tender(6_000))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(waiting["status"], "aguardando");
+    // While the customer has the QR, its R$ 60,00 are held: R$ 50,00 by card does not fit.
+    let refused = try_pay(
+        c,
+        u,
+        &new_key(),
+        &tender(5_000, "tok_aprovado", "venda-pix", 10_000),
+    )
+    .await
+    .unwrap();
+    assert_problem(refused, StatusCode::UNPROCESSABLE_ENTITY, "venda-excedida").await;
+    let s = sale(c, u, "venda-pix").await;
+    assert_eq!(
+        (s["em_andamento"].as_i64(), s["falta"].as_i64()),
+        (Some(6_000), Some(4_000))
+    );
+    // Cancelled unpaid: it holds nothing, and the card pays what the Pix would have.
+    let id = waiting["id"].as_str().unwrap();
+    let cancelled = c
+        .post(format!("{u}/pagamentos/{id}/cancelamento"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    let card = try_pay(
+        c,
+        u,
+        &new_key(),
+        &tender(10_000, "tok_aprovado", "venda-pix", 10_000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(card.status(), StatusCode::CREATED);
+    let s = sale(c, u, "venda-pix").await;
+    let states: Vec<&str> = s["pagamentos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["liberado", "aprovado"]);
+    assert_eq!(
+        (s["pago"].as_i64(), s["falta"].as_i64()),
+        (Some(10_000), Some(0))
+    );
+    // A Pix tender above what is missing is refused before any charge exists at the provider.
+    let before = psp.counts();
+    let late = try_pay(c, u, &new_key(), &pix_tender(1)).await.unwrap();
+    assert_problem(late, StatusCode::UNPROCESSABLE_ENTITY, "venda-excedida").await;
+    assert_eq!(psp.counts(), before);
+}

@@ -1,0 +1,34 @@
+//! A tender of a sale paid in parts holds its amount against the sale before it may charge (a
+//! card) or make its charge (a Pix); the database refuses a hold that would pass the total.
+
+use crate::domain::{Centavos, SaleRef, TerminalId};
+use crate::error::{ApiError, Result};
+use crate::idempotency::Held;
+use crate::store::{SaleStore, TenderHold};
+
+/// Holds `valor` of the sale `venda` for the key `held` holds, or refuses the request: nothing
+/// was held or charged, so the key is freed and nothing is stored, like a validation error, and
+/// the till asks again for what is left.
+pub(crate) async fn hold(
+    sales: &dyn SaleStore,
+    held: &Held<'_>,
+    terminal: Option<&TerminalId>,
+    venda: &SaleRef,
+    valor: Centavos,
+) -> Result<()> {
+    let hold = sales
+        .hold_tender(held.merchant, terminal, held.key, held.fence, venda, valor)
+        .await?;
+    let refused = match hold {
+        TenderHold::Held => return Ok(()),
+        TenderHold::LeaseLost => return Err(ApiError::LeaseLost),
+        TenderHold::Exceeds { total, held } => ApiError::SaleExceeded {
+            total: total.get(),
+            held,
+        },
+        TenderHold::TotalMismatch { total } => ApiError::SaleTotalMismatch { total: total.get() },
+    };
+    tracing::info!(merchant = %held.merchant, venda = %venda.referencia, "tender refused: {refused}");
+    held.forget().await?;
+    Err(refused)
+}
