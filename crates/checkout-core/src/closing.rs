@@ -776,6 +776,22 @@ impl Closing {
             "total,liquido,,,,,{},,\n",
             self.net_centavos.get()
         ));
+        // The cash drawer: what it should hold, what was counted, and each movement.
+        if let Some(g) = &self.gaveta {
+            out.push_str(&format!("gaveta,esperado,,,,,{},,\n", g.esperado.get()));
+            if let (Some(contado), Some(diferenca)) = (g.contado, g.diferenca) {
+                out.push_str(&format!("gaveta,contado,,,,,{},,\n", contado.get()));
+                out.push_str(&format!("gaveta,diferenca,,,,,{diferenca},,\n"));
+            }
+            for m in &g.movimentos {
+                out.push_str(&format!(
+                    "movimento,{},,,,,{},,{}\n",
+                    m.kind.as_str(),
+                    m.valor.get(),
+                    q(m.motivo.as_deref().unwrap_or(""))
+                ));
+            }
+        }
         for d in &self.discrepancies {
             out.push_str(&format!(
                 "divergencia,{},{},{},{},{},{},{},{}\n",

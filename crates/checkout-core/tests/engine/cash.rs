@@ -96,12 +96,22 @@ async fn cash_with_change_is_approved_at_once_never_sent_and_the_drawer_counts_i
     let kinds: Vec<DiscrepancyKind> = closing.discrepancies.iter().map(|d| d.kind).collect();
     assert_eq!(kinds, [DiscrepancyKind::DrawerDifference]);
     assert!(closing.discrepancies[0].detail.contains("faltam R$ 1,00"));
-    let gaveta = closing.gaveta.unwrap();
+    let gaveta = closing.gaveta.clone().unwrap();
     assert_eq!(
         (gaveta.esperado.get(), gaveta.diferenca),
         (2_000, Some(-100))
     );
     assert_eq!(closing.por_forma[0].forma, "dinheiro");
+    // The closing's CSV carries the drawer and its movements.
+    let csv = closing.to_csv();
+    for want in [
+        "gaveta,esperado,,,,,2000,,",
+        "gaveta,contado,,,,,1900,,",
+        "gaveta,diferenca,,,,,-100,,",
+        "movimento,sangria,,,,,15000,,\"cofre\"",
+    ] {
+        assert!(csv.contains(want), "{want} in {csv}");
+    }
     assert!(
         api.ledger().await.is_empty(),
         "cash never reaches the gateway"
