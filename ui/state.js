@@ -495,7 +495,8 @@ export function controls(state, a) {
   // A divided sale with a part paid and something missing is not left, whatever its last
   // tender did (a Pix cancelled, a card declined): the next tender, or Cancelar venda.
   const halfPaid = Boolean(split && split.pago > 0 && split.falta > 0 && !split.cancelada);
-  const settled = !halfPaid && Boolean(a && (a.state === "recusado" || (approved && (!partial || split.pago <= 0) && !(split && split.estornando > 0)) || checked));
+  const givingBack = Boolean(split && split.estornando > 0);
+  const settled = !halfPaid && Boolean(a && (a.state === "recusado" || (approved && !givingBack) || checked));
   const queued = live && known && serverDown(state);
   return {
     pagarDisabled: !state.ready || state.pressing || live || (approved && !partial) || (review && !(checked && state.anotherCard)),

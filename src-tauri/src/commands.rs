@@ -250,27 +250,15 @@ pub async fn drawer_move(
     motivo: Option<String>,
 ) -> Result<Drawer> {
     let kind = DrawerKind::parse(&kind)?;
-    // An empty drawer is counted as R$ 0,00, which no payment amount is.
-    let zero = matches!(
-        valor.trim().trim_start_matches("R$").trim(),
-        "0" | "0,0" | "0,00"
-    );
-    let valor = match Centavos::parse_brl(&valor) {
-        Ok(v) => Total::from(v),
-        Err(_) if zero && kind == DrawerKind::Contagem => Total::ZERO,
-        Err(e) => return Err(AppError::invalid(e)),
+    // Zero parses (an empty drawer counted); the outbox refuses it for any other movement.
+    let valor = Total::parse_brl(&valor).map_err(AppError::invalid)?;
+    // The same rules as any reason a cashier writes: trimmed, at most 255 characters, one line.
+    let motivo = match motivo {
+        Some(m) => RefundReason::parse(&m)
+            .map_err(AppError::invalid)?
+            .map(|r| r.as_ref().to_string()),
+        None => None,
     };
-    let motivo = motivo
-        .map(|m| m.trim().to_string())
-        .filter(|m| !m.is_empty());
-    if motivo
-        .as_ref()
-        .is_some_and(|m| m.chars().count() > 255 || m.chars().any(char::is_control))
-    {
-        return Err(AppError::Invalid(
-            "o motivo tem no máximo 255 caracteres, sem quebras de linha".into(),
-        ));
-    }
     Ok(session
         .get()?
         .checkout()

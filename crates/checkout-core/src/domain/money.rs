@@ -46,38 +46,43 @@ impl Centavos {
 
     /// Parses what a cashier types: `1234,56`, `1.234,56`, `R$ 10`, `10,5`. At most two decimals.
     pub fn parse_brl(input: &str) -> Result<Self, AmountError> {
-        let s = input.trim().trim_start_matches("R$").trim();
-        if s.is_empty() {
-            return Err(AmountError::Empty);
-        }
-        let invalid = || AmountError::Format(input.to_string());
-        let (int, frac) = match s.split_once(',') {
-            Some((i, f)) => (i, Some(f)),
-            None => (s, None),
-        };
-        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-        // Dots only group thousands: "1.234" is a thousand and more, "10.00" is refused.
-        let mut groups = int.split('.');
-        let head = groups.next().unwrap_or("");
-        let grouped_ok = digits(head) && groups.all(|g| g.len() == 3 && digits(g));
-        let frac = frac.unwrap_or("00");
-        if !grouped_ok || !digits(frac) || frac.len() > 2 || (int.contains('.') && head.len() > 3) {
-            return Err(invalid());
-        }
-        let int: String = int.chars().filter(|c| *c != '.').collect();
-        let reais: i64 = int.parse().map_err(|_| AmountError::TooLarge)?;
-        let cents: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
-        let total = reais
-            .checked_mul(100)
-            .and_then(|v| v.checked_add(cents))
-            .ok_or(AmountError::TooLarge)?;
-        Self::new(total)
+        Self::new(brl_centavos(input)?)
     }
 
     /// The amount in centavos.
     pub fn get(self) -> i64 {
         self.0
     }
+}
+
+/// Centavos of what a cashier typed, zero included (see [`Centavos::parse_brl`]).
+fn brl_centavos(input: &str) -> Result<i64, AmountError> {
+    let s = input.trim().trim_start_matches("R$").trim();
+    if s.is_empty() {
+        return Err(AmountError::Empty);
+    }
+    let invalid = || AmountError::Format(input.to_string());
+    let (int, frac) = match s.split_once(',') {
+        Some((i, f)) => (i, Some(f)),
+        None => (s, None),
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    // Dots only group thousands: "1.234" is a thousand and more, "10.00" is refused.
+    let mut groups = int.split('.');
+    let head = groups.next().unwrap_or("");
+    let grouped_ok = digits(head) && groups.all(|g| g.len() == 3 && digits(g));
+    let frac = frac.unwrap_or("00");
+    if !grouped_ok || !digits(frac) || frac.len() > 2 || (int.contains('.') && head.len() > 3) {
+        return Err(invalid());
+    }
+    let int: String = int.chars().filter(|c| *c != '.').collect();
+    let reais: i64 = int.parse().map_err(|_| AmountError::TooLarge)?;
+    let cents: i64 = format!("{frac:0<2}").parse().unwrap_or(0);
+    let total = reais
+        .checked_mul(100)
+        .and_then(|v| v.checked_add(cents))
+        .ok_or(AmountError::TooLarge)?;
+    Ok(total)
 }
 
 impl TryFrom<i64> for Centavos {
@@ -154,6 +159,12 @@ impl Total {
     /// `self - other`, or nothing when `other` is more.
     pub fn saturating_sub(self, other: impl Into<Total>) -> Total {
         self.checked_sub(other).unwrap_or(Total::ZERO)
+    }
+
+    /// Parses what a cashier types, like [`Centavos::parse_brl`], zero included (an empty drawer
+    /// counted is `0,00`).
+    pub fn parse_brl(input: &str) -> Result<Self, AmountError> {
+        Ok(Self(brl_centavos(input)?))
     }
 
     /// Whether it is nothing.

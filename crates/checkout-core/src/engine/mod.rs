@@ -242,8 +242,7 @@ impl Checkout {
         motivo: Option<String>,
     ) -> Result<crate::drawer::Drawer> {
         let now = now_ms();
-        let day = self.inner.outbox.day_of(now);
-        let bounds = day_bounds(&day, self.inner.config.utc_offset).expect("a store day");
+        let (day, bounds) = self.store_day(now);
         let drawer = self
             .inner
             .outbox
@@ -259,10 +258,16 @@ impl Checkout {
 
     /// Today's cash drawer.
     pub async fn drawer(&self) -> Result<crate::drawer::Drawer> {
-        let now = now_ms();
-        let day = self.inner.outbox.day_of(now);
-        let bounds = day_bounds(&day, self.inner.config.utc_offset).expect("a store day");
+        let (day, bounds) = self.store_day(now_ms());
         self.inner.outbox.drawer(&day, bounds).await
+    }
+
+    /// The store day `at` falls on, and the instants it covers.
+    fn store_day(&self, at: UnixMillis) -> (String, (UnixMillis, UnixMillis)) {
+        let day = self.inner.outbox.day_of(at);
+        let bounds = day_bounds(&day, self.inner.config.utc_offset)
+            .expect("a day the outbox made is a valid day");
+        (day, bounds)
     }
 
     /// Pays one part of a sale paid in parts ("pagamento misto"): `valor` of the sale's `total`,
@@ -428,14 +433,9 @@ impl Checkout {
                         }
                     }
                 }
-                match split {
-                    Some(total) => {
-                        outbox
-                            .pay_tender(sale, total, valor, cartao, caps, now_ms())
-                            .await?
-                    }
-                    None => outbox.pay(sale, valor, cartao, caps, now_ms()).await?,
-                }
+                outbox
+                    .pay_in(sale, valor, cartao, split, caps, now_ms())
+                    .await?
             }
         };
         if let PayOutcome::Created(a) = &outcome {

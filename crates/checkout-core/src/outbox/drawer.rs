@@ -101,7 +101,15 @@ impl Outbox {
                     "INSERT INTO drawer (day, kind, valor, motivo, at) VALUES (?1, ?2, ?3, ?4, ?5)",
                     params![day, kind.as_str(), valor.get(), motivo, now],
                 )?;
-                drawer_of(c, &day, bounds)
+                // The drawer after it: the one read above with this movement added.
+                let mut moves = before.movimentos;
+                moves.push(DrawerMove {
+                    kind,
+                    valor,
+                    motivo,
+                    at: now,
+                });
+                Ok(Drawer::of(moves, before.vendas, before.devolucoes))
             })
             .await
     }

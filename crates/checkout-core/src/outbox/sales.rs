@@ -18,13 +18,8 @@ impl Outbox {
         caps: Option<OfflineCaps>,
         now: UnixMillis,
     ) -> Result<(PayOutcome, QueueSummary)> {
-        match self
-            .pay_unless(sale, valor, method, Some(total), caps, now, false)
-            .await?
-        {
-            Paid::Done(outcome, queue) => Ok((outcome, queue)),
-            Paid::ReviewFirst(_) => unreachable!("not asked to stop for reviews"),
-        }
+        self.pay_in(sale, valor, method, Some(total), caps, now)
+            .await
     }
 
     /// Returns the sale's live or approved attempt, or durably creates a new one. `caps` are
@@ -37,8 +32,21 @@ impl Outbox {
         caps: Option<OfflineCaps>,
         now: UnixMillis,
     ) -> Result<(PayOutcome, QueueSummary)> {
+        self.pay_in(sale, valor, method, None, caps, now).await
+    }
+
+    /// [`Outbox::pay`] (`split` none) or [`Outbox::pay_tender`] (`split`: the sale's total).
+    pub(crate) async fn pay_in(
+        &self,
+        sale: SaleId,
+        valor: Centavos,
+        method: PayMethod,
+        split: Option<Centavos>,
+        caps: Option<OfflineCaps>,
+        now: UnixMillis,
+    ) -> Result<(PayOutcome, QueueSummary)> {
         match self
-            .pay_unless(sale, valor, method, None, caps, now, false)
+            .pay_unless(sale, valor, method, split, caps, now, false)
             .await?
         {
             Paid::Done(outcome, queue) => Ok((outcome, queue)),
@@ -142,26 +150,26 @@ impl Outbox {
                 let id = AttemptId::generate();
                 let key = IdempotencyKey::generate();
                 let sale_ref = (&sale, number);
-                let (body, cartao, plano) = match &method {
+                let (body, cartao, plano, state, recebido) = match &method {
                     PayMethod::Card(cartao, plano) => (
                         RequestBody::bytes(valor, cartao, *plano, &id, sale_ref, terminal.as_deref(), split),
                         cartao.as_ref(),
                         plano.map(CardPlan::as_stored),
+                        "pendente",
+                        None,
                     ),
                     PayMethod::Pix => (
                         PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref(), split),
                         "",
                         None,
+                        "pendente",
+                        None,
                     ),
                     // Cash is paid when handed over: nothing to send, so no request bytes.
-                    PayMethod::Cash { .. } => (Vec::new(), "", None),
-                };
-                let (state, recebido) = match &method {
                     PayMethod::Cash { recebido } => {
                         change(valor, *recebido).map_err(|e| CoreError::Invalid(e.to_string()))?;
-                        ("aprovado", Some(recebido.get()))
+                        (Vec::new(), "", None, "aprovado", Some(recebido.get()))
                     }
-                    _ => ("pendente", None),
                 };
                 exec(
                     c,
