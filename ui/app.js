@@ -24,12 +24,16 @@ function draw() {
   // A tender of a sale paid in parts approved with something still missing: the amount field
   // offers what is missing, once per tender.
   const split = splitOf(state, a);
-  if (split && a.state === "aprovado" && split.falta > 0 && filledFor !== a.id) {
+  // Not while a press is on its way: the field is off until its answer (the draw after it fills).
+  const fill = !state.pressing && split && a.state === "aprovado" && split.falta > 0 && filledFor !== a.id;
+  if (fill) {
     filledFor = a.id;
     $("valor").value = brlInput(split.falta);
     refreshPlans();
   }
   render(state);
+  // The field was off while the part was charged: Enter there pays what is missing.
+  if (fill) $("valor").focus();
   const text = pixWaiting(a) ? a.pix.copia_e_cola : null;
   if (text && text !== qrText) {
     qrText = text;
@@ -95,11 +99,12 @@ async function press(ev) {
 /** The "forma de pagamento" list follows the amount typed (each parcelado with its
  * installments); a reply older than the last one asked for is dropped. */
 let plansAsked = 0;
-async function refreshPlans(keep = $("forma").value) {
+async function refreshPlans(keep) {
   const asked = ++plansAsked;
   try {
     const offers = await invoke("card_plans", { valor: $("valor").value });
-    if (asked === plansAsked) fillPlans(offers, keep);
+    // The choice as it is when the list comes back: one made meanwhile is kept.
+    if (asked === plansAsked) fillPlans(offers, keep ?? $("forma").value);
   } catch (err) {
     state.error = errorText(err);
     draw();

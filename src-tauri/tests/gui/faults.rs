@@ -499,3 +499,77 @@ async fn a_review_while_the_first_try_still_executes_never_offers_another_card_a
     app.screenshot("revisao-resolvida-aprovado").await;
     app.close().await;
 }
+
+#[tokio::test]
+async fn a_divided_sale_whose_second_part_lost_its_answer_survives_a_kill_and_charges_each_part_once(
+) {
+    // Arrange: the first part of R$ 150,00 paid by débito through the proxy.
+    let ext = External::start(Fault::Pass).await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = ext.launch(dir.path()).await;
+    wait_badge(&app, "Online").await;
+    app.press(F7).await;
+    app.press(&format!("150,00{ENTER}50,00")).await;
+    app.select("forma", "debito:1").await;
+    app.press(ENTER).await;
+    app.wait_status("Pagamento aprovado — falta R$ 100,00")
+        .await;
+
+    // Act: the rest in 2×, and the answer is cut after the server charged it.
+    ext.proxy.set(Fault::CutAfterAnswer).await;
+    // What is missing is offered in the amount field, which has the focus.
+    assert_eq!(app.prop("valor", "value").await.as_deref(), Some("100,00"));
+    assert_eq!(app.focused().await, "valor");
+    app.select("forma", "parcelado:2").await;
+    app.press(ENTER).await;
+    app.wait_status("Pagamento pendente — não cobre de novo")
+        .await;
+    assert_eq!(
+        ext.charges().await,
+        2,
+        "the server charged the rest; the app did not hear"
+    );
+    assert!(!app.enabled("pagar").await && !app.enabled("pix").await);
+    assert!(
+        app.hidden("cancelar-venda").await,
+        "nothing is given back while a part may charge"
+    );
+    // As with any payment waiting offline, the next customer may be served meanwhile: the rest
+    // is sent by itself with its key.
+    assert_eq!(
+        app.prop("nova-venda", "textContent").await.as_deref(),
+        Some("Próxima venda (este pagamento segue na fila)")
+    );
+
+    // The network then refuses, swallows, and the app is killed mid-sale and started again.
+    for fault in [Fault::Refuse, Fault::Swallow] {
+        ext.proxy.set(fault).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(app.status().await, "Pagamento pendente — não cobre de novo");
+    }
+    let sale = app.sale_id().await;
+    let app = app.kill_and_relaunch().await;
+    assert_eq!(app.sale_id().await, sale, "the divided sale came back");
+    app.wait_status("Pagamento pendente — não cobre de novo")
+        .await;
+    assert_eq!(app.prop("total", "value").await.as_deref(), Some("150,00"));
+    assert!(
+        !app.enabled("pagar").await,
+        "nothing to press: the rest waits with its key"
+    );
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(detail.contains("mesma chave"), "{detail}");
+    app.screenshot("dividida-apos-kill-pendente").await;
+
+    // The path heals: the rest is answered from the server's stored result, no third charge.
+    ext.proxy.set(Fault::Pass).await;
+    app.wait_status("Venda paga").await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(
+        detail.contains("(Débito R$ 50,00 + Crédito 2× sem juros R$ 100,00) · falta R$ 0,00"),
+        "{detail}"
+    );
+    assert_eq!(ext.charges().await, 2, "each part charged once");
+    app.screenshot("dividida-apos-kill-paga").await;
+    app.close().await;
+}
