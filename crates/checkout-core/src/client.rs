@@ -2,9 +2,9 @@
 //! the answer means. It never retries by itself; the engine schedules every try.
 
 use crate::config::Config;
-use crate::domain::{AttemptState, Centavos, PixCharge, PixStatus, UnixMillis};
+use crate::domain::{AttemptState, Capture, Centavos, PixCharge, PixStatus, UnixMillis};
 use crate::error::{CoreError, Result};
-use crate::outbox::{FinalAnswer, SendJob, Target};
+use crate::outbox::{CaptureJob, FinalAnswer, SendJob, Target};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::StatusCode;
 use serde::Deserialize;
@@ -136,12 +136,17 @@ struct PaymentView {
     recusa: Option<String>,
 }
 
-/// The server's two final statuses. Any other is not a final answer the engine can record.
+/// The server's final statuses of a payment (an authorization — `autorizado`, and later
+/// `desfeito` or `expirado` — is an approval whose capture is decided apart). Any other is not a
+/// final answer the engine can record.
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 enum ServerStatus {
     Aprovado,
     Recusado,
+    Autorizado,
+    Desfeito,
+    Expirado,
 }
 
 /// A Pix payment as the server answers it (`"metodo": "pix"`).
@@ -201,6 +206,7 @@ fn pix_answer(status: u16, body: &[u8]) -> Option<Answer> {
             payment_id: Some(v.id.clone()),
             motivo: motivo.map(String::from),
             pix: Some(charge.clone()),
+            authorized: false,
         })
     };
     Some(match v.status {
@@ -390,6 +396,42 @@ impl PaymentClient {
         let retry_after = retry_after(res.headers());
         let body = res.bytes().await.map_err(|e| network_error(&e))?.to_vec();
         Ok((status, retry_after, body))
+    }
+
+    /// Sends a capture or undo (`POST /pagamentos/{id}/captura` or `/desfazimento`, body `{}`)
+    /// under its own key, and says where the authorization stands: the server's word (captured,
+    /// undone or lapsed — a step the authorization no longer allowed answers the state that
+    /// stopped it, 422), or why to try again with the same key.
+    pub async fn settle_authorization(&self, job: &CaptureJob) -> CaptureAnswer {
+        let Some(step) = job.step.step_path() else {
+            return CaptureAnswer::Retry {
+                retry_after: None,
+                error: "nada decidido para esta autorização".into(),
+                reach: Reach::Answered,
+            };
+        };
+        let req = self
+            .http
+            .post(format!("{}/pagamentos/{}/{step}", self.base, job.payment_id))
+            .header("Idempotency-Key", job.key.as_ref())
+            .header("Content-Type", "application/json")
+            .body("{}");
+        let (status, retry_after, body) = match self.answer_of(req).await {
+            Ok(answer) => answer,
+            Err(Answer::Retry {
+                retry_after,
+                error,
+                reach,
+            }) => {
+                return CaptureAnswer::Retry {
+                    retry_after,
+                    error,
+                    reach,
+                }
+            }
+            Err(_) => unreachable!("answer_of fails only with Answer::Retry"),
+        };
+        capture_answer(status, retry_after, &body)
     }
 
     /// Reads a Pix the server made (`GET /pagamentos/{id}?aguardar=…`): the server answers as
@@ -595,7 +637,7 @@ impl PaymentClient {
             return Ok(None);
         };
         let status = match found["status"].as_str() {
-            Some("aprovado") => 201,
+            Some("aprovado" | "autorizado" | "desfeito" | "expirado") => 201,
             Some("recusado") => 402,
             other => {
                 return Err(Answer::Retry {
@@ -855,6 +897,59 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(at.duration_since(SystemTime::now()).unwrap_or_default())
 }
 
+/// What a capture's or undo's answer says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaptureAnswer {
+    /// Where the authorization stands now, as the server said.
+    Settled(Capture),
+    /// Worth trying again with the same key.
+    Retry {
+        /// What the server asked for, if it did.
+        retry_after: Option<Duration>,
+        /// What went wrong (pt-BR, no URL).
+        error: String,
+        /// How far the try got.
+        reach: Reach,
+    },
+}
+
+fn capture_answer(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> CaptureAnswer {
+    #[derive(Deserialize)]
+    struct Captured {
+        captura: Option<String>,
+    }
+    let settled = match status.as_u16() {
+        200 => serde_json::from_slice::<Captured>(body)
+            .ok()
+            .and_then(|c| c.captura)
+            .and_then(|c| match c.as_str() {
+                "capturada" => Some(Capture::Capturada),
+                "desfeita" => Some(Capture::Desfeita),
+                "expirada" => Some(Capture::Expirada),
+                _ => None,
+            }),
+        422 => serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|p| match p["type"].as_str()? {
+                "urn:pagar:problem:pagamento-capturado" => Some(Capture::Capturada),
+                "urn:pagar:problem:autorizacao-desfeita" => Some(Capture::Desfeita),
+                "urn:pagar:problem:autorizacao-expirada" => Some(Capture::Expirada),
+                _ => None,
+            }),
+        _ => None,
+    };
+    match settled {
+        Some(state) => CaptureAnswer::Settled(state),
+        // Anything else (409, 5xx, a refusal a person must read) is tried again later with the
+        // same key: the step is idempotent at the server and at the gateway.
+        None => CaptureAnswer::Retry {
+            retry_after,
+            error: problem_text(status, body),
+            reach: Reach::Answered,
+        },
+    }
+}
+
 fn problem_text(status: StatusCode, body: &[u8]) -> String {
     let detail = serde_json::from_slice::<ServerProblem>(body)
         .ok()
@@ -877,8 +972,13 @@ fn classify(
     match status.as_u16() {
         201 | 402 => match serde_json::from_slice::<PaymentView>(&body) {
             Ok(p) => {
+                let authorized = matches!(
+                    p.status,
+                    ServerStatus::Autorizado | ServerStatus::Desfeito | ServerStatus::Expirado
+                ) && *target == Target::Payment;
                 let state = match (status.as_u16(), p.status) {
                     (201, ServerStatus::Aprovado) => AttemptState::Aprovado,
+                    (201, _) if authorized => AttemptState::Aprovado,
                     (402, ServerStatus::Recusado) => AttemptState::Recusado,
                     // A status that contradicts its HTTP code: not safely known.
                     _ => {
@@ -899,6 +999,7 @@ fn classify(
                     },
                     body,
                     pix: None,
+                    authorized,
                 })
             }
             // A final status whose body we cannot read: the outcome is not safely known.

@@ -17,7 +17,7 @@ pub mod outbox;
 pub use closing::{Closing, Discrepancy, DiscrepancyKind, MethodTally, PixTotals, Tally};
 pub use config::Config;
 pub use domain::{
-    format_brl, installments, mask_card, AttemptId, AttemptKind, AttemptState, CardMethod,
+    format_brl, installments, mask_card, AttemptId, AttemptKind, AttemptState, Capture, CardMethod,
     CardPlan, CardToken, Centavos, Financing, IdempotencyKey, Net, PayMethod, PaymentId, PixCharge,
     PixStatus, PlanOffer, PlanRules, RefundReason, SaleId, Total, UnixMillis,
 };

@@ -56,6 +56,10 @@ pub struct Config {
     /// How long the gateway simulator takes for `tok_lento`, in milliseconds.
     #[arg(long, env = "PAGAR_SLOW_GATEWAY_MS", default_value_t = 3_000)]
     pub slow_gateway_ms: u64,
+    /// How long the gateway simulator holds an authorization (`"captura": false`) before it
+    /// lapses unless captured, in milliseconds (default seven days).
+    #[arg(long, env = "PAGAR_AUTHORIZATION_TTL_MS", default_value_t = 604_800_000)]
+    pub authorization_ttl_ms: u64,
     /// How many completed keys are kept in memory so replays skip the database.
     #[arg(long, env = "PAGAR_REPLAY_CACHE_ENTRIES", default_value_t = 100_000)]
     pub replay_cache_entries: usize,
@@ -115,6 +119,7 @@ impl std::fmt::Debug for Config {
             .field("lease_ms", &self.lease_ms)
             .field("recovery_after_ms", &self.recovery_after_ms)
             .field("slow_gateway_ms", &self.slow_gateway_ms)
+            .field("authorization_ttl_ms", &self.authorization_ttl_ms)
             .field("replay_cache_entries", &self.replay_cache_entries)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_header_bytes", &self.max_header_bytes)
@@ -249,6 +254,7 @@ impl Config {
             ("--body-timeout-ms", self.body_timeout_ms, 1),
             ("--recovery-after-ms", self.recovery_after_ms, 0),
             ("--slow-gateway-ms", self.slow_gateway_ms, 0),
+            ("--authorization-ttl-ms", self.authorization_ttl_ms, 1),
             ("--pix-poll-ms", self.pix.pix_poll_ms, 10),
         ];
         for (flag, ms, min) in checks {

@@ -1,7 +1,7 @@
 //! The crate's one error type. Every error leaves the server through [`ApiError::into_response`]
 //! as `application/problem+json` (RFC 9457) with a stable `type`, a `title` and `retryable`.
 
-use crate::domain::{FieldError, KeyError};
+use crate::domain::{CaptureState, FieldError, KeyError};
 use crate::schema::Problem;
 #[cfg(feature = "postgres")]
 pub use crate::store::describe_postgres;
@@ -97,6 +97,16 @@ pub enum ApiError {
         /// The sale's total, in centavos.
         total: i64,
     },
+    /// A capture or undo of a payment that was captured with its charge, or declined.
+    #[error("este pagamento não é uma autorização: foi capturado ao ser aprovado (para devolver, estorne) ou recusado")]
+    NotAnAuthorization,
+    /// A capture or undo the authorization no longer allows, as the gateway decided: captured
+    /// already (undo refused: refund it), undone, or lapsed (capture refused: nothing was taken).
+    #[error("{}", settled_detail(*.0))]
+    AuthorizationSettled(CaptureState),
+    /// A refund of an authorization that was not captured: nothing was taken to give back.
+    #[error("esta autorização não foi capturada: nada foi cobrado; desfaça-a em vez de estornar")]
+    NotCaptured,
     /// No such payment for this merchant, or no such route.
     #[error("pagamento não encontrado")]
     NotFound,
@@ -262,6 +272,34 @@ impl ApiError {
                 "Venda com outro total",
                 false,
             ),
+            NotAnAuthorization => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "nao-e-autorizacao",
+                "Pagamento sem captura posterior",
+                false,
+            ),
+            AuthorizationSettled(state) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                match state {
+                    CaptureState::Capturada => "pagamento-capturado",
+                    CaptureState::Desfeita => "autorizacao-desfeita",
+                    CaptureState::Expirada => "autorizacao-expirada",
+                    CaptureState::Pendente => "autorizacao-pendente",
+                },
+                match state {
+                    CaptureState::Capturada => "Autorização já capturada",
+                    CaptureState::Desfeita => "Autorização desfeita",
+                    CaptureState::Expirada => "Autorização expirada",
+                    CaptureState::Pendente => "Autorização pendente",
+                },
+                false,
+            ),
+            NotCaptured => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "pagamento-nao-capturado",
+                "Autorização não capturada",
+                false,
+            ),
             MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method-not-allowed",
@@ -301,6 +339,16 @@ impl ApiError {
     }
 }
 
+/// What a capture or undo that could not take effect says of the authorization.
+fn settled_detail(state: CaptureState) -> &'static str {
+    match state {
+        CaptureState::Capturada => "esta autorização já foi capturada: o valor foi cobrado; para devolver, estorne",
+        CaptureState::Desfeita => "esta autorização foi desfeita: nada foi cobrado e nada pode mais ser capturado",
+        CaptureState::Expirada => "esta autorização expirou sem captura: nada foi cobrado e nada pode mais ser capturado",
+        CaptureState::Pendente => "esta autorização ainda espera captura ou desfazimento",
+    }
+}
+
 /// `R$ 1.234,56` for an amount in centavos.
 fn brl(centavos: i64) -> String {
     let (reais, cents) = (centavos / 100, centavos % 100);
@@ -319,19 +367,16 @@ impl From<crate::gateway::GatewayError> for ApiError {
     fn from(e: crate::gateway::GatewayError) -> Self {
         match e {
             crate::gateway::GatewayError::Voided => ApiError::KeyCancelled,
+            crate::gateway::GatewayError::NotAnAuthorization => ApiError::NotAnAuthorization,
             crate::gateway::GatewayError::Unavailable(e) => ApiError::GatewayUnavailable(e),
         }
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The problem+json bytes of this error, and its status.
+    pub fn problem_bytes(&self) -> (StatusCode, Vec<u8>) {
         let (status, slug, title, retryable) = self.describe();
-        match &self {
-            ApiError::Store(e) => tracing::error!(error = %e, "store failure"),
-            ApiError::GatewayUnavailable(e) => tracing::error!(error = %e, "gateway failure"),
-            _ => {}
-        }
         let kind = Self::type_uri(slug);
         let problem = Problem {
             kind: &kind,
@@ -339,12 +384,26 @@ impl IntoResponse for ApiError {
             status: status.as_u16(),
             detail: self.to_string(),
             retryable,
-            errors: match &self {
+            errors: match self {
                 ApiError::Validation(errs) => Some(errs),
                 _ => None,
             },
         };
-        let body = serde_json::to_vec(&problem).expect("a problem always serialises");
+        (
+            status,
+            serde_json::to_vec(&problem).expect("a problem always serialises"),
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match &self {
+            ApiError::Store(e) => tracing::error!(error = %e, "store failure"),
+            ApiError::GatewayUnavailable(e) => tracing::error!(error = %e, "gateway failure"),
+            _ => {}
+        }
+        let (status, body) = self.problem_bytes();
         let mut res = (status, body).into_response();
         let h = res.headers_mut();
         h.insert(

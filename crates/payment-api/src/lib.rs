@@ -5,6 +5,7 @@
 //! `ARCHITECTURE.md` for the invariants and `../shared/SPEC.md` §2 for the contract.
 
 pub mod cancel;
+pub mod captures;
 pub mod clock;
 pub mod config;
 pub mod conn;

@@ -259,6 +259,7 @@ impl Operation for Payments {
                 request.valor,
                 request.cartao,
                 request.plano,
+                request.captura,
             )
             .await;
         self.metrics.store_op("gateway_charge", started);
@@ -380,6 +381,8 @@ fn from_charge(
         merchant: merchant.clone(),
         terminal: None,
         plano: charged.plano,
+        captura: charged.captura,
+        autorizacao_expira_em: charged.autorizacao_expira_em,
     }
 }
 

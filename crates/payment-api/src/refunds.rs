@@ -212,6 +212,7 @@ impl Operation for Refunds {
                 return Err(match refused {
                     Hold::NoPayment => ApiError::NotFound,
                     Hold::NotApproved => ApiError::NotRefundable,
+                    Hold::NotCaptured => ApiError::NotCaptured,
                     Hold::Exceeds { left } => ApiError::RefundExceeds { left },
                     Hold::Held(_) | Hold::LeaseLost => unreachable!("matched above"),
                 });

@@ -6,7 +6,7 @@
 
 use crate::clock::{rfc3339, Millis};
 use crate::domain::RefundStatus;
-use crate::domain::{CardPlan, FieldError, Financing};
+use crate::domain::{CaptureState, CardPlan, FieldError, Financing};
 use crate::gateway::simulator::{LedgerRow, RefundLedgerRow};
 use crate::store::{Payment, PixCharge, Refund};
 use serde::{Deserialize, Serialize};
@@ -17,12 +17,22 @@ use serde::{Deserialize, Serialize};
 pub struct PaymentBody {
     /// `pay_…`
     pub id: String,
-    /// `aprovado` or `recusado`.
+    /// `aprovado` or `recusado`; an authorization (`"captura": false`) is `autorizado` until
+    /// captured (then `aprovado`), undone (`desfeito`) or lapsed (`expirado`).
+    #[schema(example = "aprovado")]
     pub status: &'static str,
     /// Amount in centavos.
     pub valor: i64,
     /// Always `BRL`.
     pub moeda: &'static str,
+    /// An authorization's state: `pendente`, `capturada`, `desfeita` or `expirada` (absent: captured
+    /// with its charge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "pendente")]
+    pub captura: Option<&'static str>,
+    /// When an authorization lapses unless captured, RFC 3339.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autorizacao_expira_em: Option<String>,
     /// Decline reason code (`cartao_recusado`, `saldo_insuficiente`), for declines only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub motivo: Option<String>,
@@ -59,9 +69,11 @@ impl From<&Payment> for PaymentBody {
     fn from(p: &Payment) -> Self {
         Self {
             id: p.id.to_string(),
-            status: p.status.as_str(),
+            status: p.public_status(),
             valor: p.valor.get(),
             moeda: "BRL",
+            captura: p.captura.map(CaptureState::as_str),
+            autorizacao_expira_em: p.autorizacao_expira_em.map(rfc3339),
             motivo: p.motivo.clone(),
             descricao: p.descricao.clone(),
             referencia: p.referencia.clone(),
@@ -283,7 +295,7 @@ impl PaymentDetail {
         };
         let estornado = sum(|s| s == RefundStatus::Aprovado);
         let taken = sum(|s| s != RefundStatus::Recusado);
-        let refundable = p.status == crate::domain::PaymentStatus::Aprovado;
+        let refundable = p.is_captured();
         Self {
             pagamento: PaymentBody::from(p),
             estornado,
@@ -396,9 +408,11 @@ pub struct VendaBody {
     pub total: i64,
     /// Approved, less approved refunds.
     pub pago: i64,
+    /// Held on cards by authorizations (`"captura": false`) not captured or undone yet.
+    pub autorizado: i64,
     /// Held by tenders still executing.
     pub em_andamento: i64,
-    /// `total - pago - em_andamento`: what a new tender may still take.
+    /// `total - pago - autorizado - em_andamento`: what a new tender may still take.
     pub falta: i64,
     /// Each tender, oldest first.
     pub pagamentos: Vec<VendaTender>,
@@ -416,22 +430,23 @@ pub struct VendaTender {
     pub valor: i64,
     /// What it holds of the sale now (an approved tender less its approved refunds).
     pub retido: i64,
-    /// `aprovado`, `recusado`, `em_andamento`, or `liberado` (refused or cancelled before it
-    /// charged).
+    /// `aprovado`, `autorizado` (held, not captured), `recusado`, `em_andamento`, or
+    /// `liberado` (refused or cancelled before it charged, or an authorization undone or lapsed).
     pub status: String,
 }
 
 impl From<&crate::store::Sale> for VendaBody {
     fn from(s: &crate::store::Sale) -> Self {
-        let (pago, em_andamento) = (s.pago(), s.em_andamento());
+        let (pago, autorizado, em_andamento) = (s.pago(), s.autorizado(), s.em_andamento());
         Self {
             id: s.id.clone(),
             referencia: s.referencia.clone(),
             terminal: (!s.terminal.is_empty()).then(|| s.terminal.clone()),
             total: s.total.get(),
             pago,
+            autorizado,
             em_andamento,
-            falta: s.total.get() - pago - em_andamento,
+            falta: s.total.get() - pago - autorizado - em_andamento,
             pagamentos: s
                 .tenders
                 .iter()
@@ -483,6 +498,10 @@ pub struct NovoPagamento {
     /// `venda-total-diferente` to one that names another total; nothing is stored for either.
     /// A Pix tender holds its part while it waits, and frees it if cancelled or expired unpaid.
     venda: Option<serde_json::Value>,
+    /// Card only. `false`: authorize only — answered 201 `autorizado`; the amount is held on the
+    /// card until `POST /pagamentos/{id}/captura` takes it or `/desfazimento` releases it, or the
+    /// hold lapses (`expirado`). Absent or `true`: captured at once.
+    captura: Option<bool>,
     /// Pix only: seconds until the charge expires (30–86 400; the server's default otherwise).
     expiracao: Option<u32>,
     /// Free text, up to 255 characters.
@@ -533,6 +552,10 @@ pub struct LedgerEntry {
     /// the request named one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plano: Option<String>,
+    /// An authorization's state at the gateway (`pendente`, `capturada`, `desfeita`,
+    /// `expirada`); absent for a charge captured at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub captura: Option<&'static str>,
 }
 
 impl From<&LedgerRow> for LedgerEntry {
@@ -546,6 +569,7 @@ impl From<&LedgerRow> for LedgerEntry {
             motivo: r.motivo.clone(),
             criado_em_ms: r.created_at,
             plano: r.plano.map(CardPlan::as_stored),
+            captura: r.captura.map(CaptureState::as_str),
         }
     }
 }

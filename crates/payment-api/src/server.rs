@@ -157,10 +157,10 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
     config.validate().map_err(ApiError::Startup)?;
     let api_keys = config.load_api_keys().map_err(ApiError::Startup)?;
     let ledger: Arc<dyn SimulatorLedger> = db.clone();
-    let gateway = Arc::new(SimulatedGateway::new(
-        ledger.clone(),
-        Duration::from_millis(config.slow_gateway_ms),
-    ));
+    let gateway = Arc::new(
+        SimulatedGateway::new(ledger.clone(), Duration::from_millis(config.slow_gateway_ms))
+            .with_authorization_ttl(Duration::from_millis(config.authorization_ttl_ms)),
+    );
     let state = AppState::new(&config, api_keys, db, gateway, Some(ledger));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -257,8 +257,9 @@ async fn poll_pix(state: AppState, every: Duration) {
     }
 }
 
-/// Every `every`: purges completed keys past their retention, and finishes or releases
-/// executions abandoned more than `recovery_after_ms` after their lease ended.
+/// Every `every`: finishes or releases executions abandoned more than `recovery_after_ms` after
+/// their lease ended, settles authorizations past their time, and purges completed keys past
+/// their retention.
 async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_after_ms: i64) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -278,6 +279,11 @@ async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_afte
                 "recovery settled abandoned executions"
             ),
             Err(e) => tracing::warn!(error = %e, "recovery failed; will try again"),
+        }
+        match state.capture().steps().lapse_due().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(settled = n, "authorizations past their time settled"),
+            Err(e) => tracing::warn!(error = %e, "authorization lapse pass failed; will try again"),
         }
         match state.store().purge_keys(retention_ms).await {
             Ok(0) => {}

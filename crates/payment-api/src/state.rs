@@ -1,6 +1,7 @@
 //! State shared by every request of one server.
 
 use crate::cancel::Cancel;
+use crate::captures::{AuthorizationSteps, Capture, Undo};
 use crate::config::Config;
 use crate::domain::MerchantId;
 use crate::faults::Faults;
@@ -30,6 +31,8 @@ struct Shared {
     payments: Arc<Payments>,
     refunds: Arc<Refunds>,
     cancel: Cancel,
+    capture: Capture,
+    undo: Undo,
     pix: Option<PixParts>,
     ledger: Option<Arc<dyn SimulatorLedger>>,
     api_keys: HashMap<String, MerchantId>,
@@ -107,6 +110,8 @@ impl AppState {
                     &config.pix.pix_key,
                 )) as Arc<dyn PixProvider>
             });
+        let (capture, undo) =
+            AuthorizationSteps::new(store.clone(), gateway.clone(), metrics.clone());
         let refunds = Arc::new(Refunds::new(
             store.clone(),
             store.clone(),
@@ -142,6 +147,8 @@ impl AppState {
             payments,
             refunds,
             cancel,
+            capture,
+            undo,
             pix,
             ledger,
             api_keys,
@@ -182,6 +189,16 @@ impl AppState {
         &self.0.cancel
     }
 
+    /// The capture of an authorization (and, through it, the pass that lapses them).
+    pub fn capture(&self) -> &Capture {
+        &self.0.capture
+    }
+
+    /// The undo of an authorization.
+    pub fn undo(&self) -> &Undo {
+        &self.0.undo
+    }
+
     /// The Pix operation and its settlement, when a Pix provider is configured.
     pub fn pix(&self) -> Option<&PixParts> {
         self.0.pix.as_ref()
@@ -193,6 +210,8 @@ impl AppState {
             self.0.payments.as_ref(),
             self.0.refunds.as_ref(),
             &self.0.cancel,
+            &self.0.capture,
+            &self.0.undo,
         ];
         if let Some(pix) = &self.0.pix {
             all.push(pix.op.as_ref());

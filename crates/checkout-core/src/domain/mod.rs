@@ -1,10 +1,12 @@
 //! Domain newtypes of the checkout: parse, don't validate.
 
+mod capture;
 mod cash;
 mod money;
 mod pix;
 mod plan;
 
+pub use capture::Capture;
 pub use cash::{change, CashShort};
 pub use money::{format_brl, AmountError, Centavos, Net, Total};
 pub use pix::{PayMethod, PixCharge, PixStatus};

@@ -4,6 +4,7 @@
 //! has a file of its own: [`dispatch`] (sending and retrying), [`probe`] (connectivity),
 //! [`reviews`] (looking up and cancelling attempts in `revisao`).
 
+mod captures;
 mod dispatch;
 mod late_pix;
 mod probe;
@@ -16,7 +17,7 @@ use crate::client::{Answer, PaymentClient, Reach, RemoteStatus};
 use crate::closing::{reconcile, Closing, Evidence};
 use crate::config::Config;
 use crate::domain::{
-    day_bounds, AttemptId, AttemptState, CardPlan, CardToken, Centavos, PayMethod, PaymentId,
+    day_bounds, AttemptId, AttemptState, Capture, CardPlan, CardToken, Centavos, PayMethod, PaymentId,
     RefundReason, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
@@ -138,6 +139,8 @@ struct Inner {
     advertised_retention: AtomicU64,
     /// Attempts went to `revisao` unchecked, or the server came back: check them.
     reviews_due: Notify,
+    /// A capture or undo was decided: send it.
+    captures_due: Notify,
     /// True once the first `/health` probe has answered or failed: the dispatcher waits for it,
     /// so it knows the server's key retention before it decides to resend an old attempt.
     probed: watch::Sender<bool>,
@@ -163,6 +166,15 @@ impl Checkout {
             .with_utc_offset(config.utc_offset)
             .with_terminal(config.terminal.as_deref());
         outbox.make_all_due(now_ms()).await?;
+        // An authorization nobody confirmed before the till stopped belongs to a sale that was
+        // not finished: it is undone, never captured silently.
+        let undone = outbox.undo_unconfirmed(now_ms()).await?;
+        if !undone.is_empty() {
+            tracing::warn!(
+                count = undone.len(),
+                "authorizations of unfinished sales found at start: being undone"
+            );
+        }
         let (events, _) = broadcast::channel(4096);
         let (stop, _) = watch::channel(false);
         let inner = Arc::new(Inner {
@@ -177,6 +189,7 @@ impl Checkout {
             went_offline: Notify::new(),
             advertised_retention: AtomicU64::new(0),
             reviews_due: Notify::new(),
+            captures_due: Notify::new(),
             probed: watch::channel(false).0,
             stop,
             tasks: Mutex::new(Vec::new()),
@@ -190,6 +203,10 @@ impl Checkout {
                 inner.stop.subscribe(),
             )),
             tokio::spawn(late_pix::watch_late_pix(
+                inner.clone(),
+                inner.stop.subscribe(),
+            )),
+            tokio::spawn(captures::settle_authorizations(
                 inner.clone(),
                 inner.stop.subscribe(),
             )),
@@ -482,12 +499,26 @@ impl Checkout {
                 "um pagamento desta venda ainda está em andamento: espere o resultado antes de cancelar a venda".into(),
             ));
         }
+        if attempts.iter().any(|a| a.captura == Some(Capture::Capturar)) {
+            return Err(CoreError::Invalid(
+                "a captura desta venda já foi pedida: espere a confirmação e então estorne".into(),
+            ));
+        }
+        // Authorized parts are undone (nothing was taken); the rest are refunded.
+        let mut refunds = self
+            .inner
+            .outbox
+            .decide_captures(sale, Capture::Desfazer, now_ms())
+            .await?;
+        if !refunds.is_empty() {
+            self.inner.captures_due.notify_one();
+        }
         let reason = RefundReason::parse("venda cancelada").expect("a valid reason");
-        let mut refunds = Vec::new();
-        for paid in attempts
-            .iter()
-            .filter(|a| !a.is_refund() && a.state == AttemptState::Aprovado)
-        {
+        for paid in attempts.iter().filter(|a| {
+            !a.is_refund()
+                && a.state == AttemptState::Aprovado
+                && a.captura.is_none_or(|c| c == Capture::Capturada)
+        }) {
             match self.refund(&paid.id, None, reason.clone()).await {
                 Ok(PayOutcome::Created(r) | PayOutcome::Existing(r)) => refunds.push(r),
                 Err(CoreError::NothingToRefund) => {}
@@ -496,6 +527,38 @@ impl Checkout {
         }
         tracing::info!(sale = %sale, refunds = refunds.len(), "sale cancelled: its payments are being refunded");
         Ok(refunds)
+    }
+
+    /// Confirms a sale paid in parts whose receipt was shown: every authorized tender of it is
+    /// captured, each under a key of its own written ahead before it is sent. Refused while the
+    /// sale is not fully paid. Returns the tenders decided now (none when it was confirmed
+    /// before: asking again changes nothing).
+    pub async fn confirm_sale(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
+        let attempts = self.inner.outbox.attempts_of(sale).await?;
+        let Some(total) = attempts.iter().find_map(|a| a.sale_total) else {
+            return Ok(Vec::new()); // a sale paid at once is captured with its charge
+        };
+        let paid: i64 = attempts
+            .iter()
+            .filter(|a| a.pays())
+            .map(|a| if a.is_refund() { -a.valor.get() } else { a.valor.get() })
+            .sum();
+        if paid < total.get() {
+            return Err(CoreError::Invalid(format!(
+                "a venda ainda não está paga: faltam {}",
+                crate::domain::format_brl(total.get() - paid)
+            )));
+        }
+        let decided = self
+            .inner
+            .outbox
+            .decide_captures(sale, Capture::Capturar, now_ms())
+            .await?;
+        if !decided.is_empty() {
+            tracing::info!(sale = %sale, tenders = decided.len(), "sale confirmed: its authorizations are being captured");
+            self.inner.captures_due.notify_one();
+        }
+        Ok(decided)
     }
 
     /// What an approved payment attempt has had paid back, has on its way back and has left;
@@ -835,6 +898,7 @@ impl Inner {
                 }
                 self.wake.notify_one();
                 self.reviews_due.notify_one();
+                self.captures_due.notify_one();
             }
             _ => {}
         }

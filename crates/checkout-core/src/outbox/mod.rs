@@ -1,6 +1,7 @@
 //! The write-ahead outbox: every attempt, its key and its exact request bytes, durable in SQLite
 //! before the first byte goes on the network.
 
+mod captures;
 mod caps;
 mod closings;
 mod drawer;
@@ -12,6 +13,7 @@ mod sales;
 mod schema;
 mod wire;
 
+pub use captures::{CaptureJob, CaptureResult};
 pub use caps::OfflineCaps;
 pub use lock::lock_path;
 pub(crate) use records::Paid;

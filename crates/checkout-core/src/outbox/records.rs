@@ -1,7 +1,7 @@
 //! What the outbox stores and answers: attempts, the queue, and how a try ended.
 
 use crate::domain::{
-    AttemptId, AttemptKind, AttemptState, CardPlan, CardToken, Centavos, IdempotencyKey, PaymentId,
+    AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey, PaymentId,
     PixCharge, PixStatus, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
@@ -66,9 +66,18 @@ pub struct Attempt {
     /// A sale paid in parts: its total (each of its payment attempts is one tender). `None`: a
     /// sale paid at once.
     pub sale_total: Option<Centavos>,
+    /// A card tender authorized first: where its capture stands (`None`: captured with its
+    /// charge, or not a card).
+    pub captura: Option<Capture>,
 }
 
 impl Attempt {
+    /// True when it pays its sale: approved, and not an authorization being undone, undone or
+    /// lapsed.
+    pub fn pays(&self) -> bool {
+        self.state == AttemptState::Aprovado && self.captura.is_none_or(Capture::pays)
+    }
+
     /// Where its request goes.
     pub fn target(&self) -> Target {
         Target::of(self.refund_payment.clone())
@@ -262,6 +271,9 @@ pub struct FinalAnswer {
     pub motivo: Option<String>,
     /// A Pix: its charge as settled.
     pub pix: Option<PixCharge>,
+    /// Approved as an authorization (`autorizado`): the amount is held, to be captured or
+    /// undone.
+    pub authorized: bool,
 }
 
 /// How a try ended, to be recorded.

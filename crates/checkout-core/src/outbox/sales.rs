@@ -120,6 +120,13 @@ impl Outbox {
                         if let Some(a) = live.or(existing.as_ref().filter(|_| paid >= split.get())) {
                             return Ok(Paid::Done(PayOutcome::Existing(a.clone()), queue(c)?));
                         }
+                        let releasing = tenders_releasing(c, &sale)?;
+                        if paid + valor.get() <= split.get() && paid + releasing + valor.get() > split.get() {
+                            return Err(CoreError::Invalid(format!(
+                                "uma autorização desta venda está sendo desfeita ({}); aguarde o servidor confirmar antes de cobrar de novo",
+                                format_brl(releasing)
+                            )));
+                        }
                         if paid + valor.get() > split.get() {
                             return Err(CoreError::TenderExceeds {
                                 asked: valor,
@@ -255,13 +262,15 @@ impl Outbox {
                     payment_id,
                     motivo,
                     pix,
+                    authorized,
                 }) => {
                     let n = exec(
                         c,
                         "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
-                                motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7
+                                motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7,
+                                captura = CASE WHEN ?8 THEN 'pendente' ELSE captura END
                          WHERE id = ?1 AND state = 'pendente'",
-                        params![id.as_ref(), state.as_str(), status, body, payment_id, motivo, now],
+                        params![id.as_ref(), state.as_str(), status, body, payment_id, motivo, now, authorized],
                     )?;
                     if let Some(pix) = pix.filter(|_| n == 1) {
                         upsert_pix(c, &id, &pix, now)?;
@@ -396,6 +405,12 @@ impl Outbox {
     pub async fn make_all_due(&self, now: UnixMillis) -> Result<usize> {
         self.db
             .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE attempts SET captura_next_at = ?1
+                     WHERE captura IN ('capturar', 'desfazer') AND captura_next_at > ?1",
+                    [now],
+                )?;
                 Ok(exec(
                     c,
                     "UPDATE attempts SET next_try_at = ?1 WHERE state = 'pendente' AND next_try_at > ?1",
@@ -568,7 +583,17 @@ impl Outbox {
 pub(super) fn tenders_paid(c: &rusqlite::Connection, sale: &SaleId) -> rusqlite::Result<i64> {
     c.prepare_cached(
         "SELECT COALESCE(SUM(CASE kind WHEN 'pagamento' THEN valor ELSE -valor END), 0)
-           FROM attempts WHERE sale_id = ?1 AND state = 'aprovado'",
+           FROM attempts WHERE sale_id = ?1 AND state = 'aprovado'
+            AND (captura IS NULL OR captura IN ('pendente', 'capturar', 'capturada'))",
+    )?
+    .query_row([sale.as_ref()], |r| r.get(0))
+}
+
+/// What a sale's authorizations being undone still hold at the server until it confirms.
+fn tenders_releasing(c: &rusqlite::Connection, sale: &SaleId) -> rusqlite::Result<i64> {
+    c.prepare_cached(
+        "SELECT COALESCE(SUM(valor), 0) FROM attempts
+          WHERE sale_id = ?1 AND kind = 'pagamento' AND captura = 'desfazer'",
     )?
     .query_row([sale.as_ref()], |r| r.get(0))
 }

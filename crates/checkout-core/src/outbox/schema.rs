@@ -3,7 +3,7 @@
 
 use super::records::{Attempt, QueueSummary};
 use crate::domain::{
-    AttemptId, AttemptKind, AttemptState, CardPlan, CardToken, Centavos, IdempotencyKey, PaymentId,
+    AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey, PaymentId,
     PixCharge, PixStatus, SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
@@ -25,6 +25,7 @@ pub(super) fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/V7__card_plans.sql")),
         M::up(include_str!("../../migrations/V8__split_sales.sql")),
         M::up(include_str!("../../migrations/V9__cash.sql")),
+        M::up(include_str!("../../migrations/V10__authorizations.sql")),
     ])
 }
 
@@ -42,7 +43,7 @@ pub(super) const LIVE_REFUND: &str = "(kind = 'estorno' AND (state = 'pendente' 
 pub(super) const ATTEMPT_COLUMNS: &str = "id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
                                last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at, \
                                (SELECT number FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_number, \
-                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, plano, recebido, \
+                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, plano, recebido, captura, \
                                (SELECT total FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_total, \
                                (SELECT json_object('payment_id', payment_id, 'txid', txid, 'copia_e_cola', copia_e_cola, \
                                        'expira_em', expira_em, 'status', status, 'e2eid', e2eid, 'pago_em', pago_em) \
@@ -122,6 +123,10 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         review_checked_at: r.get("review_checked_at")?,
         sale_number: r.get("sale_number")?,
         sale_day: r.get("sale_day")?,
+        captura: r
+            .get::<_, Option<String>>("captura")?
+            .map(|c| Capture::parse(&c).ok_or_else(|| refused("captura", &c)))
+            .transpose()?,
     })
 }
 

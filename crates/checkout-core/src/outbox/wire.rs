@@ -20,6 +20,10 @@ pub(super) struct RequestBody<'a> {
     terminal: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     venda: Option<Venda<'a>>,
+    /// `false` for a tender of a divided sale: authorized now, captured once the whole sale is
+    /// paid and its receipt shown, undone if it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    captura: Option<bool>,
 }
 
 /// `venda` of a tender: the sale it is part of and the sale's total, which the server holds
@@ -58,6 +62,7 @@ impl RequestBody<'_> {
                 referencia: sale.0.as_ref(),
                 total: total.get(),
             }),
+            captura: split.map(|_| false),
         })
         .expect("a request body always serialises")
     }

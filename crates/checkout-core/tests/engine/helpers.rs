@@ -140,7 +140,7 @@ pub fn fast_config(api_url: &str) -> Config {
 pub struct Engine {
     pub checkout: Checkout,
     pub db: PathBuf,
-    _dir: tempfile::TempDir,
+    pub _dir: tempfile::TempDir,
 }
 
 impl Engine {

@@ -2,7 +2,11 @@
 //! above the sale's total — checked by the till first and by the server for every till.
 
 use crate::helpers::*;
-use checkout_core::{AttemptState, CardPlan, CardToken, Centavos, CoreError, PayOutcome, SaleId};
+use checkout_core::{
+    Attempt, AttemptState, Capture, CardPlan, CardToken, Centavos, CoreError, PayOutcome, SaleId,
+};
+use payment_api::domain::CaptureState;
+use std::time::Duration;
 
 async fn tender(
     engine: &Engine,
@@ -71,10 +75,33 @@ async fn a_sale_of_150_is_paid_50_by_debit_and_100_by_credit_and_never_a_centavo
         .unwrap();
     assert!(matches!(paid, PayOutcome::Existing(ref a) if a.id == second.id));
 
-    // The server saw both tenders of one sale, and the closing finds nothing wrong with two
-    // approved payments for it.
+    // Both tenders are authorizations until the sale is confirmed (its receipt shown): the
+    // gateway holds the money, takes none.
     let ledger = api.ledger().await;
     assert_eq!(ledger.len(), 2);
+    assert!(ledger
+        .iter()
+        .all(|r| r.captura == Some(CaptureState::Pendente)));
+    let sale = SaleId::parse("venda-1").unwrap();
+    let decided = engine.checkout.confirm_sale(&sale).await.unwrap();
+    assert_eq!(decided.len(), 2);
+    assert!(decided.iter().all(|a| a.captura == Some(Capture::Capturar)));
+    for a in [&first, &second] {
+        assert_eq!(
+            settled_capture(&engine, a).await.captura,
+            Some(Capture::Capturada)
+        );
+    }
+    assert!(
+        engine.checkout.confirm_sale(&sale).await.unwrap().is_empty(),
+        "confirmed twice: nothing new is decided"
+    );
+    let ledger = api.ledger().await;
+    assert!(ledger
+        .iter()
+        .all(|r| r.captura == Some(CaptureState::Capturada)));
+    // The server saw both tenders of one sale, and the closing finds nothing wrong with two
+    // approved payments for it.
     let body: serde_json::Value = serde_json::from_slice(
         &engine
             .checkout
@@ -165,11 +192,17 @@ async fn a_divided_sale_given_up_refunds_every_paid_part_and_cash_from_the_drawe
     );
     let sale = SaleId::parse("venda-x").unwrap();
     let refunds = engine.checkout.abandon_sale(&sale).await.unwrap();
-    assert_eq!(refunds.len(), 2);
+    assert_eq!(refunds.len(), 2, "the card part undone, the cash given back");
+    let undone = refunds.iter().find(|r| r.id == card.id).expect("the card part");
+    assert_eq!(undone.captura, Some(Capture::Desfazer));
+    assert_eq!(
+        settled_capture(&engine, &card).await.captura,
+        Some(Capture::Desfeita)
+    );
     // Asked again: the same refunds, nothing new.
     let again = engine.checkout.abandon_sale(&sale).await.unwrap();
     assert!(again.iter().all(|r| refunds.iter().any(|x| x.id == r.id)));
-    for r in &refunds {
+    for r in refunds.iter().filter(|r| r.is_refund()) {
         assert_eq!(engine.final_state(r).await.state, AttemptState::Aprovado);
     }
     let of_cash = refunds
@@ -177,13 +210,13 @@ async fn a_divided_sale_given_up_refunds_every_paid_part_and_cash_from_the_drawe
         .find(|r| r.refund_of.as_ref() == Some(&cash.id))
         .unwrap();
     assert!(of_cash.is_cash());
-    let given_back = api.refund_ledger().await;
-    assert_eq!(
-        given_back.len(),
-        1,
-        "the card part at the gateway; the cash from the drawer"
+    assert!(
+        api.refund_ledger().await.is_empty(),
+        "nothing refunded at the gateway: the card part was never taken, the cash came from the drawer"
     );
-    assert_eq!(given_back[0].valor.get(), 5_000);
+    let ledger = api.ledger().await;
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0].captura, Some(CaptureState::Desfeita));
     // Nothing of it is left: a further cancel refunds nothing more.
     assert!(engine
         .checkout
@@ -191,4 +224,83 @@ async fn a_divided_sale_given_up_refunds_every_paid_part_and_cash_from_the_drawe
         .await
         .unwrap()
         .is_empty());
+}
+
+/// The tender once the server has said where its authorization stands (at most 20 s).
+async fn settled_capture(engine: &Engine, tender: &Attempt) -> Attempt {
+    for _ in 0..400 {
+        let a = engine.checkout.attempt(&tender.id).await.unwrap();
+        if a.captura.is_some_and(Capture::is_final) {
+            return a;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the authorization of {} never settled", tender.id);
+}
+
+#[tokio::test]
+async fn a_till_started_again_undoes_the_authorizations_of_an_unfinished_sale_and_never_captures_them(
+) {
+    let api = Api::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("outbox.db");
+    let open = || checkout_core::Checkout::open(&db, fast_config(&api.url()));
+    let checkout = open().await.unwrap();
+    settled_connectivity(&checkout).await;
+    let sale = SaleId::parse("venda-r").unwrap();
+    let part = attempt_of(
+        checkout
+            .pay_tender(
+                sale.clone(),
+                Centavos::new(10_000).unwrap(),
+                Centavos::new(4_000).unwrap(),
+                CardToken::parse("tok_aprovado").unwrap(),
+                CardPlan::DEBITO,
+            )
+            .await
+            .unwrap(),
+    );
+    let part = checkout
+        .wait_final(&part.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!((part.state, part.captura), (AttemptState::Aprovado, Some(Capture::Pendente)));
+    // The sale is not finished: it cannot be confirmed, so nothing is captured.
+    assert!(matches!(
+        checkout.confirm_sale(&sale).await,
+        Err(CoreError::Invalid(_))
+    ));
+    checkout.shutdown().await;
+
+    // Started again, the till finds an authorization nobody confirmed: it is undone.
+    let engine = Engine {
+        checkout: open().await.unwrap(),
+        db: db.clone(),
+        _dir: dir,
+    };
+    let undone = settled_capture(&engine, &part).await;
+    assert_eq!(undone.captura, Some(Capture::Desfeita));
+    assert!(!undone.pays());
+    let ledger = api.ledger().await;
+    assert_eq!(ledger[0].captura, Some(CaptureState::Desfeita));
+    // The sale is open again with its whole total missing: another card pays it.
+    let again = attempt_of(
+        tender(&engine, "venda-r", 10_000, 10_000, CardPlan::CREDITO)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(engine.final_state(&again).await.state, AttemptState::Aprovado);
+    engine.checkout.confirm_sale(&sale).await.unwrap();
+    assert_eq!(
+        settled_capture(&engine, &again).await.captura,
+        Some(Capture::Capturada)
+    );
+    let taken: i64 = api
+        .ledger()
+        .await
+        .iter()
+        .filter(|r| r.takes_money())
+        .map(|r| r.valor.get())
+        .sum();
+    assert_eq!(taken, 10_000, "the customer paid the total once");
 }

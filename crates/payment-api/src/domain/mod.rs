@@ -1,6 +1,7 @@
 //! Domain types: parse, don't validate. Each type's constructor is the only way in, and its
 //! error says what was wrong in a type of its own. One concept per file.
 
+mod capture;
 mod card;
 mod fingerprint;
 mod json;
@@ -16,6 +17,7 @@ mod request;
 mod sale;
 mod terminal;
 
+pub use capture::{CaptureState, CaptureStep, UnknownCapture};
 pub use card::{CardToken, UnknownCard};
 pub use fingerprint::{BodyDigest, Fingerprint};
 pub use json::{parse_json_strict, MalformedJson};

@@ -23,6 +23,10 @@ impl KeyOperation {
     pub const ESTORNO: KeyOperation = KeyOperation::named("estorno");
     /// `POST /pagamentos/cancelamentos` on a key nothing had claimed: the key is being burned.
     pub const CANCELAMENTO: KeyOperation = KeyOperation::named("cancelamento");
+    /// Capturing an authorized payment (`POST /pagamentos/{id}/captura`).
+    pub const CAPTURA: KeyOperation = KeyOperation::named("captura");
+    /// Undoing an authorized payment (`POST /pagamentos/{id}/desfazimento`).
+    pub const DESFAZIMENTO: KeyOperation = KeyOperation::named("desfazimento");
 
     /// An operation's name, as its module declares it (`[a-z_]`, at most 32 characters: checked
     /// by the tests of each operation and by [`KeyOperation::parse`] on the way back).

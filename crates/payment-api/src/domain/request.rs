@@ -21,6 +21,9 @@ pub struct PaymentRequest {
     pub plano: Option<CardPlan>,
     /// The sale this payment is one tender of, when the till pays a sale in parts.
     pub venda: Option<SaleRef>,
+    /// False: authorize only (`"captura": false`); the amount is taken by a later
+    /// `POST /pagamentos/{id}/captura` or released by `/desfazimento`. Absent: captured at once.
+    pub captura: bool,
 }
 /// Longest `descricao` and `referencia`, in characters.
 pub const MAX_TEXT_LEN: usize = 255;
@@ -44,6 +47,14 @@ impl PaymentRequest {
         // A card payment may name its method and installments; a Pix goes to its own operation.
         let plano = CardPlan::from_json(obj, valor, &mut errors);
         let venda = SaleRef::from_json(obj, valor, &mut errors);
+        let captura = match obj.get("captura") {
+            None | Some(serde_json::Value::Null) => true,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(_) => {
+                errors.push(FieldError::new("captura", "captura deve ser true ou false"));
+                true
+            }
+        };
         unknown_fields(
             obj,
             &[
@@ -56,6 +67,7 @@ impl PaymentRequest {
                 "parcelas",
                 "parcelamento",
                 "venda",
+                "captura",
             ],
             &mut errors,
         );
@@ -68,6 +80,7 @@ impl PaymentRequest {
                 terminal,
                 plano,
                 venda,
+                captura,
             }),
             _ => Err(errors),
         }

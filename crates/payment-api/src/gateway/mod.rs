@@ -3,7 +3,8 @@
 
 pub mod simulator;
 
-use crate::domain::{CardPlan, CardToken, Centavos, DownstreamKey, MerchantId};
+use crate::clock::Millis;
+use crate::domain::{CaptureState, CaptureStep, CardPlan, CardToken, Centavos, DownstreamKey, MerchantId};
 use simulator::{LedgerRow, RefundLedgerRow};
 
 /// What the gateway decided.
@@ -19,6 +20,10 @@ pub struct GatewayResult {
     pub fresh: bool,
     /// The card method and installments charged, as the gateway recorded them.
     pub plano: Option<CardPlan>,
+    /// An authorization (`captura: false`): where it stands; `None` for a charge captured at once.
+    pub captura: Option<CaptureState>,
+    /// When an authorization lapses at the gateway unless captured (store clock, epoch ms).
+    pub autorizacao_expira_em: Option<Millis>,
 }
 
 impl GatewayResult {
@@ -33,6 +38,8 @@ impl GatewayResult {
             },
             fresh,
             plano: row.plano,
+            captura: row.captura,
+            autorizacao_expira_em: row.captura_expira_em,
         }
     }
 }
@@ -77,6 +84,9 @@ pub enum GatewayError {
     /// The downstream key was voided: it never charges.
     #[error("a chave desta cobrança foi anulada no gateway")]
     Voided,
+    /// The charge is no authorization (it was captured with its charge, or declined).
+    #[error("esta cobrança não é uma autorização pendente de captura")]
+    NotAnAuthorization,
     /// The gateway could not be asked, or did not answer: what it said, or why not.
     #[error("gateway indisponível: {0}")]
     Unavailable(String),
@@ -86,7 +96,9 @@ pub enum GatewayError {
 #[async_trait::async_trait]
 pub trait Gateway: Send + Sync + std::fmt::Debug + 'static {
     /// Charges (or returns the earlier result for) `downstream_key`; refused with
-    /// [`GatewayError::Voided`] once the key was voided.
+    /// [`GatewayError::Voided`] once the key was voided. `captura: false` only authorizes: the
+    /// amount is held on the card until [`Gateway::settle_authorization`] captures or undoes it,
+    /// or the hold lapses.
     async fn charge(
         &self,
         downstream_key: DownstreamKey,
@@ -94,7 +106,19 @@ pub trait Gateway: Send + Sync + std::fmt::Debug + 'static {
         valor: Centavos,
         cartao: CardToken,
         plano: Option<CardPlan>,
+        captura: bool,
     ) -> Result<GatewayResult, GatewayError>;
+
+    /// Captures or undoes the authorization `cobranca_id` (`None`: only reads it), and answers
+    /// where it stands afterwards. The move is made once, from `pendente` only, and only in time:
+    /// a capture after the authorization was undone or lapsed, or an undo after it was captured,
+    /// changes nothing and answers the state it is in, so a capture and an undo never both take
+    /// effect. Asked again, a step answers the same state (idempotent at the gateway).
+    async fn settle_authorization(
+        &self,
+        cobranca_id: &str,
+        step: Option<CaptureStep>,
+    ) -> Result<CaptureState, GatewayError>;
 
     /// The charge made under `downstream_key`, if any (asks; never charges).
     async fn find_charge(

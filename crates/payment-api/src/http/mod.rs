@@ -8,8 +8,10 @@ mod openapi;
 pub use extract::{Admin, Key, Merchant};
 pub use openapi::ApiDoc;
 
+use crate::captures::AuthorizationSteps;
 use crate::conn::ConnHandle;
 use crate::domain::{
+    CaptureStep,
     BodyDigest, FieldError, IdempotencyKey, MerchantId, PaymentId, PixRequest, PixStatus,
     PIX_CHARGE_PREFIX,
 };
@@ -47,6 +49,8 @@ pub fn app(state: AppState) -> Router {
         .route("/pagamentos/cancelamentos", post(cancel_payment_key))
         .route("/pagamentos/{id}", get(get_payment))
         .route("/pagamentos/{id}/estornos", post(create_refund))
+        .route("/pagamentos/{id}/captura", post(capture_payment))
+        .route("/pagamentos/{id}/desfazimento", post(undo_payment))
         .route("/pagamentos/{id}/cancelamento", post(cancel_pix))
         .route("/vendas/{referencia}", get(get_sale))
         .route("/webhooks/pix", post(pix_webhook))
@@ -236,6 +240,69 @@ pub(crate) async fn create_refund(
 ) -> Response {
     let prepare = move |m, k, json| Refunds::prepare(m, k, id, json);
     let op = state.refunds().clone();
+    execute_keyed(state, merchant, key, req, op, prepare).await
+}
+
+/// Captures an authorized payment (`"captura": false`): the amount held on the card is taken.
+#[utoipa::path(
+    post,
+    path = "/pagamentos/{id}/captura",
+    request_body(content = String, description = "An empty JSON object, `{}`: the whole authorization is captured", content_type = "application/json"),
+    params(
+        ("id" = String, Path, description = "The authorized payment (`pay_…`, status `autorizado`)"),
+        ("Idempotency-Key" = String, Header, description = "Required: one fresh key per capture, the same on every retry of it. Scoped to this path: the same key on another payment or on `/desfazimento` is 422."),
+    ),
+    responses(
+        (status = 200, description = "Captured (now or by an earlier capture): the payment, `status` `aprovado`, `captura` `capturada`", body = PaymentBody),
+        (status = 404, description = "No such payment for this merchant; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Same key in progress; retry after `Retry-After` with the same key", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not an authorization (`nao-e-autorizacao`; nothing stored, the key stays free); or the authorization was undone (`autorizacao-desfeita`) or lapsed (`autorizacao-expirada`): nothing was taken and nothing can be — stored and replayed like any answer", body = Problem, content_type = "application/problem+json",
+            example = json!({"type":"urn:pagar:problem:autorizacao-desfeita","title":"Autorização desfeita","status":422,"detail":"esta autorização foi desfeita: nada foi cobrado e nada pode mais ser capturado","retryable":false})),
+        (status = 503, description = "Unavailable; retry with the same key", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn capture_payment(
+    State(state): State<AppState>,
+    merchant: Result<Merchant>,
+    key: Result<Key>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let prepare =
+        move |m, k, json| AuthorizationSteps::prepare(m, k, id, CaptureStep::Capturar, json);
+    let op = std::sync::Arc::new(state.capture().clone());
+    execute_keyed(state, merchant, key, req, op, prepare).await
+}
+
+/// Undoes an authorized payment: the hold on the card is released and nothing is taken.
+#[utoipa::path(
+    post,
+    path = "/pagamentos/{id}/desfazimento",
+    request_body(content = String, description = "An empty JSON object, `{}`", content_type = "application/json"),
+    params(
+        ("id" = String, Path, description = "The authorized payment (`pay_…`, status `autorizado`)"),
+        ("Idempotency-Key" = String, Header, description = "Required: one fresh key per undo, the same on every retry of it."),
+    ),
+    responses(
+        (status = 200, description = "Undone (now or by an earlier undo): the payment, `status` `desfeito`, `captura` `desfeita`; or, if it had lapsed, `expirado`", body = PaymentBody),
+        (status = 404, description = "No such payment for this merchant; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Same key in progress; retry after `Retry-After` with the same key", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not an authorization (`nao-e-autorizacao`; nothing stored), or it was captured already (`pagamento-capturado`: refund it instead), stored and replayed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Unavailable; retry with the same key", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn undo_payment(
+    State(state): State<AppState>,
+    merchant: Result<Merchant>,
+    key: Result<Key>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    let prepare =
+        move |m, k, json| AuthorizationSteps::prepare(m, k, id, CaptureStep::Desfazer, json);
+    let op = std::sync::Arc::new(state.undo().clone());
     execute_keyed(state, merchant, key, req, op, prepare).await
 }
 
@@ -809,11 +876,18 @@ pub(crate) async fn admin_put_faults(
 /// A stored answer as it is sent, the first time and on every replay.
 fn stored_response(stored: StoredResponse, replayed: bool) -> Response {
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // A stored refusal (a capture of an undone authorization, say) is a problem; a 402 is the
+    // declined payment or refund itself.
+    let problem = stored.status >= 400 && stored.status != 402;
     let mut res = (status, stored.body).into_response();
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(if problem {
+            "application/problem+json"
+        } else {
+            "application/json"
+        }),
     );
     if replayed {
         h.insert("idempotent-replayed", HeaderValue::from_static("true"));

@@ -31,7 +31,7 @@ pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;
 use crate::domain::{
-    CardPlan, Centavos, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentId,
+    CaptureState, CardPlan, Centavos, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentId,
     PaymentStatus, RefundId, RefundStatus, TerminalId,
 };
 

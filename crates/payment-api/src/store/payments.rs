@@ -3,9 +3,21 @@
 
 use super::*;
 
-/// The columns of `payments`, in the order both stores read and write them.
-pub(crate) const PAYMENT_COLUMNS: &str =
-    "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal, plano";
+macro_rules! payment_columns {
+    () => {
+        "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal, plano"
+    };
+}
+
+/// The columns of `payments` every payment is written with, in the order both stores write them.
+pub(crate) const PAYMENT_COLUMNS: &str = payment_columns!();
+
+/// The columns a payment is read with: those, and an authorization's (`NULL` for a payment
+/// captured with its charge).
+pub(crate) const PAYMENT_READ: &str = concat!(
+    payment_columns!(),
+    ", captura, autorizacao_expira_em"
+);
 
 /// A payment as it is stored: final, typed, and owned by its merchant. The JSON clients see is
 /// [`crate::schema::PaymentBody`], made from it.
@@ -35,6 +47,31 @@ pub struct Payment {
     pub terminal: Option<TerminalId>,
     /// The card method and installments the request named (`None`: not named, or a Pix).
     pub plano: Option<CardPlan>,
+    /// An authorization (`"captura": false`): where it stands. `None`: captured with its charge.
+    pub captura: Option<CaptureState>,
+    /// When the authorization lapses unless captured.
+    pub autorizacao_expira_em: Option<Millis>,
+}
+
+impl Payment {
+    /// The status clients read: `aprovado` or `recusado`, and for an authorization
+    /// `autorizado` (waiting for capture or undo), `desfeito` or `expirado` (nothing taken);
+    /// captured, it is `aprovado` like a payment captured at once.
+    pub fn public_status(&self) -> &'static str {
+        match (self.status, self.captura) {
+            (PaymentStatus::Aprovado, Some(CaptureState::Pendente)) => "autorizado",
+            (PaymentStatus::Aprovado, Some(CaptureState::Desfeita)) => "desfeito",
+            (PaymentStatus::Aprovado, Some(CaptureState::Expirada)) => "expirado",
+            (status, _) => status.as_str(),
+        }
+    }
+
+    /// True when money was taken and can be paid back: approved, and not an authorization
+    /// still pending, undone or lapsed.
+    pub fn is_captured(&self) -> bool {
+        self.status == PaymentStatus::Aprovado
+            && self.captura.is_none_or(|c| c == CaptureState::Capturada)
+    }
 }
 
 /// The columns of a `payments` row as a driver reads them; [`PaymentColumns::parse`] is the one
@@ -54,6 +91,8 @@ pub(crate) struct PaymentColumns {
     pub(crate) created_at: Millis,
     pub(crate) terminal: Option<String>,
     pub(crate) plano: Option<String>,
+    pub(crate) captura: Option<String>,
+    pub(crate) autorizacao_expira_em: Option<Millis>,
 }
 
 impl PaymentColumns {
@@ -78,6 +117,11 @@ impl PaymentColumns {
                 .plano
                 .map(|p| CardPlan::parse_stored(&p).map_err(|e| corrupt("plano", e)))
                 .transpose()?,
+            captura: self
+                .captura
+                .map(|c| CaptureState::parse(&c).map_err(|e| corrupt("captura", e)))
+                .transpose()?,
+            autorizacao_expira_em: self.autorizacao_expira_em,
         })
     }
 }
@@ -115,11 +159,44 @@ pub struct Completion {
     pub fingerprint: Fingerprint,
 }
 
+/// The write that completes a capture or undo key: the authorization's state as the gateway
+/// left it, and the answer, in one transaction under the fence.
+#[derive(Debug, Clone)]
+pub struct CaptureCompletion {
+    /// Owner of the key and of the payment.
+    pub merchant: MerchantId,
+    /// The capture's or undo's key.
+    pub key: IdempotencyKey,
+    /// The token that holds the key.
+    pub fence: i64,
+    /// The authorized payment.
+    pub payment: PaymentId,
+    /// Where the gateway says the authorization stands now.
+    pub captura: CaptureState,
+    /// The answer to store for replays.
+    pub response: StoredResponse,
+}
+
 /// Payments, by id, by field, by page.
 #[async_trait::async_trait]
 pub trait PaymentStore: Clocked {
     /// Stores the payment and the response if `fence` still holds the key.
     async fn finish(&self, completion: Completion) -> StoreResult<FinishOutcome>;
+    /// Completes a capture or undo key with its answer and moves its payment's authorization
+    /// from `pendente` to what the gateway said, if `fence` still holds the key. A state that
+    /// moved already stays (the gateway moves an authorization once, so they agree).
+    async fn finish_capture(&self, done: CaptureCompletion) -> StoreResult<FinishOutcome>;
+    /// Moves a payment's authorization from `pendente` to `captura` (what the gateway said of
+    /// it, with no key to complete: the lapse of an authorization nobody captured).
+    async fn record_capture(
+        &self,
+        merchant: &MerchantId,
+        id: &PaymentId,
+        captura: CaptureState,
+    ) -> StoreResult<()>;
+    /// Authorizations still `pendente` whose time is up (store clock), oldest first: the
+    /// reaper asks the gateway about each.
+    async fn authorizations_due(&self, limit: usize) -> StoreResult<Vec<Payment>>;
     /// A payment by id, for its merchant.
     async fn payment(&self, merchant: &MerchantId, id: &PaymentId) -> StoreResult<Option<Payment>>;
     /// Payments whose `field` is `value`, for its merchant, oldest first.

@@ -78,6 +78,9 @@ pub enum Hold {
     NoPayment,
     /// The payment was declined: there is nothing to pay back.
     NotApproved,
+    /// The payment is an authorization not captured (pending, undone or lapsed): nothing was
+    /// taken to pay back.
+    NotCaptured,
     /// The amount is more than what is left to refund (`left` centavos, refunds in progress
     /// counted as taken).
     Exceeds {

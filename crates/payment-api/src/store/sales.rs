@@ -3,7 +3,7 @@
 //!
 //! What a tender holds is read from what became of its key, in the transaction that decides,
 //! under the sale's row lock: its payment approved (the amount less its approved refunds),
-//! declined (nothing), its key cancelled or gone (nothing), a Pix closed unpaid (nothing), or
+//! declined (nothing), an authorization undone or lapsed (nothing), its key cancelled or gone (nothing), a Pix closed unpaid (nothing), or
 //! still executing or waiting for the customer (the whole amount). Each of these only ever goes down, except a key sent again after it was refused,
 //! which holds again only through this same check; so no race between tills, retries or
 //! replicas lets approved tenders pass the total.
@@ -20,15 +20,18 @@ pub(crate) const TENDER_FROM: &str = "FROM venda_tenders h
 
 /// What a tender holds of its sale now, in centavos.
 pub(crate) const TENDER_HELD: &str = "CASE
-         WHEN p.status = 'aprovado' THEN p.valor - COALESCE((SELECT SUM(r.valor) FROM refunds r
+         WHEN p.status = 'aprovado' AND COALESCE(p.captura, 'capturada') IN ('pendente', 'capturada') THEN p.valor - COALESCE((SELECT SUM(r.valor) FROM refunds r
                                           WHERE r.payment_id = p.id AND r.status = 'aprovado'), 0)
          WHEN p.status IS NOT NULL OR k.key IS NULL OR k.cancelled_at IS NOT NULL
               OR x.status IN ('expirado', 'cancelado') THEN 0
          ELSE h.valor END";
 
-/// Where a tender stands: `aprovado`, `recusado`, `em_andamento`, or `liberado` (its key was
-/// cancelled or refused before it charged).
+/// Where a tender stands: `aprovado`, `autorizado` (held on the card, not captured yet),
+/// `recusado`, `em_andamento`, or `liberado` (its key was cancelled or refused before it charged,
+/// or its authorization was undone or lapsed).
 pub(crate) const TENDER_STATE: &str = "CASE
+         WHEN p.captura = 'pendente' THEN 'autorizado'
+         WHEN p.captura IN ('desfeita', 'expirada') THEN 'liberado'
          WHEN p.status IS NOT NULL THEN p.status
          WHEN k.key IS NULL OR k.cancelled_at IS NOT NULL
               OR x.status IN ('expirado', 'cancelado') THEN 'liberado'
@@ -91,6 +94,15 @@ impl Sale {
         self.tenders
             .iter()
             .filter(|t| t.status == "aprovado")
+            .map(|t| t.retido)
+            .sum()
+    }
+
+    /// Held on cards by authorizations not captured yet.
+    pub fn autorizado(&self) -> i64 {
+        self.tenders
+            .iter()
+            .filter(|t| t.status == "autorizado")
             .map(|t| t.retido)
             .sum()
     }

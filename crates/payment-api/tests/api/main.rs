@@ -15,6 +15,7 @@ async fn stores(#[case] backend: crate::helpers::Backend) {}
 
 mod bad_input;
 mod cancel;
+mod captures;
 mod concurrency;
 mod crash;
 mod edges;

@@ -9,7 +9,8 @@ mod sqlite;
 use super::{Gateway, GatewayError, GatewayRefund, GatewayResult};
 use crate::clock::Millis;
 use crate::domain::{
-    CardMethod, CardPlan, CardToken, Centavos, DownstreamKey, MerchantId, PaymentStatus,
+    CaptureState, CaptureStep, CardMethod, CardPlan, CardToken, Centavos, DownstreamKey,
+    MerchantId, PaymentStatus,
 };
 use crate::store::StoreError;
 use crate::store::{corrupt, StoreResult};
@@ -49,6 +50,19 @@ pub struct LedgerRow {
     pub created_at: Millis,
     /// The card method and installments charged (`None`: not named).
     pub plano: Option<CardPlan>,
+    /// An authorization's state (`None`: captured with the charge, or declined).
+    pub captura: Option<CaptureState>,
+    /// When an authorization lapses unless captured.
+    pub captura_expira_em: Option<Millis>,
+}
+
+impl LedgerRow {
+    /// True when the card was (or may still be) charged: approved, and captured at once or an
+    /// authorization not undone or lapsed. The charges a test counts.
+    pub fn takes_money(&self) -> bool {
+        self.status == PaymentStatus::Aprovado
+            && self.captura.is_none_or(CaptureState::holds_money)
+    }
 }
 
 /// The columns of a `gateway_ledger` row as a driver reads them (see [`PaymentColumns`]).
@@ -62,6 +76,8 @@ pub(crate) struct LedgerColumns {
     pub(crate) motivo: Option<String>,
     pub(crate) created_at: Millis,
     pub(crate) plano: Option<String>,
+    pub(crate) captura: Option<String>,
+    pub(crate) captura_expira_em: Option<Millis>,
 }
 
 impl LedgerColumns {
@@ -78,6 +94,11 @@ impl LedgerColumns {
                 .plano
                 .map(|p| CardPlan::parse_stored(&p).map_err(|e| corrupt("plano", e)))
                 .transpose()?,
+            captura: self
+                .captura
+                .map(|c| CaptureState::parse(&c).map_err(|e| corrupt("captura", e)))
+                .transpose()?,
+            captura_expira_em: self.captura_expira_em,
         })
     }
 }
@@ -99,6 +120,9 @@ pub struct LedgerCharge {
     pub cartao: &'static str,
     /// The card method and installments asked for.
     pub plano: Option<CardPlan>,
+    /// Authorize only, and let the hold lapse this long after the charge unless captured
+    /// (`None`: captured at once).
+    pub autorizacao_validade: Option<Millis>,
 }
 
 /// A refund for the gateway simulator to record (at most once per downstream key).
@@ -205,6 +229,15 @@ pub trait SimulatorLedger: Send + Sync + std::fmt::Debug + 'static {
     ) -> StoreResult<Option<RefundLedgerRow>>;
     /// Every refund the gateway executed, oldest first.
     async fn refund_ledger(&self) -> StoreResult<Vec<RefundLedgerRow>>;
+    /// Moves the authorization `cobranca_id` from `pendente` to `target`, in one guarded write
+    /// (`… WHERE captura = 'pendente'`): to `expirada` instead once its time is up (`target`
+    /// `None`: only that). Answers the state it is in afterwards; `None` when it is no
+    /// authorization.
+    async fn ledger_settle(
+        &self,
+        cobranca_id: &str,
+        target: Option<CaptureState>,
+    ) -> StoreResult<Option<CaptureState>>;
 }
 
 /// The bundled simulator: decides from the test card token and records one ledger row per
@@ -213,12 +246,27 @@ pub trait SimulatorLedger: Send + Sync + std::fmt::Debug + 'static {
 pub struct SimulatedGateway {
     ledger: Arc<dyn SimulatorLedger>,
     slow: Duration,
+    authorization_ttl: Millis,
 }
+
+/// How long an authorization holds by default before it lapses: seven days, as card schemes
+/// allow for a sale.
+pub const DEFAULT_AUTHORIZATION_TTL_MS: Millis = 7 * 24 * 3_600_000;
 
 impl SimulatedGateway {
     /// A simulator keeping its ledger in `ledger`; `tok_lento` takes `slow` before it answers.
     pub fn new(ledger: Arc<dyn SimulatorLedger>, slow: Duration) -> Self {
-        Self { ledger, slow }
+        Self {
+            ledger,
+            slow,
+            authorization_ttl: DEFAULT_AUTHORIZATION_TTL_MS,
+        }
+    }
+
+    /// The same simulator, with authorizations lapsing `ttl` after they were made.
+    pub fn with_authorization_ttl(mut self, ttl: Duration) -> Self {
+        self.authorization_ttl = Millis::try_from(ttl.as_millis()).unwrap_or(Millis::MAX);
+        self
     }
 
     /// What the card itself decides (after its method was accepted), with its delay.
@@ -277,6 +325,7 @@ impl Gateway for SimulatedGateway {
         valor: Centavos,
         cartao: CardToken,
         plano: Option<CardPlan>,
+        captura: bool,
     ) -> Result<GatewayResult, GatewayError> {
         let (status, motivo) = match refused_method(cartao, plano) {
             Some(motivo) => (PaymentStatus::Recusado, Some(motivo)),
@@ -292,10 +341,22 @@ impl Gateway for SimulatedGateway {
                 motivo,
                 cartao: cartao.as_str(),
                 plano,
+                autorizacao_validade: (!captura).then_some(self.authorization_ttl),
             })
             .await?
             .ok_or(GatewayError::Voided)?;
         Ok(GatewayResult::from_ledger(charged.row, charged.fresh))
+    }
+
+    async fn settle_authorization(
+        &self,
+        cobranca_id: &str,
+        step: Option<CaptureStep>,
+    ) -> Result<CaptureState, GatewayError> {
+        self.ledger
+            .ledger_settle(cobranca_id, step.map(CaptureStep::target))
+            .await?
+            .ok_or(GatewayError::NotAnAuthorization)
     }
 
     async fn find_charge(

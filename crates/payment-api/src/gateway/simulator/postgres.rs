@@ -14,12 +14,14 @@ pub(super) fn ledger_from_row(r: &Row) -> StoreResult<LedgerRow> {
         motivo: r.try_get("motivo")?,
         created_at: r.try_get("created_at")?,
         plano: r.try_get("plano")?,
+        captura: r.try_get("captura")?,
+        captura_expira_em: r.try_get("captura_expira_em")?,
     }
     .parse()
 }
 
 pub(super) const LEDGER_COLUMNS: &str =
-    "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, plano";
+    "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, plano, captura, captura_expira_em";
 
 pub(super) const REFUND_LEDGER_COLUMNS: &str =
     "estorno_id, downstream_key, cobranca_id, merchant, valor, status, motivo, created_at";
@@ -42,10 +44,15 @@ pub(super) fn refund_ledger_from_row(r: &Row) -> StoreResult<RefundLedgerRow> {
 impl SimulatorLedger for PgStore {
     async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Option<Charged>> {
         let c = self.conn().await?;
+        // Only an approved charge holds money to capture; a declined one is no authorization.
+        let authorization = charge
+            .autorizacao_validade
+            .filter(|_| charge.status == PaymentStatus::Aprovado);
         let insert = c
             .prepare_cached(&format!(
                 "INSERT INTO gateway_ledger ({LEDGER_COLUMNS}, cartao)
-                 VALUES ($1, $2, $3, $4, $5, $6, pagar_now_ms() + $7, $9, $8)
+                 VALUES ($1, $2, $3, $4, $5, $6, pagar_now_ms() + $7, $9, $10,
+                         pagar_now_ms() + $7 + $11, $8)
                  ON CONFLICT (downstream_key) DO NOTHING
                  RETURNING {LEDGER_COLUMNS}"
             ))
@@ -64,6 +71,8 @@ impl SimulatorLedger for PgStore {
                     &self.shift(),
                     &charge.cartao,
                     &charge.plano.map(CardPlan::as_stored),
+                    &authorization.map(|_| CaptureState::Pendente.as_str()),
+                    &authorization,
                 ],
             )
             .await?;
@@ -226,6 +235,33 @@ impl SimulatorLedger for PgStore {
         )
         .await?
         .map(|r| ledger_from_row(&r))
+        .transpose()
+    }
+
+    async fn ledger_settle(
+        &self,
+        cobranca_id: &str,
+        target: Option<CaptureState>,
+    ) -> StoreResult<Option<CaptureState>> {
+        let c = self.conn().await?;
+        // Under READ COMMITTED a concurrent step waits for this row and re-checks
+        // `captura = 'pendente'` on the version it committed: only the first step moves it.
+        c.execute(
+            "UPDATE gateway_ledger
+             SET captura = CASE WHEN captura_expira_em <= pagar_now_ms() + $2 THEN 'expirada'
+                                ELSE $3::text END
+             WHERE cobranca_id = $1 AND captura = 'pendente'
+               AND ($3::text IS NOT NULL OR captura_expira_em <= pagar_now_ms() + $2)",
+            &[&cobranca_id, &self.shift(), &target.map(CaptureState::as_str)],
+        )
+        .await?;
+        c.query_opt(
+            "SELECT captura FROM gateway_ledger WHERE cobranca_id = $1",
+            &[&cobranca_id],
+        )
+        .await?
+        .and_then(|r| r.get::<_, Option<String>>(0))
+        .map(|s| CaptureState::parse(&s).map_err(|e| corrupt("captura", e)))
         .transpose()
     }
 }

@@ -15,6 +15,8 @@ pub(super) fn ledger_from_row(r: &Row<'_>) -> rusqlite::Result<LedgerColumns> {
         motivo: r.get("motivo")?,
         created_at: r.get("created_at")?,
         plano: r.get("plano")?,
+        captura: r.get("captura")?,
+        captura_expira_em: r.get("captura_expira_em")?,
     })
 }
 
@@ -35,11 +37,15 @@ pub(super) fn refund_ledger_from_row(r: &Row<'_>) -> rusqlite::Result<RefundLedg
 impl SimulatorLedger for SqliteStore {
     async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Option<Charged>> {
         let now = self.now_ms();
+        // Only an approved charge holds money to capture; a declined one is no authorization.
+        let authorization = charge
+            .autorizacao_validade
+            .filter(|_| charge.status == PaymentStatus::Aprovado);
         self.db().write(move |c| {
             let inserted = exec(
                 c,
-                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, cartao, plano)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, cartao, plano, captura, captura_expira_em)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                  ON CONFLICT (downstream_key) DO NOTHING",
                 params![
                     format!("ch_{}", uuid::Uuid::now_v7().simple()),
@@ -50,7 +56,9 @@ impl SimulatorLedger for SqliteStore {
                     charge.motivo,
                     now,
                     charge.cartao,
-                    charge.plano.map(CardPlan::as_stored)
+                    charge.plano.map(CardPlan::as_stored),
+                    authorization.map(|_| CaptureState::Pendente.as_str()),
+                    authorization.map(|ttl| now.saturating_add(ttl))
                 ],
             )?;
             let row = c.query_row(
@@ -201,6 +209,38 @@ impl SimulatorLedger for SqliteStore {
                     .query_row(params![dk, VOID_STATUS], ledger_from_row)
                     .optional()?
                     .map(LedgerColumns::parse)
+                    .transpose()
+            })
+            .await
+    }
+
+    async fn ledger_settle(
+        &self,
+        cobranca_id: &str,
+        target: Option<CaptureState>,
+    ) -> StoreResult<Option<CaptureState>> {
+        let now = self.now_ms();
+        let id = cobranca_id.to_string();
+        self.db()
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE gateway_ledger
+                     SET captura = CASE WHEN captura_expira_em <= ?2 THEN 'expirada' ELSE ?3 END
+                     WHERE cobranca_id = ?1 AND captura = 'pendente'
+                       AND (?3 IS NOT NULL OR captura_expira_em <= ?2)",
+                    params![id, now, target.map(CaptureState::as_str)],
+                )?;
+                let state: Option<String> = c
+                    .query_row(
+                        "SELECT captura FROM gateway_ledger WHERE cobranca_id = ?1",
+                        [&id],
+                        |r| r.get(0),
+                    )
+                    .optional()?
+                    .flatten();
+                state
+                    .map(|s| CaptureState::parse(&s).map_err(|e| corrupt("captura", e)))
                     .transpose()
             })
             .await

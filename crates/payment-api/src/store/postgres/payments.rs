@@ -16,6 +16,8 @@ pub(super) fn payment_from_row(r: &Row) -> StoreResult<Payment> {
         created_at: r.try_get("created_at")?,
         terminal: r.try_get("terminal")?,
         plano: r.try_get("plano")?,
+        captura: r.try_get("captura")?,
+        autorizacao_expira_em: r.try_get("autorizacao_expira_em")?,
     }
     .parse()
 }
@@ -33,9 +35,10 @@ impl PaymentStore for PgStore {
                      WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
                      RETURNING 1
                  )
-                 INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
+                 INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint, captura, autorizacao_expira_em)
                  SELECT $6::text, $1::text, $2::text, $7::bigint, $8::text, $9::text, $10::text,
-                        $11::text, $12::text, $13::bigint, $16::text, $17::text, $15::text
+                        $11::text, $12::text, $13::bigint, $16::text, $17::text, $15::text,
+                        $18::text, $19::bigint
                  FROM done"
             ))
             .await?;
@@ -61,6 +64,8 @@ impl PaymentStore for PgStore {
                     &done.fingerprint.as_ref(),
                     &p.terminal.as_ref().map(AsRef::<str>::as_ref),
                     &p.plano.map(CardPlan::as_stored),
+                    &p.captura.map(CaptureState::as_str),
+                    &p.autorizacao_expira_em,
                 ],
             )
             .await?;
@@ -71,11 +76,83 @@ impl PaymentStore for PgStore {
         })
     }
 
+    async fn finish_capture(&self, done: CaptureCompletion) -> StoreResult<FinishOutcome> {
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(
+                "WITH done AS (
+                     UPDATE idempotency_keys
+                     SET recovery_point = 'finished', response_status = $4, response_body = $5,
+                         payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
+                     WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
+                     RETURNING 1
+                 ), moved AS (
+                     UPDATE payments SET captura = $8
+                     WHERE merchant = $1 AND id = $6 AND captura = 'pendente'
+                       AND EXISTS (SELECT 1 FROM done)
+                     RETURNING 1
+                 )
+                 SELECT count(*) FROM done",
+            )
+            .await?;
+        let row = c
+            .query_one(
+                &st,
+                &[
+                    &done.merchant.as_ref(),
+                    &done.key.as_ref(),
+                    &done.fence,
+                    &i32::from(done.response.status),
+                    &done.response.body,
+                    &done.payment.as_ref(),
+                    &self.shift(),
+                    &done.captura.as_str(),
+                ],
+            )
+            .await?;
+        Ok(if row.try_get::<_, i64>(0)? == 1 {
+            FinishOutcome::Stored
+        } else {
+            FinishOutcome::LeaseLost
+        })
+    }
+
+    async fn record_capture(
+        &self,
+        merchant: &MerchantId,
+        id: &PaymentId,
+        captura: CaptureState,
+    ) -> StoreResult<()> {
+        let c = self.conn().await?;
+        c.execute(
+            "UPDATE payments SET captura = $3
+             WHERE merchant = $1 AND id = $2 AND captura = 'pendente'",
+            &[&merchant.as_ref(), &id.as_ref(), &captura.as_str()],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn authorizations_due(&self, limit: usize) -> StoreResult<Vec<Payment>> {
+        let c = self.conn().await?;
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT {PAYMENT_READ} FROM payments
+                     WHERE captura = 'pendente' AND autorizacao_expira_em <= pagar_now_ms() + $1
+                     ORDER BY autorizacao_expira_em LIMIT $2"
+                ),
+                &[&self.shift(), &(limit as i64)],
+            )
+            .await?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
     async fn payment(&self, merchant: &MerchantId, id: &PaymentId) -> StoreResult<Option<Payment>> {
         let c = self.conn().await?;
         let st = c
             .prepare_cached(&format!(
-                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = $1 AND id = $2"
+                "SELECT {PAYMENT_READ} FROM payments WHERE merchant = $1 AND id = $2"
             ))
             .await?;
         c.query_opt(&st, &[&merchant.as_ref(), &id.as_ref()])
@@ -95,7 +172,7 @@ impl PaymentStore for PgStore {
         let c = self.conn().await?;
         let st = c
             .prepare_cached(&format!(
-                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = $1 AND {column} = $2
+                "SELECT {PAYMENT_READ} FROM payments WHERE merchant = $1 AND {column} = $2
                  ORDER BY created_at, id"
             ))
             .await?;
@@ -111,7 +188,7 @@ impl PaymentStore for PgStore {
         let c = self.conn().await?;
         let st = c
             .prepare_cached(&format!(
-                "SELECT {PAYMENT_COLUMNS} FROM payments
+                "SELECT {PAYMENT_READ} FROM payments
                  WHERE merchant = $1 AND created_at >= $2 AND created_at < $3
                    AND (created_at, id) > ($4, $5)
                    AND ($6::text IS NULL OR terminal = $6)
@@ -146,7 +223,7 @@ impl PaymentStore for PgStore {
         let c = self.conn().await?;
         let select = c
             .prepare_cached(&format!(
-                "SELECT {PAYMENT_COLUMNS}, fingerprint FROM payments WHERE cobranca_id = $1"
+                "SELECT {PAYMENT_READ}, fingerprint FROM payments WHERE cobranca_id = $1"
             ))
             .await?;
         c.query_opt(&select, &[&cobranca_id])

@@ -67,6 +67,7 @@ impl RefundStore for PgStore {
                 .execute(
                     "UPDATE payments SET estornado = estornado + $3
                      WHERE merchant = $1 AND id = $2 AND status = 'aprovado'
+                       AND (captura IS NULL OR captura = 'capturada')
                        AND estornado + $3 <= valor",
                     &[&m, &r.payment_id.as_ref(), &r.valor.get()],
                 )
@@ -74,13 +75,20 @@ impl RefundStore for PgStore {
             if held == 0 {
                 let payment = tx
                     .query_opt(
-                        "SELECT status, valor, estornado FROM payments WHERE merchant = $1 AND id = $2",
+                        "SELECT status, valor, estornado, captura FROM payments WHERE merchant = $1 AND id = $2",
                         &[&m, &r.payment_id.as_ref()],
                     )
                     .await?;
                 return Ok(match payment {
                     None => Hold::NoPayment,
                     Some(p) if p.try_get::<_, String>(0)? != "aprovado" => Hold::NotApproved,
+                    Some(p)
+                        if p
+                            .try_get::<_, Option<String>>(3)?
+                            .is_some_and(|c| c != "capturada") =>
+                    {
+                        Hold::NotCaptured
+                    }
                     Some(p) => Hold::Exceeds {
                         left: p.try_get::<_, i64>(1)? - p.try_get::<_, i64>(2)?,
                     },

@@ -39,6 +39,9 @@ fn migrations() -> Migrations<'static> {
             "../../../migrations/sqlite/V8__card_plans.sql"
         )),
         M::up(include_str!("../../../migrations/sqlite/V9__sales.sql")),
+        M::up(include_str!(
+            "../../../migrations/sqlite/V10__authorizations.sql"
+        )),
     ])
 }
 

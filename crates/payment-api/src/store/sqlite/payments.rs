@@ -16,6 +16,8 @@ pub(super) fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<PaymentColumns> 
         created_at: r.get("created_at")?,
         terminal: r.get("terminal")?,
         plano: r.get("plano")?,
+        captura: r.get("captura")?,
+        autorizacao_expira_em: r.get("autorizacao_expira_em")?,
     })
 }
 
@@ -30,7 +32,7 @@ impl PaymentStore for SqliteStore {
             }
             let p = &done.payment;
             c.execute(
-                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint, captura, autorizacao_expira_em) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
                 params![
                     p.id.as_ref(),
                     done.merchant.as_ref(),
@@ -44,12 +46,58 @@ impl PaymentStore for SqliteStore {
                     p.created_at,
                     p.terminal.as_ref().map(AsRef::<str>::as_ref),
                     p.plano.map(CardPlan::as_stored),
-                    done.fingerprint.as_ref()
+                    done.fingerprint.as_ref(),
+                    p.captura.map(CaptureState::as_str),
+                    p.autorizacao_expira_em
                 ],
             )?;
             Ok(FinishOutcome::Stored)
         })
         .await
+    }
+
+    async fn finish_capture(&self, done: CaptureCompletion) -> StoreResult<FinishOutcome> {
+        let now = self.now_ms();
+        self.db
+            .write(move |c| {
+                let (m, k) = (done.merchant.as_ref(), done.key.as_ref());
+                let id = done.payment.as_ref();
+                if !complete_key(c, m, k, done.fence, &done.response, id, now)? {
+                    return Ok(FinishOutcome::LeaseLost);
+                }
+                move_capture(c, m, id, done.captura)?;
+                Ok(FinishOutcome::Stored)
+            })
+            .await
+    }
+
+    async fn record_capture(
+        &self,
+        merchant: &MerchantId,
+        id: &PaymentId,
+        captura: CaptureState,
+    ) -> StoreResult<()> {
+        let (m, id) = (merchant.to_string(), id.to_string());
+        self.db
+            .write(move |c| move_capture(c, &m, &id, captura))
+            .await
+    }
+
+    async fn authorizations_due(&self, limit: usize) -> StoreResult<Vec<Payment>> {
+        let now = self.now_ms();
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT {PAYMENT_READ} FROM payments
+                     WHERE captura = 'pendente' AND autorizacao_expira_em <= ?1
+                     ORDER BY autorizacao_expira_em LIMIT ?2"
+                ))?;
+                let rows = st
+                    .query_map(params![now, limit as i64], payment_from_row)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter().map(PaymentColumns::parse).collect()
+            })
+            .await
     }
 
     async fn payment(&self, merchant: &MerchantId, id: &PaymentId) -> StoreResult<Option<Payment>> {
@@ -58,7 +106,7 @@ impl PaymentStore for SqliteStore {
             .read(move |c| {
                 c.query_row(
                     &format!(
-                        "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND id = ?2"
+                        "SELECT {PAYMENT_READ} FROM payments WHERE merchant = ?1 AND id = ?2"
                     ),
                     params![m, id],
                     payment_from_row,
@@ -80,7 +128,7 @@ impl PaymentStore for SqliteStore {
         let (m, v) = (merchant.to_string(), value.to_string());
         self.db.read(move |c| {
             let mut st = c.prepare_cached(&format!(
-                "SELECT {PAYMENT_COLUMNS} FROM payments WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
+                "SELECT {PAYMENT_READ} FROM payments WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
             ))?;
             let rows = st.query_map(params![m, v], payment_from_row)?.collect::<Result<Vec<_>, _>>()?;
             rows.into_iter().map(PaymentColumns::parse).collect()
@@ -102,7 +150,7 @@ impl PaymentStore for SqliteStore {
                     None => (i64::MIN, String::new()),
                 };
                 let mut st = c.prepare_cached(&format!(
-                    "SELECT {PAYMENT_COLUMNS} FROM payments
+                    "SELECT {PAYMENT_READ} FROM payments
                      WHERE merchant = ?1 AND created_at >= ?2 AND created_at < ?3
                        AND (created_at, id) > (?4, ?5)
                        AND (?6 IS NULL OR terminal = ?6)
@@ -136,7 +184,7 @@ impl PaymentStore for SqliteStore {
             .read(move |c| {
                 let Some((row, fp)) = c
                     .prepare_cached(&format!(
-                        "SELECT {PAYMENT_COLUMNS}, fingerprint FROM payments WHERE cobranca_id = ?1"
+                        "SELECT {PAYMENT_READ}, fingerprint FROM payments WHERE cobranca_id = ?1"
                     ))?
                     .query_row([id], |r| {
                         let fp: Option<String> = r.get("fingerprint")?;
@@ -150,4 +198,20 @@ impl PaymentStore for SqliteStore {
             })
             .await
     }
+}
+
+/// Moves an authorization out of `pendente` (never out of a final state).
+fn move_capture(
+    c: &rusqlite::Connection,
+    merchant: &str,
+    id: &str,
+    captura: CaptureState,
+) -> StoreResult<()> {
+    exec(
+        c,
+        "UPDATE payments SET captura = ?3
+         WHERE merchant = ?1 AND id = ?2 AND captura = 'pendente'",
+        params![merchant, id, captura.as_str()],
+    )?;
+    Ok(())
 }

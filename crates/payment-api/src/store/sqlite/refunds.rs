@@ -59,21 +59,23 @@ impl RefundStore for SqliteStore {
                     c,
                     "UPDATE payments SET estornado = estornado + ?3
                      WHERE merchant = ?1 AND id = ?2 AND status = 'aprovado'
+                       AND (captura IS NULL OR captura = 'capturada')
                        AND estornado + ?3 <= valor",
                     params![m, r.payment_id.as_ref(), r.valor.get()],
                 )?;
                 if held == 0 {
-                    let payment: Option<(String, i64, i64)> = c
+                    let payment: Option<(String, i64, i64, Option<String>)> = c
                         .query_row(
-                            "SELECT status, valor, estornado FROM payments WHERE merchant = ?1 AND id = ?2",
+                            "SELECT status, valor, estornado, captura FROM payments WHERE merchant = ?1 AND id = ?2",
                             params![m, r.payment_id.as_ref()],
-                            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
                         )
                         .optional()?;
                     return Ok(match payment {
                         None => Hold::NoPayment,
-                        Some((status, _, _)) if status != "aprovado" => Hold::NotApproved,
-                        Some((_, valor, estornado)) => Hold::Exceeds {
+                        Some((status, ..)) if status != "aprovado" => Hold::NotApproved,
+                        Some((.., Some(captura))) if captura != "capturada" => Hold::NotCaptured,
+                        Some((_, valor, estornado, _)) => Hold::Exceeds {
                             left: valor - estornado,
                         },
                     });
