@@ -60,6 +60,12 @@ pub enum RemoteStatus {
     Aprovado,
     /// Declined.
     Recusado,
+    /// Authorized on the card, not captured yet.
+    Autorizado,
+    /// An authorization undone: nothing taken.
+    Desfeito,
+    /// An authorization lapsed before capture: nothing taken.
+    Expirado,
     /// A status this till does not know (a newer server): never taken as approved or declined.
     #[serde(other)]
     Desconhecido,
@@ -72,6 +78,9 @@ impl RemoteStatus {
             RemoteStatus::Pendente => "pendente",
             RemoteStatus::Aprovado => "aprovado",
             RemoteStatus::Recusado => "recusado",
+            RemoteStatus::Autorizado => "autorizado",
+            RemoteStatus::Desfeito => "desfeito",
+            RemoteStatus::Expirado => "expirado",
             RemoteStatus::Desconhecido => "desconhecido",
         }
     }
@@ -80,8 +89,13 @@ impl RemoteStatus {
     pub fn agrees_with(self, state: AttemptState) -> bool {
         matches!(
             (self, state),
-            (RemoteStatus::Aprovado, AttemptState::Aprovado)
-                | (RemoteStatus::Recusado, AttemptState::Recusado)
+            (
+                RemoteStatus::Aprovado
+                    | RemoteStatus::Autorizado
+                    | RemoteStatus::Desfeito
+                    | RemoteStatus::Expirado,
+                AttemptState::Aprovado
+            ) | (RemoteStatus::Recusado, AttemptState::Recusado)
         )
     }
 }

@@ -7,7 +7,7 @@
 //! the server listed them in, the totals and every discrepancy out.
 
 use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
-use crate::domain::{sale_number, AttemptState, CardMethod, Centavos, Net, Total, UnixMillis};
+use crate::domain::{sale_number, AttemptState, Capture, CardMethod, Centavos, Net, Total, UnixMillis};
 use crate::outbox::Attempt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -33,6 +33,8 @@ pub struct Totals {
     pub pendente: Tally,
     /// Waiting for a person.
     pub revisao: Tally,
+    /// Authorized on a card, then undone or lapsed: nothing was taken.
+    pub desfeito: Tally,
 }
 
 impl Totals {
@@ -174,12 +176,16 @@ pub enum DiscrepancyKind {
     TendersAboveTotal,
     /// The cash counted in the drawer is not what it should hold.
     DrawerDifference,
+    /// A card authorization neither captured nor undone: money held on the customer's card
+    /// for a sale nobody finished.
+    AuthorizationOpen,
 }
 
 impl DiscrepancyKind {
     /// Every kind, in the order a screen lists them.
-    pub const ALL: [DiscrepancyKind; 11] = [
+    pub const ALL: [DiscrepancyKind; 12] = [
         DiscrepancyKind::TwoChargesForOneSale,
+        DiscrepancyKind::AuthorizationOpen,
         DiscrepancyKind::TendersAboveTotal,
         DiscrepancyKind::PixReceivedAfterCancel,
         DiscrepancyKind::ChargedNotFinalLocally,
@@ -210,6 +216,7 @@ impl DiscrepancyKind {
             DiscrepancyKind::PlanMismatch => "Forma de pagamento ou parcelas diferentes",
             DiscrepancyKind::TendersAboveTotal => "Pagamentos acima do total da venda",
             DiscrepancyKind::DrawerDifference => "Diferença na gaveta",
+            DiscrepancyKind::AuthorizationOpen => "Autorização em aberto no cartão",
         }
     }
 }
@@ -339,7 +346,12 @@ pub fn reconcile(
     let venda = |a: &Attempt| a.sale_number.map(sale_number);
     let mut approved_by_sale: BTreeMap<&str, Vec<(&Attempt, &RemotePayment)>> = BTreeMap::new();
     for &a in &attempts {
-        totals.add(a.state, a.valor);
+        if a.state == AttemptState::Aprovado && !a.pays() {
+            totals.desfeito.count += 1;
+            totals.desfeito.centavos += a.valor;
+        } else {
+            totals.add(a.state, a.valor);
+        }
         // Cash never reaches the server: the drawer's count is its reconciliation.
         if a.is_cash() {
             continue;
@@ -419,6 +431,23 @@ pub fn reconcile(
                 }
             }
             _ => {}
+        }
+        // An authorization the server still holds: the sale was neither confirmed (captured)
+        // nor cancelled (undone).
+        for p in found.iter().filter(|p| p.status == RemoteStatus::Autorizado) {
+            let decided = match a.captura {
+                Some(Capture::Capturar) => "a captura foi pedida e ainda não confirmada",
+                Some(Capture::Desfazer) => "o desfazimento foi pedido e ainda não confirmado",
+                _ => "a venda não foi concluída nem cancelada",
+            };
+            discrepancies.push(base(
+                DiscrepancyKind::AuthorizationOpen,
+                &[p],
+                format!(
+                    "{} autorizado no cartão do cliente e não capturado nem desfeito: {decided} — conclua a venda (captura) ou cancele-a (desfaz)",
+                    p.valor
+                ),
+            ));
         }
         for p in &found {
             if p.valor != a.valor {
@@ -522,7 +551,7 @@ pub fn reconcile(
             let mut tally = Tally::default();
             for a in attempts
                 .iter()
-                .filter(|a| a.state == AttemptState::Aprovado)
+                .filter(|a| a.pays())
             {
                 if forma_of(a) == forma {
                     tally.count += 1;
@@ -748,6 +777,7 @@ impl Closing {
             ("recusado", self.totals.recusado),
             ("pendente", self.totals.pendente),
             ("revisao", self.totals.revisao),
+            ("autorizacao_desfeita", self.totals.desfeito),
             ("estorno_aprovado", self.refunds.aprovado),
             ("estorno_recusado", self.refunds.recusado),
             ("estorno_pendente", self.refunds.pendente),
@@ -852,6 +882,7 @@ mod tests {
             sale_number: Some(n),
             sale_day: Some("2026-12-01".into()),
             sale_total: None,
+            captura: None,
             recebido: None,
         }
     }
@@ -1152,6 +1183,11 @@ mod tests {
             tender.sale_total = Some(Centavos::new(1000).unwrap());
             attempts.push(tender);
         }
+        // A tender authorized on a card, its sale neither confirmed nor cancelled.
+        let mut held = attempt("a12", "v12", 12, 1200, AttemptState::Aprovado);
+        held.sale_total = Some(Centavos::new(5000).unwrap());
+        held.captura = Some(Capture::Pendente);
+        attempts.push(held);
         let r1 = refund("r1", &attempts[2], 1000, AttemptState::Pendente); // the server paid it back
         attempts.push(r1);
         // A Pix cancelled at the till, paid by the customer anyway, not given back.
@@ -1174,6 +1210,7 @@ mod tests {
             },
             paid("p10", "a9", 600, "aprovado"),
             paid("p11", "a10", 600, "aprovado"),
+            paid("p12", "a12", 1200, "autorizado"),
         ];
         let server_refunds = [refunded("est_r1", "r1", 1000, "aprovado")];
         // The drawer should be empty; R$ 5,00 were counted in it.
@@ -1213,7 +1250,7 @@ mod tests {
         );
         let csv = c.to_csv();
         assert!(csv.contains("divergencia,two_charges_for_one_sale,0004,v4,,p4 p5,,8000,"));
-        assert!(csv.contains("total,aprovado,,,,6,10000,,"));
+        assert!(csv.contains("total,aprovado,,,,7,11200,,"));
     }
 
     #[test]

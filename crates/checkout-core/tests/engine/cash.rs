@@ -166,9 +166,15 @@ async fn a_sale_is_paid_by_debit_and_the_rest_in_cash_with_change() {
     let cash = attempt_of(
         engine
             .checkout
-            .pay_cash(sale, c(10_000), c(10_500), Some(c(15_000)))
+            .pay_cash(sale.clone(), c(10_000), c(10_500), Some(c(15_000)))
             .await
             .unwrap(),
+    );
+    // Paid, its receipt shown: the card part is captured.
+    engine.checkout.confirm_sale(&sale).await.unwrap();
+    assert_eq!(
+        settled_capture(&engine, &card).await.captura,
+        Some(checkout_core::Capture::Capturada)
     );
     assert_eq!(cash.troco().map(Total::get), Some(500));
     assert_eq!(cash.sale_total.map(Centavos::get), Some(15_000));

@@ -232,3 +232,16 @@ pub fn attempt_of(outcome: PayOutcome) -> Attempt {
         PayOutcome::Created(a) | PayOutcome::Existing(a) => a,
     }
 }
+
+/// The tender once the server has said where its authorization stands (at most 20 s).
+pub async fn settled_capture(engine: &Engine, tender: &Attempt) -> Attempt {
+    for _ in 0..400 {
+        let a = engine.checkout.attempt(&tender.id).await.unwrap();
+        if a.captura.is_some_and(checkout_core::Capture::is_final) {
+            return a;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the authorization of {} never settled", tender.id);
+}
+

@@ -226,18 +226,6 @@ async fn a_divided_sale_given_up_refunds_every_paid_part_and_cash_from_the_drawe
         .is_empty());
 }
 
-/// The tender once the server has said where its authorization stands (at most 20 s).
-async fn settled_capture(engine: &Engine, tender: &Attempt) -> Attempt {
-    for _ in 0..400 {
-        let a = engine.checkout.attempt(&tender.id).await.unwrap();
-        if a.captura.is_some_and(Capture::is_final) {
-            return a;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the authorization of {} never settled", tender.id);
-}
-
 #[tokio::test]
 async fn a_till_started_again_undoes_the_authorizations_of_an_unfinished_sale_and_never_captures_them(
 ) {
@@ -303,4 +291,43 @@ async fn a_till_started_again_undoes_the_authorizations_of_an_unfinished_sale_an
         .map(|r| r.valor.get())
         .sum();
     assert_eq!(taken, 10_000, "the customer paid the total once");
+}
+
+#[tokio::test]
+async fn the_closing_lists_an_authorization_left_open_and_counts_an_undone_one_as_nothing_taken() {
+    let api = Api::start().await;
+    let engine = Engine::open(fast_config(&api.url())).await;
+    let open = attempt_of(
+        tender(&engine, "venda-a", 9_000, 3_000, CardPlan::DEBITO)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(engine.final_state(&open).await.state, AttemptState::Aprovado);
+    let given_up = attempt_of(
+        tender(&engine, "venda-b", 5_000, 2_000, CardPlan::DEBITO)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        engine.final_state(&given_up).await.state,
+        AttemptState::Aprovado
+    );
+    engine
+        .checkout
+        .abandon_sale(&SaleId::parse("venda-b").unwrap())
+        .await
+        .unwrap();
+    settled_capture(&engine, &given_up).await;
+
+    let closing = engine.checkout.close_day(None, false).await.unwrap();
+    let open_ones: Vec<_> = closing
+        .discrepancies
+        .iter()
+        .filter(|d| d.kind == checkout_core::DiscrepancyKind::AuthorizationOpen)
+        .collect();
+    assert_eq!(open_ones.len(), 1, "{:?}", closing.discrepancies);
+    assert_eq!(open_ones[0].attempt_id.as_deref(), Some(open.id.as_ref()));
+    assert!(open_ones[0].detail.contains("R$ 30,00"), "{}", open_ones[0].detail);
+    assert_eq!(closing.totals.desfeito.centavos.get(), 2_000);
+    assert_eq!(closing.totals.aprovado.centavos.get(), 3_000);
 }
