@@ -23,6 +23,7 @@ fn pagar_commands() -> &'static [&'static str] {
         "drawer",
         "drawer_move",
         "abandon_sale",
+        "confirm_sale",
         "cancel_pix",
         "keep_late_pix",
         "pix_qr",

@@ -32,6 +32,10 @@ function draw() {
     refreshPlans();
   }
   render(state);
+  // A divided sale paid and on screen (its receipt shown): its card authorizations are captured.
+  if (split && !state.pressing && split.falta === 0 && !split.cancelada && split.autorizado > 0) {
+    confirmSale(a.sale_id);
+  }
   // The field was off while the part was charged: Enter there pays what is missing.
   if (fill) $("valor").focus();
   const text = pixWaiting(a) ? a.pix.copia_e_cola : null;
@@ -377,6 +381,21 @@ async function cancelSale() {
     for (const r of await invoke("abandon_sale", { saleId: state.saleId })) upsert(state, r);
   } catch (err) {
     state.cancelSale.error = errorText(err);
+  }
+  draw();
+}
+
+/** Captures the card parts of a divided sale once it is paid and shown (asked once per sale
+ * per window; asking again changes nothing). */
+const confirming = new Set();
+async function confirmSale(saleId) {
+  if (confirming.has(saleId)) return;
+  confirming.add(saleId);
+  try {
+    for (const r of await invoke("confirm_sale", { saleId })) upsert(state, r);
+  } catch (err) {
+    confirming.delete(saleId);
+    state.error = errorText(err);
   }
   draw();
 }

@@ -87,23 +87,39 @@ export function splitOf(state, a) {
   let pago = 0;
   let devolvido = 0;
   let estornando = 0;
+  // Card parts authorized and not captured yet (captured once the sale is paid and shown), and
+  // those being or already undone (nothing taken: the hold on the card is released).
+  let autorizado = 0;
+  let liberado = 0;
+  let capturando = 0;
   const partes = [];
   for (const x of state.attempts.values()) {
     if (x.sale_id !== a.sale_id) continue;
     if (isRefund(x) && x.state === "pendente") estornando += x.valor;
     if (x.state !== "aprovado") continue;
+    if (x.captura === "desfazer") estornando += x.valor;
+    if (x.captura === "desfazer" || x.captura === "desfeita" || x.captura === "expirada") {
+      liberado += x.valor;
+      devolvido += x.valor;
+      continue;
+    }
+    if (x.captura === "pendente") autorizado += x.valor;
+    if (x.captura === "capturar") capturando += x.valor;
     if (isRefund(x)) {
       pago -= x.valor;
       devolvido += x.valor;
     } else {
       pago += x.valor;
-      partes.push({ valor: x.valor, forma: formaText(x) || "Cartão", seq: x.created_at });
+      partes.push({ valor: x.valor, forma: formaText(x) || "Cartão", seq: x.created_at, capturada: x.captura === "capturada" });
     }
   }
   partes.sort((p, q) => p.seq - q.seq);
   // Given back with "Cancelar venda" (or Estornar): nothing more is charged on this sale.
   const cancelada = devolvido + estornando > 0 && pago - estornando <= 0;
-  return { total: a.sale_total, pago, falta: Math.max(0, a.sale_total - pago), partes, devolvido, estornando, cancelada };
+  return {
+    total: a.sale_total, pago, falta: Math.max(0, a.sale_total - pago), partes, devolvido, estornando, cancelada,
+    autorizado, capturando, liberado,
+  };
 }
 
 /** The line that says where a sale paid in parts stands: `Total R$ 150,00 · pago R$ 50,00
@@ -348,17 +364,23 @@ export function statusFor(state, a, now) {
       const split = splitOf(state, a);
       const troco = isCash(a) && a.recebido > a.valor ? ` — troco ${brl(a.recebido - a.valor)}` : "";
       if (split && split.estornando > 0) {
-        return ["pendente", "Cancelando a venda — estorno em andamento, não cobre de novo",
+        const how = split.liberado > 0 ? "desfazendo a autorização no cartão" : "estorno em andamento";
+        return ["pendente", `Cancelando a venda — ${how}, não cobre de novo`,
           `${brl(split.estornando)} sendo devolvidos ao cliente. ${splitText(split)}`];
       }
       if (split && split.cancelada) {
-        return ["recusado", `Venda cancelada — ${brl(split.devolvido)} devolvidos ao cliente`,
+        const how = split.liberado === split.devolvido ? "liberados no cartão do cliente" : "devolvidos ao cliente";
+        return ["recusado", `Venda cancelada — ${brl(split.devolvido)} ${how}`,
           "Nada desta venda ficou cobrado. Pode começar a próxima venda (F2)."];
       }
       if (split) {
-        return split.falta > 0
-          ? ["aprovado", `Pagamento aprovado${troco || ""} — falta ${brl(split.falta)}`, `${splitText(split)}. Cobre o que falta (Enter).`]
-          : ["aprovado", `Venda paga${troco}`, splitText(split)];
+        if (split.falta > 0) {
+          const undone = split.liberado > 0 ? ` Autorização desfeita: ${brl(split.liberado)} liberados no cartão, nada cobrado.` : "";
+          return ["aprovado", `Pagamento aprovado${troco || ""} — falta ${brl(split.falta)}`, `${splitText(split)}.${undone} Cobre o que falta (Enter).`];
+        }
+        const card = split.autorizado + split.capturando > 0 ? " · cartão: captura em andamento"
+          : split.partes.some((p) => p.capturada) ? " · cartão capturado" : "";
+        return ["aprovado", `Venda paga${troco}`, `${splitText(split)}${card}`];
       }
       if (isCash(a)) {
         return ["aprovado", `Pago em dinheiro${troco || " — sem troco"}`, `${brl(a.valor)} · recebido ${brl(a.recebido)}`];
@@ -599,7 +621,8 @@ export function closingTotals(closing) {
     ["Estornos aprovados", r.aprovado.count, r.aprovado.centavos],
   );
   const elsewhere = closing.refunds_elsewhere || { count: 0, centavos: 0 };
-  for (const [label, x] of [["Estornos recusados", r.recusado], ["Estornos pendentes", r.pendente], ["Estornos em revisão", r.revisao], ["Estornos feitos fora deste caixa", elsewhere]]) {
+  const desfeito = t.desfeito || { count: 0, centavos: 0 };
+  for (const [label, x] of [["Autorizações desfeitas (nada cobrado)", desfeito], ["Estornos recusados", r.recusado], ["Estornos pendentes", r.pendente], ["Estornos em revisão", r.revisao], ["Estornos feitos fora deste caixa", elsewhere]]) {
     if (x.count > 0) rows.push([label, x.count, x.centavos]);
   }
   // The Pix apart (each is in the rows above too, by its attempt's state).

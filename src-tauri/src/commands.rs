@@ -225,6 +225,14 @@ pub async fn abandon_sale(session: State<'_, Session>, sale_id: String) -> Resul
     Ok(session.get()?.checkout().abandon_sale(&sale).await?)
 }
 
+/// Confirms a divided sale that is paid and whose receipt the window shows: its card
+/// authorizations are captured. Returns the parts decided now.
+#[tauri::command]
+pub async fn confirm_sale(session: State<'_, Session>, sale_id: String) -> Result<Vec<Attempt>> {
+    let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
+    Ok(session.get()?.checkout().confirm_sale(&sale).await?)
+}
+
 /// The total of a divided sale as typed, when the sale is divided.
 fn parse_total(total: Option<String>) -> Result<Option<Centavos>> {
     total

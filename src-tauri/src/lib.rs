@@ -44,6 +44,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::drawer,
         commands::drawer_move,
         commands::abandon_sale,
+        commands::confirm_sale,
         commands::cancel_pix,
         commands::keep_late_pix,
         commands::pix_qr,

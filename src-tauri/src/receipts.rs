@@ -294,6 +294,7 @@ pub fn closing_rows(c: &Closing) -> Vec<(&'static str, Tally)> {
         ("Estornos aprovados", c.refunds.aprovado),
     ]);
     for (name, t) in [
+        ("Autorizações desfeitas (nada cobrado)", c.totals.desfeito),
         ("Estornos recusados", c.refunds.recusado),
         ("Estornos pendentes", c.refunds.pendente),
         ("Estornos em revisão", c.refunds.revisao),

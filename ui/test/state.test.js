@@ -595,6 +595,37 @@ test("a divided sale given up gives its parts back, then a new sale may start", 
   assert.equal(c.novaVendaHidden, false);
 });
 
+test("a divided sale's card authorizations: undone when given up, and after a restart the rest is missing again", () => {
+  const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: { rotulo: "Débito" }, captura: "pendente" });
+  const s = ready(part);
+  assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["aprovado", "Pagamento aprovado — falta R$ 100,00"]);
+  upsert(s, { ...part, captura: "desfazer" });
+  assert.deepEqual(statusFor(s, part, NOW).slice(0, 2),
+    ["pendente", "Cancelando a venda — desfazendo a autorização no cartão, não cobre de novo"]);
+  assert.equal(controls(s, part).pagarDisabled, true, "nothing is charged while the hold is released");
+  upsert(s, { ...part, captura: "desfeita" });
+  assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["recusado", "Venda cancelada — R$ 50,00 liberados no cartão do cliente"]);
+  // With a cash part kept, an undone card part leaves its amount missing again.
+  const cash = attempt({ id: "att_2", valor: 2000, state: "aprovado", metodo: "dinheiro", recebido: 2000, sale_total: 15000, created_at: NOW + 1 });
+  upsert(s, cash);
+  const [kind, label, detail] = statusFor(s, cash, NOW);
+  assert.deepEqual([kind, label], ["aprovado", "Pagamento aprovado — falta R$ 130,00"]);
+  assert.match(detail, /Autorização desfeita: R\$ 50,00 liberados no cartão, nada cobrado/);
+});
+
+test("a divided sale paid says when its card parts are being captured and when they are", () => {
+  const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", sale_total: 15000, plano: { rotulo: "Débito" }, captura: "pendente" });
+  const rest = attempt({ id: "att_2", valor: 10000, state: "aprovado", sale_total: 15000, plano: { rotulo: "Crédito à vista" }, captura: "pendente", created_at: NOW + 1 });
+  const s = ready(part);
+  upsert(s, rest);
+  assert.equal(splitOf(s, rest).autorizado, 15000);
+  assert.match(statusFor(s, rest, NOW)[2], /cartão: captura em andamento$/);
+  upsert(s, { ...part, captura: "capturada" });
+  upsert(s, { ...rest, captura: "capturada" });
+  assert.deepEqual(statusFor(s, rest, NOW).slice(0, 2), ["aprovado", "Venda paga"]);
+  assert.match(statusFor(s, rest, NOW)[2], /cartão capturado$/);
+});
+
 test("a Pix part cancelled leaves a half-paid sale open for its next part, never for a new sale", () => {
   const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: { rotulo: "Débito" } });
   const s = ready(part);

@@ -426,7 +426,10 @@ impl PaymentClient {
         };
         let req = self
             .http
-            .post(format!("{}/pagamentos/{}/{step}", self.base, job.payment_id))
+            .post(format!(
+                "{}/pagamentos/{}/{step}",
+                self.base, job.payment_id
+            ))
             .header("Idempotency-Key", job.key.as_ref())
             .header("Content-Type", "application/json")
             .body("{}");

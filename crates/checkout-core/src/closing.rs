@@ -7,7 +7,9 @@
 //! the server listed them in, the totals and every discrepancy out.
 
 use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
-use crate::domain::{sale_number, AttemptState, Capture, CardMethod, Centavos, Net, Total, UnixMillis};
+use crate::domain::{
+    sale_number, AttemptState, Capture, CardMethod, Centavos, Net, Total, UnixMillis,
+};
 use crate::outbox::Attempt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -434,7 +436,10 @@ pub fn reconcile(
         }
         // An authorization the server still holds: the sale was neither confirmed (captured)
         // nor cancelled (undone).
-        for p in found.iter().filter(|p| p.status == RemoteStatus::Autorizado) {
+        for p in found
+            .iter()
+            .filter(|p| p.status == RemoteStatus::Autorizado)
+        {
             let decided = match a.captura {
                 Some(Capture::Capturar) => "a captura foi pedida e ainda não confirmada",
                 Some(Capture::Desfazer) => "o desfazimento foi pedido e ainda não confirmado",
@@ -549,10 +554,7 @@ pub fn reconcile(
         .iter()
         .filter_map(|&(forma, rotulo)| {
             let mut tally = Tally::default();
-            for a in attempts
-                .iter()
-                .filter(|a| a.pays())
-            {
+            for a in attempts.iter().filter(|a| a.pays()) {
                 if forma_of(a) == forma {
                     tally.count += 1;
                     tally.centavos += a.valor;

@@ -1,6 +1,6 @@
 //! End-of-day reconciliation: every attempt as CSV or JSON.
 
-use crate::domain::{CardPlan, CardToken, Centavos, Financing, UnixMillis};
+use crate::domain::{Capture, CardPlan, CardToken, Centavos, Financing, UnixMillis};
 use crate::error::{CoreError, Result};
 use crate::outbox::Attempt;
 use serde::Serialize;
@@ -42,6 +42,9 @@ struct Row<'a> {
     troco_centavos: Option<i64>,
     /// A tender of a sale paid in parts: the sale's total, in centavos (empty otherwise).
     total_venda_centavos: Option<i64>,
+    /// A card tender authorized first: `pendente`, `capturar`, `desfazer`, `capturada`,
+    /// `desfeita` or `expirada` (empty: captured with its charge).
+    captura: &'static str,
     tries: u32,
     payment_id: &'a str,
     motivo: &'a str,
@@ -73,6 +76,7 @@ fn row(a: &Attempt) -> Row<'_> {
         recebido_centavos: a.recebido.map(Centavos::get),
         troco_centavos: a.troco().map(|t| t.get()),
         total_venda_centavos: a.sale_total.map(Centavos::get),
+        captura: a.captura.map_or("", Capture::as_str),
         tries: a.tries,
         payment_id: a.payment_id.as_deref().unwrap_or(""),
         motivo: a.motivo.as_deref().unwrap_or(""),
@@ -106,6 +110,7 @@ pub fn to_csv(attempts: &[Attempt]) -> Result<Vec<u8>> {
             "recebido_centavos",
             "troco_centavos",
             "total_venda_centavos",
+            "captura",
             "tries",
             "payment_id",
             "motivo",

@@ -51,7 +51,7 @@ pub struct Undo(Arc<AuthorizationSteps>);
 
 impl AuthorizationSteps {
     /// Both operations on these parts.
-    pub fn new(
+    pub fn operations(
         payments: Arc<dyn PaymentStore>,
         gateway: Arc<dyn Gateway>,
         metrics: Arc<Metrics>,

@@ -58,7 +58,11 @@ pub struct Config {
     pub slow_gateway_ms: u64,
     /// How long the gateway simulator holds an authorization (`"captura": false`) before it
     /// lapses unless captured, in milliseconds (default seven days).
-    #[arg(long, env = "PAGAR_AUTHORIZATION_TTL_MS", default_value_t = 604_800_000)]
+    #[arg(
+        long,
+        env = "PAGAR_AUTHORIZATION_TTL_MS",
+        default_value_t = 604_800_000
+    )]
     pub authorization_ttl_ms: u64,
     /// How many completed keys are kept in memory so replays skip the database.
     #[arg(long, env = "PAGAR_REPLAY_CACHE_ENTRIES", default_value_t = 100_000)]

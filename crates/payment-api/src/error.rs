@@ -342,9 +342,15 @@ impl ApiError {
 /// What a capture or undo that could not take effect says of the authorization.
 fn settled_detail(state: CaptureState) -> &'static str {
     match state {
-        CaptureState::Capturada => "esta autorização já foi capturada: o valor foi cobrado; para devolver, estorne",
-        CaptureState::Desfeita => "esta autorização foi desfeita: nada foi cobrado e nada pode mais ser capturado",
-        CaptureState::Expirada => "esta autorização expirou sem captura: nada foi cobrado e nada pode mais ser capturado",
+        CaptureState::Capturada => {
+            "esta autorização já foi capturada: o valor foi cobrado; para devolver, estorne"
+        }
+        CaptureState::Desfeita => {
+            "esta autorização foi desfeita: nada foi cobrado e nada pode mais ser capturado"
+        }
+        CaptureState::Expirada => {
+            "esta autorização expirou sem captura: nada foi cobrado e nada pode mais ser capturado"
+        }
         CaptureState::Pendente => "esta autorização ainda espera captura ou desfazimento",
     }
 }

@@ -158,8 +158,11 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
     let api_keys = config.load_api_keys().map_err(ApiError::Startup)?;
     let ledger: Arc<dyn SimulatorLedger> = db.clone();
     let gateway = Arc::new(
-        SimulatedGateway::new(ledger.clone(), Duration::from_millis(config.slow_gateway_ms))
-            .with_authorization_ttl(Duration::from_millis(config.authorization_ttl_ms)),
+        SimulatedGateway::new(
+            ledger.clone(),
+            Duration::from_millis(config.slow_gateway_ms),
+        )
+        .with_authorization_ttl(Duration::from_millis(config.authorization_ttl_ms)),
     );
     let state = AppState::new(&config, api_keys, db, gateway, Some(ledger));
     let listener = tokio::net::TcpListener::bind(config.listen)

@@ -111,7 +111,7 @@ impl AppState {
                 )) as Arc<dyn PixProvider>
             });
         let (capture, undo) =
-            AuthorizationSteps::new(store.clone(), gateway.clone(), metrics.clone());
+            AuthorizationSteps::operations(store.clone(), gateway.clone(), metrics.clone());
         let refunds = Arc::new(Refunds::new(
             store.clone(),
             store.clone(),

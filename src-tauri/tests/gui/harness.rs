@@ -498,6 +498,22 @@ impl GuiApp {
     }
 
     /// Refunds in the embedded sandbox's gateway ledger, oldest first: `(valor, status)`.
+    /// The embedded gateway's authorizations: `(valor, captura)`, oldest first.
+    pub fn authorizations(&self) -> Vec<(i64, String)> {
+        let db = self.data_dir.join("sandbox").join("pagar-api.db");
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        let mut st = c
+            .prepare(
+                "SELECT valor, captura FROM gateway_ledger WHERE captura IS NOT NULL ORDER BY seq",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
     pub fn refund_ledger(&self) -> Vec<(i64, String)> {
         let db = self.data_dir.join("sandbox").join("pagar-api.db");
         let c = rusqlite::Connection::open(db).unwrap();

@@ -14,10 +14,12 @@
 //! as a cashier whose customer gave up on the QR would. Once settled, it asks the server about
 //! the Pix it closed (one paid anyway is recorded to give back) before it prints `drained`. A
 //! divided sale is settled only once paid in full: what is missing is paid by crédito, as a
-//! cashier would, by a till restarted after a crash too.
+//! cashier would, by a till restarted after a crash too (which undoes the card parts it had
+//! authorized, so the sale is paid again), and confirmed (its authorizations captured) once paid.
 
 use checkout_core::{
-    Attempt, AttemptState, CardPlan, CardToken, Centavos, Checkout, Config, CoreError, SaleId,
+    Attempt, AttemptState, Capture, CardPlan, CardToken, Centavos, Checkout, Config, CoreError,
+    SaleId,
 };
 use std::io::Write;
 use std::time::Duration;
@@ -116,6 +118,16 @@ async fn main() -> std::process::ExitCode {
             writeln!(out, "{line}").expect("stdout");
             out.flush().expect("stdout");
         }
+        // A divided sale paid in full, its receipt shown: its authorizations are captured.
+        for sale in paid_unconfirmed(&attempts).into_iter().filter(|_| pressing) {
+            let line = match checkout.confirm_sale(&sale).await {
+                Ok(decided) => format!("confirmed {} {}", sale.as_ref(), decided.len()),
+                Err(e) => format!("refused {} {}", sale.as_ref(), kind(&e)),
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").expect("stdout");
+            out.flush().expect("stdout");
+        }
         for a in attempts.iter().filter(|a| {
             pressing
                 && !a.is_refund()
@@ -166,6 +178,10 @@ async fn main() -> std::process::ExitCode {
         // Settled: final, or a refund in review with no refund found (a payment in review is
         // settled only by its payment or its cancelled key).
         let settled = missing_parts(&attempts).is_empty()
+            && paid_unconfirmed(&attempts).is_empty()
+            && attempts
+                .iter()
+                .all(|a| a.captura.is_none_or(Capture::is_final))
             && attempts.iter().all(|a| match a.state {
                 AttemptState::Pendente => false,
                 AttemptState::Revisao => a.is_refund() && a.review_checked_at.is_some(),
@@ -200,10 +216,11 @@ fn missing_parts(attempts: &[Attempt]) -> Vec<(SaleId, Centavos, Centavos)> {
                 sales.len() - 1
             }
         };
-        if a.state == AttemptState::Aprovado {
+        if a.pays() {
             sales[i].2 += a.valor.get();
         }
-        if a.is_undecided() {
+        // An undo on its way still holds its part at the server: wait for it.
+        if a.is_undecided() || a.captura == Some(Capture::Desfazer) {
             sales[i].3 = true;
         }
     }
@@ -218,6 +235,35 @@ fn missing_parts(attempts: &[Attempt]) -> Vec<(SaleId, Centavos, Centavos)> {
             )
         })
         .collect()
+}
+
+/// The divided sales paid in full with an authorization nobody decided yet.
+fn paid_unconfirmed(attempts: &[Attempt]) -> Vec<SaleId> {
+    let mut sales: Vec<SaleId> = attempts
+        .iter()
+        .filter(|a| a.captura == Some(Capture::Pendente))
+        .map(|a| a.sale_id.clone())
+        .collect();
+    sales.dedup();
+    sales.retain(|sale| {
+        let of_sale = attempts.iter().filter(|a| &a.sale_id == sale);
+        let total = of_sale
+            .clone()
+            .find_map(|a| a.sale_total)
+            .map_or(0, Centavos::get);
+        let paid: i64 = of_sale
+            .filter(|a| a.pays())
+            .map(|a| {
+                if a.is_refund() {
+                    -a.valor.get()
+                } else {
+                    a.valor.get()
+                }
+            })
+            .sum();
+        paid >= total
+    });
+    sales
 }
 
 fn now_ms() -> i64 {

@@ -30,7 +30,12 @@
 //!   money to give back (and is not counted by (b) and (d) as a second charge: it is shown);
 //! - (h) a divided sale (paid in parts: a débito tender, then the rest by crédito, each with its
 //!   own key) never has approved tenders above its total, on the server or at the till, and one
-//!   the till shows paid is paid on the server (its tenders are exempt from (b)).
+//!   the till shows paid is paid on the server (its tenders are exempt from (b)); its card
+//!   tenders are authorizations, and only those holding money (held or captured, not undone or
+//!   lapsed) count;
+//! - (i) nothing is left authorized: after the queue drains, every authorization was captured
+//!   (its sale paid and confirmed) or undone (its sale abandoned, or its till restarted before
+//!   the sale was finished), on the server and at the till.
 //!
 //! `trials --trials N --seed S [--store sqlite|postgres|mixed] [--jobs J]`; trial `i` runs seed
 //! `S + i`, and `--seed S --trials 1` replays it with the same schedule.
@@ -61,7 +66,7 @@ fn pg_database() -> String {
     format!("pagar_trials_{}", *RUN_ID)
 }
 
-const INVARIANTS: [&str; 8] = [
+const INVARIANTS: [&str; 9] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
     "(c) every attempt final or in review",
@@ -70,6 +75,7 @@ const INVARIANTS: [&str; 8] = [
     "(f) outbox integrity",
     "(g) Pix: provider, server, tills agree",
     "(h) a divided sale within its total",
+    "(i) no authorization left open",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,6 +392,8 @@ struct Outcome {
     pix: [u32; 3],
     /// Divided sales, and those paid in full.
     divided: [u32; 2],
+    /// Card authorizations on the server, those captured, and those undone or lapsed.
+    authorizations: [u32; 3],
 }
 
 async fn put_faults(client: &reqwest::Client, url: &str, faults: &Value) {
@@ -789,6 +797,8 @@ struct AttemptRow {
     pix_status: Option<String>,
     /// A tender of a divided sale: the sale's total.
     sale_total: Option<i64>,
+    /// An authorized tender: where its capture stands at the till.
+    captura: Option<String>,
 }
 
 impl AttemptRow {
@@ -906,6 +916,16 @@ struct PaymentRow {
     valor: i64,
     referencia: Option<String>,
     cobranca_id: String,
+    /// An authorization's state (`None`: captured with its charge).
+    captura: Option<String>,
+}
+
+impl PaymentRow {
+    /// Approved, and not an authorization undone or lapsed: it took or holds money.
+    fn holds_money(&self) -> bool {
+        self.status == "aprovado"
+            && !matches!(self.captura.as_deref(), Some("desfeita" | "expirada"))
+    }
 }
 
 async fn server_rows(
@@ -925,7 +945,7 @@ async fn server_rows(
                 })
                 .map_err(|e| e.to_string())?;
             let payments = c
-                .prepare("SELECT id, status, valor, referencia, cobranca_id FROM payments WHERE merchant = ?1")
+                .prepare("SELECT id, status, valor, referencia, cobranca_id, captura FROM payments WHERE merchant = ?1")
                 .and_then(|mut st| {
                     st.query_map([merchant], |r| {
                         Ok(PaymentRow {
@@ -934,6 +954,7 @@ async fn server_rows(
                             valor: r.get(2)?,
                             referencia: r.get(3)?,
                             cobranca_id: r.get(4)?,
+                            captura: r.get(5)?,
                         })
                     })?
                     .collect::<Result<Vec<_>, _>>()
@@ -957,7 +978,7 @@ async fn server_rows(
                 .map(|r| (r.get(0), r.get(1)))
                 .collect();
             let payments = client
-                .query("SELECT id, status, valor, referencia, cobranca_id FROM payments WHERE merchant = $1", &[&merchant])
+                .query("SELECT id, status, valor, referencia, cobranca_id, captura FROM payments WHERE merchant = $1", &[&merchant])
                 .await
                 .map_err(|e| e.to_string())?
                 .iter()
@@ -967,6 +988,7 @@ async fn server_rows(
                     valor: r.get(2),
                     referencia: r.get(3),
                     cobranca_id: r.get(4),
+                    captura: r.get(5),
                 })
                 .collect();
             drop(client);
@@ -1020,7 +1042,8 @@ async fn check(
             .prepare(
                 "SELECT a.id, a.sale_id, a.state, a.valor, a.payment_id, a.last_error, p.status,
                         CASE WHEN a.kind = 'pagamento'
-                             THEN (SELECT total FROM sales s WHERE s.sale_id = a.sale_id) END
+                             THEN (SELECT total FROM sales s WHERE s.sale_id = a.sale_id) END,
+                        a.captura
                    FROM attempts a LEFT JOIN pix p ON p.attempt_id = a.id",
             )
             .and_then(|mut st| {
@@ -1034,6 +1057,7 @@ async fn check(
                         last_error: r.get(5)?,
                         pix_status: r.get(6)?,
                         sale_total: r.get(7)?,
+                        captura: r.get(8)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()
@@ -1091,11 +1115,16 @@ async fn check(
             .or_insert((a.sale_total.unwrap_or(0), 0, 0));
         e.1 += by_ref.get(a.id.as_str()).map_or(0, |ps| {
             ps.iter()
-                .filter(|p| p.status == "aprovado")
+                .filter(|p| p.holds_money())
                 .map(|p| p.valor)
                 .sum::<i64>()
         });
-        if a.state == "aprovado" {
+        if a.state == "aprovado"
+            && !matches!(
+                a.captura.as_deref(),
+                Some("desfazer" | "desfeita" | "expirada")
+            )
+        {
             e.2 += a.valor;
         }
     }
@@ -1109,6 +1138,39 @@ async fn check(
             ));
         }
     }
+    // (i): every authorization captured or undone, on the server and at the till.
+    for p in payments
+        .iter()
+        .filter(|p| p.captura.as_deref() == Some("pendente"))
+    {
+        out.violations[8] += 1;
+        out.notes.push(format!(
+            "(i) payment {} ({} centavos) still authorized on the server after the drain",
+            p.id, p.valor
+        ));
+    }
+    for (t, a) in attempts.iter().filter(|(_, a)| {
+        matches!(
+            a.captura.as_deref(),
+            Some("pendente" | "capturar" | "desfazer")
+        )
+    }) {
+        out.violations[8] += 1;
+        out.notes.push(format!(
+            "(i) till {t} tender {} left {} after the drain",
+            a.id,
+            a.captura.as_deref().unwrap_or("")
+        ));
+    }
+    out.authorizations[0] += payments.iter().filter(|p| p.captura.is_some()).count() as u32;
+    out.authorizations[1] += payments
+        .iter()
+        .filter(|p| p.captura.as_deref() == Some("capturada"))
+        .count() as u32;
+    out.authorizations[2] += payments
+        .iter()
+        .filter(|p| matches!(p.captura.as_deref(), Some("desfeita" | "expirada")))
+        .count() as u32;
     // (d): both ways, and every charge has its payment.
     let ids: HashMap<&str, &AttemptRow> =
         attempts.iter().map(|(_, a)| (a.id.as_str(), a)).collect();
@@ -1472,6 +1534,17 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
     println!(
         "Divided sales: {}, {} of them paid in full (a débito tender, then the rest by crédito)",
         divided[0], divided[1]
+    );
+    let auth = results.iter().fold([0u32; 3], |t, r| {
+        [
+            t[0] + r.authorizations[0],
+            t[1] + r.authorizations[1],
+            t[2] + r.authorizations[2],
+        ]
+    });
+    println!(
+        "Card authorizations: {}, {} captured (sale paid and confirmed), {} undone (sale abandoned or till restarted before it was finished)",
+        auth[0], auth[1], auth[2]
     );
     println!("\n{:<34} {:>8}", "store", "trials");
     for (s, n) in &by_store {

@@ -87,7 +87,10 @@ mod tests {
             assert_eq!(Capture::parse(c.as_str()), Some(c));
             assert_eq!(
                 c.pays(),
-                matches!(c, Capture::Pendente | Capture::Capturar | Capture::Capturada)
+                matches!(
+                    c,
+                    Capture::Pendente | Capture::Capturar | Capture::Capturada
+                )
             );
         }
         assert_eq!(Capture::parse("autorizado"), None);

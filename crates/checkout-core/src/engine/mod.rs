@@ -17,8 +17,8 @@ use crate::client::{Answer, PaymentClient, Reach, RemoteStatus};
 use crate::closing::{reconcile, Closing, Evidence};
 use crate::config::Config;
 use crate::domain::{
-    day_bounds, AttemptId, AttemptState, Capture, CardPlan, CardToken, Centavos, PayMethod, PaymentId,
-    RefundReason, SaleId, Total, UnixMillis,
+    day_bounds, AttemptId, AttemptState, Capture, CardPlan, CardToken, Centavos, PayMethod,
+    PaymentId, RefundReason, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance, TryResult};
@@ -499,7 +499,10 @@ impl Checkout {
                 "um pagamento desta venda ainda está em andamento: espere o resultado antes de cancelar a venda".into(),
             ));
         }
-        if attempts.iter().any(|a| a.captura == Some(Capture::Capturar)) {
+        if attempts
+            .iter()
+            .any(|a| a.captura == Some(Capture::Capturar))
+        {
             return Err(CoreError::Invalid(
                 "a captura desta venda já foi pedida: espere a confirmação e então estorne".into(),
             ));
@@ -541,7 +544,13 @@ impl Checkout {
         let paid: i64 = attempts
             .iter()
             .filter(|a| a.pays())
-            .map(|a| if a.is_refund() { -a.valor.get() } else { a.valor.get() })
+            .map(|a| {
+                if a.is_refund() {
+                    -a.valor.get()
+                } else {
+                    a.valor.get()
+                }
+            })
             .sum();
         if paid < total.get() {
             return Err(CoreError::Invalid(format!(

@@ -1,8 +1,8 @@
 //! The write-ahead outbox: every attempt, its key and its exact request bytes, durable in SQLite
 //! before the first byte goes on the network.
 
-mod captures;
 mod caps;
+mod captures;
 mod closings;
 mod drawer;
 mod lock;
@@ -13,8 +13,8 @@ mod sales;
 mod schema;
 mod wire;
 
-pub use captures::{CaptureJob, CaptureResult};
 pub use caps::OfflineCaps;
+pub use captures::{CaptureJob, CaptureResult};
 pub use lock::lock_path;
 pub(crate) use records::Paid;
 pub use records::{

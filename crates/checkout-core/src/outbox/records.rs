@@ -1,8 +1,8 @@
 //! What the outbox stores and answers: attempts, the queue, and how a try ended.
 
 use crate::domain::{
-    AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey, PaymentId,
-    PixCharge, PixStatus, SaleId, Total, UnixMillis,
+    AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey,
+    PaymentId, PixCharge, PixStatus, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use serde::Serialize;

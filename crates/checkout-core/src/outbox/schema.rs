@@ -3,8 +3,8 @@
 
 use super::records::{Attempt, QueueSummary};
 use crate::domain::{
-    AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey, PaymentId,
-    PixCharge, PixStatus, SaleId, UnixMillis,
+    AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey,
+    PaymentId, PixCharge, PixStatus, SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use durable_sqlite::exec;

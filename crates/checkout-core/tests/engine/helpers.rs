@@ -244,4 +244,3 @@ pub async fn settled_capture(engine: &Engine, tender: &Attempt) -> Attempt {
     }
     panic!("the authorization of {} never settled", tender.id);
 }
-

@@ -3,7 +3,7 @@
 
 use crate::helpers::*;
 use checkout_core::{
-    Attempt, AttemptState, Capture, CardPlan, CardToken, Centavos, CoreError, PayOutcome, SaleId,
+    AttemptState, Capture, CardPlan, CardToken, Centavos, CoreError, PayOutcome, SaleId,
 };
 use payment_api::domain::CaptureState;
 use std::time::Duration;
@@ -93,7 +93,12 @@ async fn a_sale_of_150_is_paid_50_by_debit_and_100_by_credit_and_never_a_centavo
         );
     }
     assert!(
-        engine.checkout.confirm_sale(&sale).await.unwrap().is_empty(),
+        engine
+            .checkout
+            .confirm_sale(&sale)
+            .await
+            .unwrap()
+            .is_empty(),
         "confirmed twice: nothing new is decided"
     );
     let ledger = api.ledger().await;
@@ -192,8 +197,15 @@ async fn a_divided_sale_given_up_refunds_every_paid_part_and_cash_from_the_drawe
     );
     let sale = SaleId::parse("venda-x").unwrap();
     let refunds = engine.checkout.abandon_sale(&sale).await.unwrap();
-    assert_eq!(refunds.len(), 2, "the card part undone, the cash given back");
-    let undone = refunds.iter().find(|r| r.id == card.id).expect("the card part");
+    assert_eq!(
+        refunds.len(),
+        2,
+        "the card part undone, the cash given back"
+    );
+    let undone = refunds
+        .iter()
+        .find(|r| r.id == card.id)
+        .expect("the card part");
     assert_eq!(undone.captura, Some(Capture::Desfazer));
     assert_eq!(
         settled_capture(&engine, &card).await.captura,
@@ -252,7 +264,10 @@ async fn a_till_started_again_undoes_the_authorizations_of_an_unfinished_sale_an
         .wait_final(&part.id, Duration::from_secs(20))
         .await
         .unwrap();
-    assert_eq!((part.state, part.captura), (AttemptState::Aprovado, Some(Capture::Pendente)));
+    assert_eq!(
+        (part.state, part.captura),
+        (AttemptState::Aprovado, Some(Capture::Pendente))
+    );
     // The sale is not finished: it cannot be confirmed, so nothing is captured.
     assert!(matches!(
         checkout.confirm_sale(&sale).await,
@@ -277,7 +292,10 @@ async fn a_till_started_again_undoes_the_authorizations_of_an_unfinished_sale_an
             .await
             .unwrap(),
     );
-    assert_eq!(engine.final_state(&again).await.state, AttemptState::Aprovado);
+    assert_eq!(
+        engine.final_state(&again).await.state,
+        AttemptState::Aprovado
+    );
     engine.checkout.confirm_sale(&sale).await.unwrap();
     assert_eq!(
         settled_capture(&engine, &again).await.captura,
@@ -302,7 +320,10 @@ async fn the_closing_lists_an_authorization_left_open_and_counts_an_undone_one_a
             .await
             .unwrap(),
     );
-    assert_eq!(engine.final_state(&open).await.state, AttemptState::Aprovado);
+    assert_eq!(
+        engine.final_state(&open).await.state,
+        AttemptState::Aprovado
+    );
     let given_up = attempt_of(
         tender(&engine, "venda-b", 5_000, 2_000, CardPlan::DEBITO)
             .await
@@ -327,7 +348,11 @@ async fn the_closing_lists_an_authorization_left_open_and_counts_an_undone_one_a
         .collect();
     assert_eq!(open_ones.len(), 1, "{:?}", closing.discrepancies);
     assert_eq!(open_ones[0].attempt_id.as_deref(), Some(open.id.as_ref()));
-    assert!(open_ones[0].detail.contains("R$ 30,00"), "{}", open_ones[0].detail);
+    assert!(
+        open_ones[0].detail.contains("R$ 30,00"),
+        "{}",
+        open_ones[0].detail
+    );
     assert_eq!(closing.totals.desfeito.centavos.get(), 2_000);
     assert_eq!(closing.totals.aprovado.centavos.get(), 3_000);
 }

@@ -4,7 +4,9 @@
 pub mod simulator;
 
 use crate::clock::Millis;
-use crate::domain::{CaptureState, CaptureStep, CardPlan, CardToken, Centavos, DownstreamKey, MerchantId};
+use crate::domain::{
+    CaptureState, CaptureStep, CardPlan, CardToken, Centavos, DownstreamKey, MerchantId,
+};
 use simulator::{LedgerRow, RefundLedgerRow};
 
 /// What the gateway decided.

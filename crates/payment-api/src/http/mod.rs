@@ -11,9 +11,8 @@ pub use openapi::ApiDoc;
 use crate::captures::AuthorizationSteps;
 use crate::conn::ConnHandle;
 use crate::domain::{
-    CaptureStep,
-    BodyDigest, FieldError, IdempotencyKey, MerchantId, PaymentId, PixRequest, PixStatus,
-    PIX_CHARGE_PREFIX,
+    BodyDigest, CaptureStep, FieldError, IdempotencyKey, MerchantId, PaymentId, PixRequest,
+    PixStatus, PIX_CHARGE_PREFIX,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;

@@ -14,10 +14,8 @@ pub(crate) const PAYMENT_COLUMNS: &str = payment_columns!();
 
 /// The columns a payment is read with: those, and an authorization's (`NULL` for a payment
 /// captured with its charge).
-pub(crate) const PAYMENT_READ: &str = concat!(
-    payment_columns!(),
-    ", captura, autorizacao_expira_em"
-);
+pub(crate) const PAYMENT_READ: &str =
+    concat!(payment_columns!(), ", captura, autorizacao_expira_em");
 
 /// A payment as it is stored: final, typed, and owned by its merchant. The JSON clients see is
 /// [`crate::schema::PaymentBody`], made from it.

@@ -103,15 +103,13 @@ async fn an_authorization_is_captured_once_and_its_answers_replay(#[case] backen
     assert!(p["detail"].as_str().unwrap().contains("estorne"), "{p}");
     let res = step(&app, id, "desfazimento", &late).await;
     assert_eq!(res.headers()["idempotent-replayed"], "true");
-    assert_problem(
-        res,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "pagamento-capturado",
-    )
-    .await;
+    assert_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "pagamento-capturado").await;
 
     let row = ledger_row(&app, cobranca).await;
-    assert_eq!((&row["captura"], &row["valor"]), (&json!("capturada"), &json!(5_000)));
+    assert_eq!(
+        (&row["captura"], &row["valor"]),
+        (&json!("capturada"), &json!(5_000))
+    );
     assert_eq!(app.ledger().await.len(), 1, "one charge, captured once");
     let read = app.get_json(&format!("/pagamentos/{id}")).await;
     assert_eq!(read["status"], "aprovado", "{read}");
@@ -142,7 +140,11 @@ async fn captures_and_undos_racing_on_one_authorization_never_both_take_effect(
             .map(|i| {
                 let (app, id) = (&app, id.clone());
                 async move {
-                    let which = if i % 2 == 0 { "captura" } else { "desfazimento" };
+                    let which = if i % 2 == 0 {
+                        "captura"
+                    } else {
+                        "desfazimento"
+                    };
                     let res = step(app, &id, which, &new_key()).await;
                     let status = res.status();
                     (which, status, res.json::<Value>().await.unwrap())
@@ -172,7 +174,11 @@ async fn captures_and_undos_racing_on_one_authorization_never_both_take_effect(
                 assert_eq!(body["type"], expected);
             }
         }
-        let want = if captured == 8 { "capturada" } else { "desfeita" };
+        let want = if captured == 8 {
+            "capturada"
+        } else {
+            "desfeita"
+        };
         let row = ledger_row(&app, auth["cobranca_id"].as_str().unwrap()).await;
         assert_eq!(row["captura"], want, "the gateway agrees");
         let read = app.get_json(&format!("/pagamentos/{id}")).await;
@@ -209,9 +215,7 @@ async fn a_lapsed_authorization_is_never_captured_and_the_reaper_marks_it(
     let other = left_alone["id"].as_str().unwrap().to_string();
     let lapsed = eventually(Duration::from_secs(10), || {
         let (app, other) = (&app, other.clone());
-        async move {
-            app.get_json(&format!("/pagamentos/{other}")).await["status"] == "expirado"
-        }
+        async move { app.get_json(&format!("/pagamentos/{other}")).await["status"] == "expirado" }
     })
     .await;
     assert!(lapsed, "the reaper never settled the lapsed authorization");
@@ -252,12 +256,24 @@ async fn an_undone_authorization_holds_nothing_of_its_sale(#[case] backend: Back
         .get_json(&format!("/vendas/{venda}?terminal=caixa-01"))
         .await;
     assert_eq!(sale["pagamentos"][0]["status"], "autorizado", "{sale}");
-    assert_eq!((&sale["autorizado"], &sale["falta"]), (&json!(6_000), &json!(4_000)));
+    assert_eq!(
+        (&sale["autorizado"], &sale["falta"]),
+        (&json!(6_000), &json!(4_000))
+    );
 
-    let res = step(&app, first["id"].as_str().unwrap(), "desfazimento", &new_key()).await;
+    let res = step(
+        &app,
+        first["id"].as_str().unwrap(),
+        "desfazimento",
+        &new_key(),
+    )
+    .await;
     assert_eq!(res.status(), StatusCode::OK);
     let undone: Value = res.json().await.unwrap();
-    assert_eq!((&undone["status"], &undone["captura"]), (&json!("desfeito"), &json!("desfeita")));
+    assert_eq!(
+        (&undone["status"], &undone["captura"]),
+        (&json!("desfeito"), &json!("desfeita"))
+    );
     // Undone, it holds nothing: the whole total fits again.
     let res = app.pay(&new_key(), &tender(10_000)).await;
     assert_eq!(res.status(), StatusCode::CREATED);
@@ -304,7 +320,11 @@ async fn a_step_on_what_is_no_authorization_stores_nothing(#[case] backend: Back
     // A body with fields is refused before anything is stored.
     let res = app
         .client
-        .post(format!("{}/pagamentos/{}/captura", app.url, paid["id"].as_str().unwrap()))
+        .post(format!(
+            "{}/pagamentos/{}/captura",
+            app.url,
+            paid["id"].as_str().unwrap()
+        ))
         .bearer_auth(API_KEY)
         .header("Idempotency-Key", new_key())
         .json(&json!({"valor": 10}))
@@ -312,5 +332,9 @@ async fn a_step_on_what_is_no_authorization_stores_nothing(#[case] backend: Back
         .await
         .unwrap();
     assert_problem(res, StatusCode::UNPROCESSABLE_ENTITY, "validation").await;
-    assert_eq!(app.stored_keys().await, 2, "only the two payments' keys are stored");
+    assert_eq!(
+        app.stored_keys().await,
+        2,
+        "only the two payments' keys are stored"
+    );
 }

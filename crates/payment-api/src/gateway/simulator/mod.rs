@@ -60,8 +60,7 @@ impl LedgerRow {
     /// True when the card was (or may still be) charged: approved, and captured at once or an
     /// authorization not undone or lapsed. The charges a test counts.
     pub fn takes_money(&self) -> bool {
-        self.status == PaymentStatus::Aprovado
-            && self.captura.is_none_or(CaptureState::holds_money)
+        self.status == PaymentStatus::Aprovado && self.captura.is_none_or(CaptureState::holds_money)
     }
 }
 

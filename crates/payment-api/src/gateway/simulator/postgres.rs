@@ -252,7 +252,11 @@ impl SimulatorLedger for PgStore {
                                 ELSE $3::text END
              WHERE cobranca_id = $1 AND captura = 'pendente'
                AND ($3::text IS NOT NULL OR captura_expira_em <= pagar_now_ms() + $2)",
-            &[&cobranca_id, &self.shift(), &target.map(CaptureState::as_str)],
+            &[
+                &cobranca_id,
+                &self.shift(),
+                &target.map(CaptureState::as_str),
+            ],
         )
         .await?;
         c.query_opt(

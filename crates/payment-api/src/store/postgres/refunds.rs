@@ -83,8 +83,7 @@ impl RefundStore for PgStore {
                     None => Hold::NoPayment,
                     Some(p) if p.try_get::<_, String>(0)? != "aprovado" => Hold::NotApproved,
                     Some(p)
-                        if p
-                            .try_get::<_, Option<String>>(3)?
+                        if p.try_get::<_, Option<String>>(3)?
                             .is_some_and(|c| c != "capturada") =>
                     {
                         Hold::NotCaptured

@@ -105,9 +105,7 @@ impl PaymentStore for SqliteStore {
         self.db
             .read(move |c| {
                 c.query_row(
-                    &format!(
-                        "SELECT {PAYMENT_READ} FROM payments WHERE merchant = ?1 AND id = ?2"
-                    ),
+                    &format!("SELECT {PAYMENT_READ} FROM payments WHERE merchant = ?1 AND id = ?2"),
                     params![m, id],
                     payment_from_row,
                 )
