@@ -98,9 +98,11 @@ export function splitOf(state, a) {
     if (isRefund(x) && x.state === "pendente") estornando += x.valor;
     if (x.state !== "aprovado") continue;
     if (x.captura === "desfazer") estornando += x.valor;
-    if (x.captura === "desfazer" || x.captura === "desfeita" || x.captura === "expirada") {
+    if (isUndone(x)) {
       liberado += x.valor;
-      devolvido += x.valor;
+      // Undone because the till started again before the sale was finished: the sale is not
+      // given up, its part is missing again.
+      if (x.captura_por !== "reinicio") devolvido += x.valor;
       continue;
     }
     if (x.captura === "pendente") autorizado += x.valor;
@@ -120,6 +122,23 @@ export function splitOf(state, a) {
     total: a.sale_total, pago, falta: Math.max(0, a.sale_total - pago), partes, devolvido, estornando, cancelada,
     autorizado, capturando, liberado,
   };
+}
+
+/** The history's pill of a card part authorized first, while its capture is not plain
+ * `aprovado`: [css class, word]; null once captured (or for anything captured at once). */
+export function capturePill(a) {
+  return {
+    pendente: ["aprovado", "autorizado"],
+    capturar: ["aprovado", "capturando"],
+    desfazer: ["pendente", "desfazendo"],
+    desfeita: ["recusado", "desfeito"],
+    expirada: ["recusado", "expirado"],
+  }[a.state === "aprovado" && a.captura] || null;
+}
+
+/** A card part whose authorization is being or was undone, or lapsed: it pays nothing. */
+export function isUndone(a) {
+  return a.captura === "desfazer" || a.captura === "desfeita" || a.captura === "expirada";
 }
 
 /** The line that says where a sale paid in parts stands: `Total R$ 150,00 · pago R$ 50,00
@@ -341,6 +360,8 @@ export function refundsOf(state, paymentAttemptId) {
  * left to refund and no refund undecided (that one is followed instead). */
 export function canRefund(state, a) {
   if (isRefund(a) || (a.state !== "aprovado" && !latePix(a))) return false;
+  // An authorization not captured took nothing: it is undone (Cancelar venda), never refunded.
+  if (a.captura && a.captura !== "capturada") return false;
   const r = refundsOf(state, a.id);
   return r.andamento === 0 && r.aprovado < a.valor;
 }
@@ -363,6 +384,13 @@ export function statusFor(state, a, now) {
     case "aprovado": {
       const split = splitOf(state, a);
       const troco = isCash(a) && a.recebido > a.valor ? ` — troco ${brl(a.recebido - a.valor)}` : "";
+      if (split && isUndone(a) && a.captura_por === "reinicio") {
+        return a.captura === "desfazer"
+          ? ["pendente", "Desfazendo a autorização — o caixa reiniciou antes de concluir a venda",
+            `${brl(a.valor)} sendo liberados no cartão do cliente; nada foi cobrado. Espere para cobrar de novo. ${splitText(split)}`]
+          : ["recusado", `Autorização desfeita ao reiniciar — falta ${brl(split.falta)}`,
+            `${brl(a.valor)} liberados no cartão do cliente, nada cobrado. ${splitText(split)}. Cobre de novo (Enter).`];
+      }
       if (split && split.estornando > 0) {
         const how = split.liberado > 0 ? "desfazendo a autorização no cartão" : "estorno em andamento";
         return ["pendente", `Cancelando a venda — ${how}, não cobre de novo`,
@@ -539,7 +567,7 @@ export function controls(state, a) {
     // The total of a sale paid in parts is fixed at its first tender.
     splitDisabled: Boolean(live || approved || review || state.pressing || (a && a.sale_total != null)),
     // Only an approval has a receipt: nothing that could pass for one is offered otherwise.
-    comprovanteHidden: !approved || state.pressing,
+    comprovanteHidden: !approved || isUndone(a) || state.pressing,
     // Pix: like Pagar, and only while the server answers (its QR comes from it).
     // A part of a divided sale may be a Pix too (its QR holds its part at the server).
     pixDisabled: !state.ready || state.pressing || live || (approved && !partial) || review || !serverUp(state),

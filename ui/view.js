@@ -3,7 +3,7 @@
 
 import {
   brl, canKeepPix, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
-  discrepancyGroups, formaText, isRefund, planArgs, splitOf, trocoText, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
+  capturePill, discrepancyGroups, formaText, isRefund, planArgs, splitOf, trocoText, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
 } from "./state.js";
@@ -212,8 +212,9 @@ function historyRow(state, a, refunded, refundable, keep) {
   const refund = isRefund(a);
   if (refund) tr.className = "estorno";
   const pill = document.createElement("span");
-  pill.className = `pill ${a.state}`;
-  pill.textContent = refund ? `estorno ${pillText(a.state)}` : historyPill(a);
+  const held = refund ? null : capturePill(a);
+  pill.className = `pill ${held ? held[0] : a.state}`;
+  pill.textContent = refund ? `estorno ${pillText(a.state)}` : held ? held[1] : historyPill(a);
   const st = document.createElement("td");
   st.append(pill);
   const number = a.sale_number == null ? "—" : `nº ${saleNumber(a.sale_number)}`;

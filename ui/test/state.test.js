@@ -7,7 +7,7 @@ import {
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
   connectivityText, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
-  parseBrl, trocoText, isCash,
+  parseBrl, trocoText, isCash, capturePill,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -599,6 +599,10 @@ test("a divided sale's card authorizations: undone when given up, and after a re
   const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: { rotulo: "Débito" }, captura: "pendente" });
   const s = ready(part);
   assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["aprovado", "Pagamento aprovado — falta R$ 100,00"]);
+  assert.equal(canRefund(s, part), false, "an authorization is undone, never refunded");
+  assert.deepEqual(capturePill(part), ["aprovado", "autorizado"]);
+  assert.deepEqual(capturePill({ ...part, captura: "desfeita" }), ["recusado", "desfeito"]);
+  assert.equal(capturePill({ ...part, captura: "capturada" }), null);
   upsert(s, { ...part, captura: "desfazer" });
   assert.deepEqual(statusFor(s, part, NOW).slice(0, 2),
     ["pendente", "Cancelando a venda — desfazendo a autorização no cartão, não cobre de novo"]);
@@ -611,6 +615,22 @@ test("a divided sale's card authorizations: undone when given up, and after a re
   const [kind, label, detail] = statusFor(s, cash, NOW);
   assert.deepEqual([kind, label], ["aprovado", "Pagamento aprovado — falta R$ 130,00"]);
   assert.match(detail, /Autorização desfeita: R\$ 50,00 liberados no cartão, nada cobrado/);
+});
+
+test("a part undone because the till started again leaves the sale open with its part missing", () => {
+  const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", sale_total: 15000, plano: { rotulo: "Débito" }, captura: "desfazer", captura_por: "reinicio" });
+  const s = ready(part);
+  assert.deepEqual(statusFor(s, part, NOW).slice(0, 2),
+    ["pendente", "Desfazendo a autorização — o caixa reiniciou antes de concluir a venda"]);
+  assert.equal(controls(s, part).pagarDisabled, true, "the part still holds its amount at the server");
+  const undone = { ...part, captura: "desfeita" };
+  upsert(s, undone);
+  const [kind, label, detail] = statusFor(s, undone, NOW);
+  assert.deepEqual([kind, label], ["recusado", "Autorização desfeita ao reiniciar — falta R$ 150,00"]);
+  assert.match(detail, /R\$ 50,00 liberados no cartão do cliente, nada cobrado/);
+  const c = controls(s, undone);
+  assert.equal(c.pagarDisabled, false, "the sale is charged again");
+  assert.equal(splitOf(s, undone).cancelada, false);
 });
 
 test("a divided sale paid says when its card parts are being captured and when they are", () => {

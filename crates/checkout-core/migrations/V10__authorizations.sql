@@ -10,6 +10,10 @@ ALTER TABLE attempts ADD COLUMN captura_key TEXT;
 ALTER TABLE attempts ADD COLUMN captura_next_at INTEGER;
 ALTER TABLE attempts ADD COLUMN captura_tries INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE attempts ADD COLUMN captura_error TEXT;
+-- Who decided: the sale confirmed ('confirmacao'), given up ('cancelamento'), or a till that
+-- started again with it unfinished ('reinicio').
+ALTER TABLE attempts ADD COLUMN captura_por TEXT
+    CHECK (captura_por IN ('confirmacao', 'cancelamento', 'reinicio'));
 CREATE UNIQUE INDEX attempts_captura_key ON attempts (captura_key) WHERE captura_key IS NOT NULL;
 CREATE INDEX attempts_captura_due ON attempts (captura_next_at)
     WHERE captura IN ('capturar', 'desfazer');

@@ -885,6 +885,7 @@ mod tests {
             sale_day: Some("2026-12-01".into()),
             sale_total: None,
             captura: None,
+            captura_por: None,
             recebido: None,
         }
     }

@@ -579,7 +579,7 @@ async fn a_divided_sale_whose_second_part_lost_its_answer_survives_a_kill_and_ch
     // captured; the undone one took nothing.
     assert_eq!(app.prop("valor", "value").await.as_deref(), Some("50,00"));
     app.select("forma", "debito:1").await;
-    app.press(ENTER).await;
+    app.click("pagar").await;
     app.wait_status("Venda paga").await;
     app.wait_until("the card parts captured", |a| async move {
         a.prop("status-detail", "textContent")

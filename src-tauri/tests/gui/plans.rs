@@ -193,19 +193,28 @@ async fn a_sale_of_150_is_paid_50_by_debit_and_100_in_2x_with_the_keyboard_and_s
     assert!(!app.enabled("dividir").await && !app.enabled("total").await);
     app.screenshot("venda-dividida-falta").await;
 
-    // kill -9 with one tender approved: the sale comes back as it was.
+    // kill -9 with one tender authorized: the sale comes back, and since it was not finished
+    // the till undoes that authorization (never captures it by itself): the whole total is
+    // missing again, nothing was taken.
     let app = app.kill_and_relaunch().await;
-    app.wait_status("Pagamento aprovado — falta R$ 100,00")
+    app.wait_status("Autorização desfeita ao reiniciar — falta R$ 150,00")
         .await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(
+        detail.starts_with("R$ 50,00 liberados no cartão do cliente, nada cobrado."),
+        "{detail}"
+    );
     assert_eq!(app.prop("total", "value").await.as_deref(), Some("150,00"));
     assert_eq!(
         app.prop("sale-number", "textContent").await.as_deref(),
         Some("Venda nº 0001")
     );
+    assert_eq!(app.authorizations(), [(5_000, "desfeita".to_string())]);
+    app.screenshot("venda-dividida-reiniciada").await;
 
-    // The rest in 2× sem juros.
-    app.wait_until("the rest offered", |a| async move {
-        a.prop("valor", "value").await.as_deref() == Some("100,00")
+    // The whole sale in 2× sem juros.
+    app.wait_until("the total offered", |a| async move {
+        a.prop("valor", "value").await.as_deref() == Some("150,00")
     })
     .await;
     app.press(F6).await;
@@ -216,10 +225,17 @@ async fn a_sale_of_150_is_paid_50_by_debit_and_100_in_2x_with_the_keyboard_and_s
     );
     app.press(ENTER).await;
     app.wait_status("Venda paga").await;
-    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    app.wait_until("the card part captured", |a| async move {
+        a.prop("status-detail", "textContent").await.as_deref()
+            == Some("Total R$ 150,00 · pago R$ 150,00 (Crédito 2× sem juros R$ 150,00) · falta R$ 0,00 · cartão capturado")
+    })
+    .await;
     assert_eq!(
-        detail,
-        "Total R$ 150,00 · pago R$ 150,00 (Débito R$ 50,00 + Crédito 2× sem juros R$ 100,00) · falta R$ 0,00"
+        app.authorizations(),
+        [
+            (5_000, "desfeita".to_string()),
+            (15_000, "capturada".to_string())
+        ]
     );
     assert!(!app.enabled("pagar").await);
     assert!(!app.hidden("nova-venda").await);

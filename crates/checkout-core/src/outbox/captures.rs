@@ -43,6 +43,11 @@ impl Outbox {
         step: Capture,
         now: UnixMillis,
     ) -> Result<Vec<Attempt>> {
+        let by = if step == Capture::Capturar {
+            "confirmacao"
+        } else {
+            "cancelamento"
+        };
         let sale = sale.clone();
         self.db
             .write(move |c| {
@@ -51,7 +56,7 @@ impl Outbox {
                     "WHERE sale_id = ?1 AND kind = 'pagamento' AND captura = 'pendente' ORDER BY seq",
                     [sale.as_ref()],
                 )?;
-                decide(c, open, step, now)
+                decide(c, open, step, by, now)
             })
             .await
     }
@@ -66,7 +71,7 @@ impl Outbox {
                     "WHERE kind = 'pagamento' AND captura = 'pendente' ORDER BY seq",
                     [],
                 )?;
-                decide(c, open, Capture::Desfazer, now)
+                decide(c, open, Capture::Desfazer, "reinicio", now)
             })
             .await
     }
@@ -149,6 +154,7 @@ fn decide(
     c: &rusqlite::Connection,
     open: Vec<Attempt>,
     step: Capture,
+    by: &str,
     now: UnixMillis,
 ) -> Result<Vec<Attempt>> {
     let mut decided = Vec::with_capacity(open.len());
@@ -156,13 +162,14 @@ fn decide(
         exec(
             c,
             "UPDATE attempts SET captura = ?2, captura_key = ?3, captura_next_at = ?4,
-                    captura_error = NULL, updated_at = ?4
+                    captura_error = NULL, captura_por = ?5, updated_at = ?4
              WHERE id = ?1 AND captura = 'pendente'",
             params![
                 a.id.as_ref(),
                 step.as_str(),
                 IdempotencyKey::generate().as_ref(),
-                now
+                now,
+                by
             ],
         )?;
         decided.push(get_attempt(c, &a.id)?.expect("read in this write"));

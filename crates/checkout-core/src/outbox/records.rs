@@ -69,6 +69,9 @@ pub struct Attempt {
     /// A card tender authorized first: where its capture stands (`None`: captured with its
     /// charge, or not a card).
     pub captura: Option<Capture>,
+    /// Who decided its capture or undo: the sale confirmed (`confirmacao`), given up
+    /// (`cancelamento`), or the till started again with it unfinished (`reinicio`).
+    pub captura_por: Option<&'static str>,
 }
 
 impl Attempt {

@@ -43,7 +43,7 @@ pub(super) const LIVE_REFUND: &str = "(kind = 'estorno' AND (state = 'pendente' 
 pub(super) const ATTEMPT_COLUMNS: &str = "id, kind, refund_of, refund_payment, sale_id, idempotency_key, valor, cartao, state, tries, next_try_at, last_tried_at, \
                                last_error, response_status, payment_id, motivo, created_at, updated_at, review_checked_at, \
                                (SELECT number FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_number, \
-                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, plano, recebido, captura, \
+                               (SELECT day FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_day, metodo, plano, recebido, captura, captura_por, \
                                (SELECT total FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_total, \
                                (SELECT json_object('payment_id', payment_id, 'txid', txid, 'copia_e_cola', copia_e_cola, \
                                        'expira_em', expira_em, 'status', status, 'e2eid', e2eid, 'pago_em', pago_em) \
@@ -127,6 +127,13 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
             .get::<_, Option<String>>("captura")?
             .map(|c| Capture::parse(&c).ok_or_else(|| refused("captura", &c)))
             .transpose()?,
+        captura_por: match r.get::<_, Option<String>>("captura_por")?.as_deref() {
+            None => None,
+            Some("confirmacao") => Some("confirmacao"),
+            Some("cancelamento") => Some("cancelamento"),
+            Some("reinicio") => Some("reinicio"),
+            Some(other) => return Err(refused("captura_por", other)),
+        },
     })
 }
 
