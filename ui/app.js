@@ -36,6 +36,10 @@ function draw() {
   if (split && !state.pressing && split.falta === 0 && !split.cancelada && split.autorizado > 0) {
     confirmSale(a.sale_id);
   }
+  // A payment authorized at once ("confirmar após o comprovante"), approved and on screen.
+  if (!split && !state.pressing && a && a.state === "aprovado" && a.captura === "pendente") {
+    confirmSale(a.sale_id);
+  }
   // The field was off while the part was charged: Enter there pays what is missing.
   if (fill) $("valor").focus();
   const text = pixWaiting(a) ? a.pix.copia_e_cola : null;

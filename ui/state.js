@@ -410,13 +410,22 @@ export function statusFor(state, a, now) {
           : split.partes.some((p) => p.capturada) ? " · cartão capturado" : "";
         return ["aprovado", `Venda paga${troco}`, `${splitText(split)}${card}`];
       }
+      if (isUndone(a)) {
+        return a.captura === "desfazer"
+          ? ["pendente", "Desfazendo a autorização — o caixa reiniciou antes de concluir a venda",
+            `${brl(a.valor)} sendo liberados no cartão do cliente; nada foi cobrado. Espere para cobrar de novo.`]
+          : ["recusado", "Autorização desfeita ao reiniciar — cobre de novo",
+            `${brl(a.valor)} liberados no cartão do cliente, nada cobrado. Cobre de novo (Enter).`];
+      }
       if (isCash(a)) {
         return ["aprovado", `Pago em dinheiro${troco || " — sem troco"}`, `${brl(a.valor)} · recebido ${brl(a.recebido)}`];
       }
       const back = refundsOf(state, a.id).aprovado;
       const refunded = back === 0 ? "" : ` · estornado ${brl(back)}`;
       const forma = formaText(a) ? ` · ${formaText(a)}` : "";
-      return ["aprovado", "Pagamento aprovado", `${brl(a.valor)}${forma} · ${a.payment_id || ""}${refunded}`];
+      const card = a.captura === "pendente" || a.captura === "capturar" ? " · cartão: captura em andamento"
+        : a.captura === "capturada" ? " · cartão capturado" : "";
+      return ["aprovado", "Pagamento aprovado", `${brl(a.valor)}${forma} · ${a.payment_id || ""}${refunded}${card}`];
     }
     case "recusado":
       if (a.motivo === "chave_cancelada") {
@@ -548,8 +557,12 @@ export function controls(state, a) {
   const givingBack = Boolean(split && split.estornando > 0);
   const settled = !halfPaid && Boolean(a && (a.state === "recusado" || (approved && !givingBack) || checked));
   const queued = live && known && serverDown(state);
+  // An authorization the till undid when it started again (the sale was not finished): nothing
+  // was taken, and the sale is charged again.
+  const again = Boolean(a && a.captura_por === "reinicio" && (a.captura === "desfeita" || a.captura === "expirada"));
+  const done = approved && !partial && !again;
   return {
-    pagarDisabled: !state.ready || state.pressing || live || (approved && !partial) || (review && !(checked && state.anotherCard)),
+    pagarDisabled: !state.ready || state.pressing || live || done || (review && !(checked && state.anotherCard)),
     retryReviewHidden: !checked || state.pressing,
     anotherCardHidden: !checked || state.anotherCard || state.pressing,
     novaVendaHidden: state.pressing || !(settled || queued),
@@ -558,10 +571,10 @@ export function controls(state, a) {
         // A Pix pays itself only if the customer has its QR: say which one moves on.
         : a.pix ? "Próxima venda (este Pix segue aguardando o cliente)"
           : "Próxima venda (este Pix não chegou a ser mostrado e expira sem cobrança)",
-    valorDisabled: Boolean(live || (approved && !partial) || review || state.pressing),
-    cartaoDisabled: Boolean(live || (approved && !partial) || (review && !state.anotherCard) || state.pressing),
+    valorDisabled: Boolean(live || done || review || state.pressing),
+    cartaoDisabled: Boolean(live || done || (review && !state.anotherCard) || state.pressing),
     // The plan is part of the attempt's request: it changes only when a new attempt may be made.
-    formaDisabled: Boolean(live || (approved && !partial) || (review && !state.anotherCard) || state.pressing),
+    formaDisabled: Boolean(live || done || (review && !state.anotherCard) || state.pressing),
     // A divided sale with parts paid and something missing may be given up: its parts go back.
     cancelSaleHidden: !halfPaid || live || state.pressing,
     // The total of a sale paid in parts is fixed at its first tender.

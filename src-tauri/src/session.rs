@@ -205,6 +205,7 @@ impl Running {
         config.socks_relay = relay.as_ref().map(QaRelay::local_addr);
         config.terminal = Some(settings.terminal.clone());
         config.utc_offset = settings.utc_offset;
+        config.confirm_after_receipt = settings.confirm_after_receipt;
         config.probe_interval = Duration::from_secs(1);
         config.probe_timeout = Duration::from_millis(1500);
         config.connect_timeout = Duration::from_secs(2);

@@ -22,6 +22,10 @@
 //!   `"emissor"`, com juros do emissor; `PAGAR_JUROS`), `parcelas_max` (1–12, default 12;
 //!   `PAGAR_PARCELAS_MAX`), `parcela_minima` (the least installment, `"5,00"` by default;
 //!   `PAGAR_PARCELA_MINIMA`) and `aceita_voucher` (default `true`; `PAGAR_ACEITA_VOUCHER`).
+//! - `confirmar_apos_comprovante` (default `false`; `PAGAR_CONFIRMAR_APOS_COMPROVANTE`): every
+//!   card payment is authorized only and captured once its receipt is on screen; one left
+//!   unconfirmed (the till stopped first) is undone. Off, only the card parts of a divided sale
+//!   are.
 
 use checkout_core::domain::MAX_PARCELAS;
 use checkout_core::{Centavos, Financing, PlanRules};
@@ -71,6 +75,8 @@ pub struct Settings {
     pub utc_offset: time::UtcOffset,
     /// Which card plans the till offers.
     pub plans: PlanRules,
+    /// Every card payment authorized first, captured once its receipt is shown.
+    pub confirm_after_receipt: bool,
 }
 
 #[derive(Default, Deserialize)]
@@ -90,6 +96,7 @@ struct FileConfig {
     parcelas_max: Option<u8>,
     parcela_minima: Option<String>,
     aceita_voucher: Option<bool>,
+    confirmar_apos_comprovante: Option<bool>,
 }
 
 impl std::fmt::Debug for ApiTarget {
@@ -234,8 +241,12 @@ impl Settings {
                 .or(file.aceita_voucher)
                 .unwrap_or(defaults.voucher),
         };
+        let confirm_after_receipt = flag("PAGAR_CONFIRMAR_APOS_COMPROVANTE")?
+            .or(file.confirmar_apos_comprovante)
+            .unwrap_or(false);
         Ok(Self {
             plans,
+            confirm_after_receipt,
             data_dir,
             api,
             ca_cert: env("PAGAR_CA_CERT").map(PathBuf::from).or(file.ca_cert),

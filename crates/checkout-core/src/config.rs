@@ -60,6 +60,10 @@ pub struct Config {
     /// How often the Pix this till closed unpaid in the last hour are asked about, in case the
     /// customer paid one anyway. Default 10 s.
     pub late_pix_recheck: Duration,
+    /// "Confirmar após o comprovante": every card payment is authorized only, and captured once
+    /// its sale is confirmed with the receipt shown (an unconfirmed one is undone). Off: only the
+    /// card parts of a divided sale are. Default off.
+    pub confirm_after_receipt: bool,
 }
 
 impl Config {
@@ -89,6 +93,7 @@ impl Config {
             terminal: None,
             utc_offset: time::macros::offset!(-3),
             late_pix_recheck: Duration::from_secs(10),
+            confirm_after_receipt: false,
         }
     }
 

@@ -406,3 +406,27 @@ async fn a_divided_sale_the_customer_gives_up_is_cancelled_and_its_paid_part_giv
     app.wait_verdict("Tudo confere").await;
     app.close().await;
 }
+
+#[tokio::test]
+async fn with_confirmar_apos_o_comprovante_a_card_payment_is_captured_once_its_receipt_is_on_screen(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch_with(dir.path(), &[("PAGAR_CONFIRMAR_APOS_COMPROVANTE", "1")]).await;
+    app.press("25,00").await;
+    app.select("forma", "debito:1").await;
+    app.press(ENTER).await;
+    app.wait_status("Pagamento aprovado").await;
+    // Authorized first; on screen, the payment is confirmed and captured.
+    app.wait_until("the payment captured", |a| async move {
+        a.prop("status-detail", "textContent")
+            .await
+            .is_some_and(|d| d.ends_with(" · cartão capturado"))
+    })
+    .await;
+    assert_eq!(app.authorizations(), [(2_500, "capturada".to_string())]);
+    assert!(!app.hidden("comprovante").await);
+    app.screenshot("confirmar-apos-comprovante").await;
+    app.press(F9).await;
+    app.wait_verdict("Tudo confere").await;
+    app.close().await;
+}

@@ -164,7 +164,8 @@ impl Checkout {
         let client = PaymentClient::new(&config)?;
         let outbox = Outbox::open(db.as_ref(), config.busy_timeout, config.max_outbox_bytes)?
             .with_utc_offset(config.utc_offset)
-            .with_terminal(config.terminal.as_deref());
+            .with_terminal(config.terminal.as_deref())
+            .with_authorize_cards(config.confirm_after_receipt);
         outbox.make_all_due(now_ms()).await?;
         // An authorization nobody confirmed before the till stopped belongs to a sale that was
         // not finished: it is undone, never captured silently.
@@ -532,14 +533,23 @@ impl Checkout {
         Ok(refunds)
     }
 
-    /// Confirms a sale paid in parts whose receipt was shown: every authorized tender of it is
-    /// captured, each under a key of its own written ahead before it is sent. Refused while the
+    /// Confirms a sale whose receipt was shown (paid in parts, or at once when the store confirms
+    /// after the receipt): every authorized payment of it is captured, each under a key of its own written ahead before it is sent. Refused while the
     /// sale is not fully paid. Returns the tenders decided now (none when it was confirmed
     /// before: asking again changes nothing).
     pub async fn confirm_sale(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
         let attempts = self.inner.outbox.attempts_of(sale).await?;
-        let Some(total) = attempts.iter().find_map(|a| a.sale_total) else {
-            return Ok(Vec::new()); // a sale paid at once is captured with its charge
+        // A sale paid at once: its one payment is its total.
+        let total = match attempts.iter().find_map(|a| a.sale_total) {
+            Some(total) => total,
+            None => match attempts.iter().find(|a| !a.is_refund() && a.pays()) {
+                Some(paid) => paid.valor,
+                None => {
+                    return Err(CoreError::Invalid(
+                        "a venda ainda não tem pagamento aprovado".into(),
+                    ))
+                }
+            },
         };
         let paid: i64 = attempts
             .iter()

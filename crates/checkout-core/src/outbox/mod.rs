@@ -57,6 +57,8 @@ pub struct Outbox {
     utc_offset: time::UtcOffset,
     /// The till's name, sent with each new attempt.
     terminal: Option<Arc<str>>,
+    /// Every card payment is authorized only (`"captura": false`), not just a divided sale's.
+    authorize_cards: bool,
     _lock: Arc<File>,
 }
 
@@ -85,6 +87,7 @@ impl Outbox {
             page_limit,
             utc_offset: time::UtcOffset::UTC,
             terminal: None,
+            authorize_cards: false,
             _lock: Arc::new(lock),
         })
     }
@@ -92,6 +95,13 @@ impl Outbox {
     /// Numbers sales by the day at `offset` from UTC (UTC until said).
     pub fn with_utc_offset(mut self, offset: time::UtcOffset) -> Self {
         self.utc_offset = offset;
+        self
+    }
+
+    /// Authorizes every new card payment (captured when its sale is confirmed), not only the
+    /// card parts of a divided sale.
+    pub fn with_authorize_cards(mut self, on: bool) -> Self {
+        self.authorize_cards = on;
         self
     }
 

@@ -76,6 +76,7 @@ impl Outbox {
         stop_for_reviews: bool,
     ) -> Result<Paid> {
         let page_limit = self.page_limit;
+        let authorize = self.authorize_cards;
         let day = self.day_of(now);
         let terminal = self.terminal.clone();
         self.db
@@ -159,7 +160,7 @@ impl Outbox {
                 let sale_ref = (&sale, number);
                 let (body, cartao, plano, state, recebido) = match &method {
                     PayMethod::Card(cartao, plano) => (
-                        RequestBody::bytes(valor, cartao, *plano, &id, sale_ref, terminal.as_deref(), split),
+                        RequestBody::bytes(valor, cartao, *plano, &id, sale_ref, terminal.as_deref(), split, authorize),
                         cartao.as_ref(),
                         plano.map(CardPlan::as_stored),
                         "pendente",

@@ -30,9 +30,10 @@ pub(super) fn migrations() -> Migrations<'static> {
 }
 
 /// The payment attempts that keep their sale from getting another one: it may still charge
-/// (`pendente`), it did (`aprovado`), or nobody has confirmed yet that it did not (`revisao`
-/// before the server was asked by `referencia`).
-pub(super) const BLOCKS_SALE: &str = "(kind = 'pagamento' AND (state IN ('pendente', 'aprovado') \
+/// (`pendente`), it did (`aprovado`, unless it was an authorization undone or lapsed), or nobody
+/// has confirmed yet that it did not (`revisao` before the server was asked by `referencia`).
+pub(super) const BLOCKS_SALE: &str = "(kind = 'pagamento' AND (state = 'pendente' \
+     OR (state = 'aprovado' AND (captura IS NULL OR captura NOT IN ('desfeita', 'expirada'))) \
      OR (state = 'revisao' AND review_checked_at IS NULL)))";
 
 /// The refund attempts that keep their payment from getting another refund: undecided ones

@@ -20,8 +20,9 @@ pub(super) struct RequestBody<'a> {
     terminal: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     venda: Option<Venda<'a>>,
-    /// `false` for a tender of a divided sale: authorized now, captured once the whole sale is
-    /// paid and its receipt shown, undone if it is not.
+    /// `false` for a tender of a divided sale (and every card payment when the store confirms
+    /// after the receipt): authorized now, captured once the sale is paid and its receipt
+    /// shown, undone if it is not.
     #[serde(skip_serializing_if = "Option::is_none")]
     captura: Option<bool>,
 }
@@ -46,6 +47,7 @@ impl RequestBody<'_> {
         sale: (&SaleId, u32),
         terminal: Option<&str>,
         split: Option<Centavos>,
+        authorize: bool,
     ) -> Vec<u8> {
         serde_json::to_vec(&RequestBody {
             valor: valor.get(),
@@ -62,7 +64,7 @@ impl RequestBody<'_> {
                 referencia: sale.0.as_ref(),
                 total: total.get(),
             }),
-            captura: split.map(|_| false),
+            captura: (authorize || split.is_some()).then_some(false),
         })
         .expect("a request body always serialises")
     }

@@ -356,3 +356,73 @@ async fn the_closing_lists_an_authorization_left_open_and_counts_an_undone_one_a
     assert_eq!(closing.totals.desfeito.centavos.get(), 2_000);
     assert_eq!(closing.totals.aprovado.centavos.get(), 3_000);
 }
+
+#[tokio::test]
+async fn with_confirmation_after_the_receipt_a_sale_paid_at_once_is_authorized_captured_on_confirm_and_undone_by_a_restart(
+) {
+    let api = Api::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("outbox.db");
+    let config = || {
+        let mut c = fast_config(&api.url());
+        c.confirm_after_receipt = true;
+        c
+    };
+    let engine = Engine {
+        checkout: checkout_core::Checkout::open(&db, config()).await.unwrap(),
+        db: db.clone(),
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    settled_connectivity(&engine.checkout).await;
+    let paid = engine
+        .final_state(&engine.pay("venda-c", 2_500, "tok_aprovado").await)
+        .await;
+    assert_eq!(
+        (paid.state, paid.captura),
+        (AttemptState::Aprovado, Some(Capture::Pendente))
+    );
+    assert_eq!(api.ledger().await[0].captura, Some(CaptureState::Pendente));
+    let sale = SaleId::parse("venda-c").unwrap();
+    assert_eq!(engine.checkout.confirm_sale(&sale).await.unwrap().len(), 1);
+    assert_eq!(
+        settled_capture(&engine, &paid).await.captura,
+        Some(Capture::Capturada)
+    );
+
+    // Another sale approved, and the till stops before its receipt was confirmed.
+    let left = engine
+        .final_state(&engine.pay("venda-d", 4_000, "tok_aprovado").await)
+        .await;
+    assert_eq!(left.captura, Some(Capture::Pendente));
+    engine.checkout.shutdown().await;
+    let engine = Engine {
+        checkout: checkout_core::Checkout::open(&db, config()).await.unwrap(),
+        db: db.clone(),
+        _dir: dir,
+    };
+    let undone = settled_capture(&engine, &left).await;
+    assert_eq!(
+        (undone.captura, undone.captura_por),
+        (Some(Capture::Desfeita), Some("reinicio"))
+    );
+    // The sale is charged again with a new key: the undone authorization no longer blocks it.
+    let again = engine.pay("venda-d", 4_000, "tok_aprovado").await;
+    assert_ne!(again.id, left.id);
+    assert_ne!(again.idempotency_key, left.idempotency_key);
+    assert_eq!(
+        engine.final_state(&again).await.state,
+        AttemptState::Aprovado
+    );
+    let taken: Vec<i64> = api
+        .ledger()
+        .await
+        .iter()
+        .filter(|r| r.takes_money())
+        .map(|r| r.valor.get())
+        .collect();
+    assert_eq!(
+        taken,
+        [2_500, 4_000],
+        "the undone authorization took nothing"
+    );
+}
