@@ -39,6 +39,8 @@ impl RequestBody<'_> {
     /// The body of an attempt: its amount, card and plan (`metodo`, and for crédito `parcelas`
     /// and a parcelado's `parcelamento`), its id as `referencia` (so a lost answer can be found
     /// by it), the sale's number and id in `descricao`, and the till as `terminal`.
+    // Each argument is one field of the body; a struct for them would be this struct again.
+    #[allow(clippy::too_many_arguments)]
     pub fn bytes(
         valor: Centavos,
         cartao: &CardToken,
