@@ -251,16 +251,7 @@ fn paid_unconfirmed(attempts: &[Attempt]) -> Vec<SaleId> {
             .clone()
             .find_map(|a| a.sale_total)
             .map_or(0, Centavos::get);
-        let paid: i64 = of_sale
-            .filter(|a| a.pays())
-            .map(|a| {
-                if a.is_refund() {
-                    -a.valor.get()
-                } else {
-                    a.valor.get()
-                }
-            })
-            .sum();
+        let paid = checkout_core::outbox::paid_of(of_sale);
         paid >= total
     });
     sales

@@ -551,17 +551,7 @@ impl Checkout {
                 }
             },
         };
-        let paid: i64 = attempts
-            .iter()
-            .filter(|a| a.pays())
-            .map(|a| {
-                if a.is_refund() {
-                    -a.valor.get()
-                } else {
-                    a.valor.get()
-                }
-            })
-            .sum();
+        let paid = crate::outbox::paid_of(&attempts);
         if paid < total.get() {
             return Err(CoreError::Invalid(format!(
                 "a venda ainda não está paga: faltam {}",

@@ -18,7 +18,8 @@ pub use captures::{CaptureJob, CaptureResult};
 pub use lock::lock_path;
 pub(crate) use records::Paid;
 pub use records::{
-    Attempt, FinalAnswer, PayOutcome, QueueSummary, RefundBalance, SendJob, Target, TryResult,
+    paid_of, Attempt, FinalAnswer, PayOutcome, QueueSummary, RefundBalance, SendJob, Target,
+    TryResult,
 };
 
 use crate::domain::{

@@ -127,6 +127,22 @@ impl Attempt {
     }
 }
 
+/// What a sale's attempts have paid: its payments that pay (approved, and not an authorization
+/// undone or lapsed) less its approved refunds, in centavos.
+pub fn paid_of<'a>(attempts: impl IntoIterator<Item = &'a Attempt>) -> i64 {
+    attempts
+        .into_iter()
+        .filter(|a| a.pays())
+        .map(|a| {
+            if a.is_refund() {
+                -a.valor.get()
+            } else {
+                a.valor.get()
+            }
+        })
+        .sum()
+}
+
 /// Where an attempt's request goes and where its outcome is looked up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
