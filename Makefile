@@ -18,7 +18,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring zbar-tools
 
-.PHONY: run api replicas test lint unit ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
+.PHONY: run api replicas test lint unit ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -73,7 +73,7 @@ deps-pg:
 
 ## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window;
 ## the API suite also runs on PostgreSQL).
-test: deps-gui deps-pg deps-trials deps-openapi deps-node lint ui-test unit
+test: deps-gui deps-pg deps-trials deps-openapi deps-node deps-fuse lint ui-test unit
 
 lint:
 	$(CARGO) fmt --all --check
@@ -145,6 +145,11 @@ deps-openapi:
 	@{ python3 -c 'import openapi_spec_validator' 2>/dev/null && command -v openapi-python-client >/dev/null; } \
 		|| python3 -m pip install --quiet $(OPENAPI_PY) \
 		|| python3 -m pip install --quiet --break-system-packages $(OPENAPI_PY)
+
+## deps-fuse: FUSE's mount helper, for the power-cut filesystem's tests (crates/powercut).
+deps-fuse:
+	@command -v fusermount3 >/dev/null || { $(SUDO) apt-get update && $(SUDO) apt-get install -y fuse3; }
+	@[ -e /dev/fuse ] || { echo "deps-fuse: /dev/fuse is missing: the power-cut tests need the kernel's FUSE"; exit 1; }
 
 ## deps-trials: libfaketime, which the trials use to jump a till's wall clock.
 deps-trials:

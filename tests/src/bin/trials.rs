@@ -777,7 +777,8 @@ fn drained(outbox: &Path) -> bool {
     };
     c.query_row(
         "SELECT count(*) FROM attempts WHERE state = 'pendente'
-             OR (state = 'revisao' AND (review_checked_at IS NULL OR kind = 'pagamento'))",
+             OR (state = 'revisao' AND (review_checked_at IS NULL OR kind = 'pagamento'))
+             OR captura IN ('pendente', 'capturar', 'desfazer')",
         [],
         |r| r.get::<_, i64>(0),
     )
