@@ -21,9 +21,10 @@
 //! the file drops that copy; a cut writes every copy back. Files are expected to be small (test
 //! databases): a copy is the whole file.
 //!
-//! Known limit: after a cut that put back a shorter WAL, a program that maps the `-shm` file
-//! (SQLite's shared wal-index) can stall this daemon on the mapping's write-back; the tests read
-//! with `locking_mode=EXCLUSIVE` (no mapping) and [`within`] turns any stall into a failure.
+//! **Serve it from a process of its own** ([`serve`], the `powercut` binary, [`Daemon`]): a
+//! process must never use a FUSE mount it serves itself. Unmapping a shared mapping (SQLite's
+//! `-shm` wal-index) writes its dirty pages back while holding the process's memory lock, and the
+//! daemon, in that same process, needs that lock to read the request: both wait forever.
 //!
 //! Mount with [`Volatile::mount`]; a cut is made with the filesystem **unmounted** (the programs
 //! using it killed first), so the kernel's caches of the mount go with it: [`Mounted::unmount`],
@@ -605,5 +606,136 @@ pub fn within<T: Send + 'static>(limit: Duration, body: impl FnOnce() -> T + Sen
     match worker.join() {
         Ok(out) => out,
         Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// Serves `folder` at `mountpoint` with volatile writes until `commands` ends or says `quit`:
+/// the loop of the `powercut` binary (and of a test's child process). It answers on `answers`:
+/// `powercut: mounted` once the mount serves; for `cut`, it unmounts, drops every unsynced write,
+/// answers `powercut: cut <files> <bytes>`, mounts again and answers `powercut: mounted` (lines
+/// without the prefix, a test harness's say, are not answers).
+///
+/// It runs in a process of its own, never in one that uses the mount: a shared mapping's
+/// write-back holds the using process's memory lock while it waits for this daemon, which needs
+/// that same lock to read the request when both are one process.
+pub fn serve(
+    folder: &Path,
+    mountpoint: &Path,
+    fsync_delay: Duration,
+    commands: impl io::BufRead,
+    mut answers: impl io::Write,
+) -> io::Result<()> {
+    let fs = Volatile::new(folder, fsync_delay);
+    let mut mounted = Some(fs.mount(mountpoint)?);
+    writeln!(answers, "powercut: mounted")?;
+    answers.flush()?;
+    for line in commands.lines() {
+        match line?.trim() {
+            "cut" => {
+                if let Some(m) = mounted.take() {
+                    m.unmount();
+                }
+                let r = fs.cut()?;
+                writeln!(answers, "powercut: cut {} {}", r.files, r.bytes_dropped)?;
+                mounted = Some(fs.mount(mountpoint)?);
+                writeln!(answers, "powercut: mounted")?;
+            }
+            "quit" => break,
+            other => writeln!(answers, "powercut: error unknown command {other:?}")?,
+        }
+        answers.flush()?;
+    }
+    drop(mounted);
+    Ok(())
+}
+
+/// A [`serve`] loop in another process, driven from this one.
+#[derive(Debug)]
+pub struct Daemon {
+    child: std::process::Child,
+    commands: std::process::ChildStdin,
+    answers: io::BufReader<std::process::ChildStdout>,
+    mountpoint: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `command` (which runs [`serve`] for `mountpoint`) and waits until it serves.
+    pub fn start(mut command: std::process::Command, mountpoint: &Path) -> io::Result<Self> {
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        let commands = child.stdin.take().expect("piped");
+        let answers = io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut d = Self {
+            child,
+            commands,
+            answers,
+            mountpoint: mountpoint.to_path_buf(),
+        };
+        d.expect("mounted")?;
+        Ok(d)
+    }
+
+    /// The power goes: unmount, drop every unsynced write, mount again. Kill the programs using
+    /// the mount first.
+    pub fn cut(&mut self) -> io::Result<CutReport> {
+        use io::Write;
+        writeln!(self.commands, "cut")?;
+        self.commands.flush()?;
+        let line = self.answer()?;
+        let mut parts = line.split(' ');
+        let report = match (parts.next(), parts.next(), parts.next()) {
+            (Some("cut"), Some(files), Some(bytes)) => CutReport {
+                files: files.parse().map_err(io::Error::other)?,
+                bytes_dropped: bytes.parse().map_err(io::Error::other)?,
+            },
+            _ => return Err(io::Error::other(format!("powercut answered {line:?}"))),
+        };
+        self.expect("mounted")?;
+        Ok(report)
+    }
+
+    fn answer(&mut self) -> io::Result<String> {
+        use io::BufRead;
+        loop {
+            let mut line = String::new();
+            if self.answers.read_line(&mut line)? == 0 {
+                return Err(io::Error::other("powercut ended"));
+            }
+            if let Some(answer) = line.trim().strip_prefix("powercut: ") {
+                return Ok(answer.to_string());
+            }
+        }
+    }
+
+    fn expect(&mut self, what: &str) -> io::Result<()> {
+        match self.answer()? {
+            line if line == what => Ok(()),
+            line => Err(io::Error::other(format!(
+                "powercut answered {line:?}, not {what:?}"
+            ))),
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        use io::Write;
+        let _ = writeln!(self.commands, "quit");
+        let _ = self.commands.flush();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.mountpoint)
+            .status();
     }
 }
