@@ -216,18 +216,7 @@ fn settled_ids(outbox: &Path) -> Vec<String> {
 /// in a child process of its own (a process never uses a mount it serves).
 #[test]
 fn powercut_daemon_child() {
-    let Ok(args) = std::env::var("PAGAR_POWERCUT_DAEMON") else {
-        return; // run as an ordinary test: nothing to do
-    };
-    let (folder, mnt) = args.split_once('|').unwrap();
-    powercut::serve(
-        Path::new(folder),
-        Path::new(mnt),
-        Duration::ZERO,
-        std::io::stdin().lock(),
-        std::io::stdout().lock(),
-    )
-    .unwrap();
+    powercut::serve_if_asked("PAGAR_POWERCUT_DAEMON").unwrap();
 }
 
 /// The till's outbox on a filesystem that loses every unsynced write: the driver is killed at a

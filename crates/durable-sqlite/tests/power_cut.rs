@@ -49,18 +49,7 @@ async fn writer_child() {
 /// serves: see the `powercut` crate).
 #[test]
 fn daemon_child() {
-    let Ok(args) = std::env::var(DAEMON) else {
-        return; // run as an ordinary test: nothing to do
-    };
-    let (folder, mnt) = args.split_once('|').unwrap();
-    powercut::serve(
-        Path::new(folder),
-        Path::new(mnt),
-        Duration::ZERO,
-        std::io::stdin().lock(),
-        std::io::stdout().lock(),
-    )
-    .unwrap();
+    powercut::serve_if_asked(DAEMON).unwrap();
 }
 
 /// Rows after the child wrote in `mode` and the power was cut.

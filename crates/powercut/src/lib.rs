@@ -649,6 +649,26 @@ pub fn serve(
     Ok(())
 }
 
+/// The body of a test's child process that serves the filesystem: when the environment
+/// variable `var` says `<folder>|<mountpoint>`, serves it on standard input and output (see
+/// [`serve`]) and returns true; otherwise (the test run as an ordinary test) returns false.
+pub fn serve_if_asked(var: &str) -> io::Result<bool> {
+    let Ok(args) = std::env::var(var) else {
+        return Ok(false);
+    };
+    let (folder, mountpoint) = args
+        .split_once('|')
+        .ok_or_else(|| io::Error::other(format!("{var} must be <folder>|<mountpoint>")))?;
+    serve(
+        Path::new(folder),
+        Path::new(mountpoint),
+        Duration::ZERO,
+        io::stdin().lock(),
+        io::stdout().lock(),
+    )?;
+    Ok(true)
+}
+
 /// A [`serve`] loop in another process, driven from this one.
 #[derive(Debug)]
 pub struct Daemon {
