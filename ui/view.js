@@ -171,7 +171,7 @@ function renderHistory(state) {
     const refunded = !isRefund(a) && a.state === "aprovado" ? refundsOf(state, a.id).aprovado : 0;
     const refundable = canRefund(state, a);
     const keep = canKeepPix(state, a) ? keepButton(state, a) : null;
-    const sig = `${a.state}|${a.pix ? a.pix.status : ""}|${a.valor}|${a.payment_id}|${a.sale_number}|${a.created_at}|${state.utcOffsetMinutes}|${refunded}|${refundable}|${JSON.stringify(keep)}`;
+    const sig = `${a.state}|${a.captura}|${a.pix ? a.pix.status : ""}|${a.valor}|${a.payment_id}|${a.sale_number}|${a.created_at}|${state.utcOffsetMinutes}|${refunded}|${refundable}|${JSON.stringify(keep)}`;
     const drawn = historyRows.get(a.id);
     if (drawn && drawn.sig === sig) return drawn.tr;
     const tr = historyRow(state, a, refunded, refundable, keep);

@@ -573,6 +573,14 @@ async fn a_divided_sale_whose_second_part_lost_its_answer_survives_a_kill_and_ch
         "{detail}"
     );
     assert_eq!(ext.charges().await, 2, "each part charged once");
+    // The history follows the undo to its end, not only the status.
+    app.wait_until("the history shows the part undone", |a| async move {
+        a.js("return document.getElementById('history-rows').textContent")
+            .await
+            .as_str()
+            .is_some_and(|t| t.contains("desfeito") && !t.contains("desfazendo"))
+    })
+    .await;
     app.screenshot("dividida-apos-kill-desfeita").await;
 
     // The customer's card again for what is missing: the sale is paid and its card parts
