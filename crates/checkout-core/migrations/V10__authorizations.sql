@@ -17,6 +17,8 @@ ALTER TABLE attempts ADD COLUMN captura_por TEXT
 CREATE UNIQUE INDEX attempts_captura_key ON attempts (captura_key) WHERE captura_key IS NOT NULL;
 CREATE INDEX attempts_captura_due ON attempts (captura_next_at)
     WHERE captura IN ('capturar', 'desfazer');
+-- What a starting till undoes: authorizations nobody decided (read at every start).
+CREATE INDEX attempts_captura_open ON attempts (seq) WHERE captura = 'pendente';
 
 -- One decision per authorization, never changed: a capture is never turned into an undo (or
 -- back), and a final state is final. Only the server's word moves a decision to a final state.

@@ -305,9 +305,12 @@ pub struct Health {
     pub key_retention: Option<Duration>,
 }
 
-/// The parts of the server's problem+json the engine shows.
+/// The parts of the server's problem+json the engine reads and shows.
 #[derive(Deserialize)]
 struct ServerProblem {
+    /// `urn:pagar:problem:<slug>`.
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
     detail: Option<String>,
     title: Option<String>,
 }
@@ -945,9 +948,9 @@ fn capture_answer(status: StatusCode, retry_after: Option<Duration>, body: &[u8]
                 "expirada" => Some(Capture::Expirada),
                 _ => None,
             }),
-        422 => serde_json::from_slice::<serde_json::Value>(body)
+        422 => serde_json::from_slice::<ServerProblem>(body)
             .ok()
-            .and_then(|p| match p["type"].as_str()? {
+            .and_then(|p| match p.kind?.as_str() {
                 "urn:pagar:problem:pagamento-capturado" => Some(Capture::Capturada),
                 "urn:pagar:problem:autorizacao-desfeita" => Some(Capture::Desfeita),
                 "urn:pagar:problem:autorizacao-expirada" => Some(Capture::Expirada),

@@ -23,6 +23,14 @@ pub struct Tally {
     pub centavos: Total,
 }
 
+impl Tally {
+    /// Counts one more attempt of `valor`.
+    fn add(&mut self, valor: Centavos) {
+        self.count += 1;
+        self.centavos += valor;
+    }
+}
+
 /// The day's attempts by state (the latest attempt of each sale and every earlier one: a
 /// declined card and its retry are both counted, each in its state).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -41,14 +49,13 @@ pub struct Totals {
 
 impl Totals {
     fn add(&mut self, state: AttemptState, valor: Centavos) {
-        let t = match state {
+        match state {
             AttemptState::Aprovado => &mut self.aprovado,
             AttemptState::Recusado => &mut self.recusado,
             AttemptState::Pendente => &mut self.pendente,
             AttemptState::Revisao => &mut self.revisao,
-        };
-        t.count += 1;
-        t.centavos += valor;
+        }
+        .add(valor);
     }
 }
 
@@ -90,8 +97,7 @@ impl PixTotals {
             (AttemptState::Recusado, _) => &mut self.cancelados,
             (AttemptState::Pendente | AttemptState::Revisao, _) => &mut self.aguardando,
         };
-        t.count += 1;
-        t.centavos += a.valor;
+        t.add(a.valor);
     }
 
     /// True when the day had a Pix.
@@ -349,8 +355,7 @@ pub fn reconcile(
     let mut approved_by_sale: BTreeMap<&str, Vec<(&Attempt, &RemotePayment)>> = BTreeMap::new();
     for &a in &attempts {
         if a.state == AttemptState::Aprovado && !a.pays() {
-            totals.desfeito.count += 1;
-            totals.desfeito.centavos += a.valor;
+            totals.desfeito.add(a.valor);
         } else {
             totals.add(a.state, a.valor);
         }

@@ -12,7 +12,8 @@
 
 use crate::clock::Millis;
 use crate::domain::{
-    CaptureState, CaptureStep, IdempotencyKey, KeyOperation, MerchantId, PaymentId,
+    json_object, unknown_fields, CaptureState, CaptureStep, IdempotencyKey, KeyOperation,
+    MerchantId, PaymentId,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -75,21 +76,15 @@ impl AuthorizationSteps {
         step: CaptureStep,
         body: serde_json::Value,
     ) -> Result<Keyed<StepOf>> {
-        match body.as_object() {
-            Some(fields) => {
-                if let Some(field) = fields.keys().next() {
-                    return Err(ApiError::Validation(vec![crate::domain::FieldError::new(
-                        field.clone(),
-                        "campo desconhecido: a captura e o desfazimento são do valor inteiro da autorização",
-                    )]));
-                }
-            }
-            None => {
-                return Err(ApiError::Validation(vec![crate::domain::FieldError::new(
-                    "",
-                    "o corpo deve ser um objeto JSON (vazio: {})",
-                )]))
-            }
+        // An empty object: the whole authorization is captured or released.
+        let mut errors = Vec::new();
+        unknown_fields(
+            json_object(&body).map_err(ApiError::Validation)?,
+            &[],
+            &mut errors,
+        );
+        if !errors.is_empty() {
+            return Err(ApiError::Validation(errors));
         }
         let Some(id) = PaymentId::from_path(&payment) else {
             return Err(ApiError::NotFound);

@@ -90,12 +90,8 @@ impl std::fmt::Debug for Mounted {
 }
 
 impl Mounted {
-    /// Unmounts and waits until no request is being served.
-    pub fn unmount(mut self) {
-        if let Some(s) = self.session.take() {
-            s.join();
-        }
-    }
+    /// Unmounts and waits until no request is being served (what dropping it does).
+    pub fn unmount(self) {}
 }
 
 impl Drop for Mounted {

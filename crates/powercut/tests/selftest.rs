@@ -23,11 +23,12 @@ fn commit_twenty(db: &Path, synchronous: &str) {
     std::process::exit(0);
 }
 
-/// Run by [`rows_after_cut`] in a child process, not on its own.
+/// The child of [`rows_after_cut`]; run as an ordinary test, it does nothing.
 #[test]
-#[ignore = "the self-test runs it in a child process"]
 fn child_commits() {
-    let db = std::env::var("POWERCUT_DB").expect("run by the self-test");
+    let Ok(db) = std::env::var("POWERCUT_DB") else {
+        return;
+    };
     commit_twenty(Path::new(&db), &std::env::var("POWERCUT_SYNC").unwrap());
 }
 
@@ -41,7 +42,7 @@ fn rows_after_cut(synchronous: &str) -> (Option<i64>, CutReport) {
         Daemon::start(serve, mnt.path()).expect("mounting needs /dev/fuse and fusermount3");
     let db = mnt.path().join("cut.db");
     let child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_commits", "--ignored"])
+        .args(["--exact", "child_commits"])
         .env("POWERCUT_DB", &db)
         .env("POWERCUT_SYNC", synchronous)
         .stdout(std::process::Stdio::null())

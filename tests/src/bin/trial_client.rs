@@ -244,6 +244,7 @@ fn paid_unconfirmed(attempts: &[Attempt]) -> Vec<SaleId> {
         .filter(|a| a.captura == Some(Capture::Pendente))
         .map(|a| a.sale_id.clone())
         .collect();
+    sales.sort_by(|x, y| x.as_ref().cmp(y.as_ref()));
     sales.dedup();
     sales.retain(|sale| {
         let of_sale = attempts.iter().filter(|a| &a.sale_id == sale);
