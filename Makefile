@@ -18,7 +18,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring zbar-tools
 
-.PHONY: run api replicas test lint unit ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
+.PHONY: run api replicas test lint unit mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -73,7 +73,7 @@ deps-pg:
 
 ## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window;
 ## the API suite also runs on PostgreSQL).
-test: deps-gui deps-pg deps-trials deps-openapi deps-node deps-fuse lint ui-test unit
+test: deps-gui deps-pg deps-trials deps-openapi deps-node deps-fuse lint ui-test unit mutation-check
 
 lint:
 	$(CARGO) fmt --all --check
@@ -85,6 +85,16 @@ unit:
 	$(CARGO) test --workspace
 	# The payment API as the app builds it: without its PostgreSQL store.
 	$(CARGO) test -p payment-api --no-default-features --lib
+
+## mutation-check: the power-cut trials must catch a till whose write-ahead is committed relaxed
+## (trial-client built with the `mutant` feature, in a target folder of its own): every trial on
+## power-cut filesystems; it fails when the mutant goes unnoticed.
+MUTANT_DIR := target/mutant
+mutation-check: deps-pg deps-fuse
+	$(CARGO) build -p payment-api -p pix-provider -p pagar-e2e --bins
+	$(CARGO) build -p pagar-e2e --features mutant --bin trial-client --target-dir $(MUTANT_DIR)
+	target/debug/trials --trials 16 --seed 424242 --store sqlite --power 1 --jobs 4 \
+		--client $(MUTANT_DIR)/debug/trial-client --expect-violations
 
 ## ui-test: the screen's state module (ui/state.js) under Node's own test runner.
 ui-test: deps-node
@@ -133,10 +143,12 @@ deps-package: deps-gui
 		|| $(CARGO) install tauri-cli --version $(TAURI_CLI_VERSION) --locked
 
 ## trials: randomized end-to-end fault trials with a checker (TRIALS, SEED, STORE=sqlite|postgres|mixed,
-## JOBS); a failing seed replays with `make trials TRIALS=1 SEED=<seed>`.
-trials: deps-pg deps-trials
+## JOBS, POWER: the share of trials on power-cut filesystems); a failing seed replays with
+## `make trials TRIALS=1 SEED=<seed>`.
+POWER ?= 0.3
+trials: deps-pg deps-trials deps-fuse
 	$(CARGO) build --release -p payment-api -p pix-provider -p pagar-e2e --bins
-	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS)
+	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS) --power $(POWER)
 
 ## deps-openapi: the OpenAPI validator the API's document is checked with, and the generator of
 ## the client the integration test builds from it.

@@ -28,6 +28,11 @@ pub struct Config {
     /// replica started with the same URL shares one set of keys, payments and ledger.
     #[arg(long, env = "DATABASE_URL", conflicts_with = "database")]
     pub database_url: Option<String>,
+    /// The gateway simulator's ledger in a SQLite file of its own instead of the store's
+    /// database, as a real gateway keeps its charges apart from the server: the power-cut
+    /// trials lose the server's unsynced writes and not the gateway's. SQLite store only.
+    #[arg(long, env = "PAGAR_GATEWAY_DATABASE", conflicts_with = "database_url")]
+    pub gateway_database: Option<PathBuf>,
     /// Most PostgreSQL connections this replica opens.
     #[arg(long, env = "PAGAR_PG_MAX_CONNECTIONS", default_value_t = 16)]
     pub pg_max_connections: usize,
@@ -114,6 +119,7 @@ impl std::fmt::Debug for Config {
                 "database_url",
                 &self.database_url.as_deref().map(crate::redact::redact_url),
             )
+            .field("gateway_database", &self.gateway_database)
             .field("pg_max_connections", &self.pg_max_connections)
             .field("api_keys", &format_args!("*** for {merchants:?}"))
             .field("api_keys_file", &self.api_keys_file)

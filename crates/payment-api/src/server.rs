@@ -152,11 +152,20 @@ async fn open_postgres(
 }
 
 /// Starts serving on a given database, charging through the gateway simulator whose ledger it
-/// keeps (tests pass a store with a manual clock).
+/// keeps, or keeps in a SQLite file of its own with `--gateway-database` (tests pass a store
+/// with a manual clock).
 pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<RunningServer> {
     config.validate().map_err(ApiError::Startup)?;
     let api_keys = config.load_api_keys().map_err(ApiError::Startup)?;
-    let ledger: Arc<dyn SimulatorLedger> = db.clone();
+    let ledger: Arc<dyn SimulatorLedger> = match &config.gateway_database {
+        Some(path) => {
+            let clock: Arc<dyn Clock> = Arc::new(SystemClock::with_offset(config.clock_offset_ms));
+            Arc::new(SqliteStore::open(path, clock).map_err(|e| {
+                ApiError::Startup(format!("banco do gateway {}: {e}", path.display()))
+            })?)
+        }
+        None => db.clone(),
+    };
     let gateway = Arc::new(
         SimulatedGateway::new(
             ledger.clone(),

@@ -35,14 +35,28 @@
 //!   lapsed) count;
 //! - (i) nothing is left authorized: after the queue drains, every authorization was captured
 //!   (its sale paid and confirmed) or undone (its sale abandoned, or its till restarted before
-//!   the sale was finished), on the server and at the till.
+//!   the sale was finished), on the server and at the till;
+//! - (j) every answer a till received (a card payment's or a refund's 201 or 402, read from its
+//!   outbox at the end and from a copy taken before each power cut of it) is still the server's:
+//!   a replay of its key with its bytes answers the same status and the same bytes (the same
+//!   payment, amount and state where the till learnt it by a look-up instead);
+//! - (k) every attempt a till reported stored (it prints each) is still in its outbox.
 //!
-//! `trials --trials N --seed S [--store sqlite|postgres|mixed] [--jobs J]`; trial `i` runs seed
+//! **Power cuts.** Some trials (`--power P`, drawn from a stream of the seed of its own, so the
+//! rest of a seed's plan does not change) run on [`powercut`] filesystems: the SQLite server's
+//! database on one (the gateway simulator's ledger in a file of its own beside it, as a real
+//! gateway keeps its charges), each till's outbox on one of its own; a cut kills the processes
+//! on it (`SIGKILL`), drops every write they had not synced, mounts it again and starts them
+//! again. PostgreSQL's data folder is not on one (see `docs/testes.md`).
+//!
+//! `trials --trials N --seed S [--store sqlite|postgres|mixed] [--jobs J] [--power P]
+//! [--client PATH] [--expect-violations]`; trial `i` runs seed
 //! `S + i`, and `--seed S --trials 1` replays it with the same schedule.
 
 use pagar_testkit::{
     ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, PixProcess, ADMIN_TOKEN,
 };
+use powercut::{CutReport, Daemon};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -66,7 +80,7 @@ fn pg_database() -> String {
     format!("pagar_trials_{}", *RUN_ID)
 }
 
-const INVARIANTS: [&str; 9] = [
+const INVARIANTS: [&str; 11] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
     "(c) every attempt final or in review",
@@ -76,6 +90,8 @@ const INVARIANTS: [&str; 9] = [
     "(g) Pix: provider, server, tills agree",
     "(h) a divided sale within its total",
     "(i) no authorization left open",
+    "(j) every answer found again, replayed the same",
+    "(k) every attempt reported stored is kept",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +108,15 @@ struct Args {
     jobs: usize,
     pg_url: String,
     verbose: bool,
+    /// The share of trials on power-cut filesystems.
+    power: f64,
+    /// The mutation check: the run must find violations (a mutant `--client`), and fails if not.
+    expect_violations: bool,
 }
+
+/// The trial client to run (`--client`: a mutant build, for the mutation check); by default the
+/// one beside this runner.
+static CLIENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -103,6 +127,8 @@ fn parse_args() -> Result<Args, String> {
         pg_url: std::env::var("PAGAR_TRIALS_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into()),
         verbose: false,
+        power: 0.3,
+        expect_violations: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -120,6 +146,20 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--verbose" => args.verbose = true,
+            "--power" => {
+                args.power = value()?.parse().map_err(|e| format!("--power: {e}"))?;
+                if !(0.0..=1.0).contains(&args.power) {
+                    return Err("--power: a share from 0 to 1".into());
+                }
+            }
+            "--client" => {
+                let client = PathBuf::from(value()?);
+                if !client.is_file() {
+                    return Err(format!("--client {}: no such file", client.display()));
+                }
+                let _ = CLIENT.set(client);
+            }
+            "--expect-violations" => args.expect_violations = true,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -139,6 +179,17 @@ struct Plan {
     slow_gateway_ms: u64,
     /// The trial sells by Pix too (its sales with card `pix`), with a provider of its own.
     pix: bool,
+    /// The trial runs on power-cut filesystems: `Some(true)` its server's SQLite files too.
+    power: Option<bool>,
+}
+
+/// What a power cut takes down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// The SQLite server: its process and the unsynced writes of its database.
+    Server,
+    /// A till: its process and the unsynced writes of its outbox.
+    Till(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -150,6 +201,7 @@ enum Action {
     RestartServer(usize),
     PgTerminate,
     ClockJump(usize, i64),
+    PowerCut(Cut),
 }
 
 impl Action {
@@ -161,11 +213,34 @@ impl Action {
             Action::RestartServer(_) => "restart a server",
             Action::PgTerminate => "pg_terminate_backend",
             Action::ClockJump(..) => "a till's clock jumps",
+            Action::PowerCut(Cut::Server) => "power cut: the server",
+            Action::PowerCut(Cut::Till(_)) => "power cut: a till",
         }
     }
 }
 
-fn draw(seed: u64, store: StoreChoice) -> Plan {
+fn draw(seed: u64, store: StoreChoice, power: f64) -> Plan {
+    let mut plan = draw_faults(seed, store);
+    // From a stream of its own: a seed's other draws are the same with power cuts or without.
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x504f_5745_525f_4355);
+    if rng.gen_bool(power) {
+        let server = plan.replicas.is_none();
+        plan.power = Some(server);
+        for _ in 0..rng.gen_range(1..=3) {
+            let at = rng.gen_range(0..plan.window_ms);
+            let cut = if server && rng.gen_bool(0.4) {
+                Cut::Server
+            } else {
+                Cut::Till(rng.gen_range(0..plan.tills.len()))
+            };
+            plan.schedule.push((at, Action::PowerCut(cut)));
+        }
+        plan.schedule.sort_by_key(|(at, _)| *at);
+    }
+    plan
+}
+
+fn draw_faults(seed: u64, store: StoreChoice) -> Plan {
     let mut rng = StdRng::seed_from_u64(seed);
     let postgres = match store {
         StoreChoice::Sqlite => false,
@@ -273,6 +348,7 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
         window_ms,
         slow_gateway_ms,
         pix,
+        power: None,
     }
 }
 
@@ -280,6 +356,104 @@ fn draw(seed: u64, store: StoreChoice) -> Plan {
 struct Till {
     outbox: PathBuf,
     child: Option<Child>,
+    /// What it printed, across its restarts (beside the power-cut filesystem, never on it).
+    log: PathBuf,
+    /// The power-cut filesystem its outbox is on, if the trial has them.
+    disk: Option<Disk>,
+}
+
+/// A power-cut filesystem: the folder behind it, where it is mounted, and the daemon serving it
+/// (this runner, started again with `--serve-powercut`: a process of its own).
+struct Disk {
+    backing: PathBuf,
+    mountpoint: PathBuf,
+    daemon: Daemon,
+}
+
+impl Disk {
+    /// A filesystem over `<dir>/<name>-disk`, mounted at `<dir>/<name>`.
+    fn mount(dir: &Path, name: &str) -> Result<Self, String> {
+        let backing = dir.join(format!("{name}-disk"));
+        let mountpoint = dir.join(name);
+        let made = std::fs::create_dir_all(&backing).and(std::fs::create_dir_all(&mountpoint));
+        made.map_err(|e| format!("setup: {}: {e}", mountpoint.display()))?;
+        let mut serve = Command::new(std::env::current_exe().map_err(|e| format!("setup: {e}"))?);
+        serve
+            .arg("--serve-powercut")
+            .arg(&backing)
+            .arg(&mountpoint)
+            .stderr(Stdio::null());
+        let daemon =
+            tokio::task::block_in_place(|| Daemon::start(serve, &mountpoint)).map_err(|e| {
+                format!(
+                    "setup: power-cut filesystem at {}: {e}",
+                    mountpoint.display()
+                )
+            })?;
+        Ok(Self {
+            backing,
+            mountpoint,
+            daemon,
+        })
+    }
+
+    /// The power goes: what the programs on it did not sync is lost. Kill them first.
+    fn cut(&mut self) -> Result<CutReport, String> {
+        tokio::task::block_in_place(|| self.daemon.cut())
+            .map_err(|e| format!("power cut at {}: {e}", self.mountpoint.display()))
+    }
+
+    /// A copy of the database `name` as it stands on the disk right now, WAL included (its
+    /// index is rebuilt by the copy), opened in `to`; `None` before the database was made.
+    /// Reading the copy leaves the disk as it is: closing the last connection of the original
+    /// would checkpoint it and make its unsynced writes durable.
+    fn snapshot(&self, name: &str, to: &Path) -> Option<rusqlite::Connection> {
+        let _ = std::fs::remove_dir_all(to);
+        std::fs::create_dir_all(to).ok()?;
+        for file in [name.to_string(), format!("{name}-wal")] {
+            let from = self.backing.join(&file);
+            if from.exists() {
+                std::fs::copy(&from, to.join(&file)).ok()?;
+            }
+        }
+        to.join(name)
+            .exists()
+            .then(|| rusqlite::Connection::open(to.join(name)).ok())
+            .flatten()
+    }
+}
+
+/// What the power cuts of a trial did.
+#[derive(Debug, Default, Clone, Copy)]
+struct PowerCuts {
+    server: u32,
+    tills: u32,
+    files: u64,
+    bytes: u64,
+    pages: u64,
+    /// Attempts final at a till before a cut and `pendente` after it (their outcome was
+    /// recorded relaxed): each is replayed with its key.
+    back_to_pending: u32,
+    /// Keys the server had claimed before a cut that the cut lost (claims are relaxed).
+    claims_lost: u32,
+}
+
+impl PowerCuts {
+    fn add(&mut self, other: &PowerCuts) {
+        self.server += other.server;
+        self.tills += other.tills;
+        self.files += other.files;
+        self.bytes += other.bytes;
+        self.pages += other.pages;
+        self.back_to_pending += other.back_to_pending;
+        self.claims_lost += other.claims_lost;
+    }
+
+    fn dropped(&mut self, r: CutReport) {
+        self.files += r.files;
+        self.bytes += r.bytes_dropped;
+        self.pages += r.pages_dropped;
+    }
 }
 
 /// Ports for servers and proxies, below the kernel's ephemeral range (32768–60999) so that a
@@ -336,26 +510,33 @@ fn last_lines(log: &Path) -> String {
 }
 
 fn trial_client() -> PathBuf {
-    let exe = std::env::current_exe().expect("the runner knows its path");
-    exe.with_file_name("trial-client")
+    CLIENT.get().cloned().unwrap_or_else(|| {
+        let exe = std::env::current_exe().expect("the runner knows its path");
+        exe.with_file_name("trial-client")
+    })
 }
 
 /// libfaketime, which shifts a process's wall clock (not its monotonic clock, so its timers run).
 const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
-fn start_till(outbox: &Path, url: &str, key: &str, plan: &str, drain_secs: u64) -> Child {
-    start_till_at(outbox, url, key, plan, drain_secs, 0)
+fn start_till(till: &Till, url: &str, key: &str, plan: &str, drain_secs: u64) -> Child {
+    start_till_at(till, url, key, plan, drain_secs, 0)
 }
 
 /// A till whose wall clock is `shift_secs` off (0: the real clock).
 fn start_till_at(
-    outbox: &Path,
+    till: &Till,
     url: &str,
     key: &str,
     plan: &str,
     drain_secs: u64,
     shift_secs: i64,
 ) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&till.log)
+        .expect("the till's log");
     let mut command = Command::new(trial_client());
     if shift_secs != 0 {
         command
@@ -364,13 +545,13 @@ fn start_till_at(
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
     }
     command
-        .arg(outbox)
+        .arg(&till.outbox)
         .arg(url)
         .arg(key)
         .arg(if plan.is_empty() { "-" } else { plan })
         .arg(drain_secs.to_string())
         .env("RUST_LOG", "off")
-        .stdout(Stdio::null())
+        .stdout(log)
         .stderr(Stdio::null())
         .spawn()
         .expect("trial-client starts")
@@ -394,6 +575,9 @@ struct Outcome {
     divided: [u32; 2],
     /// Card authorizations on the server, those captured, and those undone or lapsed.
     authorizations: [u32; 3],
+    power: PowerCuts,
+    /// Answers replayed by the checker, and those of them the same byte for byte.
+    answers: [u32; 2],
 }
 
 async fn put_faults(client: &reqwest::Client, url: &str, faults: &Value) {
@@ -426,8 +610,25 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
     let merchant = format!("m{}_{run}", plan.seed);
     let key = format!("sk_trial_{}_{run}", plan.seed);
     let log = dir.path().join("servers.log");
+    // A SQLite server on power-cut disks: its database on one, the gateway's ledger beside it.
+    let mut server_disk = None;
+    if plan.power == Some(true) {
+        match Disk::mount(dir.path(), "server") {
+            Ok(disk) => server_disk = Some(disk),
+            Err(e) => {
+                out.notes.push(e);
+                return out;
+            }
+        }
+    }
+    let gateway_db = server_disk.as_ref().map(|_| dir.path().join("gateway.db"));
     let database = match plan.replicas {
-        None => ApiDatabase::Sqlite(dir.path().join("api.db")),
+        None => ApiDatabase::Sqlite(
+            server_disk
+                .as_ref()
+                .map_or(dir.path(), |d| d.mountpoint.as_path())
+                .join("api.db"),
+        ),
         Some(_) => ApiDatabase::Postgres(format!("{pg_url}/{}", pg_database())),
     };
     let options = ApiOptions {
@@ -458,6 +659,11 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
         } else {
             Vec::new()
         })
+        .chain(
+            gateway_db
+                .iter()
+                .flat_map(|g| ["--gateway-database".to_string(), g.display().to_string()]),
+        )
         .collect(),
         log: Some(log.clone()),
         listen: None,
@@ -479,19 +685,31 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
         }
     };
     let url = proxy.url();
-    let mut tills: Vec<Till> = plan
-        .tills
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let outbox = dir.path().join(format!("till{i}.db"));
-            let child = start_till(&outbox, &url, &key, p, 10);
-            Till {
-                outbox,
-                child: Some(child),
-            }
-        })
-        .collect();
+    let mut tills: Vec<Till> = Vec::new();
+    for (i, p) in plan.tills.iter().enumerate() {
+        let disk = match plan.power {
+            Some(_) => match Disk::mount(dir.path(), &format!("till{i}")) {
+                Ok(disk) => Some(disk),
+                Err(e) => {
+                    out.notes.push(e);
+                    return out;
+                }
+            },
+            None => None,
+        };
+        let folder = disk.as_ref().map_or(dir.path(), |d| d.mountpoint.as_path());
+        let mut till = Till {
+            outbox: folder.join(format!("till{i}.db")),
+            child: None,
+            log: dir.path().join(format!("till{i}.log")),
+            disk,
+        };
+        till.child = Some(start_till(&till, &url, &key, p, 10));
+        tills.push(till);
+    }
+    // What tills held before a power cut of theirs: the answers they had received.
+    let mut answers: Vec<Answer> = Vec::new();
+    let mut cuts = 0u32;
     let http = reqwest::Client::new();
     let customer = plan.pix.then(|| {
         let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -537,8 +755,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
                     kill(child);
                 }
                 if Path::new(FAKETIME).exists() {
-                    tills[*i].child =
-                        Some(start_till_at(&tills[*i].outbox, &url, &key, "", 10, *shift));
+                    tills[*i].child = Some(start_till_at(&tills[*i], &url, &key, "", 10, *shift));
                 } else {
                     out.notes
                         .push(format!("{FAKETIME} is missing: install faketime"));
@@ -557,6 +774,66 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .status();
+            }
+            Action::PowerCut(Cut::Server) => {
+                for s in servers.iter_mut() {
+                    s.kill();
+                }
+                if let Some(disk) = server_disk.as_mut() {
+                    cuts += 1;
+                    let seen = dir.path().join(format!("seen-{cuts}"));
+                    let keys = |c: Option<rusqlite::Connection>| {
+                        c.and_then(|c| {
+                            c.query_row("SELECT count(*) FROM idempotency_keys", [], |r| {
+                                r.get::<_, i64>(0)
+                            })
+                            .ok()
+                        })
+                        .unwrap_or(0)
+                    };
+                    let before = keys(disk.snapshot("api.db", &seen));
+                    match disk.cut() {
+                        Ok(r) => {
+                            out.power.server += 1;
+                            out.power.dropped(r);
+                            let after = keys(disk.snapshot("api.db", &seen));
+                            out.power.claims_lost += u32::try_from(before - after).unwrap_or(0);
+                        }
+                        Err(e) => out.notes.push(e),
+                    }
+                }
+                // The loop below brings the server back, on the same address and files.
+            }
+            Action::PowerCut(Cut::Till(i)) => {
+                let till = &mut tills[*i];
+                if let Some(child) = till.child.as_mut() {
+                    kill(child);
+                }
+                if let Some(disk) = till.disk.as_mut() {
+                    cuts += 1;
+                    let seen = dir.path().join(format!("seen-{cuts}"));
+                    let name = format!("till{i}.db");
+                    let before = disk
+                        .snapshot(&name, &seen)
+                        .map(|c| (answers_of(&c, *i), attempt_ids(&c, "state <> 'pendente'")));
+                    match disk.cut() {
+                        Ok(r) => {
+                            out.power.tills += 1;
+                            out.power.dropped(r);
+                            if let Some((held, finals)) = before {
+                                let pending = disk
+                                    .snapshot(&name, &seen)
+                                    .map(|c| attempt_ids(&c, "state = 'pendente'"))
+                                    .unwrap_or_default();
+                                out.power.back_to_pending +=
+                                    finals.intersection(&pending).count() as u32;
+                                answers.extend(held);
+                            }
+                        }
+                        Err(e) => out.notes.push(e),
+                    }
+                }
+                till.child = Some(start_till(till, &url, &key, "", 10));
             }
         }
         // A crash fault takes a server down by itself: bring it back, as a supervisor would.
@@ -604,7 +881,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
                 if let Some(mut old) = till.child.take() {
                     kill(&mut old);
                 }
-                till.child = Some(start_till(&till.outbox, &url, &key, "", 5));
+                till.child = Some(start_till(till, &url, &key, "", 5));
             }
         }
         if all_done || Instant::now() > deadline {
@@ -635,7 +912,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
             out.violations[6] += 1;
         }
         for till in tills.iter_mut() {
-            let mut child = start_till(&till.outbox, &url, &key, "", 5);
+            let mut child = start_till(till, &url, &key, "", 5);
             let deadline = Instant::now() + Duration::from_secs(10);
             while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -644,11 +921,32 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
         }
         pix_ledger = Some(ledger);
     }
+    // (j) and (k), while the servers still answer.
+    for (t, till) in tills.iter().enumerate() {
+        if let Ok(c) = rusqlite::Connection::open_with_flags(
+            &till.outbox,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        ) {
+            answers.extend(answers_of(&c, t));
+            check_stored(&mut out, t, &till.log, &attempt_ids(&c, "1"));
+        } else {
+            check_stored(&mut out, t, &till.log, &BTreeSet::new());
+        }
+    }
+    check_answers(&mut out, &http, &servers, &key, &answers).await;
     for s in servers.iter_mut() {
         s.kill();
     }
 
-    check(&mut out, &database, &merchant, &tills, &log).await;
+    check(
+        &mut out,
+        &database,
+        gateway_db.as_deref(),
+        &merchant,
+        &tills,
+        &log,
+    )
+    .await;
     if let Some(ledger) = pix_ledger {
         check_pix(&mut out, &database, &merchant, &tills, &ledger).await;
     }
@@ -767,6 +1065,183 @@ fn provider_pix(ledger: &Value) -> impl Iterator<Item = (&str, &str, i64)> {
                 pix_provider::valor::parse(p["valor"].as_str()?)?,
             ))
         })
+}
+
+/// An answer a till received: a card payment's or a refund's 201 or 402, with the request it
+/// answered.
+#[derive(Debug, Clone)]
+struct Answer {
+    till: usize,
+    attempt: String,
+    key: String,
+    path: String,
+    request: Vec<u8>,
+    status: u16,
+    body: Vec<u8>,
+}
+
+/// The answers an outbox holds (see [`Answer`]); none before its schema was made.
+fn answers_of(c: &rusqlite::Connection, till: usize) -> Vec<Answer> {
+    c.prepare(
+        "SELECT id, idempotency_key, kind, refund_payment, request_body, response_status, response_body
+           FROM attempts
+          WHERE state IN ('aprovado', 'recusado') AND metodo = 'cartao'
+            AND response_status IN (201, 402) AND response_body IS NOT NULL",
+    )
+    .and_then(|mut st| {
+        st.query_map([], |r| {
+            let kind: String = r.get(2)?;
+            let refund_of: Option<String> = r.get(3)?;
+            Ok(Answer {
+                till,
+                attempt: r.get(0)?,
+                key: r.get(1)?,
+                path: match (kind.as_str(), refund_of) {
+                    ("estorno", Some(payment)) => format!("/pagamentos/{payment}/estornos"),
+                    _ => "/pagamentos".into(),
+                },
+                request: r.get(4)?,
+                status: r.get(5)?,
+                body: r.get(6)?,
+            })
+        })?
+        .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The ids of an outbox's attempts `WHERE <filter>`; none before its schema was made.
+fn attempt_ids(c: &rusqlite::Connection, filter: &str) -> BTreeSet<String> {
+    c.prepare(&format!("SELECT id FROM attempts WHERE {filter}"))
+        .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
+        .unwrap_or_default()
+}
+
+/// (k): every attempt the till printed as stored (`stored`, `split-rest`, `another-card`,
+/// `pix-cancelled … card`) across its runs is in its outbox.
+fn check_stored(out: &mut Outcome, t: usize, log: &Path, kept: &BTreeSet<String>) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let reported = text.lines().filter_map(|line| {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words.as_slice() {
+            ["stored" | "split-rest" | "another-card", id] => Some(*id),
+            ["pix-cancelled", _, "card", id] => Some(*id),
+            _ => None,
+        }
+    });
+    for id in reported {
+        if !kept.contains(id) {
+            out.violations[10] += 1;
+            out.notes.push(format!(
+                "(k) till {t}: attempt {id} was reported stored and is gone"
+            ));
+        }
+    }
+}
+
+/// (j): each answer a till received is replayed with its key and its bytes, straight to a
+/// server; the replay must answer what the till was answered.
+async fn check_answers(
+    out: &mut Outcome,
+    http: &reqwest::Client,
+    servers: &[ApiProcess],
+    api_key: &str,
+    answers: &[Answer],
+) {
+    let mut seen: BTreeSet<(&str, &[u8])> = BTreeSet::new();
+    for (n, a) in answers.iter().enumerate() {
+        if !seen.insert((a.key.as_str(), a.body.as_slice())) {
+            continue; // the same answer, held before a cut and after it
+        }
+        let url = servers[n % servers.len()].url();
+        match replay(http, &url, api_key, a).await {
+            Ok((status, body)) => match same_answer(a, status, &body) {
+                Ok(identical) => {
+                    out.answers[0] += 1;
+                    out.answers[1] += u32::from(identical);
+                }
+                Err(e) => {
+                    out.violations[9] += 1;
+                    out.notes.push(format!(
+                        "(j) till {} attempt {} key {}: {e}",
+                        a.till, a.attempt, a.key
+                    ));
+                }
+            },
+            Err(e) => {
+                out.violations[9] += 1;
+                out.notes.push(format!(
+                    "(j) till {} attempt {}: no replay: {e}",
+                    a.till, a.attempt
+                ));
+            }
+        }
+    }
+}
+
+/// One replay of a till's answered request; tried again (a few seconds at most) while the
+/// server is busy or starting.
+async fn replay(
+    http: &reqwest::Client,
+    url: &str,
+    api_key: &str,
+    a: &Answer,
+) -> Result<(u16, Vec<u8>), String> {
+    let mut last = String::new();
+    for _ in 0..25 {
+        let sent = http
+            .post(format!("{url}{}", a.path))
+            .bearer_auth(api_key)
+            .header("Idempotency-Key", &a.key)
+            .header("Content-Type", "application/json")
+            .body(a.request.clone())
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status() == 409 || r.status().is_server_error() => {
+                last = format!("HTTP {}", r.status().as_u16());
+            }
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let body = r.bytes().await.map_err(|e| e.to_string())?;
+                return Ok((status, body.to_vec()));
+            }
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(last)
+}
+
+/// Whether a replay answered what the till was answered: the same status and the same bytes
+/// (`Ok(true)`); or, for an answer the till learnt by a look-up (re-serialised by the till), the
+/// same status, payment and amount (`Ok(false)`).
+fn same_answer(a: &Answer, status: u16, body: &[u8]) -> Result<bool, String> {
+    if status != a.status {
+        return Err(format!(
+            "replayed HTTP {status}, the till was answered {}: {}",
+            a.status,
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        ));
+    }
+    if body == a.body.as_slice() {
+        return Ok(true);
+    }
+    let parse = |b: &[u8]| serde_json::from_slice::<Value>(b).ok();
+    match (parse(&a.body), parse(body)) {
+        (Some(held), Some(now))
+            if held.get("id").is_some()
+                && ["id", "valor"].iter().all(|k| held.get(k) == now.get(k)) =>
+        {
+            Ok(false)
+        }
+        _ => Err(format!(
+            "replayed other bytes: {} — the till holds {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)]),
+            String::from_utf8_lossy(&a.body[..a.body.len().min(200)])
+        )),
+    }
 }
 
 /// True when every attempt of the outbox is settled (what the till waits for): a payment in
@@ -931,12 +1406,19 @@ impl PaymentRow {
 
 async fn server_rows(
     database: &ApiDatabase,
+    gateway_db: Option<&Path>,
     merchant: &str,
 ) -> Result<(Vec<(String, String)>, Vec<PaymentRow>), String> {
     match database {
         ApiDatabase::Sqlite(path) => {
             let c = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
-            let ledger = c
+            let gateway = match gateway_db {
+                Some(g) => Some(rusqlite::Connection::open(g).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            let ledger = gateway
+                .as_ref()
+                .unwrap_or(&c)
                 .prepare(
                     "SELECT downstream_key, cobranca_id FROM gateway_ledger WHERE merchant = ?1 AND status <> 'anulado'",
                 )
@@ -1002,11 +1484,12 @@ async fn server_rows(
 async fn check(
     out: &mut Outcome,
     database: &ApiDatabase,
+    gateway_db: Option<&Path>,
     merchant: &str,
     tills: &[Till],
     log: &Path,
 ) {
-    let (ledger, payments) = match server_rows(database, merchant).await {
+    let (ledger, payments) = match server_rows(database, gateway_db, merchant).await {
         Ok(rows) => rows,
         Err(e) => {
             out.notes.push(format!("server database unreadable: {e}"));
@@ -1271,7 +1754,7 @@ async fn pix_disagreements(
         Ok(rows) => rows,
         Err(e) => return vec![format!("server Pix unreadable: {e}")],
     };
-    let payments = match server_rows(database, merchant).await {
+    let payments = match server_rows(database, None, merchant).await {
         Ok((_, payments)) => payments,
         Err(e) => return vec![format!("server payments unreadable: {e}")],
     };
@@ -1416,6 +1899,26 @@ async fn pix_disagreements(
 }
 
 fn main() -> std::process::ExitCode {
+    // A power-cut filesystem's daemon: this runner, in a process of its own (see `Disk`).
+    let argv: Vec<String> = std::env::args().collect();
+    if let [_, flag, folder, mountpoint] = argv.as_slice() {
+        if flag == "--serve-powercut" {
+            let served = powercut::serve(
+                Path::new(folder),
+                Path::new(mountpoint),
+                Duration::ZERO,
+                std::io::stdin().lock(),
+                std::io::stdout().lock(),
+            );
+            return match served {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("trials --serve-powercut: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            };
+        }
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -1456,7 +1959,7 @@ fn main() -> std::process::ExitCode {
         let total = args.trials;
         let mut handles = Vec::new();
         for i in 0..args.trials {
-            let plan = draw(args.seed + i, args.store);
+            let plan = draw(args.seed + i, args.store, args.power);
             if args.verbose {
                 println!("seed {}: {plan:?}", plan.seed);
             }
@@ -1488,7 +1991,21 @@ fn main() -> std::process::ExitCode {
                 .stderr(Stdio::null())
                 .status();
         }
-        report(&results, started.elapsed(), args.verbose)
+        let code = report(&results, started.elapsed(), args.verbose);
+        if !args.expect_violations {
+            return code;
+        }
+        // The mutation check: the mutant must be caught.
+        let caught: u32 = results.iter().flat_map(|r| r.violations).sum();
+        if caught > 0 {
+            println!("mutation check: the mutant was caught ({caught} violations)");
+            std::process::ExitCode::SUCCESS
+        } else {
+            println!(
+                "mutation check: the mutant went unnoticed: the trials prove nothing about it"
+            );
+            std::process::ExitCode::FAILURE
+        }
     })
 }
 
@@ -1547,13 +2064,39 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
         "Card authorizations: {}, {} captured (sale paid and confirmed), {} undone (sale abandoned or till restarted before it was finished)",
         auth[0], auth[1], auth[2]
     );
+    let power = results.iter().fold(PowerCuts::default(), |mut t, r| {
+        t.add(&r.power);
+        t
+    });
+    let on_disks = results
+        .iter()
+        .filter(|r| r.kinds.iter().any(|k| k.starts_with("power")))
+        .count();
+    println!(
+        "Power cuts: {} ({} of a server, {} of a till) in {on_disks} trials: {} files put back, {} pages ({} bytes) of unsynced writes dropped; {} outcomes went back to pendente at a till, {} claims lost at a server",
+        power.server + power.tills,
+        power.server,
+        power.tills,
+        power.files,
+        power.pages,
+        power.bytes,
+        power.back_to_pending,
+        power.claims_lost
+    );
+    let answers = results
+        .iter()
+        .fold([0u32; 2], |t, r| [t[0] + r.answers[0], t[1] + r.answers[1]]);
+    println!(
+        "Answers replayed: {}, {} of them byte for byte (the rest learnt by a look-up: same payment and amount)",
+        answers[0], answers[1]
+    );
     println!("\n{:<34} {:>8}", "store", "trials");
     for (s, n) in &by_store {
         println!("{s:<34} {n:>8}");
     }
-    println!("\n{:<40} {:>10}", "invariant", "violations");
+    println!("\n{:<48} {:>10}", "invariant", "violations");
     for (name, n) in INVARIANTS.iter().zip(totals) {
-        println!("{name:<40} {n:>10}");
+        println!("{name:<48} {n:>10}");
     }
     println!(
         "\n{} trials in {:.1} s ({:.0} ms a trial of wall time); {} failing",

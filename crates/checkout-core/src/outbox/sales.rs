@@ -79,20 +79,19 @@ impl Outbox {
         let authorize = self.authorize_cards;
         let day = self.day_of(now);
         let terminal = self.terminal.clone();
-        self.db
-            .write(move |c| {
-                let existing = c
-                    .prepare_cached(&format!(
-                        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE sale_id = ?1 AND {BLOCKS_SALE}
+        let write_ahead = move |c: &rusqlite::Connection| -> Result<Paid> {
+            let existing = c
+                .prepare_cached(&format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE sale_id = ?1 AND {BLOCKS_SALE}
                          ORDER BY seq DESC LIMIT 1"
-                    ))?
-                    .query_row([sale.as_ref()], attempt_from_row)
-                    .optional()?;
-                let number = set_till(c, &sale, now, &day)?;
-                let total: Option<i64> = c
-                    .prepare_cached("SELECT total FROM sales WHERE sale_id = ?1")?
-                    .query_row([sale.as_ref()], |r| r.get(0))?;
-                match (split, total, &existing) {
+                ))?
+                .query_row([sale.as_ref()], attempt_from_row)
+                .optional()?;
+            let number = set_till(c, &sale, now, &day)?;
+            let total: Option<i64> = c
+                .prepare_cached("SELECT total FROM sales WHERE sale_id = ?1")?
+                .query_row([sale.as_ref()], |r| r.get(0))?;
+            match (split, total, &existing) {
                     (None, None, Some(a)) => {
                         return Ok(Paid::Done(PayOutcome::Existing(a.clone()), queue(c)?))
                     }
@@ -137,59 +136,75 @@ impl Outbox {
                         exec(c, "UPDATE sales SET total = ?2 WHERE sale_id = ?1 AND total IS NULL", params![sale.as_ref(), split.get()])?;
                     }
                 }
-                let reviews = select_attempts(
-                    c,
-                    "WHERE sale_id = ?1 AND kind = 'pagamento' AND state = 'revisao' ORDER BY seq",
-                    [sale.as_ref()],
-                )?;
-                if let Some(review) = reviews.first() {
-                    if !stop_for_reviews {
-                        // The trigger `attempts_no_new_key_while_in_review` would refuse it too.
-                        return Err(CoreError::KeyNotCancelled(review.id.clone()));
-                    }
-                    return Ok(Paid::ReviewFirst(reviews));
+            let reviews = select_attempts(
+                c,
+                "WHERE sale_id = ?1 AND kind = 'pagamento' AND state = 'revisao' ORDER BY seq",
+                [sale.as_ref()],
+            )?;
+            if let Some(review) = reviews.first() {
+                if !stop_for_reviews {
+                    // The trigger `attempts_no_new_key_while_in_review` would refuse it too.
+                    return Err(CoreError::KeyNotCancelled(review.id.clone()));
                 }
-                if let Some(caps) = caps {
-                    caps.check(valor, queue(c)?.total)?;
-                }
-                if let Some(limit) = page_limit {
-                    limit.check(c.query_row("PRAGMA page_count", [], |r| r.get(0))?)?;
-                }
-                let id = AttemptId::generate();
-                let key = IdempotencyKey::generate();
-                let sale_ref = (&sale, number);
-                let (body, cartao, plano, state, recebido) = match &method {
-                    PayMethod::Card(cartao, plano) => (
-                        RequestBody::bytes(valor, cartao, *plano, &id, sale_ref, terminal.as_deref(), split, authorize),
-                        cartao.as_ref(),
-                        plano.map(CardPlan::as_stored),
-                        "pendente",
-                        None,
+                return Ok(Paid::ReviewFirst(reviews));
+            }
+            if let Some(caps) = caps {
+                caps.check(valor, queue(c)?.total)?;
+            }
+            if let Some(limit) = page_limit {
+                limit.check(c.query_row("PRAGMA page_count", [], |r| r.get(0))?)?;
+            }
+            let id = AttemptId::generate();
+            let key = IdempotencyKey::generate();
+            let sale_ref = (&sale, number);
+            let (body, cartao, plano, state, recebido) = match &method {
+                PayMethod::Card(cartao, plano) => (
+                    RequestBody::bytes(
+                        valor,
+                        cartao,
+                        *plano,
+                        &id,
+                        sale_ref,
+                        terminal.as_deref(),
+                        split,
+                        authorize,
                     ),
-                    PayMethod::Pix => (
-                        PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref(), split),
-                        "",
-                        None,
-                        "pendente",
-                        None,
-                    ),
-                    // Cash is paid when handed over: nothing to send, so no request bytes.
-                    PayMethod::Cash { recebido } => {
-                        change(valor, *recebido).map_err(|e| CoreError::Invalid(e.to_string()))?;
-                        (Vec::new(), "", None, "aprovado", Some(recebido.get()))
-                    }
-                };
-                exec(
+                    cartao.as_ref(),
+                    plano.map(CardPlan::as_stored),
+                    "pendente",
+                    None,
+                ),
+                PayMethod::Pix => (
+                    PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref(), split),
+                    "",
+                    None,
+                    "pendente",
+                    None,
+                ),
+                // Cash is paid when handed over: nothing to send, so no request bytes.
+                PayMethod::Cash { recebido } => {
+                    change(valor, *recebido).map_err(|e| CoreError::Invalid(e.to_string()))?;
+                    (Vec::new(), "", None, "aprovado", Some(recebido.get()))
+                }
+            };
+            exec(
                     c,
                     "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, metodo, plano, request_body, state,
                                            next_try_at, created_at, updated_at, recebido)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?9, ?7, ?10, ?8, ?8, ?8, ?11)",
                     params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao, method.name(), body, now, plano, state, recebido],
                 )?;
-                let created = get_attempt(c, &id)?.expect("just inserted");
-                Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))
-            })
-            .await
+            let created = get_attempt(c, &id)?.expect("just inserted");
+            Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))
+        };
+        // Durable before the first byte goes out. The trials' mutation check builds it relaxed
+        // (feature `mutant-relaxed-write-ahead`, never in a build that takes money) and must see
+        // a power cut lose an attempt the till had reported stored.
+        if cfg!(feature = "mutant-relaxed-write-ahead") {
+            self.db.write_relaxed(write_ahead).await
+        } else {
+            self.db.write(write_ahead).await
+        }
     }
 
     /// Attempts due now, oldest first, at most `limit`.

@@ -299,3 +299,80 @@ async fn a_charge_made_by_a_stalled_worker_after_recovery_released_its_key_is_st
     assert_eq!(app.ledger().await.len(), 1);
     assert_eq!(app.db.count("payments").await, 1);
 }
+
+/// `--gateway-database`: the simulator's ledger in a file of its own, as a real gateway keeps
+/// its charges apart. Charges land there and not in the store's database; and when the store
+/// loses a key it had answered (what a power cut does to an unsynced claim, taken to its end), a
+/// server started again charges that key sent again at most once: the gateway's downstream key
+/// answers with the same charge.
+#[tokio::test]
+async fn a_gateway_ledger_of_its_own_keeps_the_charge_a_store_lost() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gateway_db = dir.path().join("gateway.db");
+    let flags = ["--gateway-database", gateway_db.to_str().unwrap()];
+    let client = reqwest::Client::new();
+    let key = new_key();
+    let gateway_rows = || -> Vec<(String, i64)> {
+        let c = rusqlite::Connection::open(&gateway_db).unwrap();
+        let mut st = c
+            .prepare("SELECT cobranca_id, valor FROM gateway_ledger")
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+
+    let mut first = ServerProcess::start(&db, &flags);
+    let paid = try_pay(&client, &first.url, &key, &approved(4200))
+        .await
+        .unwrap();
+    assert_eq!(paid.status(), StatusCode::CREATED);
+    let paid: Value = paid.json().await.unwrap();
+    assert_eq!(
+        db.count("gateway_ledger").await,
+        0,
+        "the store keeps no charge"
+    );
+    let charged = gateway_rows();
+    assert_eq!(charged.len(), 1);
+    assert_eq!(
+        charged[0],
+        (paid["cobranca_id"].as_str().unwrap().to_string(), 4200)
+    );
+    first.kill9();
+
+    db.execute(
+        "DELETE FROM payments; DELETE FROM idempotency_keys;",
+        "unused",
+    )
+    .await;
+    let next = ServerProcess::start(&db, &flags);
+    let again = try_pay(&client, &next.url, &key, &approved(4200))
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::CREATED);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(gateway_rows(), charged, "no second charge");
+    assert_eq!(
+        again["cobranca_id"], paid["cobranca_id"],
+        "the same charge answers"
+    );
+    assert_eq!(db.count("payments").await, 1);
+}
+
+/// `--gateway-database` names a SQLite file: with PostgreSQL the flag is refused at start.
+#[test]
+fn a_gateway_database_with_postgres_is_refused() {
+    use clap::Parser;
+    let err = payment_api::config::Config::try_parse_from([
+        "payment-api",
+        "--database-url",
+        "postgres://x@127.0.0.1/db",
+        "--gateway-database",
+        "g.db",
+    ])
+    .expect_err("refused");
+    assert!(err.to_string().contains("--gateway-database"), "{err}");
+}
