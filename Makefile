@@ -145,7 +145,7 @@ deps-package: deps-gui
 ## trials: randomized end-to-end fault trials with a checker (TRIALS, SEED, STORE=sqlite|postgres|mixed,
 ## JOBS, POWER: the share of trials on power-cut filesystems); a failing seed replays with
 ## `make trials TRIALS=1 SEED=<seed>`.
-POWER ?= 0.3
+POWER ?= 0.5
 trials: deps-pg deps-trials deps-fuse
 	$(CARGO) build --release -p payment-api -p pix-provider -p pagar-e2e --bins
 	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS) --power $(POWER)

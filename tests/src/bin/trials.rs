@@ -127,7 +127,7 @@ fn parse_args() -> Result<Args, String> {
         pg_url: std::env::var("PAGAR_TRIALS_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into()),
         verbose: false,
-        power: 0.3,
+        power: 0.5,
         expect_violations: false,
     };
     let mut it = std::env::args().skip(1);
