@@ -37,8 +37,11 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   against the server on SQLite — first executions and replays — beside SQLite's raw durable commit
   rate and a bare endpoint doing the same INSERT without idempotency; then five interleaved rounds
   beside **the peer** (an axum app with `axum-idempotent` 0.6.0, keys in memory) and a
-  **ceiling** (a route answering one fixed stored answer, doing nothing else); 50 concurrent
-  requests with one key against each, counting charges; then the PostgreSQL store with one and
+  **ceiling** (a route answering one fixed stored answer, doing nothing else), every server of
+  the rounds a release process of its own, started fresh for each run, as it would be deployed;
+  Pagar's first executions also on a **slow disk** (a `powercut` filesystem whose every fsync
+  waits 2 ms, so the figure does not depend on this machine's disk), counting its fsyncs; 50
+  concurrent requests with one key against each, counting charges; then the PostgreSQL store with one and
   three replicas (release processes) beside PostgreSQL's raw commit rate, with the CPU and WAL
   per operation read from `/proc` and `pg_current_wal_lsn`.
 - **checkout-core** (`crates/checkout-core/benches/outbox.rs`): `Checkout::pay` until durable,

@@ -9,14 +9,19 @@
 //! - replays: the same requests again (every one answered from the stored response), first from
 //!   the in-memory replay cache, then through a second server whose cache is off;
 //! - the peer: the same load against an in-memory idempotency middleware from crates.io
-//!   (`api/peer.rs`), in five interleaved rounds beside Pagar (medians), with Pagar's request
-//!   logging on at its default level (INFO, written off the request path to a file), then off;
-//!   and 50 concurrent requests with one key against each, counting charges.
+//!   (`api/peer.rs`), in five interleaved rounds beside Pagar (medians). Every server of the
+//!   rounds is a release process of its own, fresh for each run (`api/processes.rs`): Pagar's
+//!   first executions on this machine's disk and on a disk whose fsync waits 2 ms on purpose
+//!   (counting the fsyncs), its replays with request logging on at its default level (INFO, to a
+//!   file) and off, the peer's, and the ceiling's; then 50 concurrent requests with one key
+//!   against each, counting charges.
 
 #[path = "api/peer.rs"]
 mod peer;
 #[path = "api/postgres.rs"]
 mod postgres;
+#[path = "api/processes.rs"]
+mod processes;
 
 use payment_api::Config;
 use rusqlite::{params, Connection};
@@ -101,9 +106,10 @@ async fn bare_server(dir: &std::path::Path) -> String {
 
 /// The ceiling of a replay on this machine: an axum route that answers every request with one
 /// fixed stored answer (Pagar's replay headers and a body of its size) and does nothing else —
-/// no authentication, no key, no lookup, no log. Both servers share the two cores with wrk, so
-/// what is left between this and a server is all that the server itself can still gain.
-async fn constant_server(body: Vec<u8>) -> String {
+/// no authentication, no key, no lookup, no log. It runs as a process of its own
+/// (`processes::ceiling`), like Pagar, sharing the two cores with wrk: what is left between this
+/// and a server is all that the server itself can still gain. Serves until killed.
+pub(crate) async fn serve_constant(body: Vec<u8>) {
     use axum::http::{header, HeaderValue, StatusCode};
     use axum::response::IntoResponse;
     use axum::routing::post;
@@ -125,9 +131,8 @@ async fn constant_server(body: Vec<u8>) -> String {
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/pagamentos", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
+    println!("listening on http://{}", listener.local_addr().unwrap());
+    axum::serve(listener, app).await.unwrap();
 }
 
 /// The body Pagar replays for one of the keys the replay runs cycle through.
@@ -336,8 +341,20 @@ fn target(what: &str, figure: f64, goal: f64) {
     println!("{what:<58} {figure:>6.2}x  target >= {goal:.2}x  {verdict}");
 }
 
-#[tokio::main]
-async fn main() {
+/// How long each fsync of the slow disk waits.
+const SLOW_FSYNC_MS: u64 = 2;
+
+fn main() {
+    // A server of the rounds (this bench started again by `processes`), or the bench itself.
+    if processes::serve_if_asked() {
+        return;
+    }
+    tokio::runtime::Runtime::new()
+        .expect("a runtime")
+        .block_on(bench());
+}
+
+async fn bench() {
     let secs: u64 = std::env::var("BENCH_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -347,7 +364,7 @@ async fn main() {
     // Pagar's request logging as the binary has it: INFO, one line per request formatted on the
     // request's thread and written in batches by a thread of its own (here to a file). The level
     // can be turned off for one run.
-    let (level, log_level) =
+    let (level, _log_level) =
         tracing_subscriber::reload::Layer::new(tracing_subscriber::EnvFilter::new("info"));
     let (log_layer, _flush_logs) = payment_api::logging::text_layer(
         payment_api::logging::batch_writer(
@@ -432,53 +449,67 @@ async fn main() {
         first.count
     );
 
-    // Beside the peer: interleaved rounds, each with fresh keys.
-    let peer = peer::start().await;
-    let ceiling = constant_server(replay_body(&url).await).await;
+    // Beside the peer: interleaved rounds, every server a process of its own, fresh per run.
+    let ceiling_body = replay_body(&url).await;
     let (mut ours_first, mut ours_replay, mut peer_first, mut peer_replay, mut ceilings) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     const ROUNDS: usize = 5;
-    let mut quiet_replay = Vec::new();
-    let set_level = |level: &str| {
-        log_level
-            .modify(|f| *f = tracing_subscriber::EnvFilter::new(level))
-            .unwrap();
+    let (mut slow_first, mut quiet_replay) = (Vec::new(), Vec::new());
+    // On the slow disk: (fsyncs, executions) of each run.
+    let mut slow_syncs: Vec<(u64, u64)> = Vec::new();
+    let run = |name, url: &str, prefix: &str, cycle, cookie: &str| {
+        tokio::task::block_in_place(|| {
+            if cycle > 0 {
+                warm(url, cookie, prefix);
+            }
+            wrk_with(name, &script, url, secs, prefix, cycle, CONCURRENCY, cookie)
+        })
     };
+    let logs = dir.path();
     for round in 0..ROUNDS {
-        let (ours, theirs) = (format!("p{round}"), format!("q{round}"));
-        let run = |name, url: &str, prefix: &str, cycle, cookie: &str| {
-            tokio::task::block_in_place(|| {
-                if cycle > 0 {
-                    warm(url, cookie, prefix);
+        // Each kind of run in an order that turns each round, so that none of them is always
+        // the first or the last.
+        for which in (0..3).map(|i| (i + round) % 3) {
+            match which {
+                0 => {
+                    let pagar = processes::pagar(logs, logs, &format!("first-{round}"), true);
+                    ours_first.push(run("Pagar first", &pagar.url, "f", 0, ""));
                 }
-                wrk_with(name, &script, url, secs, prefix, cycle, CONCURRENCY, cookie)
-            })
-        };
-        if round % 2 == 0 {
-            ours_first.push(run("Pagar first", &url, &ours, 0, ""));
-            peer_first.push(run("peer first", &peer.url, &theirs, 0, &peer.cookie));
-        } else {
-            peer_first.push(run("peer first", &peer.url, &theirs, 0, &peer.cookie));
-            ours_first.push(run("Pagar first", &url, &ours, 0, ""));
+                1 => {
+                    let name = format!("slow-{round}");
+                    let mut disk = processes::SlowDisk::mount(logs, &name, SLOW_FSYNC_MS);
+                    let pagar = processes::pagar(&disk.mountpoint, logs, &name, true);
+                    let before = disk.syncs();
+                    slow_first.push(run("Pagar first, slow disk", &pagar.url, "s", 0, ""));
+                    // wrk stops with requests in flight: let them end before counting.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    slow_syncs.push((disk.syncs() - before, pagar.charges()));
+                }
+                _ => {
+                    let peer = processes::peer().await;
+                    peer_first.push(run("peer first", &peer.url, "q", 0, &peer.cookie));
+                }
+            }
         }
-        // The four replay runs of a round in an order that turns each round, so that none of
-        // them is always the one run right after the first executions (or always the last).
         for which in (0..4).map(|i| (i + round) % 4) {
             match which {
-                0 => ours_replay.push(run("Pagar replay", &url, &ours, REPLAY_KEYS, "")),
-                1 => {
-                    set_level("off");
-                    quiet_replay.push(run("Pagar replay, quiet", &url, &ours, REPLAY_KEYS, ""));
-                    set_level("info");
+                0 => {
+                    let pagar = processes::pagar(logs, logs, &format!("replay-{round}"), true);
+                    ours_replay.push(run("Pagar replay", &pagar.url, "r", REPLAY_KEYS, ""));
                 }
-                2 => peer_replay.push(run(
-                    "peer replay",
-                    &peer.url,
-                    &theirs,
-                    REPLAY_KEYS,
-                    &peer.cookie,
-                )),
-                _ => ceilings.push(run("ceiling", &ceiling, &ours, REPLAY_KEYS, "")),
+                1 => {
+                    let pagar = processes::pagar(logs, logs, &format!("quiet-{round}"), false);
+                    quiet_replay.push(run("Pagar replay, quiet", &pagar.url, "r", REPLAY_KEYS, ""));
+                }
+                2 => {
+                    let peer = processes::peer().await;
+                    let cookie = peer.cookie.clone();
+                    peer_replay.push(run("peer replay", &peer.url, "r", REPLAY_KEYS, &cookie));
+                }
+                _ => {
+                    let ceiling = processes::ceiling(&ceiling_body);
+                    ceilings.push(run("ceiling", &ceiling.url, "r", REPLAY_KEYS, ""));
+                }
             }
         }
     }
@@ -490,6 +521,7 @@ async fn main() {
         r[r.len() / 2]
     };
     let first_vs_peer = ratio(&ours_first, &peer_first);
+    let slow_vs_peer = ratio(&slow_first, &peer_first);
     let replay_vs_peer = ratio(&ours_replay, &peer_replay);
     let logging_on_off = ratio(&ours_replay, &quiet_replay);
     let of_ceiling = [
@@ -497,7 +529,16 @@ async fn main() {
         ratio(&quiet_replay, &ceilings),
         ratio(&peer_replay, &ceilings),
     ];
+    let per_sync = {
+        let mut r: Vec<f64> = slow_syncs
+            .iter()
+            .map(|(syncs, executions)| *executions as f64 / (*syncs).max(1) as f64)
+            .collect();
+        r.sort_by(|x, y| x.total_cmp(y));
+        r[r.len() / 2]
+    };
     let ours_first = median("Pagar (SQLite, durable), first execution", &ours_first);
+    let slow_first = median("Pagar, first execution, fsync +2 ms", &slow_first);
     let ours_replay = median("Pagar, replay (logging INFO)", &ours_replay);
     let quiet_replay = median("Pagar, replay (logging off)", &quiet_replay);
     let peer_first = median("axum-idempotent 0.6.0 (memory), first", &peer_first);
@@ -505,15 +546,17 @@ async fn main() {
     let ceiling = median("ceiling: one fixed answer, no work", &ceilings);
     // 50 concurrent requests with one key, three times each: how many charges?
     let mut duplicates = (Vec::new(), Vec::new());
-    for round in 0..3 {
-        let before = server.simulator_ledger().ledger().await.unwrap().len();
-        burst(&url, "", &format!("dup-{round}"), 50).await;
-        let after = server.simulator_ledger().ledger().await.unwrap().len();
-        duplicates.0.push(after - before);
-        let before = peer.charges.load(std::sync::atomic::Ordering::SeqCst);
-        burst(&peer.url, &peer.cookie, &format!("dup-{round}"), 50).await;
-        let after = peer.charges.load(std::sync::atomic::Ordering::SeqCst);
-        duplicates.1.push(after - before);
+    {
+        let pagar = processes::pagar(logs, logs, "duplicates", true);
+        let peer = processes::peer().await;
+        for round in 0..3 {
+            let before = pagar.charges();
+            burst(&pagar.url, "", &format!("dup-{round}"), 50).await;
+            duplicates.0.push(pagar.charges() - before);
+            let before = peer::charges(&peer.url).await;
+            burst(&peer.url, &peer.cookie, &format!("dup-{round}"), 50).await;
+            duplicates.1.push(peer::charges(&peer.url).await - before);
+        }
     }
 
     let pg = postgres::run(&script, secs).await;
@@ -543,9 +586,10 @@ async fn main() {
     );
     println!("ledger rows after the run: {ledger} (first executions answered: {}; wrk cuts off those in flight)", first.count);
     println!();
-    println!("beside the peer ({ROUNDS} interleaved rounds: medians; each ratio the median of the rounds' ratios):");
+    println!("beside the peer ({ROUNDS} interleaved rounds, every server a release process of its own, fresh per run: medians; each ratio the median of the rounds' ratios):");
     print_table(&[
         &ours_first,
+        &slow_first,
         &peer_first,
         &ours_replay,
         &peer_replay,
@@ -561,7 +605,17 @@ async fn main() {
         first_vs_peer,
         1.0,
     );
+    target(
+        "Pagar first on a slow disk (fsync +2 ms) / peer first",
+        slow_vs_peer,
+        1.3,
+    );
+    println!(
+        "slow disk: {per_sync:.2} first executions per fsync, {:.2} fsyncs per execution (median of the rounds; runs: {slow_syncs:?} as (fsyncs, executions))",
+        1.0 / per_sync
+    );
     target("Pagar replays / peer replays", replay_vs_peer, 1.2);
+    target("Pagar replays, logging on / ceiling", of_ceiling[0], 0.9);
     target(
         "Pagar replays, logging on / logging off",
         logging_on_off,

@@ -623,7 +623,8 @@ pub fn within<T: Send + 'static>(limit: Duration, body: impl FnOnce() -> T + Sen
 /// Serves `folder` at `mountpoint` with volatile writes until `commands` ends or says `quit`:
 /// the loop of the `powercut` binary (and of a test's child process). It answers on `answers`:
 /// `powercut: mounted` once the mount serves; for `cut`, it unmounts, drops every unsynced write,
-/// answers `powercut: cut <files> <bytes> <pages>`, mounts again and answers `powercut: mounted` (lines
+/// answers `powercut: cut <files> <bytes> <pages>`, mounts again and answers `powercut: mounted`; for
+/// `syncs`, answers `powercut: syncs <n>`, the syncs made so far (lines
 /// without the prefix, a test harness's say, are not answers).
 ///
 /// It runs in a process of its own, never in one that uses the mount: a shared mapping's
@@ -655,6 +656,7 @@ pub fn serve(
                 mounted = Some(fs.mount(mountpoint)?);
                 writeln!(answers, "powercut: mounted")?;
             }
+            "syncs" => writeln!(answers, "powercut: syncs {}", fs.syncs())?,
             "quit" => break,
             other => writeln!(answers, "powercut: error unknown command {other:?}")?,
         }
@@ -730,6 +732,18 @@ impl Daemon {
         };
         self.expect("mounted")?;
         Ok(report)
+    }
+
+    /// The syncs (`fsync`/`fdatasync`) the programs on it made so far, each of which waited the
+    /// filesystem's fsync delay.
+    pub fn syncs(&mut self) -> io::Result<u64> {
+        use io::Write;
+        writeln!(self.commands, "syncs")?;
+        self.commands.flush()?;
+        let line = self.answer()?;
+        line.strip_prefix("syncs ")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("powercut answered {line:?}")))
     }
 
     fn answer(&mut self) -> io::Result<String> {

@@ -16,6 +16,8 @@
 //! divided sale is settled only once paid in full: what is missing is paid by crédito, as a
 //! cashier would, by a till restarted after a crash too (which undoes the card parts it had
 //! authorized, so the sale is paid again), and confirmed (its authorizations captured) once paid.
+//! A sale whose id ends in `-estorno` is paid back in full once its card payment is approved
+//! ("Estornar", by a till restarted after a crash too), printing `refund <attempt>`.
 
 use checkout_core::{
     Attempt, AttemptState, Capture, CardPlan, CardToken, Centavos, Checkout, Config, CoreError,
@@ -118,6 +120,16 @@ async fn main() -> std::process::ExitCode {
             writeln!(out, "{line}").expect("stdout");
             out.flush().expect("stdout");
         }
+        // A sale the customer gives back: its approved card payment refunded in full, once.
+        for payment in to_refund(&attempts).into_iter().filter(|_| pressing) {
+            let line = match checkout.refund(&payment, None, None).await {
+                Ok(o) => format!("refund {}", attempt_of(o).id),
+                Err(e) => format!("refused {} {}", payment, kind(&e)),
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").expect("stdout");
+            out.flush().expect("stdout");
+        }
         // A divided sale paid in full, its receipt shown: its authorizations are captured.
         for sale in paid_unconfirmed(&attempts).into_iter().filter(|_| pressing) {
             let line = match checkout.confirm_sale(&sale).await {
@@ -178,6 +190,7 @@ async fn main() -> std::process::ExitCode {
         // Settled: final, or a refund in review with no refund found (a payment in review is
         // settled only by its payment or its cancelled key).
         let settled = missing_parts(&attempts).is_empty()
+            && to_refund(&attempts).is_empty()
             && paid_unconfirmed(&attempts).is_empty()
             && attempts
                 .iter()
@@ -234,6 +247,22 @@ fn missing_parts(attempts: &[Attempt]) -> Vec<(SaleId, Centavos, Centavos)> {
                 Centavos::new(total.get() - paid).expect("something is missing"),
             )
         })
+        .collect()
+}
+
+/// The approved card payments of sales given back (`-estorno`) with no refund yet.
+fn to_refund(attempts: &[Attempt]) -> Vec<checkout_core::AttemptId> {
+    attempts
+        .iter()
+        .filter(|a| {
+            !a.is_refund()
+                && a.sale_id.as_ref().ends_with("-estorno")
+                && a.state == AttemptState::Aprovado
+                && a.metodo == "cartao"
+                && a.sale_total.is_none()
+                && !attempts.iter().any(|r| r.refund_of.as_ref() == Some(&a.id))
+        })
+        .map(|a| a.id.clone())
         .collect()
 }
 

@@ -20,7 +20,9 @@
 //! - (b) at most one approved charge per sale;
 //! - (c) every attempt an outbox accepted is final, or in `revisao` with a reason: none lost;
 //! - (d) every outbox `aprovado` has exactly one server payment with its amount, every server
-//!   payment its attempt in the same state, and every ledger charge its payment;
+//!   payment its attempt in the same state, and every ledger charge its payment; every refund at
+//!   a till (a third of the sales paid by an approving card are given back once paid) agrees
+//!   with the server's, and back;
 //! - (e) no server error but the injected ones;
 //! - (f) every outbox passes `PRAGMA integrity_check`;
 //! - (g) Pix: every charge at the provider is the server's (same txid and amount) and every
@@ -39,7 +41,7 @@
 //! - (j) every answer a till received (a card payment's or a refund's 201 or 402, read from its
 //!   outbox at the end and from a copy taken before each power cut of it) is still the server's:
 //!   a replay of its key with its bytes answers the same status and the same bytes (the same
-//!   payment, amount and state where the till learnt it by a look-up instead);
+//!   payment and amount where the till learnt it by a look-up instead);
 //! - (k) every attempt a till reported stored (it prints each) is still in its outbox.
 //!
 //! **Power cuts.** Some trials (`--power P`, drawn from a stream of the seed of its own, so the
@@ -221,6 +223,22 @@ impl Action {
 
 fn draw(seed: u64, store: StoreChoice, power: f64) -> Plan {
     let mut plan = draw_faults(seed, store);
+    // A third of the sales paid by an approving card are given back (their sale id says so and
+    // the till refunds the payment once it is approved), drawn from a stream of their own.
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x4553_544f_524e_4f53);
+    for till in plan.tills.iter_mut() {
+        *till = till
+            .split(';')
+            .map(|item| {
+                let mut parts: Vec<String> = item.split(':').map(String::from).collect();
+                if parts.get(2).map(String::as_str) == Some("tok_aprovado") && rng.gen_bool(0.33) {
+                    parts[0].push_str("-estorno");
+                }
+                parts.join(":")
+            })
+            .collect::<Vec<_>>()
+            .join(";");
+    }
     // From a stream of its own: a seed's other draws are the same with power cuts or without.
     let mut rng = StdRng::seed_from_u64(seed ^ 0x504f_5745_525f_4355);
     if rng.gen_bool(power) {
@@ -576,8 +594,11 @@ struct Outcome {
     /// Card authorizations on the server, those captured, and those undone or lapsed.
     authorizations: [u32; 3],
     power: PowerCuts,
-    /// Answers replayed by the checker, and those of them the same byte for byte.
-    answers: [u32; 2],
+    /// Refunds paid back on the server.
+    refunds: u32,
+    /// Answers replayed by the checker, those of them the same byte for byte, and refunds' among
+    /// them.
+    answers: [u32; 3],
 }
 
 async fn put_faults(client: &reqwest::Client, url: &str, faults: &Value) {
@@ -1124,7 +1145,7 @@ fn check_stored(out: &mut Outcome, t: usize, log: &Path, kept: &BTreeSet<String>
     let reported = text.lines().filter_map(|line| {
         let words: Vec<&str> = line.split(' ').collect();
         match words.as_slice() {
-            ["stored" | "split-rest" | "another-card", id] => Some(*id),
+            ["stored" | "split-rest" | "another-card" | "refund", id] => Some(*id),
             ["pix-cancelled", _, "card", id] => Some(*id),
             _ => None,
         }
@@ -1159,6 +1180,7 @@ async fn check_answers(
                 Ok(identical) => {
                     out.answers[0] += 1;
                     out.answers[1] += u32::from(identical);
+                    out.answers[2] += u32::from(a.path.ends_with("/estornos"));
                 }
                 Err(e) => {
                     out.violations[9] += 1;
@@ -1264,6 +1286,8 @@ fn drained(outbox: &Path) -> bool {
 #[derive(Debug)]
 struct AttemptRow {
     id: String,
+    /// `pagamento` or `estorno`.
+    kind: String,
     sale: String,
     state: String,
     valor: i64,
@@ -1404,6 +1428,60 @@ impl PaymentRow {
     }
 }
 
+/// A refund as the server has it.
+#[derive(Debug)]
+struct RefundRow {
+    id: String,
+    status: String,
+    valor: i64,
+    referencia: Option<String>,
+}
+
+const REFUNDS_SQL: &str = "SELECT id, status, valor, referencia FROM refunds WHERE merchant = $1";
+
+/// The server's refunds, for one merchant.
+async fn server_refunds(database: &ApiDatabase, merchant: &str) -> Result<Vec<RefundRow>, String> {
+    match database {
+        ApiDatabase::Sqlite(path) => {
+            let c = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+            c.prepare(&REFUNDS_SQL.replace("$1", "?1"))
+                .and_then(|mut st| {
+                    st.query_map([merchant], |r| {
+                        Ok(RefundRow {
+                            id: r.get(0)?,
+                            status: r.get(1)?,
+                            valor: r.get(2)?,
+                            referencia: r.get(3)?,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|e| e.to_string())
+        }
+        ApiDatabase::Postgres(url) => {
+            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .map_err(|e| e.to_string())?;
+            let driver = tokio::spawn(conn);
+            let rows = client
+                .query(REFUNDS_SQL, &[&merchant])
+                .await
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(|r| RefundRow {
+                    id: r.get(0),
+                    status: r.get(1),
+                    valor: r.get(2),
+                    referencia: r.get(3),
+                })
+                .collect();
+            drop(client);
+            let _ = driver.await;
+            Ok(rows)
+        }
+    }
+}
+
 async fn server_rows(
     database: &ApiDatabase,
     gateway_db: Option<&Path>,
@@ -1527,7 +1605,7 @@ async fn check(
                 "SELECT a.id, a.sale_id, a.state, a.valor, a.payment_id, a.last_error, p.status,
                         CASE WHEN a.kind = 'pagamento'
                              THEN (SELECT total FROM sales s WHERE s.sale_id = a.sale_id) END,
-                        a.captura
+                        a.captura, a.kind
                    FROM attempts a LEFT JOIN pix p ON p.attempt_id = a.id",
             )
             .and_then(|mut st| {
@@ -1542,6 +1620,7 @@ async fn check(
                         pix_status: r.get(6)?,
                         sale_total: r.get(7)?,
                         captura: r.get(8)?,
+                        kind: r.get(9)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()
@@ -1658,7 +1737,56 @@ async fn check(
     // (d): both ways, and every charge has its payment.
     let ids: HashMap<&str, &AttemptRow> =
         attempts.iter().map(|(_, a)| (a.id.as_str(), a)).collect();
-    for (_, a) in &attempts {
+    // (d) for refunds: every outbox refund agrees with the server's, and back.
+    match server_refunds(database, merchant).await {
+        Ok(refunds) => {
+            for (t, a) in attempts.iter().filter(|(_, a)| a.kind == "estorno") {
+                let found: Vec<&RefundRow> = refunds
+                    .iter()
+                    .filter(|r| r.referencia.as_deref() == Some(a.id.as_str()))
+                    .collect();
+                let ok = match a.state.as_str() {
+                    "aprovado" | "recusado" => {
+                        found.len() == 1
+                            && found[0].status == a.state
+                            && found[0].valor == a.valor
+                            && a.payment_id.as_deref() == Some(found[0].id.as_str())
+                    }
+                    _ => found.iter().all(|r| r.status != "aprovado"),
+                };
+                if !ok {
+                    out.violations[3] += 1;
+                    out.notes.push(format!(
+                        "(d) till {t} refund {} ({}) has server refunds {found:?}",
+                        a.id, a.state
+                    ));
+                }
+            }
+            for r in &refunds {
+                let attempt = r.referencia.as_deref().and_then(|id| {
+                    attempts
+                        .iter()
+                        .find(|(_, a)| a.id == id && a.kind == "estorno")
+                });
+                if attempt.is_none_or(|(_, a)| a.state != r.status) {
+                    out.violations[3] += 1;
+                    out.notes.push(format!(
+                        "(d) server refund {} ({}) has attempt {:?}",
+                        r.id,
+                        r.status,
+                        attempt.map(|(_, a)| &a.state)
+                    ));
+                }
+            }
+            out.refunds += refunds.iter().filter(|r| r.status == "aprovado").count() as u32;
+        }
+        Err(e) => {
+            out.violations[3] += 1;
+            out.notes
+                .push(format!("(d) server refunds unreadable: {e}"));
+        }
+    }
+    for (_, a) in attempts.iter().filter(|(_, a)| a.kind == "pagamento") {
         let found = by_ref.get(a.id.as_str()).cloned().unwrap_or_default();
         match a.state.as_str() {
             "aprovado" => {
@@ -2083,12 +2211,19 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
         power.back_to_pending,
         power.claims_lost
     );
-    let answers = results
-        .iter()
-        .fold([0u32; 2], |t, r| [t[0] + r.answers[0], t[1] + r.answers[1]]);
+    let answers = results.iter().fold([0u32; 3], |t, r| {
+        [
+            t[0] + r.answers[0],
+            t[1] + r.answers[1],
+            t[2] + r.answers[2],
+        ]
+    });
     println!(
-        "Answers replayed: {}, {} of them byte for byte (the rest learnt by a look-up: same payment and amount)",
-        answers[0], answers[1]
+        "Refunds paid back: {} (sales given back once paid); answers replayed: {} ({} of refunds), {} of them byte for byte (the rest learnt by a look-up: same payment and amount)",
+        results.iter().map(|r| r.refunds).sum::<u32>(),
+        answers[0],
+        answers[2],
+        answers[1]
     );
     println!("\n{:<34} {:>8}", "store", "trials");
     for (s, n) in &by_store {

@@ -4,7 +4,8 @@
 //! live in memory only. The middleware caches only for a request that carries a session, so the
 //! bench opens one session for the merchant (`POST /sessao`) and every request sends its cookie.
 //! The handler does what Pagar's does short of storing: it validates the body and "charges" an
-//! in-memory ledger.
+//! in-memory ledger (`GET /cobrancas` counts its charges). It runs as deployed, a process of its
+//! own (`processes::peer`), never inside the bench's runtime.
 
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -16,14 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tower_cookies::CookieManagerLayer;
 
-/// A running peer: where it listens, the session cookie to send, and its charges so far.
-pub struct Peer {
-    pub url: String,
-    pub cookie: String,
-    pub charges: Arc<AtomicU64>,
-}
-
-async fn login(session: Session<MokaStore>) -> StatusCode {
+async fn open_session(session: Session<MokaStore>) -> StatusCode {
     let ttl = ruts::store::Ttl::new(3600).expect("a valid ttl");
     session
         .set("merchant", &"loja_bench", ttl, None)
@@ -32,8 +26,8 @@ async fn login(session: Session<MokaStore>) -> StatusCode {
     StatusCode::CREATED
 }
 
-/// Starts the peer on a free loopback port and opens the merchant's session.
-pub async fn start() -> Peer {
+/// Serves the peer on a free loopback port (printed as `listening on http://…`) until killed.
+pub async fn serve() {
     let charges = Arc::new(AtomicU64::new(0));
     let counted = charges.clone();
     let pay = move |Json(body): Json<serde_json::Value>| {
@@ -68,12 +62,21 @@ pub async fn start() -> Peer {
     let app = Router::new()
         .route("/pagamentos", post(pay))
         .layer(IdempotentLayer::<MokaStore>::new(idempotent_options))
-        .route("/sessao", post(login))
+        .route("/sessao", post(open_session))
+        .route(
+            "/cobrancas",
+            axum::routing::get(move || async move { charges.load(Ordering::SeqCst).to_string() }),
+        )
         .layer(SessionLayer::new(store).with_cookie_options(CookieOptions::build().name("session")))
         .layer(CookieManagerLayer::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    println!("listening on http://{}", listener.local_addr().unwrap());
+    axum::serve(listener, app).await.unwrap();
+}
+
+/// Opens the merchant's session at the peer whose `POST /pagamentos` is `url`; the cookie.
+pub async fn login(url: &str) -> String {
+    let base = url.trim_end_matches("/pagamentos");
     let res = reqwest::Client::new()
         .post(format!("{base}/sessao"))
         .send()
@@ -84,18 +87,25 @@ pub async fn start() -> Peer {
         reqwest::StatusCode::CREATED,
         "the peer's login"
     );
-    let cookie = res
-        .headers()
+    res.headers()
         .get_all(reqwest::header::SET_COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .find(|v| v.starts_with("session="))
         .and_then(|v| v.split(';').next())
         .expect("the peer opened a session")
-        .to_string();
-    Peer {
-        url: format!("{base}/pagamentos"),
-        cookie,
-        charges,
-    }
+        .to_string()
+}
+
+/// The charges the peer whose `POST /pagamentos` is `url` made so far.
+pub async fn charges(url: &str) -> u64 {
+    let base = url.trim_end_matches("/pagamentos");
+    reqwest::get(format!("{base}/cobrancas"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .parse()
+        .expect("a count")
 }
