@@ -454,9 +454,26 @@ async fn bench() {
     let (mut ours_first, mut ours_replay, mut peer_first, mut peer_replay, mut ceilings) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     const ROUNDS: usize = 5;
-    let (mut slow_first, mut quiet_replay) = (Vec::new(), Vec::new());
+    let (mut slow_first, mut fuse_first, mut quiet_replay) = (Vec::new(), Vec::new(), Vec::new());
     // On the slow disk: (fsyncs, executions) of each run.
     let mut slow_syncs: Vec<(u64, u64)> = Vec::new();
+    // Pagar's first executions on the slow disk's filesystem with a delay of `delay_ms`: the
+    // run, and its (fsyncs, executions).
+    async fn on_disk(
+        logs: &std::path::Path,
+        name: &str,
+        delay_ms: u64,
+        run: impl FnOnce(&str) -> Row,
+    ) -> (Row, (u64, u64)) {
+        let mut disk = processes::SlowDisk::mount(logs, name, delay_ms);
+        let pagar = processes::pagar(&disk.mountpoint, logs, name, true);
+        let before = disk.syncs();
+        let row = run(&pagar.url);
+        // wrk stops with requests in flight: let them end before counting.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let syncs = disk.syncs() - before;
+        (row, (syncs, pagar.charges()))
+    }
     let run = |name, url: &str, prefix: &str, cycle, cookie: &str| {
         tokio::task::block_in_place(|| {
             if cycle > 0 {
@@ -469,21 +486,27 @@ async fn bench() {
     for round in 0..ROUNDS {
         // Each kind of run in an order that turns each round, so that none of them is always
         // the first or the last.
-        for which in (0..3).map(|i| (i + round) % 3) {
+        for which in (0..4).map(|i| (i + round) % 4) {
             match which {
                 0 => {
                     let pagar = processes::pagar(logs, logs, &format!("first-{round}"), true);
                     ours_first.push(run("Pagar first", &pagar.url, "f", 0, ""));
                 }
                 1 => {
-                    let name = format!("slow-{round}");
-                    let mut disk = processes::SlowDisk::mount(logs, &name, SLOW_FSYNC_MS);
-                    let pagar = processes::pagar(&disk.mountpoint, logs, &name, true);
-                    let before = disk.syncs();
-                    slow_first.push(run("Pagar first, slow disk", &pagar.url, "s", 0, ""));
-                    // wrk stops with requests in flight: let them end before counting.
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    slow_syncs.push((disk.syncs() - before, pagar.charges()));
+                    let (row, syncs) =
+                        on_disk(logs, &format!("slow-{round}"), SLOW_FSYNC_MS, |url| {
+                            run("Pagar first, slow disk", url, "s", 0, "")
+                        })
+                        .await;
+                    slow_first.push(row);
+                    slow_syncs.push(syncs);
+                }
+                2 => {
+                    let (row, _) = on_disk(logs, &format!("fuse-{round}"), 0, |url| {
+                        run("Pagar first, FUSE, no delay", url, "s", 0, "")
+                    })
+                    .await;
+                    fuse_first.push(row);
                 }
                 _ => {
                     let peer = processes::peer().await;
@@ -538,7 +561,10 @@ async fn bench() {
         r[r.len() / 2]
     };
     let ours_first = median("Pagar (SQLite, durable), first execution", &ours_first);
+    let slow_vs_fuse = ratio(&slow_first, &fuse_first);
+    let fuse_vs_disk = ratio(&fuse_first, &ours_first);
     let slow_first = median("Pagar, first execution, fsync +2 ms", &slow_first);
+    let fuse_first = median("Pagar, first execution, FUSE no delay", &fuse_first);
     let ours_replay = median("Pagar, replay (logging INFO)", &ours_replay);
     let quiet_replay = median("Pagar, replay (logging off)", &quiet_replay);
     let peer_first = median("axum-idempotent 0.6.0 (memory), first", &peer_first);
@@ -589,6 +615,7 @@ async fn bench() {
     println!("beside the peer ({ROUNDS} interleaved rounds, every server a release process of its own, fresh per run: medians; each ratio the median of the rounds' ratios):");
     print_table(&[
         &ours_first,
+        &fuse_first,
         &slow_first,
         &peer_first,
         &ours_replay,
@@ -613,6 +640,9 @@ async fn bench() {
     println!(
         "slow disk: {per_sync:.2} first executions per fsync, {:.2} fsyncs per execution (median of the rounds; runs: {slow_syncs:?} as (fsyncs, executions))",
         1.0 / per_sync
+    );
+    println!(
+        "slow disk / the same FUSE filesystem without the delay: {slow_vs_fuse:.2}x; FUSE without delay / this machine's disk: {fuse_vs_disk:.2}x"
     );
     target("Pagar replays / peer replays", replay_vs_peer, 1.2);
     target("Pagar replays, logging on / ceiling", of_ceiling[0], 0.9);

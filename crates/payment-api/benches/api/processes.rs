@@ -107,8 +107,9 @@ pub(crate) fn ceiling(body: &[u8]) -> Server {
     Server::spawn(command)
 }
 
-/// A folder on a power-cut filesystem whose every fsync waits `delay_ms` (nothing is cut: it is
-/// a disk made slow on purpose, so the figure does not depend on this machine's disk).
+/// A folder on a `powercut` filesystem in its slow-disk mode: every fsync waits `delay_ms`,
+/// nothing is copied aside or cut. A disk made slow on purpose, so the figure does not depend on
+/// this machine's disk; with `delay_ms` 0 it measures what the FUSE passthrough itself costs.
 pub(crate) struct SlowDisk {
     daemon: powercut::Daemon,
     pub mountpoint: PathBuf,
@@ -154,10 +155,10 @@ pub(crate) fn serve_if_asked() -> bool {
             let [folder, mountpoint, delay] = parts.as_slice() else {
                 panic!("{DISK}: <folder>|<mountpoint>|<ms>");
             };
-            powercut::serve(
-                Path::new(folder),
+            let delay = std::time::Duration::from_millis(delay.parse().expect("milliseconds"));
+            powercut::serve_with(
+                powercut::Volatile::slow_disk(folder, delay),
                 Path::new(mountpoint),
-                std::time::Duration::from_millis(delay.parse().expect("milliseconds")),
                 std::io::stdin().lock(),
                 std::io::stdout().lock(),
             )
