@@ -545,6 +545,8 @@ async fn bench() {
     };
     let first_vs_peer = ratio(&ours_first, &peer_first);
     let slow_vs_peer = ratio(&slow_first, &peer_first);
+    let slow_vs_fuse = ratio(&slow_first, &fuse_first);
+    let fuse_vs_disk = ratio(&fuse_first, &ours_first);
     let replay_vs_peer = ratio(&ours_replay, &peer_replay);
     let logging_on_off = ratio(&ours_replay, &quiet_replay);
     let of_ceiling = [
@@ -561,8 +563,6 @@ async fn bench() {
         r[r.len() / 2]
     };
     let ours_first = median("Pagar (SQLite, durable), first execution", &ours_first);
-    let slow_vs_fuse = ratio(&slow_first, &fuse_first);
-    let fuse_vs_disk = ratio(&fuse_first, &ours_first);
     let slow_first = median("Pagar, first execution, fsync +2 ms", &slow_first);
     let fuse_first = median("Pagar, first execution, FUSE no delay", &fuse_first);
     let ours_replay = median("Pagar, replay (logging INFO)", &ours_replay);
