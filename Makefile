@@ -110,7 +110,7 @@ deps-node:
 ## BENCH_BASE=<rev> also runs the API bench on that revision (its own worktree and target folder)
 ## and puts both runs' ratios side by side.
 BENCH_OUT := target/bench
-bench: deps-bench deps-gui deps-pg
+bench: deps-bench deps-gui deps-pg deps-fuse
 	mkdir -p $(BENCH_OUT) && rm -f $(BENCH_OUT)/*.txt
 	@if [ -n "$(BENCH_BASE)" ]; then \
 		rm -rf $(BENCH_OUT)/base && git worktree prune && \
