@@ -2,10 +2,10 @@
 //! replicas (real `payment-api` processes) sharing one database, beside PostgreSQL's own durable
 //! commit rate measured in the same run.
 
+use super::processes::Server;
 use super::{print_table, warm, wrk_with, Row, API_KEY, CONCURRENCY, REPLAY_KEYS};
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 
@@ -192,37 +192,15 @@ async fn admin(sql: &str) -> Result<(), String> {
 }
 
 /// One replica: the release `payment-api` binary on port 0.
-struct Replica(Child, String);
-
-impl Replica {
-    fn start(db: &BenchDb) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_payment-api"))
-            .args(["--listen", "127.0.0.1:0", "--api-key"])
-            .arg(format!("{API_KEY}=loja_bench"))
-            .args(["--database-url", &db.url(), "--admin-token", "bench-admin"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the payment-api binary");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("the replica printed its address")
-            .to_string();
-        Self(child, format!("{url}/pagamentos"))
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn replica(db: &BenchDb) -> Server {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payment-api"));
+    command
+        .args(["--listen", "127.0.0.1:0", "--api-key"])
+        .arg(format!("{API_KEY}=loja_bench"))
+        .args(["--database-url", &db.url(), "--admin-token", "bench-admin"])
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::inherit());
+    Server::spawn(command)
 }
 
 /// Durable single-row commits on one connection (latency), and on 32 at once (throughput).
@@ -327,14 +305,14 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
     let raw_many = raw_commits(&db.url(), CONCURRENCY, RAW_COMMITS / 8).await;
     let raw_cost = before.until(&Sample::take(None));
 
-    let one = Replica::start(db);
-    let pid = Some(one.0.id());
+    let one = replica(db);
+    let pid = Some(one.id());
     let (first_1, replay_1, steps, first_cost) = tokio::task::block_in_place(|| {
         let before = Sample::take(pid);
         let first = wrk_with(
             "PG 1 replica, first execution",
             script,
-            &one.1,
+            &one.url,
             secs,
             "p1",
             0,
@@ -342,12 +320,12 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
             "",
         );
         let cost = before.until(&Sample::take(pid));
-        let steps = store_steps(one.1.trim_end_matches("/pagamentos"));
-        warm(&one.1, "", "p1");
+        let steps = store_steps(one.url.trim_end_matches("/pagamentos"));
+        warm(&one.url, "", "p1");
         let replay = wrk_with(
             "PG 1 replica, replay",
             script,
-            &one.1,
+            &one.url,
             secs,
             "p1",
             REPLAY_KEYS,
@@ -358,8 +336,8 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
     });
     drop(one);
 
-    let three: Vec<Replica> = (0..3).map(|_| Replica::start(db)).collect();
-    let urls: Vec<String> = three.iter().map(|r| r.1.clone()).collect();
+    let three: Vec<Server> = (0..3).map(|_| replica(db)).collect();
+    let urls: Vec<String> = three.iter().map(|r| r.url.clone()).collect();
     let (first_3, replay_3) = tokio::task::block_in_place(|| {
         let first = spread(
             "PG 3 replicas, first execution",

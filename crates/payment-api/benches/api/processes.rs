@@ -30,7 +30,7 @@ pub(crate) struct Server {
 
 impl Server {
     /// Starts `command` and reads the address it prints (`listening on http://…`).
-    fn spawn(mut command: Command) -> Self {
+    pub(crate) fn spawn(mut command: Command) -> Self {
         let mut child = command
             .stdout(Stdio::piped())
             .spawn()
@@ -50,6 +50,11 @@ impl Server {
             database: None,
             cookie: String::new(),
         }
+    }
+
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// Charges in Pagar's ledger (read from its database file).
