@@ -52,7 +52,7 @@
 //! again. PostgreSQL's data folder is not on one (see `docs/testes.md`).
 //!
 //! `trials --trials N --seed S [--store sqlite|postgres|mixed] [--jobs J] [--power P]
-//! [--client PATH] [--expect-violations]`; trial `i` runs seed
+//! [--client PATH] [--expect-violations] [--keep]` (`--keep`: a failing trial's folder is kept); trial `i` runs seed
 //! `S + i`, and `--seed S --trials 1` replays it with the same schedule.
 
 use pagar_testkit::{
@@ -120,6 +120,10 @@ struct Args {
 /// one beside this runner.
 static CLIENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
+/// `--keep`: a failing trial's folder (servers' log, tills' outboxes and logs, the server's
+/// database) is kept, and its path printed with the trial's notes.
+static KEEP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         trials: 100,
@@ -162,6 +166,9 @@ fn parse_args() -> Result<Args, String> {
                 let _ = CLIENT.set(client);
             }
             "--expect-violations" => args.expect_violations = true,
+            "--keep" => {
+                let _ = KEEP.set(true);
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -746,6 +753,9 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
     // The fault window.
     let started = Instant::now();
     let mut killed: BTreeSet<usize> = BTreeSet::new();
+    // A power cut the filesystem could not make (its daemon gone, the mount not back): the
+    // trial ends as a harness error, never with a program started on the bare folder.
+    let mut broken: Option<String> = None;
     for (at, action) in &plan.schedule {
         let wait = Duration::from_millis(*at).saturating_sub(started.elapsed());
         tokio::time::sleep(wait).await;
@@ -820,7 +830,10 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
                             let after = keys(disk.snapshot("api.db", &seen));
                             out.power.claims_lost += u32::try_from(before - after).unwrap_or(0);
                         }
-                        Err(e) => out.notes.push(e),
+                        Err(e) => {
+                            broken = Some(e);
+                            break;
+                        }
                     }
                 }
                 // The loop below brings the server back, on the same address and files.
@@ -851,7 +864,10 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
                                 answers.extend(held);
                             }
                         }
-                        Err(e) => out.notes.push(e),
+                        Err(e) => {
+                            broken = Some(e);
+                            break;
+                        }
                     }
                 }
                 till.child = Some(start_till(till, &url, &key, "", 10));
@@ -863,6 +879,19 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
                 revive(s, &mut out.notes);
             }
         }
+    }
+    if let Some(e) = broken {
+        for till in tills.iter_mut() {
+            if let Some(child) = till.child.as_mut() {
+                kill(child);
+            }
+        }
+        if let Some((task, stop)) = customer {
+            let _ = stop.send(true);
+            task.abort();
+        }
+        out.notes.push(format!("setup: {e}"));
+        return out;
     }
     tokio::time::sleep(Duration::from_millis(plan.window_ms).saturating_sub(started.elapsed()))
         .await;
@@ -970,6 +999,12 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
     .await;
     if let Some(ledger) = pix_ledger {
         check_pix(&mut out, &database, &merchant, &tills, &ledger).await;
+    }
+    let failed = out.violations.iter().sum::<u32>() > 0 || !out.notes.is_empty();
+    if failed && KEEP.get().is_some() {
+        drop(tills); // unmounts the tills' disks (their files stay in `<name>-disk`)
+        drop(server_disk);
+        out.notes.push(format!("kept: {}", dir.keep().display()));
     }
     out
 }

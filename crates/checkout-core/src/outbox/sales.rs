@@ -492,7 +492,9 @@ impl Outbox {
     }
 
     /// Settles an attempt in `revisao` with what the server has for its `referencia`: a payment
-    /// found means the attempt did reach the gateway.
+    /// found means the attempt did reach the gateway. An authorization found is held
+    /// (`captura = 'pendente'`), so its sale's confirmation captures it or a cancellation (or a
+    /// restart) undoes it, exactly as one answered in time.
     pub async fn settle_review(
         &self,
         id: &AttemptId,
@@ -503,9 +505,10 @@ impl Outbox {
             exec(
                 c,
                 "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
-                        motivo = ?6, review_checked_at = ?7, updated_at = ?7
+                        motivo = ?6, review_checked_at = ?7, updated_at = ?7,
+                        captura = CASE WHEN ?8 THEN 'pendente' ELSE captura END
                  WHERE id = ?1 AND state = 'revisao'",
-                params![id.as_ref(), answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now],
+                params![id.as_ref(), answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now, answer.authorized],
             )?;
             Ok(())
         })

@@ -5,6 +5,7 @@ use crate::helpers::*;
 use checkout_core::{
     AttemptState, Capture, CardPlan, CardToken, Centavos, CoreError, PayOutcome, SaleId,
 };
+use pagar_testkit::{Fault, FaultProxy};
 use payment_api::domain::CaptureState;
 use std::time::Duration;
 
@@ -424,5 +425,87 @@ async fn with_confirmation_after_the_receipt_a_sale_paid_at_once_is_authorized_c
         taken,
         [2_500, 4_000],
         "the undone authorization took nothing"
+    );
+}
+
+/// A tender's answer lost on the way (the gateway slower than the till's timeout, then a
+/// middlebox's 403 on the retry) puts it in review; the look-up that settles it finds an
+/// authorization, and the till holds it as one: the sale's confirmation captures it with the
+/// rest, never leaving money held on the customer's card.
+#[tokio::test]
+async fn a_tender_settled_from_review_is_held_as_an_authorization_and_captured_on_confirm() {
+    // Arrange
+    let api = Api::start_with(|c| c.slow_gateway_ms = 2_000).await;
+    let proxy = FaultProxy::start(api.addr).await;
+    let mut config = fast_config(&proxy.url());
+    config.request_timeout = Duration::from_millis(800);
+    let engine = Engine::open(config).await;
+    let sale = SaleId::parse("venda-revisao").unwrap();
+    let first = attempt_of(
+        engine
+            .checkout
+            .pay_tender(
+                sale.clone(),
+                Centavos::new(15_000).unwrap(),
+                Centavos::new(5_000).unwrap(),
+                CardToken::parse("tok_lento").unwrap(),
+                CardPlan::DEBITO,
+            )
+            .await
+            .unwrap(),
+    );
+    let tried = tokio::time::timeout(Duration::from_secs(5), async {
+        while engine.checkout.attempt(&first.id).await.unwrap().tries == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(tried.is_ok(), "the first try timed out at the till");
+    proxy.set(Fault::RejectNextPost(403)).await;
+
+    // Act: the review's look-up finds the authorization once the gateway answers.
+    let settled = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let a = engine.checkout.attempt(&first.id).await.unwrap();
+            if a.state == AttemptState::Aprovado {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let now = engine.checkout.attempt(&first.id).await.unwrap();
+    let settled = settled.unwrap_or_else(|_| panic!("settled from review: {now:?}"));
+    assert!(
+        settled.review_checked_at.is_some(),
+        "it went through review: {settled:?}"
+    );
+
+    // Assert: held like any authorization answered in time, and captured with the rest.
+    assert_eq!(settled.captura, Some(Capture::Pendente), "{settled:?}");
+    let rest = attempt_of(
+        tender(&engine, "venda-revisao", 15_000, 10_000, CardPlan::CREDITO)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        engine.final_state(&rest).await.state,
+        AttemptState::Aprovado
+    );
+    let decided = engine.checkout.confirm_sale(&sale).await.unwrap();
+    assert_eq!(decided.len(), 2, "both tenders decided: {decided:?}");
+    for a in [&first, &rest] {
+        assert_eq!(
+            settled_capture(&engine, a).await.captura,
+            Some(Capture::Capturada)
+        );
+    }
+    let ledger = api.ledger().await;
+    assert_eq!(ledger.len(), 2);
+    assert!(
+        ledger
+            .iter()
+            .all(|r| r.captura == Some(CaptureState::Capturada)),
+        "nothing left held: {ledger:?}"
     );
 }
