@@ -104,8 +104,14 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if let Some(s) = self.session.take() {
-            s.join();
+        if let Some(mut session) = self.session.take() {
+            // `BackgroundSession::join` panics when its loop ended with an error; a connection
+            // the kernel ended without a clean unmount (aborted, say) ends it with one, and the
+            // mount is gone all the same. So: unmount (dropping the session), then wait for the
+            // loop, whatever it answers.
+            let serving = std::mem::replace(&mut session.guard, std::thread::spawn(|| Ok(())));
+            drop(session);
+            let _ = serving.join();
         }
     }
 }
@@ -135,6 +141,24 @@ impl Volatile {
 
     /// Mounts the folder at `mountpoint` (an empty folder). Needs `/dev/fuse` and `fusermount3`.
     pub fn mount(&self, mountpoint: &Path) -> io::Result<Mounted> {
+        self.mount_once(mountpoint)
+    }
+
+    /// [`Volatile::mount`] again after an unmount: on a loaded machine the kernel may still be
+    /// tearing the last mount down (the mountpoint busy for a moment), so it tries for up to 10 s
+    /// before it gives up with the last error.
+    pub fn remount(&self, mountpoint: &Path) -> io::Result<Mounted> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.mount_once(mountpoint) {
+                Ok(m) => return Ok(m),
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    fn mount_once(&self, mountpoint: &Path) -> io::Result<Mounted> {
         let fs = FuseMT::new(self.clone(), 0);
         let options = [
             fuser::MountOption::FSName("powercut".into()),
@@ -684,8 +708,13 @@ pub fn serve_with(
                     "powercut: cut {} {} {}",
                     r.files, r.bytes_dropped, r.pages_dropped
                 )?;
-                mounted = Some(fs.mount(mountpoint)?);
-                writeln!(answers, "powercut: mounted")?;
+                match fs.remount(mountpoint) {
+                    Ok(m) => {
+                        mounted = Some(m);
+                        writeln!(answers, "powercut: mounted")?;
+                    }
+                    Err(e) => writeln!(answers, "powercut: error mount again: {e}")?,
+                }
             }
             "syncs" => writeln!(answers, "powercut: syncs {}", fs.syncs())?,
             "quit" => break,
