@@ -12,6 +12,8 @@
 //! survives a crash of the process but not of the machine until the next durable commit or
 //! checkpoint syncs the WAL. The WAL is appended in order, so a durable commit makes every
 //! relaxed one before it durable too, and a power cut can only lose a tail of relaxed commits.
+//! When the writer finds both kinds waiting, it commits the relaxed ones first, in a commit of
+//! their own, so a relaxed write never waits for a sync it did not ask for.
 //!
 //! Used by the payment API's store and by the checkout outbox.
 
@@ -354,78 +356,95 @@ fn batch_aborted(why: &str) -> rusqlite::Error {
 fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize) {
     let mut synced = true; // `connect` set synchronous=FULL
     while let Ok(first) = rx.recv() {
-        let mut durable = first.durable;
-        let mut batch = vec![first.job];
-        while batch.len() < max_batch {
+        let (mut durable, mut relaxed) = (Vec::new(), Vec::new());
+        let mut add = |q: Queued| {
+            if q.durable {
+                durable.push(q.job)
+            } else {
+                relaxed.push(q.job)
+            }
+        };
+        add(first);
+        for _ in 1..max_batch {
             match rx.try_recv() {
-                Ok(q) => {
-                    durable |= q.durable;
-                    batch.push(q.job);
-                }
+                Ok(q) => add(q),
                 Err(_) => break,
             }
         }
-        if durable != synced {
-            let level = if durable { "FULL" } else { "NORMAL" };
-            match conn.pragma_update(None, "synchronous", level) {
-                Ok(()) => synced = durable,
-                // Still FULL: stricter than a relaxed batch asked, which is fine.
-                Err(e) if !durable => {
-                    tracing::warn!(error = %e, "sqlite: cannot set synchronous=NORMAL")
-                }
-                // Still NORMAL: a durable write must not be committed so.
-                Err(e) => {
-                    tracing::warn!(error = %e, "sqlite: cannot set synchronous=FULL");
-                    for job in batch {
-                        job(Err(&e))(Err(&e));
-                    }
-                    continue;
-                }
+        // The relaxed writes first, in a commit of their own that waits for no fsync, then the
+        // durable ones: a relaxed write never waits for a sync it did not ask for. The writes of
+        // one batch come from callers running at the same time (a caller awaits each write), so
+        // committing them in two groups orders nothing that was ordered.
+        for (jobs, sync) in [(relaxed, false), (durable, true)] {
+            if !jobs.is_empty() {
+                commit(&conn, &mut synced, sync, jobs);
             }
         }
-        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-            tracing::warn!(error = %e, "sqlite: cannot begin a write transaction");
-            for job in batch {
-                job(Err(&e))(Err(&e));
+    }
+}
+
+/// Runs `batch` in one transaction, each job in its own savepoint, and commits it with
+/// `synchronous=FULL` when `durable` (`NORMAL` otherwise); then tells every job how it ended.
+fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) {
+    if durable != *synced {
+        let level = if durable { "FULL" } else { "NORMAL" };
+        match conn.pragma_update(None, "synchronous", level) {
+            Ok(()) => *synced = durable,
+            // Still FULL: stricter than a relaxed batch asked, which is fine.
+            Err(e) if !durable => {
+                tracing::warn!(error = %e, "sqlite: cannot set synchronous=NORMAL")
             }
-            continue;
-        }
-        let mut completers: Vec<Completer> = Vec::with_capacity(batch.len());
-        let mut jobs = batch.into_iter();
-        SAVEPOINT_BROKEN.with(|b| b.set(false));
-        for job in jobs.by_ref() {
-            completers.push(job(Ok(&conn)));
-            if conn.is_autocommit() || SAVEPOINT_BROKEN.with(|b| b.get()) {
-                break;
-            }
-        }
-        if SAVEPOINT_BROKEN.with(|b| b.replace(false)) {
-            // A job was told it failed but its writes could not be undone alone: undo the batch.
-            let broken =
-                batch_aborted("a savepoint could not be closed; the whole batch was rolled back");
-            tracing::error!("sqlite: a savepoint could not be closed; failing its batch");
-            let _ = conn.execute_batch("ROLLBACK");
-            completers.extend(jobs.map(|job| job(Err(&broken))));
-            completers.into_iter().for_each(|done| done(Err(&broken)));
-            continue;
-        }
-        if conn.is_autocommit() {
-            // SQLite rolled the transaction back on its own: nothing of this batch is durable.
-            let lost = batch_aborted(
-                "the transaction was rolled back by SQLite after an error in its batch",
-            );
-            tracing::error!("sqlite: transaction rolled back by SQLite; failing its batch");
-            completers.extend(jobs.map(|job| job(Err(&lost))));
-            completers.into_iter().for_each(|done| done(Err(&lost)));
-            continue;
-        }
-        match conn.execute_batch("COMMIT") {
-            Ok(()) => completers.into_iter().for_each(|done| done(Ok(()))),
+            // Still NORMAL: a durable write must not be committed so.
             Err(e) => {
-                tracing::error!(error = %e, "sqlite: commit failed; the batch is rolled back");
-                let _ = conn.execute_batch("ROLLBACK");
-                completers.into_iter().for_each(|done| done(Err(&e)));
+                tracing::warn!(error = %e, "sqlite: cannot set synchronous=FULL");
+                for job in batch {
+                    job(Err(&e))(Err(&e));
+                }
+                return;
             }
+        }
+    }
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        tracing::warn!(error = %e, "sqlite: cannot begin a write transaction");
+        for job in batch {
+            job(Err(&e))(Err(&e));
+        }
+        return;
+    }
+    let mut completers: Vec<Completer> = Vec::with_capacity(batch.len());
+    let mut jobs = batch.into_iter();
+    SAVEPOINT_BROKEN.with(|b| b.set(false));
+    for job in jobs.by_ref() {
+        completers.push(job(Ok(conn)));
+        if conn.is_autocommit() || SAVEPOINT_BROKEN.with(|b| b.get()) {
+            break;
+        }
+    }
+    if SAVEPOINT_BROKEN.with(|b| b.replace(false)) {
+        // A job was told it failed but its writes could not be undone alone: undo the batch.
+        let broken =
+            batch_aborted("a savepoint could not be closed; the whole batch was rolled back");
+        tracing::error!("sqlite: a savepoint could not be closed; failing its batch");
+        let _ = conn.execute_batch("ROLLBACK");
+        completers.extend(jobs.map(|job| job(Err(&broken))));
+        completers.into_iter().for_each(|done| done(Err(&broken)));
+        return;
+    }
+    if conn.is_autocommit() {
+        // SQLite rolled the transaction back on its own: nothing of this batch is durable.
+        let lost =
+            batch_aborted("the transaction was rolled back by SQLite after an error in its batch");
+        tracing::error!("sqlite: transaction rolled back by SQLite; failing its batch");
+        completers.extend(jobs.map(|job| job(Err(&lost))));
+        completers.into_iter().for_each(|done| done(Err(&lost)));
+        return;
+    }
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => completers.into_iter().for_each(|done| done(Ok(()))),
+        Err(e) => {
+            tracing::error!(error = %e, "sqlite: commit failed; the batch is rolled back");
+            let _ = conn.execute_batch("ROLLBACK");
+            completers.into_iter().for_each(|done| done(Err(&e)));
         }
     }
 }
@@ -476,6 +495,54 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 100);
+    }
+
+    #[tokio::test]
+    async fn a_relaxed_write_queued_with_durable_ones_never_waits_for_their_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir.path().join("t.db"), Options::default());
+        let level = |c: &Connection| -> Result<i64, Error> {
+            Ok(c.query_row("PRAGMA synchronous", [], |r| r.get(0))?)
+        };
+        // The writer busy with a slow write while both kinds queue up behind it: the next
+        // batch holds relaxed and durable writes together.
+        let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
+        let blocker = tokio::spawn({
+            let db = db.clone();
+            async move {
+                db.write(move |_| {
+                    let _ = busy_rx.recv_timeout(std::time::Duration::from_secs(5));
+                    Ok::<_, Error>(())
+                })
+                .await
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let mut tasks = Vec::new();
+        for v in 0..20 {
+            let db = db.clone();
+            tasks.push(tokio::spawn(async move {
+                let insert = move |c: &Connection| -> Result<i64, Error> {
+                    exec(c, "INSERT INTO t VALUES (?1)", [v])?;
+                    level(c)
+                };
+                let durable = v % 2 == 0;
+                let seen = if durable {
+                    db.write(insert).await
+                } else {
+                    db.write_relaxed(insert).await
+                };
+                (durable, seen.unwrap())
+            }));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        busy_tx.send(()).unwrap();
+        blocker.await.unwrap().unwrap();
+        for t in tasks {
+            let (durable, seen) = t.await.unwrap();
+            // 2 = FULL, 1 = NORMAL.
+            assert_eq!(seen, if durable { 2 } else { 1 }, "durable: {durable}");
+        }
     }
 
     #[tokio::test]

@@ -139,7 +139,7 @@ impl Sample {
 }
 
 /// The mean of each `pagar_store_seconds` operation the server at `base` measured, in ms.
-fn store_steps(base: &str) -> Vec<(String, f64, u64)> {
+pub(crate) fn store_steps(base: &str) -> Vec<(String, f64, u64)> {
     let text = tokio::runtime::Handle::current().block_on(async {
         reqwest::get(format!("{base}/metrics"))
             .await
