@@ -244,3 +244,24 @@ pub async fn settled_capture(engine: &Engine, tender: &Attempt) -> Attempt {
     }
     panic!("the authorization of {} never settled", tender.id);
 }
+
+/// The attempt once `done` holds for it, read every 20 ms for at most `limit`; as it stands
+/// then if it never does.
+pub async fn attempt_until(
+    engine: &Engine,
+    attempt: &Attempt,
+    limit: Duration,
+    done: impl Fn(&Attempt) -> bool,
+) -> Result<Attempt, Attempt> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let now = engine.checkout.attempt(&attempt.id).await.unwrap();
+        if done(&now) {
+            return Ok(now);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(now);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -304,30 +304,16 @@ async fn a_review_while_the_first_try_still_executes_waits_for_it_and_charges_on
     let attempt = engine.pay("venda-lenta", 2_500, "tok_lento").await;
     // The first try reaches the server and times out at the till; the middlebox refuses only
     // the POST after it.
-    let tried = tokio::time::timeout(Duration::from_secs(5), async {
-        while engine.checkout.attempt(&attempt.id).await.unwrap().tries == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    let now = engine.checkout.attempt(&attempt.id).await.unwrap();
-    assert!(tried.is_ok(), "{now:?}");
+    let tried = attempt_until(&engine, &attempt, Duration::from_secs(5), |a| a.tries > 0).await;
+    assert!(tried.is_ok(), "{tried:?}");
     proxy.set(Fault::RejectNextPost(403)).await;
 
     // Act: the attempt goes to review while the server is still at the gateway.
-    let in_review = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let a = engine.checkout.attempt(&attempt.id).await.unwrap();
-            if a.state == AttemptState::Revisao {
-                return a;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    let in_review = attempt_until(&engine, &attempt, Duration::from_secs(10), |a| {
+        a.state == AttemptState::Revisao
     })
-    .await;
-    let now = engine.checkout.attempt(&attempt.id).await.unwrap();
-    let in_review =
-        in_review.unwrap_or_else(|_| panic!("the 403 puts the attempt in review: {now:?}"));
+    .await
+    .unwrap_or_else(|now| panic!("the 403 puts the attempt in review: {now:?}"));
     assert!(
         in_review.review_checked_at.is_none(),
         "never 'no charge found' while an execution runs: {in_review:?}"

@@ -454,28 +454,19 @@ async fn a_tender_settled_from_review_is_held_as_an_authorization_and_captured_o
             .await
             .unwrap(),
     );
-    let tried = tokio::time::timeout(Duration::from_secs(5), async {
-        while engine.checkout.attempt(&first.id).await.unwrap().tries == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(tried.is_ok(), "the first try timed out at the till");
+    let tried = attempt_until(&engine, &first, Duration::from_secs(5), |a| a.tries > 0).await;
+    assert!(
+        tried.is_ok(),
+        "the first try timed out at the till: {tried:?}"
+    );
     proxy.set(Fault::RejectNextPost(403)).await;
 
     // Act: the review's look-up finds the authorization once the gateway answers.
-    let settled = tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            let a = engine.checkout.attempt(&first.id).await.unwrap();
-            if a.state == AttemptState::Aprovado {
-                return a;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let settled = attempt_until(&engine, &first, Duration::from_secs(15), |a| {
+        a.state == AttemptState::Aprovado
     })
-    .await;
-    let now = engine.checkout.attempt(&first.id).await.unwrap();
-    let settled = settled.unwrap_or_else(|_| panic!("settled from review: {now:?}"));
+    .await
+    .unwrap_or_else(|now| panic!("settled from review: {now:?}"));
     assert!(
         settled.review_checked_at.is_some(),
         "it went through review: {settled:?}"
