@@ -82,6 +82,9 @@ fn pg_database() -> String {
     format!("pagar_trials_{}", *RUN_ID)
 }
 
+/// How long a trial's Pix QR stays payable.
+const PIX_EXPIRY_SECS: u64 = 30;
+
 const INVARIANTS: [&str; 11] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
@@ -682,7 +685,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
         .chain(if plan.pix {
             let mut flags = psp.api_flags(300);
             flags.extend(["--pix-key".into(), pix_key(plan.seed)]);
-            flags.extend(["--pix-expiry-secs".into(), "30".into()]);
+            flags.extend(["--pix-expiry-secs".into(), PIX_EXPIRY_SECS.to_string()]);
             flags
         } else {
             Vec::new()
@@ -906,7 +909,10 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
     for s in &servers {
         put_faults(&http, &s.url(), &json!({})).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // A QR nobody pays keeps its sale open until it expires (`PIX_EXPIRY_SECS` after it was
+    // made, then the server's sweep and the till's next read): a Pix trial may take that long.
+    let drain = 30 + if plan.pix { PIX_EXPIRY_SECS + 15 } else { 0 };
+    let deadline = Instant::now() + Duration::from_secs(drain);
     loop {
         for s in servers.iter_mut() {
             if !s.is_running() {
@@ -936,7 +942,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
         }
         if all_done || Instant::now() > deadline {
             if !all_done {
-                out.notes.push("tills did not drain in 30 s".into());
+                out.notes.push(format!("tills did not drain in {drain} s"));
             }
             break;
         }
