@@ -477,7 +477,9 @@ async fn bench() {
         // wrk stops with requests in flight: let them end before counting.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let syncs = disk.syncs() - before;
-        let mut steps = tokio::task::block_in_place(|| postgres::store_steps(&pagar.url));
+        let mut steps = tokio::task::block_in_place(|| {
+            postgres::store_steps(pagar.url.trim_end_matches("/pagamentos"))
+        });
         let per_sync_ms = row.elapsed.as_secs_f64() * 1e3 / syncs_in_run.max(1) as f64;
         steps.push(("wall time per fsync".into(), per_sync_ms, syncs_in_run));
         (row, (syncs, pagar.charges()), steps)
