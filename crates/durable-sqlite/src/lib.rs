@@ -497,13 +497,16 @@ mod tests {
         assert_eq!(n, 100);
     }
 
+    /// The connection's `PRAGMA synchronous`: 2 = FULL (the WAL synced at every commit),
+    /// 1 = NORMAL (synced at checkpoints).
+    fn synchronous(c: &Connection) -> Result<i64, Error> {
+        Ok(c.query_row("PRAGMA synchronous", [], |r| r.get(0))?)
+    }
+
     #[tokio::test]
     async fn a_relaxed_write_queued_with_durable_ones_never_waits_for_their_sync() {
         let dir = tempfile::tempdir().unwrap();
         let db = open(&dir.path().join("t.db"), Options::default());
-        let level = |c: &Connection| -> Result<i64, Error> {
-            Ok(c.query_row("PRAGMA synchronous", [], |r| r.get(0))?)
-        };
         // The writer busy with a slow write while both kinds queue up behind it: the next
         // batch holds relaxed and durable writes together.
         let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
@@ -524,7 +527,7 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 let insert = move |c: &Connection| -> Result<i64, Error> {
                     exec(c, "INSERT INTO t VALUES (?1)", [v])?;
-                    level(c)
+                    synchronous(c)
                 };
                 let durable = v % 2 == 0;
                 let seen = if durable {
@@ -549,25 +552,18 @@ mod tests {
     async fn relaxed_writes_commit_without_a_sync_and_durable_ones_still_sync() {
         let dir = tempfile::tempdir().unwrap();
         let db = open(&dir.path().join("t.db"), Options::default());
-        let level = |c: &Connection| -> Result<i64, Error> {
-            Ok(c.query_row("PRAGMA synchronous", [], |r| r.get(0))?)
-        };
         // 2 = FULL (the WAL is synced at every commit), 1 = NORMAL (synced at checkpoints).
-        assert_eq!(db.write(move |c| level(c)).await.unwrap(), 2);
+        assert_eq!(db.write(synchronous).await.unwrap(), 2);
         for v in 0..3 {
             let seen = db
                 .write_relaxed(move |c| {
                     exec(c, "INSERT INTO t VALUES (?1)", [v]).map_err(Error::from)?;
-                    level(c)
+                    synchronous(c)
                 })
                 .await
                 .unwrap();
             assert_eq!(seen, 1, "a batch of relaxed writes only");
-            assert_eq!(
-                db.write(move |c| level(c)).await.unwrap(),
-                2,
-                "back to FULL"
-            );
+            assert_eq!(db.write(synchronous).await.unwrap(), 2, "back to FULL");
         }
         // Relaxed writes are committed: another connection (another process) sees them.
         let other = connect(&dir.path().join("t.db"), &Options::default()).unwrap();

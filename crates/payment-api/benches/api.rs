@@ -462,13 +462,13 @@ async fn bench() {
     let mut slow_steps: Vec<Vec<(String, f64, u64)>> = Vec::new();
     let mut slow_sync_ms: Vec<f64> = Vec::new();
     // Pagar's first executions on the slow disk's filesystem with a delay of `delay_ms`: the
-    // run, and its (fsyncs, executions).
+    // run, its (fsyncs, executions), its steps' means and its wall time per fsync (ms).
     async fn on_disk(
         logs: &std::path::Path,
         name: &str,
         delay_ms: u64,
         run: impl FnOnce(&str) -> Row,
-    ) -> (Row, (u64, u64), Vec<(String, f64, u64)>) {
+    ) -> (Row, (u64, u64), Vec<(String, f64, u64)>, f64) {
         let mut disk = processes::SlowDisk::mount(logs, name, delay_ms);
         let pagar = processes::pagar(&disk.mountpoint, logs, name, true);
         let before = disk.syncs();
@@ -477,12 +477,11 @@ async fn bench() {
         // wrk stops with requests in flight: let them end before counting.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let syncs = disk.syncs() - before;
-        let mut steps = tokio::task::block_in_place(|| {
+        let steps = tokio::task::block_in_place(|| {
             postgres::store_steps(pagar.url.trim_end_matches("/pagamentos"))
         });
         let per_sync_ms = row.elapsed.as_secs_f64() * 1e3 / syncs_in_run.max(1) as f64;
-        steps.push(("wall time per fsync".into(), per_sync_ms, syncs_in_run));
-        (row, (syncs, pagar.charges()), steps)
+        (row, (syncs, pagar.charges()), steps, per_sync_ms)
     }
     let run = |name, url: &str, prefix: &str, cycle, cookie: &str| {
         tokio::task::block_in_place(|| {
@@ -503,18 +502,18 @@ async fn bench() {
                     ours_first.push(run("Pagar first", &pagar.url, "f", 0, ""));
                 }
                 1 => {
-                    let (row, syncs, mut steps) =
+                    let (row, syncs, steps, per_sync_ms) =
                         on_disk(logs, &format!("slow-{round}"), SLOW_FSYNC_MS, |url| {
                             run("Pagar first, slow disk", url, "s", 0, "")
                         })
                         .await;
                     slow_first.push(row);
                     slow_syncs.push(syncs);
-                    slow_sync_ms.extend(steps.pop().map(|(_, ms, _)| ms));
+                    slow_sync_ms.push(per_sync_ms);
                     slow_steps.push(steps);
                 }
                 2 => {
-                    let (row, _, _) = on_disk(logs, &format!("fuse-{round}"), 0, |url| {
+                    let (row, ..) = on_disk(logs, &format!("fuse-{round}"), 0, |url| {
                         run("Pagar first, FUSE, no delay", url, "s", 0, "")
                     })
                     .await;
@@ -566,14 +565,15 @@ async fn bench() {
         ratio(&quiet_replay, &ceilings),
         ratio(&peer_replay, &ceilings),
     ];
-    let per_sync = {
-        let mut r: Vec<f64> = slow_syncs
-            .iter()
-            .map(|(syncs, executions)| *executions as f64 / (*syncs).max(1) as f64)
-            .collect();
-        r.sort_by(|x, y| x.total_cmp(y));
-        r[r.len() / 2]
+    // The middle of `v` (the upper one of an even count).
+    let mid = |mut v: Vec<f64>| {
+        v.sort_by(|x, y| x.total_cmp(y));
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
     };
+    let per_sync = mid(slow_syncs
+        .iter()
+        .map(|(syncs, executions)| *executions as f64 / (*syncs).max(1) as f64)
+        .collect());
     let ours_first = median("Pagar (SQLite, durable), first execution", &ours_first);
     let slow_first = median("Pagar, first execution, fsync +2 ms", &slow_first);
     let fuse_first = median("Pagar, first execution, FUSE no delay", &fuse_first);
@@ -655,18 +655,12 @@ async fn bench() {
     );
     {
         // Where a first execution's time goes on the slow disk, and the rate that allows.
-        let mid = |mut v: Vec<f64>| {
-            v.sort_by(|x, y| x.total_cmp(y));
-            v.get(v.len() / 2).copied().unwrap_or(0.0)
-        };
-        let ops: Vec<String> = slow_steps
+        let steps: Vec<String> = slow_steps
             .first()
-            .map(|s| s.iter().map(|(op, _, _)| op.clone()).collect())
-            .unwrap_or_default();
-        let steps: Vec<String> = ops
-            .iter()
+            .into_iter()
+            .flatten()
             .enumerate()
-            .map(|(i, op)| {
+            .map(|(i, (op, _, _))| {
                 let ms = mid(slow_steps
                     .iter()
                     .filter_map(|s| s.get(i))
@@ -675,7 +669,7 @@ async fn bench() {
                 format!("{op} {ms:.2} ms")
             })
             .collect();
-        let cycle = mid(slow_sync_ms.clone());
+        let cycle = mid(slow_sync_ms);
         // An execution waits for two durable commits in sequence (the gateway's charge, then
         // the payment and its answer); its claim is relaxed and waits for none.
         let bound = CONCURRENCY as f64 * 1e3 / (2.0 * cycle.max(1e-9));

@@ -141,24 +141,6 @@ impl Volatile {
 
     /// Mounts the folder at `mountpoint` (an empty folder). Needs `/dev/fuse` and `fusermount3`.
     pub fn mount(&self, mountpoint: &Path) -> io::Result<Mounted> {
-        self.mount_once(mountpoint)
-    }
-
-    /// [`Volatile::mount`] again after an unmount: on a loaded machine the kernel may still be
-    /// tearing the last mount down (the mountpoint busy for a moment), so it tries for up to 10 s
-    /// before it gives up with the last error.
-    pub fn remount(&self, mountpoint: &Path) -> io::Result<Mounted> {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            match self.mount_once(mountpoint) {
-                Ok(m) => return Ok(m),
-                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
-            }
-        }
-    }
-
-    fn mount_once(&self, mountpoint: &Path) -> io::Result<Mounted> {
         let fs = FuseMT::new(self.clone(), 0);
         let options = [
             fuser::MountOption::FSName("powercut".into()),
@@ -168,6 +150,20 @@ impl Volatile {
         Ok(Mounted {
             session: Some(session),
         })
+    }
+
+    /// [`Volatile::mount`] again after an unmount: on a loaded machine the kernel may still be
+    /// tearing the last mount down (the mountpoint busy for a moment), so it tries for up to 10 s
+    /// before it gives up with the last error.
+    pub fn remount(&self, mountpoint: &Path) -> io::Result<Mounted> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.mount(mountpoint) {
+                Ok(m) => return Ok(m),
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
     }
 
     /// The power goes: every file written since its last sync is put back as it was then.

@@ -52,8 +52,8 @@
 //! again. PostgreSQL's data folder is not on one (see `docs/testes.md`).
 //!
 //! `trials --trials N --seed S [--store sqlite|postgres|mixed] [--jobs J] [--power P]
-//! [--client PATH] [--expect-violations] [--keep]` (`--keep`: a failing trial's folder is kept); trial `i` runs seed
-//! `S + i`, and `--seed S --trials 1` replays it with the same schedule.
+//! [--client PATH] [--expect-violations] [--keep]` (`--keep`: a failing trial's folder is
+//! kept); trial `i` runs seed `S + i`, and `--seed S --trials 1` replays it with the same schedule.
 
 use pagar_testkit::{
     ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, PixProcess, ADMIN_TOKEN,
@@ -611,6 +611,13 @@ struct Outcome {
     answers: [u32; 3],
 }
 
+impl Outcome {
+    /// A violation, or a note (a harness error among them): the trial fails.
+    fn failed(&self) -> bool {
+        self.violations.iter().sum::<u32>() > 0 || !self.notes.is_empty()
+    }
+}
+
 async fn put_faults(client: &reqwest::Client, url: &str, faults: &Value) {
     let _ = client
         .put(format!("{url}/admin/faults"))
@@ -1006,8 +1013,7 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
     if let Some(ledger) = pix_ledger {
         check_pix(&mut out, &database, &merchant, &tills, &ledger).await;
     }
-    let failed = out.violations.iter().sum::<u32>() > 0 || !out.notes.is_empty();
-    if failed && KEEP.get().is_some() {
+    if out.failed() && KEEP.get().is_some() {
         drop(tills); // unmounts the tills' disks (their files stay in `<name>-disk`)
         drop(server_disk);
         out.notes.push(format!("kept: {}", dir.keep().display()));
@@ -2185,7 +2191,7 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
     let mut failing = Vec::new();
     for r in results {
         *by_store.entry(r.store.as_str()).or_default() += 1;
-        let bad = r.violations.iter().sum::<u32>() > 0 || !r.notes.is_empty();
+        let bad = r.failed();
         for k in &r.kinds {
             let e = by_kind.entry(k).or_default();
             e.0 += 1;

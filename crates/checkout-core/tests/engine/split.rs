@@ -16,13 +16,24 @@ async fn tender(
     valor: i64,
     plan: CardPlan,
 ) -> checkout_core::Result<PayOutcome> {
+    tender_by(engine, sale, total, valor, "tok_aprovado", plan).await
+}
+
+async fn tender_by(
+    engine: &Engine,
+    sale: &str,
+    total: i64,
+    valor: i64,
+    card: &str,
+    plan: CardPlan,
+) -> checkout_core::Result<PayOutcome> {
     engine
         .checkout
         .pay_tender(
             SaleId::parse(sale).unwrap(),
             Centavos::new(total).unwrap(),
             Centavos::new(valor).unwrap(),
-            CardToken::parse("tok_aprovado").unwrap(),
+            CardToken::parse(card).unwrap(),
             plan,
         )
         .await
@@ -442,17 +453,16 @@ async fn a_tender_settled_from_review_is_held_as_an_authorization_and_captured_o
     let engine = Engine::open(config).await;
     let sale = SaleId::parse("venda-revisao").unwrap();
     let first = attempt_of(
-        engine
-            .checkout
-            .pay_tender(
-                sale.clone(),
-                Centavos::new(15_000).unwrap(),
-                Centavos::new(5_000).unwrap(),
-                CardToken::parse("tok_lento").unwrap(),
-                CardPlan::DEBITO,
-            )
-            .await
-            .unwrap(),
+        tender_by(
+            &engine,
+            "venda-revisao",
+            15_000,
+            5_000,
+            "tok_lento",
+            CardPlan::DEBITO,
+        )
+        .await
+        .unwrap(),
     );
     let tried = attempt_until(&engine, &first, Duration::from_secs(5), |a| a.tries > 0).await;
     assert!(
