@@ -110,13 +110,14 @@ deps-node:
 ## BENCH_BASE=<rev> also runs the API bench on that revision (its own worktree and target folder)
 ## and puts both runs' ratios side by side.
 BENCH_OUT := target/bench
-bench: deps-bench deps-gui deps-pg deps-fuse
+bench: deps-bench deps-gui deps-pg
 	mkdir -p $(BENCH_OUT) && rm -f $(BENCH_OUT)/*.txt
 	@if [ -n "$(BENCH_BASE)" ]; then \
 		rm -rf $(BENCH_OUT)/base && git worktree prune && \
 		git worktree add --detach $(BENCH_OUT)/base $(BENCH_BASE) && \
 		set -o pipefail && (cd $(BENCH_OUT)/base && CARGO_TARGET_DIR=$(CURDIR)/target/bench-base \
 			$(CARGO) bench -p payment-api --bench api) | tee $(BENCH_OUT)/api-base.txt; fi
+	$(CARGO) build --release -p slowsync
 	set -o pipefail; $(CARGO) bench -p payment-api --bench api | tee $(BENCH_OUT)/api.txt
 	set -o pipefail; $(CARGO) bench -p checkout-core --bench outbox | tee $(BENCH_OUT)/outbox.txt
 	$(CARGO) build --release -p pagar --example blank_window

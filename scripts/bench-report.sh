@@ -39,8 +39,9 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   beside **the peer** (an axum app with `axum-idempotent` 0.6.0, keys in memory) and a
   **ceiling** (a route answering one fixed stored answer, doing nothing else), every server of
   the rounds a release process of its own, started fresh for each run, as it would be deployed;
-  Pagar's first executions also on a **slow disk** (a `powercut` filesystem whose every fsync
-  waits 2 ms, so the figure does not depend on this machine's disk), counting its fsyncs; 50
+  Pagar's first executions also on a **slow disk** (every fsync of its process made to wait 2 ms
+  by the `slowsync` shim, writes untouched, so the figure does not depend on this machine's
+  disk), counting its fsyncs, beside a durable commit alone on that disk; 50
   concurrent requests with one key against each, counting charges; then the PostgreSQL store with one and
   three replicas (release processes) beside PostgreSQL's raw commit rate, with the CPU and WAL
   per operation read from `/proc` and `pg_current_wal_lsn`.
@@ -51,8 +52,13 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   painted window, and memory (PSS of the process and its WebKit children) idle and after 1 000
   sales sold through the window, beside a bare Tauri window (`blank_window`) started the same way.
 
-What limits a target the run says is not met is printed with it where the bench can measure it
-(the ceiling for replays, the CPU and WAL per PostgreSQL execution, where the memory is). Two
+What limits a target the run says is not met is measured in the same run and printed on a line
+of its own beginning `limit` (collected under *Targets, and what limits them* below): the floor a
+slow disk sets (a durable commit alone on it), the CPU each server process spends per request
+with the cores' idle share, each step's mean from the server's `/metrics`, the CPU and WAL per
+PostgreSQL execution, a durable commit's p99 for `pay`, where the memory is. The app's memory is
+read after WebKit's own memory-pressure signal (its UI process watches its memory cgroup; the
+bench holds that cgroup's limit just above its use until the signal is sent), median of three. Two
 choices are kept only for a figure here: the request log written by a thread of its own
 (`payment_api::logging`; the line `Pagar replays, logging on / logging off`) and the window's
 crates built for size (`[profile.release.package.*]` in `Cargo.toml`; the lines `idle, against
@@ -62,6 +68,12 @@ HEAD
 printf '\n## Latest run\n\n%s, revision `%s`, %s cores (%s).\n' \
   "$(date -u +%Y-%m-%d)" "$(git rev-parse --short HEAD)" "$(nproc)" \
   "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+
+printf '\n### Targets, and what limits them\n\nEvery target line of the run, each followed where it is not met by what the run measured of its limit.\n\n```\n'
+for f in "$dir/api.txt" "$dir/outbox.txt" "$dir/startup.txt"; do
+  [ -s "$f" ] && grep -E 'target (>=|<=).*met$|^limit' "$f" || true
+done
+printf '```\n'
 
 block "payment-api" "$dir/api.txt"
 block "checkout-core" "$dir/outbox.txt"

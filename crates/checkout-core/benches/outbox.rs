@@ -255,6 +255,13 @@ async fn main() {
             1.0,
             true,
         );
+        println!(
+            "limit, pay until durable: a pay is durable once its write-ahead is committed, one fsync of this disk: that commit alone has p99 {:.3} ms here (the raw reference, p50 {:.3}); offline, with nothing else writing, pay's p99 is {:.2}x it; online, the server's own fsyncs on the same disk come between (with the server's database in /dev/shm: {:.2}x)",
+            stat(0, 0.99),
+            stat(0, 0.5),
+            stat(3, 0.99) / stat(0, 0.99),
+            stat(2, 0.99) / stat(0, 0.99),
+        );
     }
     if !drains.is_empty() {
         let secs = |i: usize| median(drains.iter().map(|d| d[i].as_secs_f64()).collect());

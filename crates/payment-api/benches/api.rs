@@ -11,8 +11,8 @@
 //! - the peer: the same load against an in-memory idempotency middleware from crates.io
 //!   (`api/peer.rs`), in five interleaved rounds beside Pagar (medians). Every server of the
 //!   rounds is a release process of its own, fresh for each run (`api/processes.rs`): Pagar's
-//!   first executions on this machine's disk and on a disk whose fsync waits 2 ms on purpose
-//!   (counting the fsyncs), its replays with request logging on at its default level (INFO, to a
+//!   first executions on this machine's disk and with every fsync made to wait 2 ms on purpose
+//!   (the `slowsync` shim, counting the fsyncs), its replays with request logging on at its default level (INFO, to a
 //!   file) and off, the peer's, and the ceiling's; then 50 concurrent requests with one key
 //!   against each, counting charges.
 
@@ -34,6 +34,7 @@ const RAW_COMMITS: usize = 2_000;
 pub(crate) const REPLAY_KEYS: usize = 200;
 pub(crate) const API_KEY: &str = "sk_bench_loja_000";
 
+#[derive(Clone)]
 pub(crate) struct Row {
     name: &'static str,
     count: usize,
@@ -336,13 +337,89 @@ pub(crate) fn warm(url: &str, cookie: &str, prefix: &str) -> usize {
 }
 
 /// A target line: the figure, the target, met or not.
-fn target(what: &str, figure: f64, goal: f64) {
+pub(crate) fn target(what: &str, figure: f64, goal: f64) {
     let verdict = if figure >= goal { "met" } else { "NOT met" };
     println!("{what:<58} {figure:>6.2}x  target >= {goal:.2}x  {verdict}");
 }
 
 /// How long each fsync of the slow disk waits.
 const SLOW_FSYNC_MS: u64 = 2;
+/// Durable commits made alone on the slow disk before its server starts, for its floor.
+const RAW_ON_DISK: usize = 300;
+
+/// What a run cost the machine: the server process's CPU per request, and the share of the
+/// machine's CPU time left idle (wrk and the server share its cores).
+#[derive(Clone, Copy)]
+struct Cpu {
+    per_request_us: f64,
+    /// The whole machine's busy CPU per request (the server, wrk, the kernel), µs.
+    machine_us: f64,
+    idle: f64,
+}
+
+/// Runs `run` against the server process `pid`, measuring its CPU and the machine's.
+fn with_cpu(pid: u32, run: impl FnOnce() -> Row) -> (Row, Cpu) {
+    let (ticks, machine) = (postgres::process_ticks(pid), postgres::machine_ticks());
+    let row = run();
+    let spent = postgres::process_ticks(pid).saturating_sub(ticks);
+    let (busy, idle) = postgres::machine_ticks();
+    let (busy, idle) = (
+        busy.saturating_sub(machine.0) as f64,
+        idle.saturating_sub(machine.1) as f64,
+    );
+    // USER_HZ is 100 on every Linux this runs on (`getconf CLK_TCK`): a tick is 10 ms.
+    let cpu = Cpu {
+        per_request_us: spent as f64 * 10_000.0 / row.count.max(1) as f64,
+        machine_us: busy * 10_000.0 / row.count.max(1) as f64,
+        idle: idle / (busy + idle).max(1.0),
+    };
+    (row, cpu)
+}
+
+/// The middle of `v` (the upper one of an even count; 0 for none).
+fn mid(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|x, y| x.total_cmp(y));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Each step's mean over the runs (the median of the runs' means), as `op 1.23 ms, …`.
+fn steps_median(runs: &[Vec<(String, f64, u64)>]) -> String {
+    let ops = runs.first().map(|s| s.iter().map(|(op, ..)| op.clone()));
+    ops.into_iter()
+        .flatten()
+        .map(|op| {
+            let ms = mid(runs
+                .iter()
+                .filter_map(|s| s.iter().find(|(o, ..)| *o == op))
+                .map(|(_, ms, _)| *ms)
+                .collect());
+            format!("{op} {ms:.2} ms")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The median of the runs' CPU figures, each figure on its own.
+fn median_cpu(runs: &[Cpu]) -> Cpu {
+    Cpu {
+        per_request_us: mid(runs.iter().map(|c| c.per_request_us).collect()),
+        machine_us: mid(runs.iter().map(|c| c.machine_us).collect()),
+        idle: mid(runs.iter().map(|c| c.idle).collect()),
+    }
+}
+
+/// What one run of Pagar's first executions with slow fsyncs ([`processes::SlowSync`]) measured.
+struct DiskRun {
+    row: Row,
+    /// (fsyncs on the disk, executions charged).
+    syncs: (u64, u64),
+    /// Each step's mean (ms) from the server's `/metrics`.
+    steps: Vec<(String, f64, u64)>,
+    /// Wall time of the run per fsync (ms).
+    per_sync_ms: f64,
+    /// A durable SQLite commit alone on the same disk, before the server started: p50 (ms).
+    raw_commit_ms: f64,
+}
 
 fn main() {
     // A server of the rounds (this bench started again by `processes`), or the bench itself.
@@ -454,74 +531,91 @@ async fn bench() {
     let (mut ours_first, mut ours_replay, mut peer_first, mut peer_replay, mut ceilings) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     const ROUNDS: usize = 5;
-    let (mut slow_first, mut fuse_first, mut quiet_replay) = (Vec::new(), Vec::new(), Vec::new());
-    // On the slow disk: (fsyncs, executions) of each run.
-    let mut slow_syncs: Vec<(u64, u64)> = Vec::new();
-    // On the slow disk: each step's mean (ms) in each run, read from the server's `/metrics`,
-    // and the wall time of the run per fsync (ms).
-    let mut slow_steps: Vec<Vec<(String, f64, u64)>> = Vec::new();
-    let mut slow_sync_ms: Vec<f64> = Vec::new();
-    // Pagar's first executions on the slow disk's filesystem with a delay of `delay_ms`: the
-    // run, its (fsyncs, executions), its steps' means and its wall time per fsync (ms).
+    let (mut slow_first, mut quiet_replay) = (Vec::new(), Vec::new());
+    // On the slow disk, each run as measured.
+    let mut slow_runs: Vec<DiskRun> = Vec::new();
+    // The CPU each kind of run cost: Pagar first, peer first, Pagar replay (logging on, off),
+    // peer replay, ceiling.
+    let mut cpu: [Vec<Cpu>; 6] = Default::default();
+    // Pagar's first executions on this machine's disk: each step's mean (ms), per run.
+    let mut disk_steps: Vec<Vec<(String, f64, u64)>> = Vec::new();
+    // Pagar's first executions with every fsync slowed by `delay_ms`.
     async fn on_disk(
         logs: &std::path::Path,
         name: &str,
         delay_ms: u64,
-        run: impl FnOnce(&str) -> Row,
-    ) -> (Row, (u64, u64), Vec<(String, f64, u64)>, f64) {
-        let mut disk = processes::SlowDisk::mount(logs, name, delay_ms);
-        let pagar = processes::pagar(&disk.mountpoint, logs, name, true);
-        let before = disk.syncs();
-        let row = run(&pagar.url);
-        let syncs_in_run = disk.syncs() - before;
+        run: impl FnOnce(&processes::Server) -> (Row, Cpu),
+    ) -> DiskRun {
+        let slow = processes::SlowSync::new(logs, name, delay_ms);
+        // The floor: one durable commit alone on this disk, nothing else running.
+        let raw_commit_ms = tokio::task::block_in_place(|| {
+            slow.raw_commit_p50_ms(&logs.join(format!("{name}-raw.db")), RAW_ON_DISK)
+        });
+        let pagar = processes::pagar_on(logs, logs, name, true, Some(&slow));
+        let before = slow.syncs();
+        let (row, _) = run(&pagar);
+        let syncs_in_run = slow.syncs() - before;
         // wrk stops with requests in flight: let them end before counting.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let syncs = disk.syncs() - before;
-        let steps = tokio::task::block_in_place(|| {
-            postgres::store_steps(pagar.url.trim_end_matches("/pagamentos"))
-        });
+        let syncs = slow.syncs() - before;
+        let steps = tokio::task::block_in_place(|| postgres::store_steps(&pagar.base()));
         let per_sync_ms = row.elapsed.as_secs_f64() * 1e3 / syncs_in_run.max(1) as f64;
-        (row, (syncs, pagar.charges()), steps, per_sync_ms)
+        DiskRun {
+            row,
+            syncs: (syncs, pagar.charges()),
+            steps,
+            per_sync_ms,
+            raw_commit_ms,
+        }
     }
-    let run = |name, url: &str, prefix: &str, cycle, cookie: &str| {
+    let run = |name, server: &processes::Server, prefix: &str, cycle| {
         tokio::task::block_in_place(|| {
             if cycle > 0 {
-                warm(url, cookie, prefix);
+                warm(&server.url, &server.cookie, prefix);
             }
-            wrk_with(name, &script, url, secs, prefix, cycle, CONCURRENCY, cookie)
+            with_cpu(server.id(), || {
+                wrk_with(
+                    name,
+                    &script,
+                    &server.url,
+                    secs,
+                    prefix,
+                    cycle,
+                    CONCURRENCY,
+                    &server.cookie,
+                )
+            })
         })
     };
     let logs = dir.path();
     for round in 0..ROUNDS {
         // Each kind of run in an order that turns each round, so that none of them is always
         // the first or the last.
-        for which in (0..4).map(|i| (i + round) % 4) {
+        for which in (0..3).map(|i| (i + round) % 3) {
             match which {
                 0 => {
                     let pagar = processes::pagar(logs, logs, &format!("first-{round}"), true);
-                    ours_first.push(run("Pagar first", &pagar.url, "f", 0, ""));
+                    let (row, used) = run("Pagar first", &pagar, "f", 0);
+                    ours_first.push(row);
+                    cpu[0].push(used);
+                    disk_steps.push(tokio::task::block_in_place(|| {
+                        postgres::store_steps(&pagar.base())
+                    }));
                 }
                 1 => {
-                    let (row, syncs, steps, per_sync_ms) =
-                        on_disk(logs, &format!("slow-{round}"), SLOW_FSYNC_MS, |url| {
-                            run("Pagar first, slow disk", url, "s", 0, "")
+                    let measured =
+                        on_disk(logs, &format!("slow-{round}"), SLOW_FSYNC_MS, |pagar| {
+                            run("Pagar first, slow disk", pagar, "s", 0)
                         })
                         .await;
-                    slow_first.push(row);
-                    slow_syncs.push(syncs);
-                    slow_sync_ms.push(per_sync_ms);
-                    slow_steps.push(steps);
-                }
-                2 => {
-                    let (row, ..) = on_disk(logs, &format!("fuse-{round}"), 0, |url| {
-                        run("Pagar first, FUSE, no delay", url, "s", 0, "")
-                    })
-                    .await;
-                    fuse_first.push(row);
+                    slow_first.push(measured.row.clone());
+                    slow_runs.push(measured);
                 }
                 _ => {
                     let peer = processes::peer().await;
-                    peer_first.push(run("peer first", &peer.url, "q", 0, &peer.cookie));
+                    let (row, used) = run("peer first", &peer, "q", 0);
+                    peer_first.push(row);
+                    cpu[1].push(used);
                 }
             }
         }
@@ -529,24 +623,32 @@ async fn bench() {
             match which {
                 0 => {
                     let pagar = processes::pagar(logs, logs, &format!("replay-{round}"), true);
-                    ours_replay.push(run("Pagar replay", &pagar.url, "r", REPLAY_KEYS, ""));
+                    let (row, used) = run("Pagar replay", &pagar, "r", REPLAY_KEYS);
+                    ours_replay.push(row);
+                    cpu[2].push(used);
                 }
                 1 => {
                     let pagar = processes::pagar(logs, logs, &format!("quiet-{round}"), false);
-                    quiet_replay.push(run("Pagar replay, quiet", &pagar.url, "r", REPLAY_KEYS, ""));
+                    let (row, used) = run("Pagar replay, quiet", &pagar, "r", REPLAY_KEYS);
+                    quiet_replay.push(row);
+                    cpu[3].push(used);
                 }
                 2 => {
                     let peer = processes::peer().await;
-                    let cookie = peer.cookie.clone();
-                    peer_replay.push(run("peer replay", &peer.url, "r", REPLAY_KEYS, &cookie));
+                    let (row, used) = run("peer replay", &peer, "r", REPLAY_KEYS);
+                    peer_replay.push(row);
+                    cpu[4].push(used);
                 }
                 _ => {
                     let ceiling = processes::ceiling(&ceiling_body);
-                    ceilings.push(run("ceiling", &ceiling.url, "r", REPLAY_KEYS, ""));
+                    let (row, used) = run("ceiling", &ceiling, "r", REPLAY_KEYS);
+                    ceilings.push(row);
+                    cpu[5].push(used);
                 }
             }
         }
     }
+    let slow_syncs: Vec<(u64, u64)> = slow_runs.iter().map(|r| r.syncs).collect();
     // Each ratio is the median of the rounds' own ratios: runs a minute apart share the
     // machine's mood, and this machine's throughput wanders by a fifth over a few minutes.
     let ratio = |a: &[Row], b: &[Row]| {
@@ -556,8 +658,6 @@ async fn bench() {
     };
     let first_vs_peer = ratio(&ours_first, &peer_first);
     let slow_vs_peer = ratio(&slow_first, &peer_first);
-    let slow_vs_fuse = ratio(&slow_first, &fuse_first);
-    let fuse_vs_disk = ratio(&fuse_first, &ours_first);
     let replay_vs_peer = ratio(&ours_replay, &peer_replay);
     let logging_on_off = ratio(&ours_replay, &quiet_replay);
     let of_ceiling = [
@@ -565,18 +665,12 @@ async fn bench() {
         ratio(&quiet_replay, &ceilings),
         ratio(&peer_replay, &ceilings),
     ];
-    // The middle of `v` (the upper one of an even count).
-    let mid = |mut v: Vec<f64>| {
-        v.sort_by(|x, y| x.total_cmp(y));
-        v.get(v.len() / 2).copied().unwrap_or(0.0)
-    };
     let per_sync = mid(slow_syncs
         .iter()
         .map(|(syncs, executions)| *executions as f64 / (*syncs).max(1) as f64)
         .collect());
     let ours_first = median("Pagar (SQLite, durable), first execution", &ours_first);
     let slow_first = median("Pagar, first execution, fsync +2 ms", &slow_first);
-    let fuse_first = median("Pagar, first execution, FUSE no delay", &fuse_first);
     let ours_replay = median("Pagar, replay (logging INFO)", &ours_replay);
     let quiet_replay = median("Pagar, replay (logging off)", &quiet_replay);
     let peer_first = median("axum-idempotent 0.6.0 (memory), first", &peer_first);
@@ -627,7 +721,6 @@ async fn bench() {
     println!("beside the peer ({ROUNDS} interleaved rounds, every server a release process of its own, fresh per run: medians; each ratio the median of the rounds' ratios):");
     print_table(&[
         &ours_first,
-        &fuse_first,
         &slow_first,
         &peer_first,
         &ours_replay,
@@ -644,6 +737,19 @@ async fn bench() {
         first_vs_peer,
         1.0,
     );
+    {
+        let (ours, peer) = (median_cpu(&cpu[0]), median_cpu(&cpu[1]));
+        println!(
+            "limit, first executions beside the peer: cores idle {:.0} % (Pagar's runs), {:.0} % (the peer's); CPU of the server process per request: Pagar {:.0} us, the peer {:.0} us ({:.2}x); Pagar's mean per step (its /metrics): {}; a raw durable commit p50 {:.2} ms",
+            ours.idle * 100.0,
+            peer.idle * 100.0,
+            ours.per_request_us,
+            peer.per_request_us,
+            ours.per_request_us / peer.per_request_us.max(1e-9),
+            steps_median(&disk_steps),
+            raw.p50_ms,
+        );
+    }
     target(
         "Pagar first on a slow disk (fsync +2 ms) / peer first",
         slow_vs_peer,
@@ -654,37 +760,40 @@ async fn bench() {
         1.0 / per_sync
     );
     {
-        // Where a first execution's time goes on the slow disk, and the rate that allows.
-        let steps: Vec<String> = slow_steps
-            .first()
-            .into_iter()
-            .flatten()
-            .enumerate()
-            .map(|(i, (op, _, _))| {
-                let ms = mid(slow_steps
-                    .iter()
-                    .filter_map(|s| s.get(i))
-                    .map(|s| s.1)
-                    .collect());
-                format!("{op} {ms:.2} ms")
-            })
-            .collect();
-        let cycle = mid(slow_sync_ms);
-        // An execution waits for two durable commits in sequence (the gateway's charge, then
-        // the payment and its answer); its claim is relaxed and waits for none.
-        let bound = CONCURRENCY as f64 * 1e3 / (2.0 * cycle.max(1e-9));
+        // Where a first execution's time goes on the slow disk, and the rate the disk allows.
+        let slow_steps: Vec<_> = slow_runs.iter().map(|r| r.steps.clone()).collect();
+        let cycle = mid(slow_runs.iter().map(|r| r.per_sync_ms).collect());
+        let raw_ms = mid(slow_runs.iter().map(|r| r.raw_commit_ms).collect());
+        let peer = peer_first.rate().max(1e-9);
+        // The last durable step, the payment and its answer: how many fsync cycles it waits.
+        let finish_ms = mid(slow_steps
+            .iter()
+            .filter_map(|s| s.iter().find(|(op, ..)| op == "finish"))
+            .map(|(_, ms, _)| *ms)
+            .collect());
+        let in_flight = CONCURRENCY as f64 * 1e3;
         println!(
             "slow disk, mean per step (the server's /metrics, median of the rounds): {}; one fsync every {cycle:.2} ms of wall time ({SLOW_FSYNC_MS} ms of it the delay)",
-            steps.join(", ")
+            steps_median(&slow_steps)
+        );
+        // An execution waits for two durable commits in sequence: the gateway simulator's
+        // charge (a gateway's own durable write) and then the payment with its answer, which
+        // must be durable before it is sent. Its claim is relaxed and waits for no fsync.
+        println!(
+            "limit, slow disk: one durable commit alone on it takes {raw_ms:.2} ms (p50 of {RAW_ON_DISK}, one connection, nothing else running); with {CONCURRENCY} in flight, two in sequence per execution allow at most {:.0}/s = {:.2}x the peer, one alone {:.0}/s = {:.2}x (target 1.30x)",
+            in_flight / (2.0 * raw_ms.max(1e-9)),
+            in_flight / (2.0 * raw_ms.max(1e-9)) / peer,
+            in_flight / raw_ms.max(1e-9),
+            in_flight / raw_ms.max(1e-9) / peer,
         );
         println!(
-            "slow disk, the limit: {CONCURRENCY} in flight, two durable commits in sequence per execution, one fsync cycle each: {bound:.0}/s at most = {:.2}x the peer's median (target 1.30x)",
-            bound / peer_first.rate().max(1e-9)
+            "limit, slow disk, Pagar's share of it: each fsync cycle takes {cycle:.2} ms ({:.2}x a commit alone: the batch's own work, then its fsync) and each durable step waits about {:.1} cycles (the batch in progress, then its own): {:.0}/s at most = {:.2}x the peer",
+            cycle / raw_ms.max(1e-9),
+            finish_ms / cycle.max(1e-9),
+            in_flight / (2.0 * cycle.max(1e-9)),
+            in_flight / (2.0 * cycle.max(1e-9)) / peer,
         );
     }
-    println!(
-        "slow disk / the same FUSE filesystem without the delay: {slow_vs_fuse:.2}x; FUSE without delay / this machine's disk: {fuse_vs_disk:.2}x"
-    );
     target("Pagar replays / peer replays", replay_vs_peer, 1.2);
     target("Pagar replays, logging on / ceiling", of_ceiling[0], 0.9);
     target(
@@ -696,6 +805,30 @@ async fn bench() {
         "of the ceiling (one fixed answer, same wrk load): Pagar replays {:.2}x, logging off {:.2}x, peer replays {:.2}x",
         of_ceiling[0], of_ceiling[1], of_ceiling[2]
     );
+    {
+        let [on, off, peer, ceiling] = [2, 3, 4, 5].map(|i| median_cpu(&cpu[i]));
+        println!(
+            "limit, replays: cores idle {:.0} % (Pagar, logging on), {:.0} % (the ceiling); CPU of the server process per replay: Pagar {:.0} us with logging on, {:.0} us off, the peer {:.0} us, the ceiling {:.0} us: Pagar's own work per replay beyond the ceiling's (key, authentication, fingerprint, log line) is {:.0} us, {:.2}x the ceiling's whole request",
+            on.idle * 100.0,
+            ceiling.idle * 100.0,
+            on.per_request_us,
+            off.per_request_us,
+            peer.per_request_us,
+            ceiling.per_request_us,
+            on.per_request_us - ceiling.per_request_us,
+            (on.per_request_us - ceiling.per_request_us) / ceiling.per_request_us.max(1e-9),
+        );
+        // With the cores busy, the rate goes as the inverse of what a request costs the whole
+        // machine (the server, wrk and the kernel between them).
+        println!(
+            "limit, replays, the cores: a replay costs the machine {:.0} us of CPU with Pagar, {:.0} us with the ceiling ({:.2}x the rate at most); 0.90x needs at most {:.0} us, {:.0} us less of Pagar's own",
+            on.machine_us,
+            ceiling.machine_us,
+            ceiling.machine_us / on.machine_us.max(1e-9),
+            ceiling.machine_us / 0.9,
+            on.machine_us - ceiling.machine_us / 0.9,
+        );
+    }
     match pg {
         Ok(pg) => pg.print(&first, &replay),
         Err(e) => println!("\nPostgreSQL figures skipped: {e}"),

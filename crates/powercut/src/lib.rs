@@ -55,9 +55,6 @@ pub struct Volatile {
     backing: PathBuf,
     state: Arc<Mutex<State>>,
     fsync_delay: Duration,
-    /// False for a slow disk only ([`Volatile::slow_disk`]): nothing is copied aside, a cut
-    /// drops nothing.
-    volatile: bool,
 }
 
 #[derive(Debug, Default)]
@@ -125,17 +122,6 @@ impl Volatile {
             backing: backing.into(),
             state: Arc::default(),
             fsync_delay,
-            volatile: true,
-        }
-    }
-
-    /// A slow disk and nothing else: every sync waits `fsync_delay`, writes go through as they
-    /// come and are never copied aside (a cut drops nothing). For benchmarks whose figure must
-    /// not depend on the machine's own disk; the folder's own fsync is not called.
-    pub fn slow_disk(backing: impl Into<PathBuf>, fsync_delay: Duration) -> Self {
-        Self {
-            volatile: false,
-            ..Self::new(backing, fsync_delay)
         }
     }
 
@@ -226,9 +212,6 @@ impl Volatile {
 
     /// Copies the file aside before its first change since its last sync.
     fn before_change(&self, state: &mut State, path: &Path) -> Result<(), libc::c_int> {
-        if !self.volatile {
-            return Ok(());
-        }
         if let std::collections::hash_map::Entry::Vacant(v) = state.durable.entry(Self::rel(path)) {
             let content = match fs::read(self.real(path)) {
                 Ok(c) => c,
@@ -682,7 +665,7 @@ pub fn serve(
     )
 }
 
-/// [`serve`] for a filesystem made by the caller (a [`Volatile::slow_disk`], say).
+/// [`serve`] for a filesystem made by the caller.
 pub fn serve_with(
     fs: Volatile,
     mountpoint: &Path,

@@ -1,7 +1,7 @@
 //! The servers of the rounds beside the peer, each a release process of its own, started fresh
-//! for each run, as each would be deployed: Pagar (the `payment-api` binary, its database on the
-//! disk or on a power-cut filesystem whose every fsync waits a fixed delay: a slow disk made on
-//! purpose), the peer and the ceiling (this bench started again with [`SERVE`] set, each in a
+//! for each run, as each would be deployed: Pagar (the `payment-api` binary, on this machine's
+//! disk, or with every fsync made to wait a fixed delay: a slow disk made on purpose), the peer
+//! and the ceiling (this bench started again with [`SERVE`] set, each in a
 //! runtime of its own). In-process, a peer shares the bench's runtime and measures the bench's
 //! scheduling as much as itself.
 
@@ -10,12 +10,12 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// Set to `peer`, `ceiling` or `powercut`, this bench serves that instead of measuring.
+/// Set to `peer`, `ceiling` or `raw-commits`, this bench does that instead of measuring.
 pub(crate) const SERVE: &str = "PAGAR_BENCH_SERVE";
 /// The ceiling's one answer.
 pub(crate) const BODY: &str = "PAGAR_BENCH_BODY";
-/// The slow disk: `<folder>|<mountpoint>|<fsync delay in ms>`.
-pub(crate) const DISK: &str = "PAGAR_BENCH_DISK";
+/// The raw commits on the slow disk: `<database>|<count>`.
+pub(crate) const RAW: &str = "PAGAR_BENCH_RAW";
 
 /// A server process, killed when dropped.
 pub(crate) struct Server {
@@ -52,6 +52,11 @@ impl Server {
         }
     }
 
+    /// Its base address (where `/metrics` is).
+    pub fn base(&self) -> String {
+        self.url.trim_end_matches("/pagamentos").to_string()
+    }
+
     /// Its process id.
     pub fn id(&self) -> u32 {
         self.child.id()
@@ -77,6 +82,17 @@ impl Drop for Server {
 /// Pagar, the release binary, on a fresh database `<folder>/<name>.db`; request logging at INFO
 /// (to a file, as a deployment's log shipper would read it) or off.
 pub(crate) fn pagar(folder: &Path, logs: &Path, name: &str, logging: bool) -> Server {
+    pagar_on(folder, logs, name, logging, None)
+}
+
+/// [`pagar`], its fsyncs slowed by `slow` when given.
+pub(crate) fn pagar_on(
+    folder: &Path,
+    logs: &Path,
+    name: &str,
+    logging: bool,
+    slow: Option<&SlowSync>,
+) -> Server {
     let database = folder.join(format!("{name}.db"));
     let log = std::fs::File::create(logs.join(format!("{name}.log"))).expect("a log file");
     let mut command = Command::new(env!("CARGO_BIN_EXE_payment-api"));
@@ -87,6 +103,9 @@ pub(crate) fn pagar(folder: &Path, logs: &Path, name: &str, logging: bool) -> Se
         .arg(&database)
         .env("RUST_LOG", if logging { "info" } else { "off" })
         .stderr(log);
+    if let Some(slow) = slow {
+        slow.apply(&mut command);
+    }
     let mut server = Server::spawn(command);
     server.database = Some(database);
     server
@@ -112,33 +131,68 @@ pub(crate) fn ceiling(body: &[u8]) -> Server {
     Server::spawn(command)
 }
 
-/// A folder on a `powercut` filesystem in its slow-disk mode: every fsync waits `delay_ms`,
-/// nothing is copied aside or cut. A disk made slow on purpose, so the figure does not depend on
-/// this machine's disk; with `delay_ms` 0 it measures what the FUSE passthrough itself costs.
-pub(crate) struct SlowDisk {
-    daemon: powercut::Daemon,
-    pub mountpoint: PathBuf,
+/// This machine's disk with every fsync made slower on purpose: the `slowsync` shim
+/// (`crates/slowsync`, loaded with `LD_PRELOAD`) in a process makes each of its fsyncs wait a
+/// fixed delay before it syncs, and counts them. Writes reach the page cache as on any disk, so
+/// the figure is what a slow flush costs, and does not depend on this machine's disk.
+pub(crate) struct SlowSync {
+    library: PathBuf,
+    count: PathBuf,
+    delay_ms: u64,
 }
 
-impl SlowDisk {
-    pub fn mount(dir: &Path, name: &str, delay_ms: u64) -> Self {
-        let backing = dir.join(format!("{name}-disk"));
-        let mountpoint = dir.join(name);
-        std::fs::create_dir_all(&backing).unwrap();
-        std::fs::create_dir_all(&mountpoint).unwrap();
-        let mut command = this_bench("powercut");
-        command.env(
-            DISK,
-            format!("{}|{}|{delay_ms}", backing.display(), mountpoint.display()),
+impl SlowSync {
+    /// Counting into `<dir>/<name>.syncs`.
+    pub fn new(dir: &Path, name: &str, delay_ms: u64) -> Self {
+        // The bench runs from target/release/deps/; the shim is built to target/release/.
+        let exe = std::env::current_exe().expect("the bench knows its path");
+        let library = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the bench's folder")
+            .join("libslowsync.so");
+        assert!(
+            library.exists(),
+            "{} is missing: cargo build --release -p slowsync (make bench does)",
+            library.display()
         );
-        let daemon = powercut::Daemon::start(command, &mountpoint)
-            .expect("the slow disk mounts (make deps-fuse)");
-        Self { daemon, mountpoint }
+        Self {
+            library,
+            count: dir.join(format!("{name}.syncs")),
+            delay_ms,
+        }
     }
 
-    /// The fsyncs made on it so far.
-    pub fn syncs(&mut self) -> u64 {
-        self.daemon.syncs().expect("the slow disk answers")
+    /// Makes `command`'s process a user of the slow disk.
+    pub fn apply(&self, command: &mut Command) {
+        command
+            .env("LD_PRELOAD", &self.library)
+            .env("SLOWSYNC_DELAY_US", (self.delay_ms * 1_000).to_string())
+            .env("SLOWSYNC_COUNT", &self.count);
+    }
+
+    /// The fsyncs made so far.
+    pub fn syncs(&self) -> u64 {
+        std::fs::read(&self.count)
+            .ok()
+            .and_then(|b| {
+                b.get(..8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+            })
+            .unwrap_or(0)
+    }
+
+    /// A durable SQLite commit alone on this disk: the p50 of `n` in a row (ms), in a process
+    /// of its own that uses the slow disk (this bench started again).
+    pub fn raw_commit_p50_ms(&self, database: &Path, n: usize) -> f64 {
+        let mut command = this_bench("raw-commits");
+        command.env(RAW, format!("{}|{n}", database.display()));
+        self.apply(&mut command);
+        let out = command.output().expect("the raw commits run");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("raw commits printed {:?}", out.stdout))
     }
 }
 
@@ -154,22 +208,20 @@ pub(crate) fn serve_if_asked() -> bool {
             let body = std::env::var(BODY).expect("the ceiling's answer");
             runtime().block_on(super::serve_constant(body.into_bytes()))
         }
-        "powercut" => {
-            let disk = std::env::var(DISK).expect("the slow disk's folders");
-            let parts: Vec<&str> = disk.split('|').collect();
-            let [folder, mountpoint, delay] = parts.as_slice() else {
-                panic!("{DISK}: <folder>|<mountpoint>|<ms>");
-            };
-            let delay = std::time::Duration::from_millis(delay.parse().expect("milliseconds"));
-            powercut::serve_with(
-                powercut::Volatile::slow_disk(folder, delay),
-                Path::new(mountpoint),
-                std::io::stdin().lock(),
-                std::io::stdout().lock(),
+        "raw-commits" => {
+            let raw = std::env::var(RAW).expect("the raw commits' database and count");
+            let (database, n) = raw.rsplit_once('|').expect("<database>|<n>");
+            let latencies = durable_sqlite::reference::raw_commit_latencies(
+                Path::new(database),
+                n.parse().expect("a count"),
             )
-            .expect("the slow disk serves");
+            .expect("raw commits");
+            println!(
+                "{}",
+                durable_sqlite::reference::percentile_ms(&latencies, 0.5)
+            );
         }
-        other => panic!("{SERVE}={other}: peer, ceiling or powercut"),
+        other => panic!("{SERVE}={other}: peer, ceiling or raw-commits"),
     }
     true
 }
