@@ -355,13 +355,25 @@ struct Cpu {
     /// The whole machine's busy CPU per request (the server, wrk, the kernel), µs.
     machine_us: f64,
     idle: f64,
+    /// The busiest SQLite writer thread of the server (`durable-sqlite`'s one writer per
+    /// database file): its share of one core during the run, and its CPU per request (µs).
+    writer: (f64, f64),
 }
 
 /// Runs `run` against the server process `pid`, measuring its CPU and the machine's.
 fn with_cpu(pid: u32, run: impl FnOnce() -> Row) -> (Row, Cpu) {
     let (ticks, machine) = (postgres::process_ticks(pid), postgres::machine_ticks());
+    let writers = postgres::thread_ticks(pid, "sqlite-writer");
     let row = run();
     let spent = postgres::process_ticks(pid).saturating_sub(ticks);
+    let writer = postgres::thread_ticks(pid, "sqlite-writer")
+        .into_iter()
+        .map(|(tid, now)| {
+            let then = writers.iter().find(|(t, _)| *t == tid).map_or(0, |w| w.1);
+            now.saturating_sub(then)
+        })
+        .max()
+        .unwrap_or(0) as f64;
     let (busy, idle) = postgres::machine_ticks();
     let (busy, idle) = (
         busy.saturating_sub(machine.0) as f64,
@@ -372,6 +384,10 @@ fn with_cpu(pid: u32, run: impl FnOnce() -> Row) -> (Row, Cpu) {
         per_request_us: spent as f64 * 10_000.0 / row.count.max(1) as f64,
         machine_us: busy * 10_000.0 / row.count.max(1) as f64,
         idle: idle / (busy + idle).max(1.0),
+        writer: (
+            writer / 100.0 / row.elapsed.as_secs_f64().max(1e-9),
+            writer * 10_000.0 / row.count.max(1) as f64,
+        ),
     };
     (row, cpu)
 }
@@ -404,6 +420,10 @@ fn median_cpu(runs: &[Cpu]) -> Cpu {
     Cpu {
         per_request_us: mid(runs.iter().map(|c| c.per_request_us).collect()),
         machine_us: mid(runs.iter().map(|c| c.machine_us).collect()),
+        writer: (
+            mid(runs.iter().map(|c| c.writer.0).collect()),
+            mid(runs.iter().map(|c| c.writer.1).collect()),
+        ),
         idle: mid(runs.iter().map(|c| c.idle).collect()),
     }
 }
@@ -419,6 +439,7 @@ struct DiskRun {
     per_sync_ms: f64,
     /// A durable SQLite commit alone on the same disk, before the server started: p50 (ms).
     raw_commit_ms: f64,
+    cpu: Cpu,
 }
 
 fn main() {
@@ -553,7 +574,7 @@ async fn bench() {
         });
         let pagar = processes::pagar_on(logs, logs, name, true, Some(&slow));
         let before = slow.syncs();
-        let (row, _) = run(&pagar);
+        let (row, cpu) = run(&pagar);
         let syncs_in_run = slow.syncs() - before;
         // wrk stops with requests in flight: let them end before counting.
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -566,6 +587,7 @@ async fn bench() {
             steps,
             per_sync_ms,
             raw_commit_ms,
+            cpu,
         }
     }
     let run = |name, server: &processes::Server, prefix: &str, cycle| {
@@ -749,6 +771,13 @@ async fn bench() {
             steps_median(&disk_steps),
             raw.p50_ms,
         );
+        println!(
+            "limit, first executions, the writer: Pagar's busiest SQLite writer thread (one per database file, every write of it in turn) was busy {:.0} % of a core, {:.0} us per execution: alone it allows at most {:.0}/s = {:.2}x the peer",
+            ours.writer.0 * 100.0,
+            ours.writer.1,
+            1e6 / ours.writer.1.max(1e-9),
+            1e6 / ours.writer.1.max(1e-9) / peer_first.rate().max(1e-9),
+        );
     }
     target(
         "Pagar first on a slow disk (fsync +2 ms) / peer first",
@@ -764,6 +793,7 @@ async fn bench() {
         let slow_steps: Vec<_> = slow_runs.iter().map(|r| r.steps.clone()).collect();
         let cycle = mid(slow_runs.iter().map(|r| r.per_sync_ms).collect());
         let raw_ms = mid(slow_runs.iter().map(|r| r.raw_commit_ms).collect());
+        let slow_cpu = median_cpu(&slow_runs.iter().map(|r| r.cpu).collect::<Vec<_>>());
         let peer = peer_first.rate().max(1e-9);
         // The last durable step, the payment and its answer: how many fsync cycles it waits.
         let finish_ms = mid(slow_steps
@@ -787,8 +817,10 @@ async fn bench() {
             in_flight / raw_ms.max(1e-9) / peer,
         );
         println!(
-            "limit, slow disk, Pagar's share of it: each fsync cycle takes {cycle:.2} ms ({:.2}x a commit alone: the batch's own work, then its fsync) and each durable step waits about {:.1} cycles (the batch in progress, then its own): {:.0}/s at most = {:.2}x the peer",
+            "limit, slow disk, Pagar's share of it: each fsync cycle takes {cycle:.2} ms ({:.2}x a commit alone: the batch's own work, then its fsync; the busiest writer thread on a core {:.0} % of the time, the cores idle {:.0} %) and each durable step waits about {:.1} cycles (the batch in progress, then its own): {:.0}/s at most = {:.2}x the peer",
             cycle / raw_ms.max(1e-9),
+            slow_cpu.writer.0 * 100.0,
+            slow_cpu.idle * 100.0,
             finish_ms / cycle.max(1e-9),
             in_flight / (2.0 * cycle.max(1e-9)),
             in_flight / (2.0 * cycle.max(1e-9)) / peer,

@@ -75,6 +75,20 @@ pub(crate) fn machine_ticks() -> (u64, u64) {
     (busy, idle)
 }
 
+/// The user and system ticks of each of `pid`'s threads named `name` so far.
+pub(crate) fn thread_ticks(pid: u32, name: &str) -> Vec<(String, u64)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.to_string();
+            let stat = proc_stat(&format!("{pid}/task/{tid}"))?;
+            (stat.comm == name).then_some((tid, stat.ticks))
+        })
+        .collect()
+}
+
 /// The user and system ticks `pid` (all its threads) has spent so far.
 pub(crate) fn process_ticks(pid: u32) -> u64 {
     proc_stat(&pid.to_string()).map_or(0, |s| s.ticks)
