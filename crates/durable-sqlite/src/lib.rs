@@ -676,6 +676,35 @@ pub mod reference {
         Ok(latencies)
     }
 
+    /// Makes `n` single-row durable writes in a row through a [`Db`](super::Db) on `path` (its
+    /// writer thread and its checkpoints, as Pagar writes) and returns how long each took until
+    /// it was durable: what [`raw_commit_latencies`] measures plus what the group commit adds.
+    pub async fn db_write_latencies(path: &Path, n: usize) -> Result<Vec<Duration>, super::Error> {
+        let db = super::Db::open(path, Options::default(), |c| {
+            c.execute_batch(
+                "CREATE TABLE IF NOT EXISTS db_writes (id INTEGER PRIMARY KEY, merchant TEXT NOT NULL,
+                                                       valor INTEGER NOT NULL, created_at INTEGER NOT NULL)",
+            )
+            .map_err(super::Error::from)
+        })?;
+        let mut latencies = Vec::with_capacity(n);
+        for i in 0..n as i64 {
+            let t = Instant::now();
+            db.write(move |c| {
+                super::exec(
+                    c,
+                    "INSERT INTO db_writes (merchant, valor, created_at) VALUES ('loja', ?1, ?1)",
+                    [i + 1],
+                )
+                .map_err(super::Error::from)
+            })
+            .await?;
+            latencies.push(t.elapsed());
+        }
+        db.close();
+        Ok(latencies)
+    }
+
     /// The `p`-quantile (0.0–1.0) of `samples`, in milliseconds.
     pub fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
         let mut s = samples.to_vec();
