@@ -245,14 +245,22 @@ impl Pressure {
 }
 
 impl Drop for Pressure {
-    /// Every process still in the group back to the parent group, then the group removed.
+    /// Every process still in the group back to the parent group, then the group removed; for
+    /// up to 5 s, while the app's processes finish exiting (a group with a task cannot go).
     fn drop(&mut self) {
         let _ = std::fs::write(self.group.join("memory.limit_in_bytes"), "-1");
-        let procs = std::fs::read_to_string(self.group.join("cgroup.procs")).unwrap_or_default();
-        for pid in procs.lines() {
-            let _ = std::fs::write(self.parent.join("cgroup.procs"), pid);
+        for _ in 0..50 {
+            let procs =
+                std::fs::read_to_string(self.group.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines() {
+                let _ = std::fs::write(self.parent.join("cgroup.procs"), pid);
+            }
+            if std::fs::remove_dir(&self.group).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        let _ = std::fs::remove_dir(&self.group);
+        eprintln!("{} could not be removed", self.group.display());
     }
 }
 
