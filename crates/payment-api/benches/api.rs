@@ -400,19 +400,21 @@ fn mid(mut v: Vec<f64>) -> f64 {
 
 /// Each step's mean over the runs (the median of the runs' means), as `op 1.23 ms, …`.
 fn steps_median(runs: &[Vec<(String, f64, u64)>]) -> String {
-    let ops = runs.first().map(|s| s.iter().map(|(op, ..)| op.clone()));
+    let ops = runs.first().map(|s| s.iter().map(|(op, ..)| op.as_str()));
     ops.into_iter()
         .flatten()
-        .map(|op| {
-            let ms = mid(runs
-                .iter()
-                .filter_map(|s| s.iter().find(|(o, ..)| *o == op))
-                .map(|(_, ms, _)| *ms)
-                .collect());
-            format!("{op} {ms:.2} ms")
-        })
+        .map(|op| format!("{op} {:.2} ms", step_median(runs, op)))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// One step's mean over the runs (the median of the runs' means), in ms.
+fn step_median(runs: &[Vec<(String, f64, u64)>], op: &str) -> f64 {
+    mid(runs
+        .iter()
+        .filter_map(|s| s.iter().find(|(o, ..)| o == op))
+        .map(|(_, ms, _)| *ms)
+        .collect())
 }
 
 /// The median of the runs' CPU figures, each figure on its own.
@@ -796,11 +798,7 @@ async fn bench() {
         let slow_cpu = median_cpu(&slow_runs.iter().map(|r| r.cpu).collect::<Vec<_>>());
         let peer = peer_first.rate().max(1e-9);
         // The last durable step, the payment and its answer: how many fsync cycles it waits.
-        let finish_ms = mid(slow_steps
-            .iter()
-            .filter_map(|s| s.iter().find(|(op, ..)| op == "finish"))
-            .map(|(_, ms, _)| *ms)
-            .collect());
+        let finish_ms = step_median(&slow_steps, "finish");
         let in_flight = CONCURRENCY as f64 * 1e3;
         println!(
             "slow disk, mean per step (the server's /metrics, median of the rounds): {}; one fsync every {cycle:.2} ms of wall time ({SLOW_FSYNC_MS} ms of it the delay)",
