@@ -7,12 +7,14 @@
 
 use crate::clock::Millis;
 use crate::domain::{
-    CardToken, DownstreamKey, IdempotencyKey, KeyOperation, MerchantId, PaymentId, PaymentRequest,
-    PaymentStatus,
+    CardToken, DownstreamKey, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentId,
+    PaymentRequest, PaymentStatus,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::gateway::{ChargeDecision, Gateway, GatewayError, GatewayResult};
+use crate::gateway::{
+    ChargeDecision, ChargeMetadata, ChargeOrder, Gateway, GatewayError, GatewayResult,
+};
 use crate::idempotency::{in_progress, Completed, Held, Keyed, Operation, Recovery};
 use crate::metrics::Metrics;
 use crate::schema::PaymentBody;
@@ -188,11 +190,23 @@ impl Payments {
             .and_then(|b| crate::domain::parse_json_strict(b).ok())
             .and_then(|v| PaymentRequest::from_json(&v).ok());
         let created_at = self.payments.now_ms();
-        let payment = match request {
-            Some(request) => build_payment(held.merchant, held.key, &request, charged, created_at),
-            None => from_charge(held.merchant, held.key, charged, created_at),
+        let (payment, fingerprint) = match request {
+            Some(request) => (
+                build_payment(held.merchant, held.key, &request, charged, created_at),
+                held.fingerprint,
+            ),
+            // The key's row was made by the cancellation, which has no request: the charge's
+            // metadata names the request that made it, and the key answers that request.
+            None => (
+                from_charge(held.merchant, held.key, charged, created_at),
+                charged
+                    .metadata
+                    .fingerprint
+                    .as_ref()
+                    .unwrap_or(held.fingerprint),
+            ),
         };
-        let (finished, _) = self.finish(held, &payment).await?;
+        let (finished, _) = self.finish(held, &payment, fingerprint).await?;
         Ok(match finished {
             FinishOutcome::Stored => ChargeSettled::Payment(Box::new(payment)),
             FinishOutcome::LeaseLost => ChargeSettled::LeaseLost,
@@ -205,6 +219,7 @@ impl Payments {
         &self,
         held: &Held<'_>,
         payment: &Payment,
+        fingerprint: &Fingerprint,
     ) -> Result<(FinishOutcome, StoredResponse)> {
         let started = Instant::now();
         let response = response_for(payment);
@@ -216,7 +231,7 @@ impl Payments {
                 fence: held.fence,
                 payment: payment.clone(),
                 response: response.clone(),
-                fingerprint: held.fingerprint.clone(),
+                fingerprint: fingerprint.clone(),
             })
             .await?;
         self.metrics.store_op("finish", started);
@@ -251,17 +266,19 @@ impl Operation for Payments {
         }
         let downstream = DownstreamKey::derive(held.merchant, held.key);
         let started = Instant::now();
-        let charged = self
-            .gateway
-            .charge(
-                downstream,
-                held.merchant,
-                request.valor,
-                request.cartao,
-                request.plano,
-                request.captura,
-            )
-            .await;
+        let order = ChargeOrder {
+            valor: request.valor,
+            cartao: request.cartao,
+            plano: request.plano,
+            captura: request.captura,
+            metadata: ChargeMetadata {
+                fingerprint: Some(held.fingerprint.clone()),
+                referencia: request.referencia.clone(),
+                descricao: request.descricao.clone(),
+                terminal: request.terminal.clone(),
+            },
+        };
+        let charged = self.gateway.charge(downstream, held.merchant, order).await;
         self.metrics.store_op("gateway_charge", started);
         let charged = match charged {
             Ok(c) => c,
@@ -291,7 +308,7 @@ impl Operation for Payments {
         }
         let created_at = self.payments.now_ms();
         let payment = build_payment(held.merchant, held.key, request, &charged, created_at);
-        let (finished, response) = self.finish(held, &payment).await?;
+        let (finished, response) = self.finish(held, &payment, held.fingerprint).await?;
         if finished == FinishOutcome::Stored {
             tracing::info!(status = response.status, payment = %payment.id, replay = false, "payment executed");
         }
@@ -356,8 +373,9 @@ pub(crate) fn response_for(payment: &Payment) -> StoredResponse {
     }
 }
 
-/// A payment as the gateway's record of the charge tells it (what the request adds is filled in
-/// by [`build_payment`] when the request is at hand).
+/// A payment as the gateway's record of the charge tells it, with what the merchant kept with
+/// the charge (what the request adds is taken from the request by [`build_payment`] when it is
+/// at hand).
 fn from_charge(
     merchant: &MerchantId,
     key: &IdempotencyKey,
@@ -373,13 +391,13 @@ fn from_charge(
         status,
         valor: charged.valor,
         motivo,
-        descricao: None,
-        referencia: None,
+        descricao: charged.metadata.descricao.clone(),
+        referencia: charged.metadata.referencia.clone(),
         idempotency_key: key.clone(),
         cobranca_id: charged.cobranca_id.clone(),
         created_at,
         merchant: merchant.clone(),
-        terminal: None,
+        terminal: charged.metadata.terminal.clone(),
         plano: charged.plano,
         captura: charged.captura,
         autorizacao_expira_em: charged.autorizacao_expira_em,

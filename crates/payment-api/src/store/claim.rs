@@ -71,7 +71,8 @@ impl Decision {
 const CANCELLING_RETRY_MS: Millis = 1_000;
 
 /// Decides for a request with `fingerprint`, at `now`, that would hold the key for `lease_ms`.
-/// In order: a cancelled key is refused for good; a key being cancelled is waited for; another
+/// In order: a cancelled key is refused for good; a key being cancelled (not yet completed) is
+/// waited for; another
 /// request's key is refused (whatever its state); a completed key is replayed; a live lease is
 /// waited for; an expired one is taken over.
 pub(super) fn decide(
@@ -83,7 +84,7 @@ pub(super) fn decide(
     if held.cancelled {
         return Decision::Answer(NextAction::Cancelled);
     }
-    if held.operation == KeyOperation::CANCELAMENTO {
+    if held.operation == KeyOperation::CANCELAMENTO && held.response.is_none() {
         return Decision::Answer(NextAction::InProgress {
             retry_after_ms: (held.locked_until - now).max(CANCELLING_RETRY_MS),
         });
@@ -215,6 +216,22 @@ mod tests {
                 Decision::Answer(NextAction::InProgress { retry_after_ms }) if retry_after_ms >= 1_000
             ));
         }
+    }
+
+    #[test]
+    fn a_key_a_cancellation_completed_with_a_payment_is_answered_not_waited_for() {
+        let h = HeldKey {
+            operation: KeyOperation::CANCELAMENTO,
+            ..held(0, Some((saved(), 7)))
+        };
+        assert!(matches!(
+            decide(h.clone(), &fp("a"), 1_000, 500),
+            Decision::Answer(NextAction::ReturnSavedResponse { .. })
+        ));
+        assert_eq!(
+            decide(h, &fp("b"), 1_000, 500),
+            Decision::Answer(NextAction::FingerprintMismatch)
+        );
     }
 
     #[test]

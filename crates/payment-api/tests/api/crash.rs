@@ -376,3 +376,58 @@ fn a_gateway_database_with_postgres_is_refused() {
     .expect_err("refused");
     assert!(err.to_string().contains("--gateway-database"), "{err}");
 }
+
+/// Real process: the server dies after the gateway charged, and its claim of the key is lost
+/// with it (a power cut takes a relaxed claim; the gateway, a system of its own, keeps the
+/// charge). The till, in doubt, cancels the key before it makes another: the cancellation finds
+/// the charge, and the key becomes the payment the request would have made — with what the
+/// request said (the gateway keeps it with the charge) — so a retry of that request is answered
+/// with it, and a look-up by its `referencia` finds it.
+#[apply(stores)]
+async fn a_charge_whose_claim_was_lost_is_found_by_a_cancellation_and_answers_its_request(
+    #[case] backend: Backend,
+) {
+    let db = TestDb::new(backend).await;
+    let client = reqwest::Client::new();
+    let key = new_key();
+    let body = json!({"valor": 4321, "cartao": "tok_aprovado", "referencia": "venda-cortada",
+                      "descricao": "caixa sem luz", "terminal": "caixa-07"});
+    let mut doomed = ServerProcess::start(&db, &["--fault-crash-after-charge", "1"]);
+    assert!(try_pay(&client, &doomed.url, &key, &body).await.is_err());
+    let _ = doomed.child.wait();
+    assert_eq!(db.count("gateway_ledger").await, 1, "the gateway charged");
+    db.execute(
+        "DELETE FROM idempotency_keys",
+        "DELETE FROM idempotency_keys",
+    )
+    .await;
+
+    let next = ServerProcess::start(&db, &[]);
+    let cancelled = cancel_at(&client, &next.url, &key).await;
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    let cancelled: Value = cancelled.json().await.unwrap();
+    assert_eq!(cancelled["resultado"], "pagamento", "{cancelled}");
+    let payment = &cancelled["pagamento"];
+    assert_eq!(payment["valor"], 4321);
+    assert_eq!(payment["referencia"], "venda-cortada");
+    assert_eq!(payment["descricao"], "caixa sem luz");
+    assert_eq!(payment["terminal"], "caixa-07");
+
+    // The request the key was made for gets that payment, as a replay; another is refused.
+    let replay = try_pay(&client, &next.url, &key, &body).await.unwrap();
+    assert_eq!(replay.status(), StatusCode::CREATED);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(&replay.json::<Value>().await.unwrap(), payment);
+    let other = try_pay(&client, &next.url, &key, &approved(4321))
+        .await
+        .unwrap();
+    assert_problem(
+        other,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+    )
+    .await;
+    let found = merchant_get(&client, &next.url, "/pagamentos?referencia=venda-cortada").await;
+    assert_eq!(found["pagamentos"], json!([payment]));
+    assert_eq!(db.count("gateway_ledger").await, 1, "nothing charged again");
+}

@@ -6,7 +6,7 @@
 mod postgres;
 mod sqlite;
 
-use super::{Gateway, GatewayError, GatewayRefund, GatewayResult};
+use super::{ChargeMetadata, ChargeOrder, Gateway, GatewayError, GatewayRefund, GatewayResult};
 use crate::clock::Millis;
 use crate::domain::{
     CaptureState, CaptureStep, CardMethod, CardPlan, CardToken, Centavos, DownstreamKey,
@@ -54,6 +54,8 @@ pub struct LedgerRow {
     pub captura: Option<CaptureState>,
     /// When an authorization lapses unless captured.
     pub captura_expira_em: Option<Millis>,
+    /// What the merchant kept with the charge.
+    pub metadata: ChargeMetadata,
 }
 
 impl LedgerRow {
@@ -77,6 +79,7 @@ pub(crate) struct LedgerColumns {
     pub(crate) plano: Option<String>,
     pub(crate) captura: Option<String>,
     pub(crate) captura_expira_em: Option<Millis>,
+    pub(crate) metadata: Option<String>,
 }
 
 impl LedgerColumns {
@@ -98,6 +101,8 @@ impl LedgerColumns {
                 .map(|c| CaptureState::parse(&c).map_err(|e| corrupt("captura", e)))
                 .transpose()?,
             captura_expira_em: self.captura_expira_em,
+            metadata: ChargeMetadata::from_stored(self.metadata.as_deref())
+                .map_err(|e| corrupt("metadata", e))?,
         })
     }
 }
@@ -122,6 +127,8 @@ pub struct LedgerCharge {
     /// Authorize only, and let the hold lapse this long after the charge unless captured
     /// (`None`: captured at once).
     pub autorizacao_validade: Option<Millis>,
+    /// What the merchant keeps with the charge.
+    pub metadata: ChargeMetadata,
 }
 
 /// A refund for the gateway simulator to record (at most once per downstream key).
@@ -321,11 +328,15 @@ impl Gateway for SimulatedGateway {
         &self,
         downstream_key: DownstreamKey,
         merchant: &MerchantId,
-        valor: Centavos,
-        cartao: CardToken,
-        plano: Option<CardPlan>,
-        captura: bool,
+        order: ChargeOrder,
     ) -> Result<GatewayResult, GatewayError> {
+        let ChargeOrder {
+            valor,
+            cartao,
+            plano,
+            captura,
+            metadata,
+        } = order;
         let (status, motivo) = match refused_method(cartao, plano) {
             Some(motivo) => (PaymentStatus::Recusado, Some(motivo)),
             None => self.decide(cartao).await,
@@ -341,6 +352,7 @@ impl Gateway for SimulatedGateway {
                 cartao: cartao.as_str(),
                 plano,
                 autorizacao_validade: (!captura).then_some(self.authorization_ttl),
+                metadata,
             })
             .await?
             .ok_or(GatewayError::Voided)?;

@@ -16,12 +16,13 @@ pub(super) fn ledger_from_row(r: &Row) -> StoreResult<LedgerRow> {
         plano: r.try_get("plano")?,
         captura: r.try_get("captura")?,
         captura_expira_em: r.try_get("captura_expira_em")?,
+        metadata: r.try_get("metadata")?,
     }
     .parse()
 }
 
 pub(super) const LEDGER_COLUMNS: &str =
-    "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, plano, captura, captura_expira_em";
+    "cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, plano, captura, captura_expira_em, metadata";
 
 pub(super) const REFUND_LEDGER_COLUMNS: &str =
     "estorno_id, downstream_key, cobranca_id, merchant, valor, status, motivo, created_at";
@@ -52,7 +53,7 @@ impl SimulatorLedger for PgStore {
             .prepare_cached(&format!(
                 "INSERT INTO gateway_ledger ({LEDGER_COLUMNS}, cartao)
                  VALUES ($1, $2, $3, $4, $5, $6, pagar_now_ms() + $7, $9, $10,
-                         pagar_now_ms() + $7 + $11, $8)
+                         pagar_now_ms() + $7 + $11, $12, $8)
                  ON CONFLICT (downstream_key) DO NOTHING
                  RETURNING {LEDGER_COLUMNS}"
             ))
@@ -73,6 +74,7 @@ impl SimulatorLedger for PgStore {
                     &charge.plano.map(CardPlan::as_stored),
                     &authorization.map(|_| CaptureState::Pendente.as_str()),
                     &authorization,
+                    &charge.metadata.to_stored(),
                 ],
             )
             .await?;

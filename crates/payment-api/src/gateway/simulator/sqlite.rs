@@ -17,6 +17,7 @@ pub(super) fn ledger_from_row(r: &Row<'_>) -> rusqlite::Result<LedgerColumns> {
         plano: r.get("plano")?,
         captura: r.get("captura")?,
         captura_expira_em: r.get("captura_expira_em")?,
+        metadata: r.get("metadata")?,
     })
 }
 
@@ -44,8 +45,8 @@ impl SimulatorLedger for SqliteStore {
         self.db().write(move |c| {
             let inserted = exec(
                 c,
-                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, cartao, plano, captura, captura_expira_em)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                "INSERT INTO gateway_ledger (cobranca_id, downstream_key, merchant, valor, status, motivo, created_at, cartao, plano, captura, captura_expira_em, metadata)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT (downstream_key) DO NOTHING",
                 params![
                     format!("ch_{}", uuid::Uuid::now_v7().simple()),
@@ -58,7 +59,8 @@ impl SimulatorLedger for SqliteStore {
                     charge.cartao,
                     charge.plano.map(CardPlan::as_stored),
                     authorization.map(|_| CaptureState::Pendente.as_str()),
-                    authorization.map(|ttl| now.saturating_add(ttl))
+                    authorization.map(|ttl| now.saturating_add(ttl)),
+                    charge.metadata.to_stored()
                 ],
             )?;
             let row = c.query_row(

@@ -31,7 +31,12 @@ impl PaymentStore for PgStore {
                 "WITH done AS (
                      UPDATE idempotency_keys
                      SET recovery_point = 'finished', response_status = $4, response_body = $5,
-                         payment_id = $6, completed_at = pagar_now_ms() + $14, locked_until = 0
+                         payment_id = $6, completed_at = pagar_now_ms() + $14, locked_until = 0,
+                         -- a key a cancellation claimed becomes the key of the payment it made
+                         fingerprint = CASE WHEN operation = 'cancelamento' THEN $15
+                                            ELSE fingerprint END,
+                         operation = CASE WHEN operation = 'cancelamento' THEN 'pagamento'
+                                          ELSE operation END
                      WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
                      RETURNING 1
                  )

@@ -31,6 +31,37 @@ pub(super) fn complete_key(
     Ok(updated == 1)
 }
 
+/// [`complete_key`] for a payment's key: a key a cancellation claimed (it found the charge, with
+/// no request beside it) becomes the key of the payment it made, with the fingerprint of the
+/// request that made it (`fingerprint`), so that request is answered with it. The SET reads the
+/// row as it was, so both columns test the old `operation`.
+pub(super) fn complete_payment_key(
+    c: &rusqlite::Connection,
+    done: &Completion,
+    now: Millis,
+) -> rusqlite::Result<bool> {
+    let updated = exec(
+        c,
+        "UPDATE idempotency_keys
+         SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
+             payment_id = ?6, completed_at = ?7, locked_until = 0,
+             fingerprint = CASE WHEN operation = 'cancelamento' THEN ?8 ELSE fingerprint END,
+             operation = CASE WHEN operation = 'cancelamento' THEN 'pagamento' ELSE operation END
+         WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+        params![
+            done.merchant.as_ref(),
+            done.key.as_ref(),
+            done.fence,
+            done.response.status,
+            done.response.body,
+            done.payment.id.as_ref(),
+            now,
+            done.fingerprint.as_ref()
+        ],
+    )?;
+    Ok(updated == 1)
+}
+
 pub(super) fn held_from_row(r: &Row<'_>) -> rusqlite::Result<HeldColumns> {
     Ok(HeldColumns {
         fingerprint: r.get("fingerprint")?,
@@ -105,10 +136,12 @@ impl KeyStore for SqliteStore {
     async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
         let now = self.now_ms();
         // Relaxed (see `durable_sqlite`): the claim is visible to every other request at once and
-        // survives a crash of this process; only a power cut can take it, and then no charge of
-        // it survived either: the gateway's record of a charge is a durable commit, which makes
-        // every commit before it durable too (the WAL is appended in order). The retry then
-        // claims the free key anew and charges under the same downstream key.
+        // survives a crash of this process; only a power cut can take it, and with it every
+        // later write of this server (the payment and its answer are durable commits, which
+        // make every commit before them durable too: the WAL is appended in order), so no
+        // answer was sent. The gateway, a system of its own, may keep a charge made under it:
+        // the retry claims the free key anew and gets that charge back under the same downstream
+        // key; a cancellation finds it with the request's metadata (see `ChargeMetadata`).
         self.db
             .write_relaxed(move |c| {
                 let (m, k) = (claim.merchant.as_ref(), claim.key.as_ref());

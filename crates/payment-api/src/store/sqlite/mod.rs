@@ -42,6 +42,9 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../../migrations/sqlite/V10__authorizations.sql"
         )),
+        M::up(include_str!(
+            "../../../migrations/sqlite/V11__charge_metadata.sql"
+        )),
     ])
 }
 

@@ -26,8 +26,7 @@ impl PaymentStore for SqliteStore {
     async fn finish(&self, done: Completion) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
         self.db.write(move |c| {
-            let (m, k) = (done.merchant.as_ref(), done.key.as_ref());
-            if !complete_key(c, m, k, done.fence, &done.response, done.payment.id.as_ref(), now)? {
+            if !complete_payment_key(c, &done, now)? {
                 return Ok(FinishOutcome::LeaseLost);
             }
             let p = &done.payment;
