@@ -119,6 +119,7 @@ bench: deps-bench deps-gui deps-pg
 			$(CARGO) bench -p payment-api --bench api) | tee $(BENCH_OUT)/api-base.txt; fi
 	$(CARGO) build --release -p slowsync
 	set -o pipefail; $(CARGO) bench -p payment-api --bench api | tee $(BENCH_OUT)/api.txt
+	$(CARGO) build --release -p payment-api
 	set -o pipefail; $(CARGO) bench -p checkout-core --bench outbox | tee $(BENCH_OUT)/outbox.txt
 	$(CARGO) build --release -p pagar --example blank_window
 	set -o pipefail; $(CARGO) bench -p pagar --bench startup | tee $(BENCH_OUT)/startup.txt

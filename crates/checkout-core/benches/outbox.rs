@@ -6,6 +6,7 @@
 
 use checkout_core::{CardToken, Centavos, Checkout, Config, SaleId};
 use durable_sqlite::reference::{db_write_latencies, percentile_ms, raw_commit_latencies};
+use pagar_testkit::{ApiDatabase, ApiOptions, ApiProcess};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,9 +17,22 @@ const PAYS: usize = 2_000;
 const QUEUED: usize = 10_000;
 const IN_FLIGHT: usize = 32;
 
-async fn start_api(db: std::path::PathBuf, listen: SocketAddr) -> payment_api::RunningServer {
-    let mut config = payment_api::Config::sandbox(db, API_KEY, "loja", "bench-admin");
-    config.listen = listen;
+/// The payment API as a store deploys it: the release binary, a process of its own, on a fresh
+/// SQLite file (`listen`: `None` for a free port).
+fn start_api(db: std::path::PathBuf, listen: Option<SocketAddr>) -> ApiProcess {
+    ApiProcess::spawn(ApiOptions {
+        database: ApiDatabase::Sqlite(db),
+        api_key: API_KEY.into(),
+        merchant: "loja".into(),
+        extra: Vec::new(),
+        log: None,
+        listen,
+    })
+}
+
+/// The payment API in this process (the app's embedded sandbox: `make run` with no API set).
+async fn start_embedded_api(db: std::path::PathBuf) -> payment_api::RunningServer {
+    let config = payment_api::Config::sandbox(db, API_KEY, "loja", "bench-admin");
     payment_api::start(config).await.unwrap()
 }
 
@@ -71,12 +85,9 @@ async fn server_alone(url: &str, n: usize) -> Duration {
     start.elapsed()
 }
 
-/// `PAYS` sales paid one after another against a server on `api_db`: each `pay` until durable.
-async fn pay_online(api_db: std::path::PathBuf, outbox_db: std::path::PathBuf) -> Vec<Duration> {
-    let api = start_api(api_db, "127.0.0.1:0".parse().unwrap()).await;
-    let checkout = Checkout::open(outbox_db, engine_config(&api.url()))
-        .await
-        .unwrap();
+/// `PAYS` sales paid one after another against the server at `url`: each `pay` until durable.
+async fn pay_online(url: &str, outbox_db: std::path::PathBuf) -> Vec<Duration> {
+    let checkout = Checkout::open(outbox_db, engine_config(url)).await.unwrap();
     let mut online = Vec::with_capacity(PAYS);
     for i in 0..PAYS {
         let t = Instant::now();
@@ -84,29 +95,28 @@ async fn pay_online(api_db: std::path::PathBuf, outbox_db: std::path::PathBuf) -
         online.push(t.elapsed());
     }
     checkout.shutdown().await;
-    api.shutdown().await;
     online
 }
 
-/// One round of `pay` until durable: the raw commit reference; `pay` with the server up; the
-/// same with the server's database in memory (`/dev/shm`: a diagnosis of what the server's own
-/// fsyncs on the one disk cost the outbox's, not a target); and with no server at all.
+/// One round of `pay` until durable: the raw commit reference; `pay` with the server up in a
+/// process of its own (as a store runs it); the same with the server in this process (the app's
+/// embedded sandbox, where its work shares the till's runtime); with no server at all; and one
+/// durable write through `durable-sqlite` alone.
 async fn pay_round(dir: &std::path::Path, round: usize) -> [Vec<Duration>; 5] {
     let raw = raw_commit_latencies(&dir.join(format!("raw-{round}.db")), PAYS).unwrap();
     let through_db = db_write_latencies(&dir.join(format!("db-{round}.db")), PAYS)
         .await
         .unwrap();
-    let online = pay_online(
-        dir.join(format!("api-pay-{round}.db")),
-        dir.join(format!("outbox-pay-{round}.db")),
+    let api = start_api(dir.join(format!("api-pay-{round}.db")), None);
+    let online = pay_online(&api.url(), dir.join(format!("outbox-pay-{round}.db"))).await;
+    drop(api);
+    let embedded = start_embedded_api(dir.join(format!("api-pay-embedded-{round}.db"))).await;
+    let in_process = pay_online(
+        &embedded.url(),
+        dir.join(format!("outbox-pay-embedded-{round}.db")),
     )
     .await;
-    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
-    let server_in_memory = pay_online(
-        shm.path().join("api.db"),
-        dir.join(format!("outbox-pay-shm-{round}.db")),
-    )
-    .await;
+    embedded.shutdown().await;
 
     // The same, with no server at all: the attempts queue and nothing else touches the disk.
     let checkout = Checkout::open(
@@ -122,7 +132,7 @@ async fn pay_round(dir: &std::path::Path, round: usize) -> [Vec<Duration>; 5] {
         offline.push(t.elapsed());
     }
     checkout.shutdown().await;
-    [raw, online, server_in_memory, offline, through_db]
+    [raw, online, in_process, offline, through_db]
 }
 
 /// A loopback address nothing listens on (yet).
@@ -135,13 +145,9 @@ async fn free_address() -> String {
 /// attempts queued while the server is away and drained when it comes back on the same address.
 /// Returns (server alone, fill, drain, until the first attempt drained).
 async fn drain_round(dir: &std::path::Path, round: usize) -> [Duration; 4] {
-    let reference_api = start_api(
-        dir.join(format!("api-ref-{round}.db")),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await;
+    let reference_api = start_api(dir.join(format!("api-ref-{round}.db")), None);
     let alone = server_alone(&reference_api.url(), QUEUED).await;
-    reference_api.shutdown().await;
+    drop(reference_api);
 
     let url = free_address().await; // where the server will come back; nothing listens yet
     let checkout = Checkout::open(
@@ -158,7 +164,7 @@ async fn drain_round(dir: &std::path::Path, round: usize) -> [Duration; 4] {
     assert_eq!(checkout.queue().await.unwrap().count, QUEUED as u64);
     let back = Instant::now();
     let addr = url.trim_start_matches("http://").parse().unwrap();
-    let api = start_api(dir.join(format!("api-drain-{round}.db")), addr).await;
+    let api = start_api(dir.join(format!("api-drain-{round}.db")), Some(addr));
     let mut first = None;
     loop {
         let left = checkout.queue().await.unwrap().count;
@@ -171,10 +177,10 @@ async fn drain_round(dir: &std::path::Path, round: usize) -> [Duration; 4] {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let drain = back.elapsed();
-    let ledger = api.simulator_ledger().ledger().await.unwrap().len();
+    let ledger = api.ledger().await.len();
     assert_eq!(ledger, QUEUED, "one charge per queued attempt");
     checkout.shutdown().await;
-    api.shutdown().await;
+    drop(api);
     [alone, fill, drain, first.expect("drained")]
 }
 
@@ -233,7 +239,7 @@ async fn main() {
             (1, format!("Checkout::pay, {PAYS} sales, server up")),
             (
                 2,
-                "  the same, server's database in /dev/shm (diagnosis)".to_string(),
+                "  the same, server in this process (embedded sandbox)".to_string(),
             ),
             (
                 3,
@@ -263,7 +269,7 @@ async fn main() {
             true,
         );
         println!(
-            "limit, pay until durable: a pay is durable once its write-ahead is, one durable write of the outbox: that write alone through durable-sqlite (its writer thread, its checkpoints) has p99 {:.3} ms here, a bare SQLite commit {:.3} ms; offline, with nothing else writing, pay's p99 is {:.2}x the write alone; online the previous sale's answer, recorded by the same writer, and the server's fsyncs on the same disk come between ({:.2}x; with the server's database in /dev/shm {:.2}x)",
+            "limit, pay until durable: a pay is durable once its write-ahead is, one durable write of the outbox: that write alone through durable-sqlite (its writer thread, its checkpoints) has p99 {:.3} ms here, a bare SQLite commit {:.3} ms; offline, with nothing else writing, pay's p99 is {:.2}x the write alone; online the previous sale's answer, recorded by the same writer, and the server's work and fsyncs on the same two cores and disk come between ({:.2}x; with the server in this process, the embedded sandbox, {:.2}x)",
             stat(4, 0.99),
             stat(0, 0.99),
             stat(3, 0.99) / stat(4, 0.99),
