@@ -8,7 +8,7 @@
 use super::{now_ms, Inner};
 use crate::client::Answer;
 use crate::domain::{PixStatus, UnixMillis};
-use crate::error::Result;
+use crate::error::{CoreError, Result};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -39,6 +39,7 @@ pub(super) async fn watch_late_pix(inner: Arc<Inner>, mut stop: watch::Receiver<
         } else {
             LATE_PIX_WINDOW_MS
         };
+        // A Pix that could not be asked now is asked at the next pass.
         if let Err(e) = check_once(&inner, window).await {
             tracing::warn!(error = %e, "could not read the closed Pix");
         }
@@ -46,20 +47,41 @@ pub(super) async fn watch_late_pix(inner: Arc<Inner>, mut stop: watch::Receiver<
 }
 
 /// Asks the server about every Pix this till closed in the last day (the wide window: the
-/// closing and an explicit check are rare, and must not miss one).
+/// closing and an explicit check are rare, and must not miss one). How many it recorded; a
+/// check that could not ask about every one fails with [`CoreError::Unreachable`] (after
+/// recording those it could), so its caller never takes "none recorded" for "none paid".
 pub(super) async fn check_wide(inner: &Arc<Inner>) -> Result<usize> {
-    check_once(inner, LATE_PIX_WIDE_WINDOW_MS).await
+    let checked = check_once(inner, LATE_PIX_WIDE_WINDOW_MS).await?;
+    if checked.unasked > 0 {
+        return Err(CoreError::Unreachable(format!(
+            "não foi possível consultar {} Pix encerrado(s) no servidor agora ({} pago(s) após o cancelamento registrado(s)); tente de novo",
+            checked.unasked, checked.recorded
+        )));
+    }
+    Ok(checked.recorded)
+}
+
+/// What one check came to.
+#[derive(Debug, Clone, Copy)]
+struct Checked {
+    /// Pix it recorded as paid after the till closed them.
+    recorded: usize,
+    /// Pix the server could not be asked about (no answer, or not a final one).
+    unasked: usize,
 }
 
 /// Asks the server once about every Pix this till closed unpaid in the last `window_ms`; records
-/// each one it says was paid after all. How many it recorded now (a Pix already recorded as late
-/// is not asked about again).
-async fn check_once(inner: &Arc<Inner>, window_ms: UnixMillis) -> Result<usize> {
+/// each one it says was paid after all (a Pix already recorded as late is not asked about again).
+async fn check_once(inner: &Arc<Inner>, window_ms: UnixMillis) -> Result<Checked> {
     let closed = inner.outbox.pix_closed_since(now_ms() - window_ms).await?;
-    let mut recorded = 0;
+    let mut checked = Checked {
+        recorded: 0,
+        unasked: 0,
+    };
     for attempt in closed {
         if inner.stopped() {
-            break;
+            checked.unasked += 1;
+            continue;
         }
         let Some(pix) = &attempt.pix else { continue };
         let Answer::Final(answer) = inner
@@ -67,6 +89,7 @@ async fn check_once(inner: &Arc<Inner>, window_ms: UnixMillis) -> Result<usize> 
             .pix_status(&pix.payment_id, Duration::from_secs(1))
             .await
         else {
+            checked.unasked += 1;
             continue;
         };
         let Some(now) = answer
@@ -81,7 +104,7 @@ async fn check_once(inner: &Arc<Inner>, window_ms: UnixMillis) -> Result<usize> 
             .await?;
         tracing::warn!(attempt = %attempt.id, e2eid = ?now.e2eid, "Pix paid after the till closed it: recorded; give it back");
         inner.announce(attempt, queue);
-        recorded += 1;
+        checked.recorded += 1;
     }
-    Ok(recorded)
+    Ok(checked)
 }

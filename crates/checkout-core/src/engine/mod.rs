@@ -396,8 +396,9 @@ impl Checkout {
 
     /// Asks the server now (not at the next periodic check) whether any Pix this till closed
     /// unpaid in the last day was paid after all, and records each one that was, so the screen
-    /// and the closing show it to give back. How many it recorded; a Pix the server cannot be asked
-    /// about now is left for the next check.
+    /// and the closing show it to give back. How many it recorded; [`CoreError::Unreachable`]
+    /// when the server could not be asked about every one (those it could are recorded, the rest
+    /// are asked about again at the next periodic check).
     pub async fn check_late_pix(&self) -> Result<usize> {
         late_pix::check_wide(&self.inner).await
     }

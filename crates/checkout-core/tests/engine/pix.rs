@@ -171,6 +171,44 @@ async fn a_pix_paid_after_the_till_cancelled_it_is_recorded_at_once_and_closed_a
     assert!(checkout.attempt(&attempt.id).await.unwrap().is_late_pix());
 }
 
+#[tokio::test]
+async fn an_explicit_check_for_late_pix_that_cannot_ask_the_server_says_so_instead_of_none() {
+    // Arrange: a Pix the cashier cancelled; then the server goes away.
+    let mut stack = PixStack::start().await;
+    let engine = Engine::open(fast_config(&stack.api.url())).await;
+    let checkout = &engine.checkout;
+    let attempt = attempt_of(pay_pix(checkout, "venda-pix-muda", 1_900).await.unwrap());
+    let txid = with_qr(checkout, &attempt).await.pix.unwrap().txid;
+    checkout.cancel_pix(&attempt.id).await.unwrap();
+    stack.api.down().await;
+
+    // Act + Assert: "none recorded" would read as "none paid"; it is an error instead.
+    let unasked = checkout.check_late_pix().await;
+    assert!(
+        matches!(&unasked, Err(CoreError::Unreachable(m)) if m.contains("1 Pix")),
+        "{unasked:?}"
+    );
+
+    // The server back and the customer's late payment made: the next check records it.
+    stack.api.up().await;
+    assert_eq!(
+        stack
+            .customer_pays(&txid, json!({"aceitar_inativa": true}))
+            .await,
+        201
+    );
+    let mut recorded = Err(CoreError::Unreachable(String::new()));
+    for _ in 0..100 {
+        recorded = checkout.check_late_pix().await;
+        if matches!(recorded, Ok(n) if n > 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(recorded.unwrap(), 1);
+    assert!(checkout.attempt(&attempt.id).await.unwrap().is_late_pix());
+}
+
 /// Pays a Pix, cancels it, and has the customer pay it anyway; returns the attempt once the
 /// till has recorded the late Pix.
 async fn late_pix(stack: &PixStack, checkout: &Checkout, sale: &str, valor: i64) -> Attempt {
