@@ -33,6 +33,7 @@ fn pagar_commands() -> &'static [&'static str] {
         "refund",
         "attempts",
         "subscribe",
+        "events",
         "export_attempts",
         "retry_review",
         "qa_set_offline",

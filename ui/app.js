@@ -11,7 +11,7 @@ import {
   showTerminal,
 } from "./view.js";
 
-const { invoke, Channel } = window.__TAURI__.core;
+const { invoke } = window.__TAURI__.core;
 
 const state = createState();
 // The tender whose missing amount was last put in the amount field.
@@ -499,6 +499,26 @@ async function refresh() {
   draw();
 }
 
+/** Follows the engine's events for as long as the window lives: each `events` call answers what
+ * came since the last (waiting for the next when nothing has). Asked, not pushed: a pushed
+ * message is a new script evaluated in the page, and the page would keep the code of each. After
+ * an overflow the snapshot is taken again, once the events before it are applied. */
+async function follow() {
+  for (;;) {
+    let batch;
+    try {
+      batch = await invoke("events");
+    } catch (err) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      continue;
+    }
+    for (const e of batch.events) applyEvent(state, e);
+    if (batch.lagged) await refresh().catch(() => {});
+    else if (batch.events.length > 0) draw();
+    if (batch.closed) return;
+  }
+}
+
 async function start() {
   $("pay-form").addEventListener("submit", press);
   $("nova-venda").addEventListener("click", newSale);
@@ -580,15 +600,11 @@ async function start() {
     }
     $("qa-offline").disabled = !info.qa;
     $("qa-pix-pay").hidden = !info.pix_simulado;
-    const channel = new Channel();
-    channel.onmessage = (e) => {
-      applyEvent(state, e);
-      draw();
-    };
-    await invoke("subscribe", { onEvent: channel });
+    await invoke("subscribe");
     await refresh();
     await restoreTill();
     state.ready = true;
+    follow();
   } catch (err) {
     const box = $("startup-error");
     state.startupError = errorText(err);

@@ -2,16 +2,16 @@
 //! the result.
 
 use crate::error::{AppError, Result};
+use crate::events::{self, EventBatch};
 use crate::receipts::{self, Receipt};
 use crate::session::{AppInfo, Session};
 use checkout_core::domain::sale_number;
 use checkout_core::{
     export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Drawer,
-    DrawerKind, Event, OpenSale, PayOutcome, PlanOffer, QueueSummary, RefundReason, SaleId, Total,
+    DrawerKind, OpenSale, PayOutcome, PlanOffer, QueueSummary, RefundReason, SaleId, Total,
 };
 use payment_api::faults::Faults;
 use serde::Serialize;
-use tauri::ipc::Channel;
 use tauri::State;
 
 /// Session facts.
@@ -511,24 +511,32 @@ pub async fn attempts(session: State<'_, Session>) -> Result<Snapshot> {
     })
 }
 
-/// Streams engine events to the window through `on_event` until the window goes away.
+/// Opens the window's event stream: the engine's events from now on are kept for [`events`]. The
+/// window subscribes before it takes its first snapshot, so nothing falls between the two.
 #[tauri::command]
-pub async fn subscribe(session: State<'_, Session>, on_event: Channel<Event>) -> Result<()> {
-    let mut events = session.get()?.checkout().subscribe();
-    tokio::spawn(async move {
-        loop {
-            match events.recv().await {
-                Ok(e) => {
-                    if on_event.send(e).is_err() {
-                        break; // the window is gone
-                    }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            }
-        }
-    });
+pub async fn subscribe<R: tauri::Runtime>(
+    session: State<'_, Session>,
+    webview: tauri::Webview<R>,
+) -> Result<()> {
+    let p = session.get()?;
+    p.streams().open(webview.label(), p.checkout().subscribe());
     Ok(())
+}
+
+/// The events since the window last asked, waiting up to [`events::EVENTS_WAIT`] for the next
+/// when there are none (see [`crate::events`] for why a long poll and not a channel).
+#[tauri::command]
+pub async fn events<R: tauri::Runtime>(
+    session: State<'_, Session>,
+    webview: tauri::Webview<R>,
+) -> Result<EventBatch> {
+    let stream = session
+        .get()?
+        .streams()
+        .get(webview.label())
+        .ok_or_else(|| AppError::invalid("a janela não abriu seus eventos (subscribe)"))?;
+    let mut events = stream.lock().await;
+    Ok(events::next_batch(&mut events, events::EVENTS_WAIT, events::EVENTS_BATCH).await)
 }
 
 /// Exports every attempt as `csv` or `json` into the export folder; returns the file's path.

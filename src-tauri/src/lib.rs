@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod commands;
 pub mod error;
+pub mod events;
 pub mod link;
 pub mod receipts;
 pub mod secrets;
@@ -16,16 +17,25 @@ use tauri::{Manager, Runtime};
 
 /// Registers the commands and, on setup, starts the session from the environment.
 pub fn app<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
-    with_commands(builder).setup(|app| {
-        let default_dir = app
-            .path()
-            .app_data_dir()
-            .unwrap_or_else(|_| std::env::temp_dir().join("pagar"));
-        let session =
-            tauri::async_runtime::block_on(Session::start(Settings::resolve(default_dir)));
-        app.manage(session);
-        Ok(())
-    })
+    with_commands(builder)
+        .setup(|app| {
+            let default_dir = app
+                .path()
+                .app_data_dir()
+                .unwrap_or_else(|_| std::env::temp_dir().join("pagar"));
+            let session =
+                tauri::async_runtime::block_on(Session::start(Settings::resolve(default_dir)));
+            app.manage(session);
+            Ok(())
+        })
+        .on_window_event(|window, event| {
+            // A window gone: its event stream is no longer kept.
+            if let tauri::WindowEvent::Destroyed = event {
+                if let Some(Ok(p)) = window.try_state::<Session>().map(|s| s.inner().get()) {
+                    p.streams().close(window.label());
+                }
+            }
+        })
 }
 
 /// Registers the commands only (tests manage their own session).
@@ -54,6 +64,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::refund,
         commands::attempts,
         commands::subscribe,
+        commands::events,
         commands::export_attempts,
         commands::retry_review,
         commands::qa_set_offline,

@@ -3,6 +3,7 @@
 
 use crate::admin::AdminClient;
 use crate::error::{AppError, Result};
+use crate::events::Streams;
 use crate::link::QaRelay;
 use crate::settings::{ApiTarget, Settings};
 use checkout_core::{Checkout, Event};
@@ -99,7 +100,8 @@ pub struct Running {
     admin: Option<AdminClient>,
     _server: Option<payment_api::RunningServer>,
     pix: Option<PixSandbox>,
-    log: Arc<Mutex<Vec<String>>>,
+    log: Arc<Mutex<SessionLog>>,
+    streams: Streams,
 }
 
 /// The embedded sandbox's Pix provider simulator, and the QA client of its "customer pays"
@@ -216,7 +218,7 @@ impl Running {
         let admin = admin_token
             .map(|token| AdminClient::new(&api_url, token, settings.ca_cert.as_deref()))
             .transpose()?;
-        let log = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::new(Mutex::new(SessionLog::default()));
         spawn_logger(&checkout, log.clone());
         tracing::info!(api = %api_url, data = %settings.data_dir.display(), "Pagar started");
         Ok(Self {
@@ -228,6 +230,7 @@ impl Running {
             _server: server,
             pix,
             log,
+            streams: Streams::default(),
         })
     }
 
@@ -356,9 +359,14 @@ impl Running {
         Ok(path)
     }
 
+    /// The windows' event streams.
+    pub fn streams(&self) -> &Streams {
+        &self.streams
+    }
+
     /// The session log so far, one line per event.
     pub fn log(&self) -> Vec<String> {
-        self.log.lock().expect("log lock").clone()
+        self.log.lock().expect("log lock").lines()
     }
 
     fn note(&self, line: &str) {
@@ -372,14 +380,50 @@ fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
-fn push_log(log: &Mutex<Vec<String>>, line: String) {
+/// Lines the session log keeps: the newest, so a till left open for months does not grow with
+/// every sale (a QA session's lines fit many times over).
+const SESSION_LOG_LINES: usize = 5_000;
+
+/// The QA session log: one line per engine event and QA action, the newest
+/// [`SESSION_LOG_LINES`] of them, and how many older ones were let go.
+#[derive(Debug, Default)]
+struct SessionLog {
+    lines: std::collections::VecDeque<String>,
+    dropped: u64,
+}
+
+impl SessionLog {
+    fn push(&mut self, line: String) {
+        if self.lines.len() == SESSION_LOG_LINES {
+            self.lines.pop_front();
+            self.dropped += 1;
+        }
+        self.lines.push_back(line);
+    }
+
+    /// The lines kept, after one that says how many older ones were let go, if any were.
+    fn lines(&self) -> Vec<String> {
+        let dropped = (self.dropped > 0).then(|| {
+            format!(
+                "… {} linhas mais antigas não guardadas (o registro guarda as últimas {SESSION_LOG_LINES})",
+                self.dropped
+            )
+        });
+        dropped
+            .into_iter()
+            .chain(self.lines.iter().cloned())
+            .collect()
+    }
+}
+
+fn push_log(log: &Mutex<SessionLog>, line: String) {
     log.lock()
         .expect("log lock")
         .push(format!("{} {line}", now_rfc3339()));
 }
 
 /// Records every engine event in the session log, whether or not a window is listening.
-fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<Vec<String>>>) {
+fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<SessionLog>>) {
     let mut events = checkout.subscribe();
     tokio::spawn(async move {
         loop {
@@ -423,4 +467,30 @@ fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<Vec<String>>>) {
 /// A random token for the embedded API's admin routes (never leaves this process).
 fn admin_token() -> String {
     format!("adm_{}", uuid::Uuid::new_v4().simple())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_log_keeps_its_newest_lines_and_says_how_many_older_ones_went() {
+        let mut log = SessionLog::default();
+        for i in 0..SESSION_LOG_LINES {
+            log.push(format!("linha {i}"));
+        }
+        assert_eq!(log.lines().len(), SESSION_LOG_LINES);
+        assert_eq!(log.lines()[0], "linha 0");
+        log.push("mais uma".into());
+        log.push("e outra".into());
+        let lines = log.lines();
+        assert_eq!(lines.len(), SESSION_LOG_LINES + 1);
+        assert!(
+            lines[0].starts_with("… 2 linhas mais antigas"),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(lines[1], "linha 2");
+        assert_eq!(lines.last().unwrap(), "e outra");
+    }
 }
