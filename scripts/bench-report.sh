@@ -46,8 +46,10 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   three replicas (release processes) beside PostgreSQL's raw commit rate, with the CPU and WAL
   per operation read from `/proc` and `pg_current_wal_lsn`.
 - **checkout-core** (`crates/checkout-core/benches/outbox.rs`): `Checkout::pay` until durable,
-  online and offline, beside SQLite's raw durable commit; queueing 10 000 payments offline and
-  draining them, beside the server answering 10 000 first requests alone.
+  online (the payment API a release process of its own, as a store runs it, and in the app's
+  process, as the embedded sandbox runs it) and offline, beside SQLite's raw durable commit and
+  one durable write through `durable-sqlite` alone; queueing 10 000 payments offline and
+  draining them into the API (its own process), beside it answering 10 000 first requests alone.
 - **the app** (`src-tauri/benches/startup.rs`): the optimised app under Xvfb, time to the first
   painted window, and memory (PSS of the process and its WebKit children) idle and after 1 000
   sales sold through the window, beside a bare Tauri window (`blank_window`) started the same way.
