@@ -647,10 +647,33 @@ impl PaymentClient {
                 };
                 let detail: PaymentRefunds<serde_json::Value> =
                     serde_json::from_slice(&body).map_err(unreadable)?;
-                detail
+                match detail
                     .estornos
                     .into_iter()
                     .find(|r| r["referencia"] == referencia)
+                {
+                    Some(found) => Some(found),
+                    // Not paid back yet is not "no refund" while a try of it still executes.
+                    None => {
+                        let query = [("referencia", referencia.to_string())];
+                        let in_progress = match self.lookup("/pagamentos", &query, false).await? {
+                            Some(body) => {
+                                let list: PaymentList =
+                                    serde_json::from_slice(&body).map_err(unreadable)?;
+                                !list.em_andamento.is_empty()
+                            }
+                            None => false,
+                        };
+                        if in_progress {
+                            return Err(Answer::Retry {
+                                retry_after: None,
+                                error: "o servidor ainda está processando este estorno".into(),
+                                reach: Reach::Answered,
+                            });
+                        }
+                        None
+                    }
+                }
             }
         };
         let Some(found) = found else {

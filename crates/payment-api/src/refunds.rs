@@ -169,6 +169,13 @@ impl Operation for Refunds {
     type Request = RefundOf;
     const KIND: KeyOperation = KeyOperation::ESTORNO;
 
+    /// A refund executing is seen by its `referencia` too (`GET /pagamentos?referencia=` lists it
+    /// in `em_andamento`): a client in doubt about a refund must not read "no refund" while one
+    /// may still be paid back.
+    fn referencia(asked: &RefundOf) -> Option<String> {
+        asked.request.referencia.clone()
+    }
+
     async fn execute(
         &self,
         held: &Held<'_>,

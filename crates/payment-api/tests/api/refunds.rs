@@ -694,3 +694,50 @@ async fn an_approved_refund_sent_again_after_its_purge_is_replayed_and_pays_back
     let ledger = refund_ledger(&app.client, &app.url).await;
     assert_eq!((ledger.len(), sum(&ledger, "aprovado")), (1, 300));
 }
+
+#[apply(stores)]
+async fn a_refund_still_executing_is_seen_by_its_referencia_until_it_is_paid_back(
+    #[case] backend: Backend,
+) {
+    // Arrange: a refund that takes a while at the gateway.
+    let app = TestApp::spawn_with(backend, |c| c.slow_gateway_ms = 1_500).await;
+    let payment = paid(&app, 5000, "tok_estorno_lento").await;
+    let key = new_key();
+    let body = json!({"valor": 700, "referencia": "estorno-7"});
+    let in_flight = {
+        let (client, url, payment, key, body) = (
+            app.client.clone(),
+            app.url.clone(),
+            payment.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move { try_refund(&client, &url, &payment, &key, &body).await })
+    };
+
+    // Act + Assert: while it executes, its referencia lists it in progress (from its claim on,
+    // before its amount is even held against the payment), never as nothing.
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || async {
+            let found: Value = app.get_json("/pagamentos?referencia=estorno-7").await;
+            found["em_andamento"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        })
+        .await
+    );
+    let during: Value = app.get_json("/pagamentos?referencia=estorno-7").await;
+    assert_eq!(during["em_andamento"][0]["idempotency_key"], key);
+    let detail = app.get_json(&format!("/pagamentos/{payment}")).await;
+    assert_eq!(
+        detail["estornos"][0]["status"], "pendente",
+        "held, not paid back yet"
+    );
+
+    let done = in_flight.await.unwrap().unwrap();
+    assert_eq!(done.status(), StatusCode::CREATED);
+    let after: Value = app.get_json("/pagamentos?referencia=estorno-7").await;
+    assert_eq!(after["em_andamento"], json!([]));
+    let detail = app.get_json(&format!("/pagamentos/{payment}")).await;
+    assert_eq!(detail["estornos"][0]["referencia"], "estorno-7");
+}
