@@ -248,6 +248,15 @@ struct PaymentList {
     pix: Vec<serde_json::Value>,
 }
 
+/// "Ask again": the server still executes a try of `what`, which may yet charge or pay back.
+fn still_executing(what: &str) -> Answer {
+    Answer::Retry {
+        retry_after: None,
+        error: format!("o servidor ainda está processando {what}"),
+        reach: Reach::Answered,
+    }
+}
+
 /// What the server said of a cancelled key.
 #[derive(Debug, Clone)]
 pub enum Cancelled {
@@ -629,12 +638,7 @@ impl PaymentClient {
                     // No payment yet is not "no payment" while a try of it still executes: it
                     // may charge when it ends.
                     None if !list.em_andamento.is_empty() => {
-                        return Err(Answer::Retry {
-                            retry_after: None,
-                            error: "o servidor ainda está processando uma tentativa desta venda"
-                                .into(),
-                            reach: Reach::Answered,
-                        })
+                        return Err(still_executing("uma tentativa desta venda"))
                     }
                     None => None,
                 }
@@ -647,33 +651,23 @@ impl PaymentClient {
                 };
                 let detail: PaymentRefunds<serde_json::Value> =
                     serde_json::from_slice(&body).map_err(unreadable)?;
-                match detail
+                let found = detail
                     .estornos
                     .into_iter()
-                    .find(|r| r["referencia"] == referencia)
-                {
-                    Some(found) => Some(found),
-                    // Not paid back yet is not "no refund" while a try of it still executes.
-                    None => {
-                        let query = [("referencia", referencia.to_string())];
-                        let in_progress = match self.lookup("/pagamentos", &query, false).await? {
-                            Some(body) => {
-                                let list: PaymentList =
-                                    serde_json::from_slice(&body).map_err(unreadable)?;
-                                !list.em_andamento.is_empty()
-                            }
-                            None => false,
-                        };
-                        if in_progress {
-                            return Err(Answer::Retry {
-                                retry_after: None,
-                                error: "o servidor ainda está processando este estorno".into(),
-                                reach: Reach::Answered,
-                            });
+                    .find(|r| r["referencia"] == referencia);
+                // Not paid back yet is not "no refund" while a try of it still executes (its
+                // key is listed by its `referencia` from its claim on).
+                if found.is_none() {
+                    let query = [("referencia", referencia.to_string())];
+                    if let Some(body) = self.lookup("/pagamentos", &query, false).await? {
+                        let list: PaymentList =
+                            serde_json::from_slice(&body).map_err(unreadable)?;
+                        if !list.em_andamento.is_empty() {
+                            return Err(still_executing("este estorno"));
                         }
-                        None
                     }
                 }
+                found
             }
         };
         let Some(found) = found else {
