@@ -18,11 +18,16 @@
 //! Used by the payment API's store and by the checkout outbox.
 
 pub mod private;
+mod timings;
+
+pub use hdrhistogram::Histogram;
+pub use timings::{Phases, Timings};
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use timings::BatchClock;
 use tokio::sync::oneshot;
 
 /// Why a write or read did not happen.
@@ -108,6 +113,7 @@ type Job = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> Completer + 
 struct Queued {
     job: Job,
     durable: bool,
+    at: Instant,
 }
 
 /// A database file with a group-commit writer and a read pool. Cheap to clone.
@@ -121,6 +127,7 @@ struct Inner {
     options: Options,
     writer: Mutex<Option<mpsc::Sender<Queued>>>,
     readers: Mutex<Vec<Connection>>,
+    timings: Arc<Mutex<Timings>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -176,15 +183,18 @@ impl Db {
             .map_err(|e| E::from(e.into()))?;
         let (tx, rx) = mpsc::channel::<Queued>();
         let max_batch = options.max_batch.max(1);
+        let timings = Arc::new(Mutex::new(Timings::default()));
+        let kept = timings.clone();
         std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, max_batch))
+            .spawn(move || writer_loop(conn, rx, max_batch, &kept))
             .map_err(|_| E::from(Error::WriterGone))?;
         let inner = Arc::new(Inner {
             path,
             options,
             writer: Mutex::new(Some(tx)),
             readers: Mutex::new(Vec::new()),
+            timings,
         });
         let weak = Arc::downgrade(&inner);
         std::thread::Builder::new()
@@ -197,6 +207,11 @@ impl Db {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Where the writes' time went since the database was opened (see [`Timings`]).
+    pub fn timings(&self) -> Timings {
+        self.inner.timings.lock().expect("timings lock").clone()
     }
 
     /// Runs `f` inside the next group-committed transaction; resolves once it is durable.
@@ -251,8 +266,12 @@ impl Db {
         });
         let sender = self.inner.writer.lock().expect("writer lock").clone();
         sender.ok_or(Error::WriterGone).and_then(|s| {
-            s.send(Queued { job, durable })
-                .map_err(|_| Error::WriterGone)
+            s.send(Queued {
+                job,
+                durable,
+                at: Instant::now(),
+            })
+            .map_err(|_| Error::WriterGone)
         })?;
         rx.await.map_err(|_| E::from(Error::WriterGone))?
     }
@@ -289,7 +308,10 @@ impl Db {
 
 /// Passive checkpoints on a connection of its own, until the database is closed or dropped.
 fn checkpoint_loop(db: std::sync::Weak<Inner>) {
-    let Some((path, options)) = db.upgrade().map(|i| (i.path.clone(), i.options.clone())) else {
+    let Some((path, options, timings)) = db
+        .upgrade()
+        .map(|i| (i.path.clone(), i.options.clone(), i.timings.clone()))
+    else {
         return;
     };
     let conn = match connect(&path, &options) {
@@ -305,9 +327,14 @@ fn checkpoint_loop(db: std::sync::Weak<Inner>) {
             Some(inner) if inner.writer.lock().map(|w| w.is_some()).unwrap_or(false) => {}
             _ => break,
         }
+        let began = Instant::now();
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             tracing::warn!(error = %e, "sqlite: checkpoint failed; will try again");
         }
+        timings
+            .lock()
+            .expect("timings lock")
+            .checkpoint(began.elapsed());
     }
     // One last checkpoint, so the next process starts from a short WAL.
     let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
@@ -353,15 +380,21 @@ fn batch_aborted(why: &str) -> rusqlite::Error {
     )
 }
 
-fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize) {
+fn writer_loop(
+    conn: Connection,
+    rx: mpsc::Receiver<Queued>,
+    max_batch: usize,
+    timings: &Mutex<Timings>,
+) {
     let mut synced = true; // `connect` set synchronous=FULL
     while let Ok(first) = rx.recv() {
+        let taken = Instant::now();
         let (mut durable, mut relaxed) = (Vec::new(), Vec::new());
         let mut add = |q: Queued| {
             if q.durable {
-                durable.push(q.job)
+                durable.push((q.job, q.at))
             } else {
-                relaxed.push(q.job)
+                relaxed.push((q.job, q.at))
             }
         };
         add(first);
@@ -376,8 +409,20 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize) {
         // one batch come from callers running at the same time (a caller awaits each write), so
         // committing them in two groups orders nothing that was ordered.
         for (jobs, sync) in [(relaxed, false), (durable, true)] {
-            if !jobs.is_empty() {
-                commit(&conn, &mut synced, sync, jobs);
+            if jobs.is_empty() {
+                continue;
+            }
+            let (jobs, queued): (Vec<Job>, Vec<Instant>) = jobs.into_iter().unzip();
+            let began = Instant::now();
+            let ran = commit(&conn, &mut synced, sync, jobs);
+            let clock = BatchClock {
+                taken,
+                began,
+                ran,
+                committed: Instant::now(),
+            };
+            if let Ok(mut t) = timings.lock() {
+                t.record(sync, &queued, &clock);
             }
         }
     }
@@ -385,7 +430,8 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize) {
 
 /// Runs `batch` in one transaction, each job in its own savepoint, and commits it with
 /// `synchronous=FULL` when `durable` (`NORMAL` otherwise); then tells every job how it ended.
-fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) {
+/// Returns when its statements had run (the `COMMIT` began).
+fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) -> Instant {
     if durable != *synced {
         let level = if durable { "FULL" } else { "NORMAL" };
         match conn.pragma_update(None, "synchronous", level) {
@@ -400,7 +446,7 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
                 for job in batch {
                     job(Err(&e))(Err(&e));
                 }
-                return;
+                return Instant::now();
             }
         }
     }
@@ -409,7 +455,7 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
         for job in batch {
             job(Err(&e))(Err(&e));
         }
-        return;
+        return Instant::now();
     }
     let mut completers: Vec<Completer> = Vec::with_capacity(batch.len());
     let mut jobs = batch.into_iter();
@@ -428,7 +474,7 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
         let _ = conn.execute_batch("ROLLBACK");
         completers.extend(jobs.map(|job| job(Err(&broken))));
         completers.into_iter().for_each(|done| done(Err(&broken)));
-        return;
+        return Instant::now();
     }
     if conn.is_autocommit() {
         // SQLite rolled the transaction back on its own: nothing of this batch is durable.
@@ -437,8 +483,9 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
         tracing::error!("sqlite: transaction rolled back by SQLite; failing its batch");
         completers.extend(jobs.map(|job| job(Err(&lost))));
         completers.into_iter().for_each(|done| done(Err(&lost)));
-        return;
+        return Instant::now();
     }
+    let ran = Instant::now();
     match conn.execute_batch("COMMIT") {
         Ok(()) => completers.into_iter().for_each(|done| done(Ok(()))),
         Err(e) => {
@@ -447,6 +494,7 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
             completers.into_iter().for_each(|done| done(Err(&e)));
         }
     }
+    ran
 }
 
 /// Executes one statement through the connection's statement cache.
@@ -546,6 +594,22 @@ mod tests {
             // 2 = FULL, 1 = NORMAL.
             assert_eq!(seen, if durable { 2 } else { 1 }, "durable: {durable}");
         }
+
+        // The timings say so: every write counted once, by its kind; the 20 waited behind
+        // the slow write (50 ms at least); the durable ones of the second batch also behind
+        // the relaxed commit that went first, which waited behind nothing of its batch.
+        let t = db.timings();
+        assert_eq!((t.durable.total.len(), t.relaxed.total.len()), (11, 10));
+        assert_eq!((t.durable.batches, t.relaxed.batches), (2, 1));
+        assert!(
+            t.relaxed.waited.min() >= 50_000,
+            "{}",
+            t.relaxed.waited.min()
+        );
+        assert!(t.durable.waited.value_at_quantile(0.5) >= 50_000);
+        assert!(t.durable.behind.max() >= t.relaxed.ran.max() + t.relaxed.committed.max());
+        assert!(t.relaxed.behind.max() < t.durable.behind.max());
+        assert!(t.durable.total.max() >= t.durable.waited.max() + t.durable.committed.min());
     }
 
     #[tokio::test]
@@ -678,8 +742,12 @@ pub mod reference {
 
     /// Makes `n` single-row durable writes in a row through a [`Db`](super::Db) on `path` (its
     /// writer thread and its checkpoints, as Pagar writes) and returns how long each took until
-    /// it was durable: what [`raw_commit_latencies`] measures plus what the group commit adds.
-    pub async fn db_write_latencies(path: &Path, n: usize) -> Result<Vec<Duration>, super::Error> {
+    /// it was durable: what [`raw_commit_latencies`] measures plus what the group commit adds;
+    /// with the writer's own [`Timings`](super::Timings) of them.
+    pub async fn db_write_latencies(
+        path: &Path,
+        n: usize,
+    ) -> Result<(Vec<Duration>, super::Timings), super::Error> {
         let db = super::Db::open(path, Options::default(), |c| {
             c.execute_batch(
                 "CREATE TABLE IF NOT EXISTS db_writes (id INTEGER PRIMARY KEY, merchant TEXT NOT NULL,
@@ -701,8 +769,9 @@ pub mod reference {
             .await?;
             latencies.push(t.elapsed());
         }
+        let timings = db.timings();
         db.close();
-        Ok(latencies)
+        Ok((latencies, timings))
     }
 
     /// The `p`-quantile (0.0–1.0) of `samples`, in milliseconds.

@@ -132,6 +132,11 @@ impl Outbox {
             .await
     }
 
+    /// Where the outbox's writes spent their time since it was opened (a profile: `make bench`).
+    pub fn write_timings(&self) -> durable_sqlite::Timings {
+        self.db.timings()
+    }
+
     /// How many times the dispatcher has read the outbox.
     pub fn dispatch_reads(&self) -> u64 {
         self.dispatch_reads.load(Ordering::Relaxed)

@@ -1,0 +1,106 @@
+//! Where a write's time goes, from the moment its caller queues it until its batch is committed:
+//! what a latency figure is made of (`make bench` prints it for `pay`). Every [`Db`](crate::Db)
+//! keeps these for its own writes; the writer thread records them once per batch, under one
+//! uncontended lock.
+
+use hdrhistogram::Histogram;
+use std::time::{Duration, Instant};
+
+/// Latencies of one kind of write (durable or relaxed), each write counted once, in
+/// microseconds.
+#[derive(Debug, Clone)]
+pub struct Phases {
+    /// From the caller's queueing the write until the writer thread took it: the writer was
+    /// busy with an earlier batch (or, when it was idle, the time to wake it).
+    pub waited: Histogram<u64>,
+    /// From the writer's taking it until its own batch began: the relaxed writes taken at the
+    /// same time were committed first (zero for a relaxed write).
+    pub behind: Histogram<u64>,
+    /// Its batch's statements, from `BEGIN IMMEDIATE` to the end of the batch's last write.
+    pub ran: Histogram<u64>,
+    /// Its batch's `COMMIT`: for a durable batch, the write-ahead log's fsync.
+    pub committed: Histogram<u64>,
+    /// All of it, queued until committed: what the caller waited, less its task's wake-up.
+    pub total: Histogram<u64>,
+    /// Batches of this kind committed (or failed).
+    pub batches: u64,
+}
+
+impl Phases {
+    fn new() -> Self {
+        let h = || Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds");
+        Self {
+            waited: h(),
+            behind: h(),
+            ran: h(),
+            committed: h(),
+            total: h(),
+            batches: 0,
+        }
+    }
+}
+
+/// The writer's timings since the database was opened.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    /// Writes whose callers wait for them to be durable ([`Db::write`](crate::Db::write)).
+    pub durable: Phases,
+    /// Relaxed writes ([`Db::write_relaxed`](crate::Db::write_relaxed)).
+    pub relaxed: Phases,
+    /// Each passive checkpoint (copying the log into the database file, and its fsyncs), which
+    /// runs beside the writer on a connection of its own.
+    pub checkpoints: Histogram<u64>,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self {
+            durable: Phases::new(),
+            relaxed: Phases::new(),
+            checkpoints: Histogram::new_with_bounds(1, 60_000_000, 3)
+                .expect("valid histogram bounds"),
+        }
+    }
+}
+
+/// When one batch's steps happened.
+pub(crate) struct BatchClock {
+    pub taken: Instant,
+    pub began: Instant,
+    pub ran: Instant,
+    pub committed: Instant,
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Timings {
+    /// Records a batch of writes queued at `queued`, of the kind `durable`.
+    pub(crate) fn record(&mut self, durable: bool, queued: &[Instant], clock: &BatchClock) {
+        let phases = if durable {
+            &mut self.durable
+        } else {
+            &mut self.relaxed
+        };
+        phases.batches += 1;
+        let ran = micros(clock.ran - clock.began);
+        let committed = micros(clock.committed - clock.ran);
+        let behind = micros(clock.began - clock.taken);
+        for &at in queued {
+            let _ = phases
+                .waited
+                .record(micros(clock.taken.saturating_duration_since(at)));
+            let _ = phases.behind.record(behind);
+            let _ = phases.ran.record(ran);
+            let _ = phases.committed.record(committed);
+            let _ = phases
+                .total
+                .record(micros(clock.committed.saturating_duration_since(at)));
+        }
+    }
+
+    pub(crate) fn checkpoint(&mut self, took: Duration) {
+        let _ = self.checkpoints.record(micros(took));
+    }
+}
