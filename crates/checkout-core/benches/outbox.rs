@@ -5,7 +5,11 @@
 //! profiler); `BENCH_ROUNDS` sets the rounds (3).
 
 use checkout_core::{CardToken, Centavos, Checkout, Config, SaleId};
-use durable_sqlite::reference::{db_write_latencies, percentile_ms, raw_commit_latencies};
+use durable_sqlite::reference::{
+    db_write_latencies, percentile_ms, raw_commit_latencies, raw_commit_latencies_beside,
+    raw_commit_latencies_of,
+};
+use durable_sqlite::{Histogram, Phases, Timings};
 use pagar_testkit::{ApiDatabase, ApiOptions, ApiProcess};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -85,54 +89,87 @@ async fn server_alone(url: &str, n: usize) -> Duration {
     start.elapsed()
 }
 
-/// `PAYS` sales paid one after another against the server at `url`: each `pay` until durable.
-async fn pay_online(url: &str, outbox_db: std::path::PathBuf) -> Vec<Duration> {
+/// `PAYS` sales paid one after another by a till whose server is at `url`: each `pay` until
+/// durable, and where the outbox's writes spent their time.
+async fn pay_many(url: &str, outbox_db: std::path::PathBuf) -> (Vec<Duration>, Timings) {
     let checkout = Checkout::open(outbox_db, engine_config(url)).await.unwrap();
-    let mut online = Vec::with_capacity(PAYS);
+    let mut latencies = Vec::with_capacity(PAYS);
     for i in 0..PAYS {
         let t = Instant::now();
         pay(&checkout, format!("venda-{i}"), 100).await;
-        online.push(t.elapsed());
+        latencies.push(t.elapsed());
     }
+    let timings = checkout.outbox().write_timings();
     checkout.shutdown().await;
-    online
+    (latencies, timings)
 }
 
-/// One round of `pay` until durable: the raw commit reference; `pay` with the server up in a
-/// process of its own (as a store runs it); the same with the server in this process (the app's
-/// embedded sandbox, where its work shares the till's runtime); with no server at all; and one
-/// durable write through `durable-sqlite` alone.
-async fn pay_round(dir: &std::path::Path, round: usize) -> [Vec<Duration>; 5] {
+/// The scenarios of one pay round, in the order they are printed.
+const PAY_SCENARIOS: [&str; 7] = [
+    "raw SQLite durable commit (reference)",
+    "Checkout::pay, server up",
+    "  the same, server in this process (embedded sandbox)",
+    "Checkout::pay, server unreachable",
+    "one durable write through durable-sqlite (floor)",
+    "raw SQLite durable commit of a pay's log pages",
+    "  the same, another file's commits beside it",
+];
+const RAW: usize = 0;
+const ONLINE: usize = 1;
+const IN_PROCESS: usize = 2;
+const OFFLINE: usize = 3;
+const FLOOR: usize = 4;
+const RAW_AS_PAY: usize = 5;
+const RAW_AS_PAY_BESIDE: usize = 6;
+
+/// One round of `pay` until durable, per scenario of [`PAY_SCENARIOS`]: the raw commit reference;
+/// `pay` with the server up in a process of its own (as a store runs it); the same with the
+/// server in this process (the app's embedded sandbox, where its work shares the till's
+/// runtime); with no server at all; one durable write through `durable-sqlite` alone; and a raw
+/// commit appending as many log pages as a pay's write-ahead, alone and with another file's
+/// commits beside it (the disk shared as with a server). Each through `durable-sqlite` with the
+/// writer's timings.
+async fn pay_round(dir: &std::path::Path, round: usize) -> (Vec<Vec<Duration>>, Vec<Timings>) {
     let raw = raw_commit_latencies(&dir.join(format!("raw-{round}.db")), PAYS).unwrap();
-    let through_db = db_write_latencies(&dir.join(format!("db-{round}.db")), PAYS)
+    let floor = db_write_latencies(&dir.join(format!("db-{round}.db")), PAYS)
         .await
         .unwrap();
     let api = start_api(dir.join(format!("api-pay-{round}.db")), None);
-    let online = pay_online(&api.url(), dir.join(format!("outbox-pay-{round}.db"))).await;
+    let online = pay_many(&api.url(), dir.join(format!("outbox-pay-{round}.db"))).await;
     drop(api);
     let embedded = start_embedded_api(dir.join(format!("api-pay-embedded-{round}.db"))).await;
-    let in_process = pay_online(
+    let in_process = pay_many(
         &embedded.url(),
         dir.join(format!("outbox-pay-embedded-{round}.db")),
     )
     .await;
     embedded.shutdown().await;
-
     // The same, with no server at all: the attempts queue and nothing else touches the disk.
-    let checkout = Checkout::open(
+    let offline = pay_many(
+        &free_address().await,
         dir.join(format!("outbox-offline-{round}.db")),
-        engine_config(&free_address().await),
     )
-    .await
+    .await;
+    // A raw commit appending as many log pages as a pay's write-ahead did (its median, offline).
+    let pages = offline.1.durable.frames.value_at_quantile(0.5);
+    let raw_as_pay =
+        raw_commit_latencies_of(&dir.join(format!("raw-pages-{round}.db")), PAYS, pages).unwrap();
+    let raw_as_pay_beside = raw_commit_latencies_beside(
+        &dir.join(format!("raw-pages-beside-{round}.db")),
+        PAYS,
+        pages,
+        Some(&dir.join(format!("raw-other-{round}.db"))),
+    )
     .unwrap();
-    let mut offline = Vec::with_capacity(PAYS);
-    for i in 0..PAYS {
-        let t = Instant::now();
-        pay(&checkout, format!("offline-{i}"), 100).await;
-        offline.push(t.elapsed());
-    }
-    checkout.shutdown().await;
-    [raw, online, in_process, offline, through_db]
+    let (latencies, timings): (Vec<_>, Vec<_>) =
+        [online, in_process, offline, floor].into_iter().unzip();
+    (
+        std::iter::once(raw)
+            .chain(latencies)
+            .chain([raw_as_pay, raw_as_pay_beside])
+            .collect(),
+        std::iter::once(Timings::default()).chain(timings).collect(),
+    )
 }
 
 /// A loopback address nothing listens on (yet).
@@ -184,6 +221,61 @@ async fn drain_round(dir: &std::path::Path, round: usize) -> [Duration; 4] {
     [alone, fill, drain, first.expect("drained")]
 }
 
+/// Prints where the outbox's writes spent their time in each pay scenario: each phase's p50 and
+/// p99 by the writer's own clock ([`Timings`]), the median of the rounds.
+fn where_pay_waits(pays: &[(Vec<Vec<Duration>>, Vec<Timings>)]) {
+    let ms = |which: usize, of: &dyn Fn(&Timings) -> &Histogram<u64>, q: f64| {
+        median(
+            pays.iter()
+                .map(|r| of(&r.1[which]).value_at_quantile(q) as f64 / 1_000.0)
+                .collect(),
+        )
+    };
+    let count = |which: usize, of: &dyn Fn(&Timings) -> u64| {
+        median(pays.iter().map(|r| of(&r.1[which]) as f64).collect())
+    };
+    let cell = |which: usize, of: &dyn Fn(&Timings) -> &Histogram<u64>| {
+        format!("{:6.3} {:6.3}", ms(which, of, 0.5), ms(which, of, 0.99))
+    };
+    println!("where the outbox's writes spent their time (the writer's own clock; p50 p99 ms, median of rounds; log pages a batch appended, p50 p99):");
+    println!(
+        "{:<44} {:>13} {:>13} {:>13} {:>13} {:>13} {:>9}",
+        "", "waited", "behind", "ran", "COMMIT", "queued->done", "pages"
+    );
+    type Of = fn(&Timings) -> &Phases;
+    let kinds: [(&str, Of); 2] = [("durable", |t| &t.durable), ("relaxed", |t| &t.relaxed)];
+    for which in [ONLINE, IN_PROCESS, OFFLINE, FLOOR] {
+        println!("{}", PAY_SCENARIOS[which].trim());
+        for (kind, phases) in kinds {
+            let writes = count(which, &|t| phases(t).total.len());
+            if writes == 0.0 {
+                continue;
+            }
+            let batches = count(which, &|t| phases(t).batches);
+            println!(
+                "{:<44} {} {} {} {} {} {:>4.0} {:>4.0}",
+                format!("  {kind}: {writes:.0} writes in {batches:.0} batches"),
+                cell(which, &|t| &phases(t).waited),
+                cell(which, &|t| &phases(t).behind),
+                cell(which, &|t| &phases(t).ran),
+                cell(which, &|t| &phases(t).committed),
+                cell(which, &|t| &phases(t).total),
+                ms(which, &|t| &phases(t).frames, 0.5) * 1_000.0,
+                ms(which, &|t| &phases(t).frames, 0.99) * 1_000.0,
+            );
+        }
+        println!(
+            "  checkpoints: {:.0}, p50 {:.3} p99 {:.3} ms; durable writes beside one: {:.0}, queued->done p50 {:.3} max {:.3} ms",
+            count(which, &|t| t.checkpoints.len()),
+            ms(which, &|t| &t.checkpoints, 0.5),
+            ms(which, &|t| &t.checkpoints, 0.99),
+            count(which, &|t| t.durable.beside_checkpoint.len()),
+            ms(which, &|t| &t.durable.beside_checkpoint, 0.5),
+            ms(which, &|t| &t.durable.beside_checkpoint, 1.0),
+        );
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -228,28 +320,14 @@ async fn main() {
     );
     if !pays.is_empty() {
         let stat = |which: usize, p: f64| {
-            median(pays.iter().map(|r| percentile_ms(&r[which], p)).collect())
+            median(pays.iter().map(|r| percentile_ms(&r.0[which], p)).collect())
         };
         println!(
             "{:<52} {:>10} {:>10}",
             "pay until durable", "p50 ms", "p99 ms"
         );
-        for (which, name) in [
-            (0, "raw SQLite durable commit (reference)".to_string()),
-            (1, format!("Checkout::pay, {PAYS} sales, server up")),
-            (
-                2,
-                "  the same, server in this process (embedded sandbox)".to_string(),
-            ),
-            (
-                3,
-                format!("Checkout::pay, {PAYS} sales, server unreachable"),
-            ),
-            (
-                4,
-                "one durable write through durable-sqlite (floor)".to_string(),
-            ),
-        ] {
+        for (which, name) in PAY_SCENARIOS.iter().enumerate() {
+            let name = name.replace("pay,", &format!("pay, {PAYS} sales,"));
             println!(
                 "{name:<52} {:>10.3} {:>10.3}",
                 stat(which, 0.5),
@@ -258,23 +336,37 @@ async fn main() {
         }
         println!(
             "pay p99 / raw commit p99: {:.2}x online, {:.2}x offline",
-            stat(1, 0.99) / stat(0, 0.99),
-            stat(3, 0.99) / stat(0, 0.99)
+            stat(ONLINE, 0.99) / stat(RAW, 0.99),
+            stat(OFFLINE, 0.99) / stat(RAW, 0.99)
         );
+        where_pay_waits(&pays);
         target(
             "pay until durable p99, server up",
-            stat(1, 0.99),
+            stat(ONLINE, 0.99),
             " ms",
             1.0,
             true,
         );
+        let phase = |which: usize, of: fn(&Phases) -> &Histogram<u64>, q: f64| {
+            median(
+                pays.iter()
+                    .map(|r| of(&r.1[which].durable).value_at_quantile(q) as f64 / 1_000.0)
+                    .collect(),
+            )
+        };
         println!(
-            "limit, pay until durable: a pay is durable once its write-ahead is, one durable write of the outbox: that write alone through durable-sqlite (its writer thread, its checkpoints) has p99 {:.3} ms here, a bare SQLite commit {:.3} ms; offline, with nothing else writing, pay's p99 is {:.2}x the write alone; online the previous sale's answer, recorded by the same writer, and the server's work and fsyncs on the same two cores and disk come between ({:.2}x; with the server in this process, the embedded sandbox, {:.2}x)",
-            stat(4, 0.99),
-            stat(0, 0.99),
-            stat(3, 0.99) / stat(4, 0.99),
-            stat(1, 0.99) / stat(4, 0.99),
-            stat(2, 0.99) / stat(4, 0.99),
+            "limit, pay until durable: a pay is durable once its write-ahead is, one commit of the outbox appending {:.0} log pages (median: the attempt and its indexes, the sale's number, the queue's total); a raw SQLite commit of as many pages has p99 {:.3} ms here alone and {:.3} ms with another file's commits beside it on the same disk (of one page {:.3}); offline pay p99 is {:.3} ms (its COMMIT {:.3}); online its COMMIT has p99 {:.3} ms, the server's fsyncs beside it, and before it began the pay waited p99 {:.3} ms for the writer and {:.3} ms behind a relaxed commit (earlier sales' answers, recorded by the same writer); checkpoints ran beside {:.0} of {PAYS} pays; with the server in this process pay p99 {:.3} ms",
+            phase(OFFLINE, |p| &p.frames, 0.5) * 1_000.0,
+            stat(RAW_AS_PAY, 0.99),
+            stat(RAW_AS_PAY_BESIDE, 0.99),
+            stat(RAW, 0.99),
+            stat(OFFLINE, 0.99),
+            phase(OFFLINE, |p| &p.committed, 0.99),
+            phase(ONLINE, |p| &p.committed, 0.99),
+            phase(ONLINE, |p| &p.waited, 0.99),
+            phase(ONLINE, |p| &p.behind, 0.99),
+            median(pays.iter().map(|r| r.1[ONLINE].durable.beside_checkpoint.len() as f64).collect()),
+            stat(IN_PROCESS, 0.99),
         );
     }
     if !drains.is_empty() {

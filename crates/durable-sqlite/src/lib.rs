@@ -27,7 +27,7 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
-use timings::BatchClock;
+use timings::{BatchClock, CheckpointGauge};
 use tokio::sync::oneshot;
 
 /// Why a write or read did not happen.
@@ -128,6 +128,7 @@ struct Inner {
     writer: Mutex<Option<mpsc::Sender<Queued>>>,
     readers: Mutex<Vec<Connection>>,
     timings: Arc<Mutex<Timings>>,
+    checkpoints: Arc<CheckpointGauge>,
 }
 
 impl std::fmt::Debug for Db {
@@ -181,13 +182,16 @@ impl Db {
         migrate(&mut conn)?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(|e| E::from(e.into()))?;
+        // After the pragma: SQLite's automatic checkpoints and this hook share one slot.
+        conn.wal_hook(Some(log_grew));
         let (tx, rx) = mpsc::channel::<Queued>();
         let max_batch = options.max_batch.max(1);
         let timings = Arc::new(Mutex::new(Timings::default()));
-        let kept = timings.clone();
+        let checkpoints = Arc::new(CheckpointGauge::default());
+        let (kept, gauge) = (timings.clone(), checkpoints.clone());
         std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, max_batch, &kept))
+            .spawn(move || writer_loop(conn, rx, max_batch, &kept, &gauge))
             .map_err(|_| E::from(Error::WriterGone))?;
         let inner = Arc::new(Inner {
             path,
@@ -195,6 +199,7 @@ impl Db {
             writer: Mutex::new(Some(tx)),
             readers: Mutex::new(Vec::new()),
             timings,
+            checkpoints,
         });
         let weak = Arc::downgrade(&inner);
         std::thread::Builder::new()
@@ -308,10 +313,14 @@ impl Db {
 
 /// Passive checkpoints on a connection of its own, until the database is closed or dropped.
 fn checkpoint_loop(db: std::sync::Weak<Inner>) {
-    let Some((path, options, timings)) = db
-        .upgrade()
-        .map(|i| (i.path.clone(), i.options.clone(), i.timings.clone()))
-    else {
+    let Some((path, options, timings, gauge)) = db.upgrade().map(|i| {
+        (
+            i.path.clone(),
+            i.options.clone(),
+            i.timings.clone(),
+            i.checkpoints.clone(),
+        )
+    }) else {
         return;
     };
     let conn = match connect(&path, &options) {
@@ -328,9 +337,11 @@ fn checkpoint_loop(db: std::sync::Weak<Inner>) {
             _ => break,
         }
         let began = Instant::now();
+        gauge.begin();
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             tracing::warn!(error = %e, "sqlite: checkpoint failed; will try again");
         }
+        gauge.end();
         timings
             .lock()
             .expect("timings lock")
@@ -341,10 +352,30 @@ fn checkpoint_loop(db: std::sync::Weak<Inner>) {
 }
 
 thread_local! {
+    /// The pages in the write-ahead log after the writer's last commit (SQLite's WAL hook runs
+    /// on the committing thread, the writer).
+    static LOG_PAGES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+
     /// Set on the writer thread when a savepoint could not be closed cleanly (its `RELEASE` or
     /// `ROLLBACK TO` failed): the transaction may hold writes of a job that was told it failed,
     /// so the writer rolls the whole batch back instead of committing it.
     static SAVEPOINT_BROKEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn log_grew(_: &rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite::Result<()> {
+    LOG_PAGES.with(|p| p.set(u64::try_from(pages).unwrap_or(0)));
+    Ok(())
+}
+
+/// Pages the commit just made appended to the log, given the log's pages before it: the log
+/// restarts from its first page once a checkpoint has copied all of it.
+fn appended(before: u64) -> u64 {
+    let now = LOG_PAGES.with(|p| p.get());
+    if now >= before {
+        now - before
+    } else {
+        now
+    }
 }
 
 fn in_savepoint<T, E: From<Error>>(
@@ -385,6 +416,7 @@ fn writer_loop(
     rx: mpsc::Receiver<Queued>,
     max_batch: usize,
     timings: &Mutex<Timings>,
+    checkpoints: &CheckpointGauge,
 ) {
     let mut synced = true; // `connect` set synchronous=FULL
     while let Ok(first) = rx.recv() {
@@ -414,12 +446,16 @@ fn writer_loop(
             }
             let (jobs, queued): (Vec<Job>, Vec<Instant>) = jobs.into_iter().unzip();
             let began = Instant::now();
+            let log_before = LOG_PAGES.with(|p| p.get());
+            let checkpointed = checkpoints.read();
             let ran = commit(&conn, &mut synced, sync, jobs);
             let clock = BatchClock {
                 taken,
                 began,
                 ran,
                 committed: Instant::now(),
+                frames: appended(log_before),
+                beside_checkpoint: checkpoints.ran_since(checkpointed),
             };
             if let Ok(mut t) = timings.lock() {
                 t.record(sync, &queued, &clock);
@@ -601,6 +637,8 @@ mod tests {
         let t = db.timings();
         assert_eq!((t.durable.total.len(), t.relaxed.total.len()), (11, 10));
         assert_eq!((t.durable.batches, t.relaxed.batches), (2, 1));
+        assert_eq!(t.durable.frames.len(), 2);
+        assert!(t.durable.frames.max() >= 1 && t.relaxed.frames.min() >= 1);
         assert!(
             t.relaxed.waited.min() >= 50_000,
             "{}",
@@ -738,6 +776,86 @@ pub mod reference {
             latencies.push(t.elapsed());
         }
         Ok(latencies)
+    }
+
+    /// Commits `n` transactions (WAL, `synchronous=FULL`) to a fresh table in `path`, each
+    /// rewriting the same `pages` pages (one row per page, all updated), as a write to a
+    /// database that does not grow rewrites its pages; returns how long each commit took: a
+    /// durable commit as large as another's. Passive checkpoints run beside it on a connection
+    /// of their own, as often as a [`Db`](super::Db)'s do.
+    pub fn raw_commit_latencies_of(
+        path: &Path,
+        n: usize,
+        pages: u64,
+    ) -> rusqlite::Result<Vec<Duration>> {
+        raw_commit_latencies_beside(path, n, pages, None)
+    }
+
+    /// [`raw_commit_latencies_of`] while, when `other` is given, another connection commits
+    /// one-row durable transactions to that file in a loop, as another process on the same disk
+    /// would (a server beside a till).
+    pub fn raw_commit_latencies_beside(
+        path: &Path,
+        n: usize,
+        pages: u64,
+        other: Option<&Path>,
+    ) -> rusqlite::Result<Vec<Duration>> {
+        let options = Options::default();
+        let c = connect(path, &options)?;
+        c.execute_batch(
+            "CREATE TABLE IF NOT EXISTS raw_pages (id INTEGER PRIMARY KEY, n INTEGER, b BLOB)",
+        )?;
+        let page: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        // More than half a page each: no two rows share a leaf page.
+        for _ in 0..pages.max(1) {
+            c.execute(
+                "INSERT INTO raw_pages (n, b) VALUES (0, zeroblob(?1))",
+                [page * 3 / 5],
+            )?;
+        }
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let checkpoints = {
+            let (done, checkpointer) = (done.clone(), connect(path, &options)?);
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(options.checkpoint_every);
+                    let _ =
+                        checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                }
+            })
+        };
+        let beside = match other {
+            Some(other) => {
+                let (done, o) = (done.clone(), connect(other, &options)?);
+                o.execute_batch(
+                    "CREATE TABLE IF NOT EXISTS beside (id INTEGER PRIMARY KEY, v INTEGER)",
+                )?;
+                Some(std::thread::spawn(move || {
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        if o.execute("INSERT INTO beside (v) VALUES (1)", []).is_err() {
+                            break;
+                        }
+                    }
+                }))
+            }
+            None => None,
+        };
+        let mut latencies = Vec::with_capacity(n);
+        let mut result = Ok(());
+        for _ in 0..n {
+            let t = Instant::now();
+            if let Err(e) = c.execute("UPDATE raw_pages SET n = n + 1", []) {
+                result = Err(e);
+                break;
+            }
+            latencies.push(t.elapsed());
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = checkpoints.join();
+        if let Some(beside) = beside {
+            let _ = beside.join();
+        }
+        result.map(|()| latencies)
     }
 
     /// Makes `n` single-row durable writes in a row through a [`Db`](super::Db) on `path` (its

@@ -4,6 +4,7 @@
 //! uncontended lock.
 
 use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Latencies of one kind of write (durable or relaxed), each write counted once, in
@@ -22,6 +23,12 @@ pub struct Phases {
     pub committed: Histogram<u64>,
     /// All of it, queued until committed: what the caller waited, less its task's wake-up.
     pub total: Histogram<u64>,
+    /// Pages each batch appended to the write-ahead log (SQLite's WAL hook): what its `COMMIT`
+    /// wrote and, for a durable batch, synced. Counted per batch, not per write; a batch that
+    /// restarted the log after a checkpoint is counted short when it wrote more than the log held.
+    pub frames: Histogram<u64>,
+    /// `total` of the writes whose batch ran while a checkpoint did (a subset of `total`).
+    pub beside_checkpoint: Histogram<u64>,
     /// Batches of this kind committed (or failed).
     pub batches: u64,
 }
@@ -35,6 +42,8 @@ impl Phases {
             ran: h(),
             committed: h(),
             total: h(),
+            frames: h(),
+            beside_checkpoint: h(),
             batches: 0,
         }
     }
@@ -69,6 +78,41 @@ pub(crate) struct BatchClock {
     pub began: Instant,
     pub ran: Instant,
     pub committed: Instant,
+    /// Pages the batch appended to the log.
+    pub frames: u64,
+    /// A checkpoint ran at some moment between `began` and `committed`.
+    pub beside_checkpoint: bool,
+}
+
+/// Checkpoints begun and ended, for the writer to tell whether one ran beside a batch.
+#[derive(Debug, Default)]
+pub(crate) struct CheckpointGauge {
+    begun: AtomicU64,
+    ended: AtomicU64,
+}
+
+impl CheckpointGauge {
+    pub fn begin(&self) {
+        self.begun.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn end(&self) {
+        self.ended.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// (begun, ended) now.
+    pub fn read(&self) -> (u64, u64) {
+        (
+            self.begun.load(Ordering::SeqCst),
+            self.ended.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Whether a checkpoint ran at some moment between the reading `before` and now: one was
+    /// running then, or one began since.
+    pub fn ran_since(&self, before: (u64, u64)) -> bool {
+        before.0 != before.1 || self.begun.load(Ordering::SeqCst) != before.0
+    }
 }
 
 fn micros(d: Duration) -> u64 {
@@ -84,10 +128,16 @@ impl Timings {
             &mut self.relaxed
         };
         phases.batches += 1;
+        let _ = phases.frames.record(clock.frames);
         let ran = micros(clock.ran - clock.began);
         let committed = micros(clock.committed - clock.ran);
         let behind = micros(clock.began - clock.taken);
         for &at in queued {
+            if clock.beside_checkpoint {
+                let _ = phases
+                    .beside_checkpoint
+                    .record(micros(clock.committed.saturating_duration_since(at)));
+            }
             let _ = phases
                 .waited
                 .record(micros(clock.taken.saturating_duration_since(at)));
