@@ -48,11 +48,16 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
 - **checkout-core** (`crates/checkout-core/benches/outbox.rs`): `Checkout::pay` until durable,
   online (the payment API a release process of its own, as a store runs it, and in the app's
   process, as the embedded sandbox runs it) and offline, beside SQLite's raw durable commit and
-  one durable write through `durable-sqlite` alone; queueing 10 000 payments offline and
+  one durable write through `durable-sqlite` alone, each with where its writes spent their time
+  by the outbox writer's own clock (`durable_sqlite::Timings`: waiting for the writer, behind a
+  relaxed commit, running, `COMMIT`; checkpoints); queueing 10 000 payments offline and
   draining them into the API (its own process), beside it answering 10 000 first requests alone.
 - **the app** (`src-tauri/benches/startup.rs`): the optimised app under Xvfb, time to the first
   painted window, and memory (PSS of the process and its WebKit children) idle and after 1 000
-  sales sold through the window, beside a bare Tauri window (`blank_window`) started the same way.
+  sales sold through the window, beside a bare Tauri window (`blank_window`) started the same way,
+  and, for the growth, that bare window making the IPC calls Pagar's page made (counted in the
+  page over its first 100 sales: the same commands, as many, arguments and answers of the same
+  sizes) for 1 000 sales, with no page work.
 
 What limits a target the run says is not met is measured in the same run and printed on a line
 of its own beginning `limit` (collected under *Targets, and what limits them* below): the floor a

@@ -1,7 +1,9 @@
 //! `make bench` (app part): time from process start to the first painted window, and the app's
 //! memory idle and after 100 and 1 000 payments, then every 1 000 more up to 3 000. References
 //! measured in the same run: a bare Tauri window on the same stack (the `blank_window` example,
-//! built by `make bench`) started the same way, and the app's own figure after 100 payments. Runs
+//! built by `make bench`) started the same way, and the app's own figure after 100 payments; for
+//! the growth, the same bare window making the IPC traffic the app's page made in its first 100
+//! sales (counted in the page), 1 000 sales' worth, with no page work. Runs
 //! the real app under Xvfb through tauri-driver (the GUI tests' harness); the sales are made as a
 //! cashier makes them, by the amount field, the Pagar button and Nova venda. Prints a line per
 //! target; asserts nothing.
@@ -56,6 +58,37 @@ const until = (ok, what) => new Promise((resolve, reject) => {
     await until(() => $("status").dataset.state === "idle" && !$("pagar").disabled, `sale ${i + 1} open`);
   }
 })().then(() => done({ ok: n }), (e) => done({ err: String(e) }));
+"#;
+
+/// Counts the page's IPC calls from here on, per command, with the bytes of their arguments and
+/// answers: Tauri's `invoke` posts each call to `ipc://localhost/<command>` by `fetch` (its
+/// custom-protocol IPC), which is the one place a page script can see them all.
+const COUNT_IPC: &str = r#"
+const [done] = arguments;
+const original = window.fetch;
+const counts = {};
+window.fetch = function (url, init) {
+  const u = String(url);
+  if (!u.startsWith("ipc:") && !u.includes("ipc.localhost")) return original.apply(this, arguments);
+  const cmd = decodeURIComponent(new URL(u).pathname.slice(1));
+  const c = (counts[cmd] ||= { n: 0, args: 0, reply: 0 });
+  c.n += 1;
+  const body = init && init.body;
+  c.args += typeof body === "string" ? body.length : (body && body.byteLength) || 0;
+  return original.apply(this, arguments).then((r) => {
+    r.clone().arrayBuffer().then((b) => { c.reply += b.byteLength; });
+    return r;
+  });
+};
+window.__benchIpc = { counts, restore: () => { window.fetch = original; } };
+done(true);
+"#;
+
+/// Stops counting and answers the counts.
+const TAKE_IPC: &str = r#"
+const [done] = arguments;
+window.__benchIpc.restore();
+done(window.__benchIpc.counts);
 "#;
 
 fn rss_mib(pid: u32) -> f64 {
@@ -267,10 +300,7 @@ impl Drop for Pressure {
 /// The app's memory (RSS of the process, PSS of its tree, where that PSS is) after a memory
 /// pressure signal, [`PRESSURE_SAMPLES`] times: the sample of median PSS, and the tree's PSS
 /// before the first signal (what the signals released is the difference).
-async fn after_pressure(
-    pressure: Option<&Pressure>,
-    pid: u32,
-) -> ((f64, f64), Vec<(String, [f64; 3])>, f64) {
+async fn after_pressure(pressure: Option<&Pressure>, pid: u32) -> Memory {
     let before = tree_pss_mib(pid);
     let mut samples = Vec::new();
     for _ in 0..PRESSURE_SAMPLES {
@@ -336,8 +366,11 @@ async fn main() {
     let mut warm = ((0.0, 0.0), Vec::new(), 0.0);
     let mut warm_elements = 0;
     let mut sold = 0;
+    let mut ipc = json!({});
+    assert_eq!(app.execute_async(COUNT_IPC, json!([])).await, true);
     while sold < PAYMENTS {
         if sold == WARM {
+            ipc = app.execute_async(TAKE_IPC, json!([])).await;
             settle(&app).await;
             warm = after_pressure(pressure.as_ref(), pid).await;
             warm_elements = elements(&app).await;
@@ -365,6 +398,7 @@ async fn main() {
     let charged = app.ledger_rows();
     app.close().await;
     let signalled = pressure.is_some();
+    let traffic = bare_traffic(pressure.as_ref(), &blank, &ipc).await;
     drop(pressure);
 
     let paint = median(paints.clone());
@@ -400,6 +434,33 @@ async fn main() {
     println!("where it is (PSS MiB: total, anonymous, file-backed), after {WARM} -> after {PAYMENTS} payments:");
     compare(&warm.1, &after.1);
     println!("the page's elements: {warm_elements} after {WARM} payments, {after_elements} after {PAYMENTS}");
+    println!(
+        "the page's IPC calls in the first {WARM} sales, per sale (calls; argument and answer bytes per call):"
+    );
+    for c in traffic.calls.as_array().into_iter().flatten() {
+        println!(
+            "  {:<14} {:6.2} calls {:6} {:6}",
+            c["cmd"].as_str().unwrap_or("?"),
+            c["n"].as_f64().unwrap_or(0.0) / WARM as f64,
+            c["args"],
+            c["reply"]
+        );
+    }
+    match &traffic.memory {
+        Some((warm_bare, after_bare, fell_back)) => {
+            println!(
+                "  a bare Tauri window making that traffic alone (IPC by {}): after {WARM} sales {:.1}, after {PAYMENTS} {:.1} MiB (+{:.1}); where it is:",
+                if *fell_back { "postMessage: its custom protocol failed" } else { "custom protocol, as Pagar's" },
+                warm_bare.0 .1,
+                after_bare.0 .1,
+                after_bare.0 .1 - warm_bare.0 .1
+            );
+            compare(&warm_bare.1, &after_bare.1);
+        }
+        None => {
+            println!("  a bare Tauri window making that traffic alone: it did not report its sales")
+        }
+    }
     let mut before = &after.1;
     for (n, pss, by) in &later {
         println!("after {n} payments (APP_BENCH_MORE): {pss:.1} MiB; from the previous figure:");
@@ -425,6 +486,112 @@ async fn main() {
         "MiB",
         warm.0 .1 + 5.0,
     );
+    if let Some((warm_bare, after_bare, _)) = &traffic.memory {
+        let calls: f64 = traffic
+            .calls
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["n"].as_f64().unwrap_or(0.0))
+            .sum();
+        println!(
+            "limit, memory after {PAYMENTS} payments: Pagar's page makes {:.1} IPC calls a sale; those calls alone, made by a bare Tauri window with no page work, grow it {:.1} MiB from {WARM} to {PAYMENTS} sales (its web process {:+.1} MiB anonymous); Pagar grows {:.1} MiB (its web process {:+.1} MiB anonymous, the app's own process {:+.1})",
+            calls / WARM as f64,
+            after_bare.0 .1 - warm_bare.0 .1,
+            web_anonymous(&after_bare.1) - web_anonymous(&warm_bare.1),
+            after.0 .1 - warm.0 .1,
+            web_anonymous(&after.1) - web_anonymous(&warm.1),
+            after.1.first().map_or(0.0, |p| p.1[1]) - warm.1.first().map_or(0.0, |p| p.1[1]),
+        );
+    }
+}
+
+/// The anonymous memory (MiB, PSS) of the web process in a [`by_process`] list (`comm` keeps 15
+/// characters: `WebKitWebProces`).
+fn web_anonymous(by: &[(String, [f64; 3])]) -> f64 {
+    by.iter()
+        .filter(|(name, _)| name.contains("WebProces"))
+        .map(|(_, m)| m[1])
+        .sum()
+}
+
+/// The IPC traffic of Pagar's page, made by a bare window (`blank_window`'s `BLANK_TRAFFIC`): the
+/// plan's calls, and the window's memory after `WARM` and `PAYMENTS` sales' worth of it, with
+/// whether its IPC fell back to `postMessage`; `None` when it did not get there.
+struct Traffic {
+    calls: serde_json::Value,
+    memory: Option<(Memory, Memory, bool)>,
+}
+
+/// What [`after_pressure`] answers.
+type Memory = ((f64, f64), Vec<(String, [f64; 3])>, f64);
+
+/// Makes `counted` (the page's IPC calls per command over `WARM` sales, from [`COUNT_IPC`]) in
+/// a bare window, and measures that window as the app is measured.
+async fn bare_traffic(
+    pressure: Option<&Pressure>,
+    blank: &Path,
+    counted: &serde_json::Value,
+) -> Traffic {
+    let mut calls: Vec<serde_json::Value> = counted
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(cmd, c)| {
+            let n = c["n"].as_u64().unwrap_or(0).max(1);
+            // The bare page's calls wrap the padding: {"pad":"…","reply":N} and {"pad":"…"}.
+            json!({
+                "cmd": cmd,
+                "n": c["n"],
+                "args": (c["args"].as_u64().unwrap_or(0) / n).saturating_sub(20),
+                "reply": (c["reply"].as_u64().unwrap_or(0) / n).saturating_sub(10),
+            })
+        })
+        .collect();
+    calls.sort_by_key(|c| std::cmp::Reverse(c["n"].as_u64()));
+    let calls = serde_json::Value::Array(calls);
+    let plan = json!({ "per": WARM, "marks": [WARM, PAYMENTS], "calls": calls });
+    let dir = tempfile::tempdir().unwrap();
+    let window = PlainWindow::launch_with(
+        blank,
+        dir.path(),
+        &[("BLANK_TRAFFIC".into(), plan.to_string())],
+        Duration::from_secs(2),
+    )
+    .await;
+    let (Some(pid), mut marks, mut fell_back) = (window.pid, Vec::new(), false) else {
+        return Traffic {
+            calls,
+            memory: None,
+        };
+    };
+    for mark in [WARM, PAYMENTS] {
+        let mut reached = false;
+        for _ in 0..600 {
+            let sold = std::fs::read_to_string(dir.path().join("sold")).unwrap_or_default();
+            let mut words = sold.split_whitespace();
+            if words.next() == Some(mark.to_string().as_str()) {
+                fell_back |= words.next() == Some("true");
+                reached = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if !reached {
+            return Traffic {
+                calls,
+                memory: None,
+            };
+        }
+        marks.push(after_pressure(pressure, pid).await);
+        std::fs::write(dir.path().join(format!("go-{mark}")), "").unwrap();
+    }
+    let after = marks.pop().expect("two marks");
+    let warm = marks.pop().expect("two marks");
+    Traffic {
+        calls,
+        memory: Some((warm, after, fell_back)),
+    }
 }
 
 /// Sells the next `BATCH` sales after the `sold` already sold; returns how many are sold then.

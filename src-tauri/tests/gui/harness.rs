@@ -653,9 +653,19 @@ pub struct PlainWindow {
 impl PlainWindow {
     /// Starts `binary` on `data_dir` and gives it `settle` to open and paint its window.
     pub async fn launch(binary: &Path, data_dir: &Path, settle: Duration) -> Self {
+        Self::launch_with(binary, data_dir, &[], settle).await
+    }
+
+    /// [`PlainWindow::launch`] with `env` set for the binary.
+    pub async fn launch_with(
+        binary: &Path,
+        data_dir: &Path,
+        env: &[(String, String)],
+        settle: Duration,
+    ) -> Self {
         let lock = ONE_WINDOW.lock().await;
         let (xvfb, display) = start_xvfb();
-        let app = in_session(&display, data_dir, &[], &[&binary.display().to_string()])
+        let app = in_session(&display, data_dir, env, &[&binary.display().to_string()])
             .spawn()
             .expect("dbus-run-session is installed");
         let app = Group(app);
