@@ -93,13 +93,14 @@ async fn server_alone(url: &str, n: usize) -> Duration {
 /// durable, and where the outbox's writes spent their time.
 async fn pay_many(url: &str, outbox_db: std::path::PathBuf) -> (Vec<Duration>, Timings) {
     let checkout = Checkout::open(outbox_db, engine_config(url)).await.unwrap();
+    checkout.outbox().profile_writes();
     let mut latencies = Vec::with_capacity(PAYS);
     for i in 0..PAYS {
         let t = Instant::now();
         pay(&checkout, format!("venda-{i}"), 100).await;
         latencies.push(t.elapsed());
     }
-    let timings = checkout.outbox().write_timings();
+    let timings = checkout.outbox().write_timings().expect("profiled");
     checkout.shutdown().await;
     (latencies, timings)
 }

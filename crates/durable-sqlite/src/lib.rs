@@ -127,7 +127,8 @@ struct Inner {
     options: Options,
     writer: Mutex<Option<mpsc::Sender<Queued>>>,
     readers: Mutex<Vec<Connection>>,
-    timings: Arc<Mutex<Timings>>,
+    /// `None` until [`Db::profile`]: a database keeps no timings unless asked.
+    timings: Arc<Mutex<Option<Timings>>>,
     checkpoints: Arc<CheckpointGauge>,
 }
 
@@ -186,7 +187,7 @@ impl Db {
         conn.wal_hook(Some(log_grew));
         let (tx, rx) = mpsc::channel::<Queued>();
         let max_batch = options.max_batch.max(1);
-        let timings = Arc::new(Mutex::new(Timings::default()));
+        let timings = Arc::new(Mutex::new(None));
         let checkpoints = Arc::new(CheckpointGauge::default());
         let (kept, gauge) = (timings.clone(), checkpoints.clone());
         std::thread::Builder::new()
@@ -214,8 +215,18 @@ impl Db {
         &self.inner.path
     }
 
-    /// Where the writes' time went since the database was opened (see [`Timings`]).
-    pub fn timings(&self) -> Timings {
+    /// Starts keeping [`Timings`] of the writes from now on (a profile: its histograms take
+    /// about 2 MiB, so a database keeps none unless asked). Asking again changes nothing.
+    pub fn profile(&self) {
+        self.inner
+            .timings
+            .lock()
+            .expect("timings lock")
+            .get_or_insert_with(Timings::default);
+    }
+
+    /// Where the writes' time went since [`Db::profile`]; `None` before it.
+    pub fn timings(&self) -> Option<Timings> {
         self.inner.timings.lock().expect("timings lock").clone()
     }
 
@@ -342,10 +353,9 @@ fn checkpoint_loop(db: std::sync::Weak<Inner>) {
             tracing::warn!(error = %e, "sqlite: checkpoint failed; will try again");
         }
         gauge.end();
-        timings
-            .lock()
-            .expect("timings lock")
-            .checkpoint(began.elapsed());
+        if let Some(t) = timings.lock().expect("timings lock").as_mut() {
+            t.checkpoint(began.elapsed());
+        }
     }
     // One last checkpoint, so the next process starts from a short WAL.
     let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
@@ -415,7 +425,7 @@ fn writer_loop(
     conn: Connection,
     rx: mpsc::Receiver<Queued>,
     max_batch: usize,
-    timings: &Mutex<Timings>,
+    timings: &Mutex<Option<Timings>>,
     checkpoints: &CheckpointGauge,
 ) {
     let mut synced = true; // `connect` set synchronous=FULL
@@ -457,7 +467,7 @@ fn writer_loop(
                 frames: appended(log_before),
                 beside_checkpoint: checkpoints.ran_since(checkpointed),
             };
-            if let Ok(mut t) = timings.lock() {
+            if let Some(t) = timings.lock().ok().as_mut().and_then(|t| t.as_mut()) {
                 t.record(sync, &queued, &clock);
             }
         }
@@ -591,6 +601,8 @@ mod tests {
     async fn a_relaxed_write_queued_with_durable_ones_never_waits_for_their_sync() {
         let dir = tempfile::tempdir().unwrap();
         let db = open(&dir.path().join("t.db"), Options::default());
+        assert!(db.timings().is_none(), "no timings kept unless asked");
+        db.profile();
         // The writer busy with a slow write while both kinds queue up behind it: the next
         // batch holds relaxed and durable writes together.
         let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
@@ -634,7 +646,7 @@ mod tests {
         // The timings say so: every write counted once, by its kind; the 20 waited behind
         // the slow write (50 ms at least); the durable ones of the second batch also behind
         // the relaxed commit that went first, which waited behind nothing of its batch.
-        let t = db.timings();
+        let t = db.timings().expect("profiled");
         assert_eq!((t.durable.total.len(), t.relaxed.total.len()), (11, 10));
         assert_eq!((t.durable.batches, t.relaxed.batches), (2, 1));
         assert_eq!(t.durable.frames.len(), 2);
@@ -873,6 +885,7 @@ pub mod reference {
             )
             .map_err(super::Error::from)
         })?;
+        db.profile();
         let mut latencies = Vec::with_capacity(n);
         for i in 0..n as i64 {
             let t = Instant::now();
@@ -887,7 +900,7 @@ pub mod reference {
             .await?;
             latencies.push(t.elapsed());
         }
-        let timings = db.timings();
+        let timings = db.timings().expect("profiled");
         db.close();
         Ok((latencies, timings))
     }

@@ -1,7 +1,7 @@
 //! Where a write's time goes, from the moment its caller queues it until its batch is committed:
-//! what a latency figure is made of (`make bench` prints it for `pay`). Every [`Db`](crate::Db)
-//! keeps these for its own writes; the writer thread records them once per batch, under one
-//! uncontended lock.
+//! what a latency figure is made of (`make bench` prints it for `pay`). A [`Db`](crate::Db) keeps
+//! these for its own writes once asked ([`Db::profile`](crate::Db::profile)); the writer thread
+//! records them once per batch, under one uncontended lock.
 
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};

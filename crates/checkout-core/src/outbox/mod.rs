@@ -132,8 +132,13 @@ impl Outbox {
             .await
     }
 
-    /// Where the outbox's writes spent their time since it was opened (a profile: `make bench`).
-    pub fn write_timings(&self) -> durable_sqlite::Timings {
+    /// Starts keeping where the outbox's writes spend their time (a profile: `make bench`).
+    pub fn profile_writes(&self) {
+        self.db.profile();
+    }
+
+    /// Where the outbox's writes spent their time since [`Outbox::profile_writes`].
+    pub fn write_timings(&self) -> Option<durable_sqlite::Timings> {
         self.db.timings()
     }
 
