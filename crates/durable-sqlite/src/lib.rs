@@ -225,7 +225,8 @@ impl Db {
             .get_or_insert_with(Timings::default);
     }
 
-    /// Where the writes' time went since [`Db::profile`]; `None` before it.
+    /// Where the writes' time went since [`Db::profile`]; `None` before it. A batch is recorded
+    /// just after its callers hear back.
     pub fn timings(&self) -> Option<Timings> {
         self.inner.timings.lock().expect("timings lock").clone()
     }
@@ -646,7 +647,15 @@ mod tests {
         // The timings say so: every write counted once, by its kind; the 20 waited behind
         // the slow write (50 ms at least); the durable ones of the second batch also behind
         // the relaxed commit that went first, which waited behind nothing of its batch.
-        let t = db.timings().expect("profiled");
+        // A batch is recorded just after its callers hear back: wait for the last one.
+        let mut t = db.timings().expect("profiled");
+        for _ in 0..100 {
+            if t.durable.total.len() == 11 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            t = db.timings().expect("profiled");
+        }
         assert_eq!((t.durable.total.len(), t.relaxed.total.len()), (11, 10));
         assert_eq!((t.durable.batches, t.relaxed.batches), (2, 1));
         assert_eq!(t.durable.frames.len(), 2);
