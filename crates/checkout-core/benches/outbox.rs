@@ -225,12 +225,16 @@ async fn drain_round(dir: &std::path::Path, round: usize) -> [Duration; 4] {
 /// Prints where the outbox's writes spent their time in each pay scenario: each phase's p50 and
 /// p99 by the writer's own clock ([`Timings`]), the median of the rounds.
 fn where_pay_waits(pays: &[(Vec<Vec<Duration>>, Vec<Timings>)]) {
-    let ms = |which: usize, of: &dyn Fn(&Timings) -> &Histogram<u64>, q: f64| {
+    // The `q`-quantile of a histogram, the median of the rounds (in its own unit: µs, pages).
+    let quantile = |which: usize, of: &dyn Fn(&Timings) -> &Histogram<u64>, q: f64| {
         median(
             pays.iter()
-                .map(|r| of(&r.1[which]).value_at_quantile(q) as f64 / 1_000.0)
+                .map(|r| of(&r.1[which]).value_at_quantile(q) as f64)
                 .collect(),
         )
+    };
+    let ms = |which: usize, of: &dyn Fn(&Timings) -> &Histogram<u64>, q: f64| {
+        quantile(which, of, q) / 1_000.0
     };
     let count = |which: usize, of: &dyn Fn(&Timings) -> u64| {
         median(pays.iter().map(|r| of(&r.1[which]) as f64).collect())
@@ -261,8 +265,8 @@ fn where_pay_waits(pays: &[(Vec<Vec<Duration>>, Vec<Timings>)]) {
                 cell(which, &|t| &phases(t).ran),
                 cell(which, &|t| &phases(t).committed),
                 cell(which, &|t| &phases(t).total),
-                ms(which, &|t| &phases(t).frames, 0.5) * 1_000.0,
-                ms(which, &|t| &phases(t).frames, 0.99) * 1_000.0,
+                quantile(which, &|t| &phases(t).frames, 0.5),
+                quantile(which, &|t| &phases(t).frames, 0.99),
             );
         }
         println!(
@@ -348,16 +352,20 @@ async fn main() {
             1.0,
             true,
         );
-        let phase = |which: usize, of: fn(&Phases) -> &Histogram<u64>, q: f64| {
+        // The `q`-quantile of the durable writes' histogram, the median of the rounds.
+        let quantile = |which: usize, of: fn(&Phases) -> &Histogram<u64>, q: f64| {
             median(
                 pays.iter()
-                    .map(|r| of(&r.1[which].durable).value_at_quantile(q) as f64 / 1_000.0)
+                    .map(|r| of(&r.1[which].durable).value_at_quantile(q) as f64)
                     .collect(),
             )
         };
+        let phase = |which: usize, of: fn(&Phases) -> &Histogram<u64>, q: f64| {
+            quantile(which, of, q) / 1_000.0
+        };
         println!(
             "limit, pay until durable: a pay is durable once its write-ahead is, one commit of the outbox appending {:.0} log pages (median: the attempt and its indexes, the sale's number, the queue's total); a raw SQLite commit of as many pages has p99 {:.3} ms here alone and {:.3} ms with another file's commits beside it on the same disk (of one page {:.3}); offline pay p99 is {:.3} ms (its COMMIT {:.3}); online its COMMIT has p99 {:.3} ms, the server's fsyncs beside it, and before it began the pay waited p99 {:.3} ms for the writer and {:.3} ms behind a relaxed commit (earlier sales' answers, recorded by the same writer); checkpoints ran beside {:.0} of {PAYS} pays; with the server in this process pay p99 {:.3} ms",
-            phase(OFFLINE, |p| &p.frames, 0.5) * 1_000.0,
+            quantile(OFFLINE, |p| &p.frames, 0.5),
             stat(RAW_AS_PAY, 0.99),
             stat(RAW_AS_PAY_BESIDE, 0.99),
             stat(RAW, 0.99),

@@ -27,7 +27,7 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
-use timings::{BatchClock, CheckpointGauge};
+use timings::{BatchClock, Profile};
 use tokio::sync::oneshot;
 
 /// Why a write or read did not happen.
@@ -127,9 +127,8 @@ struct Inner {
     options: Options,
     writer: Mutex<Option<mpsc::Sender<Queued>>>,
     readers: Mutex<Vec<Connection>>,
-    /// `None` until [`Db::profile`]: a database keeps no timings unless asked.
-    timings: Arc<Mutex<Option<Timings>>>,
-    checkpoints: Arc<CheckpointGauge>,
+    /// Off until [`Db::profile`]: a database keeps no timings unless asked.
+    profile: Arc<Profile>,
 }
 
 impl std::fmt::Debug for Db {
@@ -187,20 +186,18 @@ impl Db {
         conn.wal_hook(Some(log_grew));
         let (tx, rx) = mpsc::channel::<Queued>();
         let max_batch = options.max_batch.max(1);
-        let timings = Arc::new(Mutex::new(None));
-        let checkpoints = Arc::new(CheckpointGauge::default());
-        let (kept, gauge) = (timings.clone(), checkpoints.clone());
+        let profile = Arc::new(Profile::default());
+        let kept = profile.clone();
         std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, max_batch, &kept, &gauge))
+            .spawn(move || writer_loop(conn, rx, max_batch, &kept))
             .map_err(|_| E::from(Error::WriterGone))?;
         let inner = Arc::new(Inner {
             path,
             options,
             writer: Mutex::new(Some(tx)),
             readers: Mutex::new(Vec::new()),
-            timings,
-            checkpoints,
+            profile,
         });
         let weak = Arc::downgrade(&inner);
         std::thread::Builder::new()
@@ -218,17 +215,13 @@ impl Db {
     /// Starts keeping [`Timings`] of the writes from now on (a profile: its histograms take
     /// about 2 MiB, so a database keeps none unless asked). Asking again changes nothing.
     pub fn profile(&self) {
-        self.inner
-            .timings
-            .lock()
-            .expect("timings lock")
-            .get_or_insert_with(Timings::default);
+        self.inner.profile.start();
     }
 
     /// Where the writes' time went since [`Db::profile`]; `None` before it. A batch is recorded
     /// just after its callers hear back.
     pub fn timings(&self) -> Option<Timings> {
-        self.inner.timings.lock().expect("timings lock").clone()
+        self.inner.profile.timings()
     }
 
     /// Runs `f` inside the next group-committed transaction; resolves once it is durable.
@@ -325,14 +318,10 @@ impl Db {
 
 /// Passive checkpoints on a connection of its own, until the database is closed or dropped.
 fn checkpoint_loop(db: std::sync::Weak<Inner>) {
-    let Some((path, options, timings, gauge)) = db.upgrade().map(|i| {
-        (
-            i.path.clone(),
-            i.options.clone(),
-            i.timings.clone(),
-            i.checkpoints.clone(),
-        )
-    }) else {
+    let Some((path, options, profile)) = db
+        .upgrade()
+        .map(|i| (i.path.clone(), i.options.clone(), i.profile.clone()))
+    else {
         return;
     };
     let conn = match connect(&path, &options) {
@@ -348,14 +337,10 @@ fn checkpoint_loop(db: std::sync::Weak<Inner>) {
             Some(inner) if inner.writer.lock().map(|w| w.is_some()).unwrap_or(false) => {}
             _ => break,
         }
-        let began = Instant::now();
-        gauge.begin();
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        let checkpointed =
+            profile.checkpoint(|| conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())));
+        if let Err(e) = checkpointed {
             tracing::warn!(error = %e, "sqlite: checkpoint failed; will try again");
-        }
-        gauge.end();
-        if let Some(t) = timings.lock().expect("timings lock").as_mut() {
-            t.checkpoint(began.elapsed());
         }
     }
     // One last checkpoint, so the next process starts from a short WAL.
@@ -422,13 +407,7 @@ fn batch_aborted(why: &str) -> rusqlite::Error {
     )
 }
 
-fn writer_loop(
-    conn: Connection,
-    rx: mpsc::Receiver<Queued>,
-    max_batch: usize,
-    timings: &Mutex<Option<Timings>>,
-    checkpoints: &CheckpointGauge,
-) {
+fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, profile: &Profile) {
     let mut synced = true; // `connect` set synchronous=FULL
     while let Ok(first) = rx.recv() {
         let taken = Instant::now();
@@ -456,9 +435,13 @@ fn writer_loop(
                 continue;
             }
             let (jobs, queued): (Vec<Job>, Vec<Instant>) = jobs.into_iter().unzip();
+            if !profile.is_on() {
+                commit(&conn, &mut synced, sync, jobs);
+                continue;
+            }
             let began = Instant::now();
             let log_before = LOG_PAGES.with(|p| p.get());
-            let checkpointed = checkpoints.read();
+            let checkpointed = profile.read();
             let ran = commit(&conn, &mut synced, sync, jobs);
             let clock = BatchClock {
                 taken,
@@ -466,11 +449,9 @@ fn writer_loop(
                 ran,
                 committed: Instant::now(),
                 frames: appended(log_before),
-                beside_checkpoint: checkpoints.ran_since(checkpointed),
+                beside_checkpoint: profile.ran_since(checkpointed),
             };
-            if let Some(t) = timings.lock().ok().as_mut().and_then(|t| t.as_mut()) {
-                t.record(sync, &queued, &clock);
-            }
+            profile.with(|t| t.record(sync, &queued, &clock));
         }
     }
 }

@@ -4,7 +4,8 @@
 //! records them once per batch, under one uncontended lock.
 
 use hdrhistogram::Histogram;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Latencies of one kind of write (durable or relaxed), each write counted once, in
@@ -84,20 +85,52 @@ pub(crate) struct BatchClock {
     pub beside_checkpoint: bool,
 }
 
-/// Checkpoints begun and ended, for the writer to tell whether one ran beside a batch.
+/// A database's profile, shared by its writer and checkpoint threads: off (nothing kept, no
+/// clock read) until [`Profile::start`].
 #[derive(Debug, Default)]
-pub(crate) struct CheckpointGauge {
+pub(crate) struct Profile {
+    on: AtomicBool,
+    timings: Mutex<Option<Timings>>,
+    /// Checkpoints begun and ended, for the writer to tell whether one ran beside a batch.
     begun: AtomicU64,
     ended: AtomicU64,
 }
 
-impl CheckpointGauge {
-    pub fn begin(&self) {
-        self.begun.fetch_add(1, Ordering::SeqCst);
+impl Profile {
+    pub fn start(&self) {
+        self.timings
+            .lock()
+            .expect("timings lock")
+            .get_or_insert_with(Timings::default);
+        self.on.store(true, Ordering::SeqCst);
     }
 
-    pub fn end(&self) {
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    pub fn timings(&self) -> Option<Timings> {
+        self.timings.lock().expect("timings lock").clone()
+    }
+
+    /// Records with the timings, when kept.
+    pub fn with(&self, f: impl FnOnce(&mut Timings)) {
+        if let Some(t) = self.timings.lock().expect("timings lock").as_mut() {
+            f(t);
+        }
+    }
+
+    /// Runs a checkpoint, counted and timed when profiling.
+    pub fn checkpoint<T>(&self, run: impl FnOnce() -> T) -> T {
+        if !self.is_on() {
+            return run();
+        }
+        let began = Instant::now();
+        self.begun.fetch_add(1, Ordering::SeqCst);
+        let result = run();
         self.ended.fetch_add(1, Ordering::SeqCst);
+        self.with(|t| t.checkpoint(began.elapsed()));
+        result
     }
 
     /// (begun, ended) now.
@@ -150,7 +183,7 @@ impl Timings {
         }
     }
 
-    pub(crate) fn checkpoint(&mut self, took: Duration) {
+    fn checkpoint(&mut self, took: Duration) {
         let _ = self.checkpoints.record(micros(took));
     }
 }
