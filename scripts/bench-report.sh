@@ -48,9 +48,12 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
 - **checkout-core** (`crates/checkout-core/benches/outbox.rs`): `Checkout::pay` until durable,
   online (the payment API a release process of its own, as a store runs it, and in the app's
   process, as the embedded sandbox runs it) and offline, beside SQLite's raw durable commit and
-  one durable write through `durable-sqlite` alone, each with where its writes spent their time
-  by the outbox writer's own clock (`durable_sqlite::Timings`: waiting for the writer, behind a
-  relaxed commit, running, `COMMIT`; checkpoints); queueing 10 000 payments offline and
+  one durable write through `durable-sqlite` alone, and with the server's database on another
+  disk (tmpfs: its fsyncs off the till's disk, as on a machine of its own), each with where its
+  writes spent their time by the outbox writer's own clock (`durable_sqlite::Timings`: waiting
+  for the writer, behind a relaxed commit, running, `COMMIT`; checkpoints) and, write by write,
+  whether the writer was on a core, waiting for one or blocked on the disk in each phase (its CPU
+  clock and the kernel's per-thread `schedstat`); queueing 10 000 payments offline and
   draining them into the API (its own process), beside it answering 10 000 first requests alone.
 - **the app** (`src-tauri/benches/startup.rs`): the optimised app under Xvfb, time to the first
   painted window, and memory (PSS of the process and its WebKit children) idle and after 1 000

@@ -28,7 +28,17 @@ const RUNS: usize = 5;
 const WARM: usize = 100;
 const PAYMENTS: usize = 1_000;
 /// Sales per WebDriver script (a divisor of `WARM`): each script is a few seconds of selling.
+/// `APP_BENCH_BATCH` sets another divisor (up to `WARM`: a script must end within WebDriver's
+/// 30 s), to see whether the harness's scripts are what grows.
 const BATCH: usize = 25;
+
+fn batch() -> usize {
+    std::env::var("APP_BENCH_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&b: &usize| b > 0 && WARM.is_multiple_of(b))
+        .unwrap_or(BATCH)
+}
 
 /// Sells `n` sales at the till as a cashier does, in the page: types the amount, presses Pagar,
 /// waits for "Pagamento aprovado", presses Nova venda, waits for the next sale. One WebDriver
@@ -433,7 +443,7 @@ async fn main() {
     compare(&bare_by, &plain_by);
     println!("where it is (PSS MiB: total, anonymous, file-backed), after {WARM} -> after {PAYMENTS} payments:");
     compare(&warm.1, &after.1);
-    println!("the page's elements: {warm_elements} after {WARM} payments, {after_elements} after {PAYMENTS}");
+    println!("the page's elements: {warm_elements} after {WARM} payments, {after_elements} after {PAYMENTS}; sales per WebDriver script: {}", batch());
     println!(
         "the page's IPC calls in the first {WARM} sales, per sale (calls; argument and answer bytes per call):"
     );
@@ -594,11 +604,12 @@ async fn bare_traffic(
     }
 }
 
-/// Sells the next `BATCH` sales after the `sold` already sold; returns how many are sold then.
+/// Sells the next [`batch`] sales after the `sold` already sold; returns how many are sold then.
 async fn sell(app: &GuiApp, sold: usize) -> usize {
-    let reply = app.execute_async(CASHIER, json!([BATCH, sold])).await;
-    assert_eq!(reply["ok"], BATCH, "{reply}");
-    sold + BATCH
+    let n = batch();
+    let reply = app.execute_async(CASHIER, json!([n, sold])).await;
+    assert_eq!(reply["ok"], n, "{reply}");
+    sold + n
 }
 
 /// How many elements the page holds: whether what grows is the page's own content.

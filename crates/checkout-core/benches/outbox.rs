@@ -4,12 +4,12 @@
 //! met or not); asserts nothing about speed. `OUTBOX_BENCH=pay` or `=drain` runs one part (for a
 //! profiler); `BENCH_ROUNDS` sets the rounds (3).
 
-use checkout_core::{CardToken, Centavos, Checkout, Config, SaleId};
+use checkout_core::{AttemptId, CardToken, Centavos, Checkout, Config, SaleId};
 use durable_sqlite::reference::{
     db_write_latencies, percentile_ms, raw_commit_latencies, raw_commit_latencies_beside,
     raw_commit_latencies_of,
 };
-use durable_sqlite::{Histogram, Phases, Timings};
+use durable_sqlite::{Histogram, Phases, Timings, WriteTime};
 use pagar_testkit::{ApiDatabase, ApiOptions, ApiProcess};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,7 +48,8 @@ fn engine_config(url: &str) -> Config {
     c
 }
 
-async fn pay(checkout: &Checkout, sale: String, valor: i64) {
+/// Pays `sale` by card; answers its attempt's id.
+async fn pay(checkout: &Checkout, sale: String, valor: i64) -> AttemptId {
     checkout
         .pay(
             SaleId::parse(&sale).unwrap(),
@@ -56,7 +57,10 @@ async fn pay(checkout: &Checkout, sale: String, valor: i64) {
             CardToken::parse("tok_aprovado").unwrap(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .attempt()
+        .id
+        .clone()
 }
 
 /// The server alone: `n` first executions over `IN_FLIGHT` concurrent reqwest connections.
@@ -90,15 +94,25 @@ async fn server_alone(url: &str, n: usize) -> Duration {
 }
 
 /// `PAYS` sales paid one after another by a till whose server is at `url`: each `pay` until
-/// durable, and where the outbox's writes spent their time.
-async fn pay_many(url: &str, outbox_db: std::path::PathBuf) -> (Vec<Duration>, Timings) {
+/// durable, and where the outbox's writes spent their time. `paced`: each sale only once the
+/// last one's answer is recorded (as a cashier sells: the next sale after "aprovado"), instead of
+/// at once while the last one is still on its way.
+async fn pay_many(
+    url: &str,
+    outbox_db: std::path::PathBuf,
+    paced: bool,
+) -> (Vec<Duration>, Timings) {
     let checkout = Checkout::open(outbox_db, engine_config(url)).await.unwrap();
     checkout.outbox().profile_writes();
     let mut latencies = Vec::with_capacity(PAYS);
     for i in 0..PAYS {
         let t = Instant::now();
-        pay(&checkout, format!("venda-{i}"), 100).await;
+        let attempt = pay(&checkout, format!("venda-{i}"), 100).await;
         latencies.push(t.elapsed());
+        if paced {
+            let answered = checkout.wait_final(&attempt, Duration::from_secs(30)).await;
+            assert!(answered.unwrap().state.is_final());
+        }
     }
     let timings = checkout.outbox().write_timings().expect("profiled");
     checkout.shutdown().await;
@@ -106,7 +120,7 @@ async fn pay_many(url: &str, outbox_db: std::path::PathBuf) -> (Vec<Duration>, T
 }
 
 /// The scenarios of one pay round, in the order they are printed.
-const PAY_SCENARIOS: [&str; 7] = [
+const PAY_SCENARIOS: [&str; 9] = [
     "raw SQLite durable commit (reference)",
     "Checkout::pay, server up",
     "  the same, server in this process (embedded sandbox)",
@@ -114,6 +128,8 @@ const PAY_SCENARIOS: [&str; 7] = [
     "one durable write through durable-sqlite (floor)",
     "raw SQLite durable commit of a pay's log pages",
     "  the same, another file's commits beside it",
+    "  server up, its database on another disk (tmpfs)",
+    "  server up, each sale after the last one's answer",
 ];
 const RAW: usize = 0;
 const ONLINE: usize = 1;
@@ -122,6 +138,8 @@ const OFFLINE: usize = 3;
 const FLOOR: usize = 4;
 const RAW_AS_PAY: usize = 5;
 const RAW_AS_PAY_BESIDE: usize = 6;
+const SERVER_OTHER_DISK: usize = 7;
+const PACED: usize = 8;
 
 /// One round of `pay` until durable, per scenario of [`PAY_SCENARIOS`]: the raw commit reference;
 /// `pay` with the server up in a process of its own (as a store runs it); the same with the
@@ -136,12 +154,18 @@ async fn pay_round(dir: &std::path::Path, round: usize) -> (Vec<Vec<Duration>>, 
         .await
         .unwrap();
     let api = start_api(dir.join(format!("api-pay-{round}.db")), None);
-    let online = pay_many(&api.url(), dir.join(format!("outbox-pay-{round}.db"))).await;
+    let online = pay_many(
+        &api.url(),
+        dir.join(format!("outbox-pay-{round}.db")),
+        false,
+    )
+    .await;
     drop(api);
     let embedded = start_embedded_api(dir.join(format!("api-pay-embedded-{round}.db"))).await;
     let in_process = pay_many(
         &embedded.url(),
         dir.join(format!("outbox-pay-embedded-{round}.db")),
+        false,
     )
     .await;
     embedded.shutdown().await;
@@ -149,6 +173,7 @@ async fn pay_round(dir: &std::path::Path, round: usize) -> (Vec<Vec<Duration>>, 
     let offline = pay_many(
         &free_address().await,
         dir.join(format!("outbox-offline-{round}.db")),
+        false,
     )
     .await;
     // A raw commit appending as many log pages as a pay's write-ahead did (its median, offline).
@@ -162,15 +187,39 @@ async fn pay_round(dir: &std::path::Path, round: usize) -> (Vec<Vec<Duration>>, 
         Some(&dir.join(format!("raw-other-{round}.db"))),
     )
     .unwrap();
-    let (latencies, timings): (Vec<_>, Vec<_>) =
-        [online, in_process, offline, floor].into_iter().unzip();
-    (
-        std::iter::once(raw)
-            .chain(latencies)
-            .chain([raw_as_pay, raw_as_pay_beside])
-            .collect(),
-        std::iter::once(Timings::default()).chain(timings).collect(),
+    // The server as in a store, on a machine of its own: its fsyncs on another disk than the
+    // till's (tmpfs here, the one other file system this machine has), the cores still shared.
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let api = start_api(shm.path().join(format!("api-pay-{round}.db")), None);
+    let other_disk = pay_many(
+        &api.url(),
+        dir.join(format!("outbox-pay-shm-{round}.db")),
+        false,
     )
+    .await;
+    drop(api);
+    // Sales as a cashier makes them: the next one after the last one's answer.
+    let api = start_api(dir.join(format!("api-pay-paced-{round}.db")), None);
+    let paced = pay_many(
+        &api.url(),
+        dir.join(format!("outbox-pay-paced-{round}.db")),
+        true,
+    )
+    .await;
+    drop(api);
+
+    let by_scenario: [(Vec<Duration>, Timings); 9] = [
+        (raw, Timings::default()),
+        online,
+        in_process,
+        offline,
+        floor,
+        (raw_as_pay, Timings::default()),
+        (raw_as_pay_beside, Timings::default()),
+        other_disk,
+        paced,
+    ];
+    by_scenario.into_iter().unzip()
 }
 
 /// A loopback address nothing listens on (yet).
@@ -249,7 +298,7 @@ fn where_pay_waits(pays: &[(Vec<Vec<Duration>>, Vec<Timings>)]) {
     );
     type Of = fn(&Timings) -> &Phases;
     let kinds: [(&str, Of); 2] = [("durable", |t| &t.durable), ("relaxed", |t| &t.relaxed)];
-    for which in [ONLINE, IN_PROCESS, OFFLINE, FLOOR] {
+    for which in [ONLINE, SERVER_OTHER_DISK, PACED, IN_PROCESS, OFFLINE, FLOOR] {
         println!("{}", PAY_SCENARIOS[which].trim());
         for (kind, phases) in kinds {
             let writes = count(which, &|t| phases(t).total.len());
@@ -278,6 +327,84 @@ fn where_pay_waits(pays: &[(Vec<Vec<Duration>>, Vec<Timings>)]) {
             ms(which, &|t| &t.durable.beside_checkpoint, 0.5),
             ms(which, &|t| &t.durable.beside_checkpoint, 1.0),
         );
+    }
+}
+
+type Part = fn(&WriteTime) -> u64;
+
+/// A durable write's parts as the one-by-one table prints them; the last (blocked in `COMMIT`)
+/// after its columns.
+const PARTS: [Part; 10] = [
+    |w| w.total,
+    |w| w.waited,
+    |w| w.waited_for_core,
+    |w| w.behind,
+    |w| w.ran,
+    |w| w.ran_waiting_for_core,
+    |w| w.committed,
+    |w| w.commit_on_core,
+    |w| w.commit_waiting_for_core,
+    |w| w.commit_blocked(),
+];
+
+/// Every round's durable writes in scenario `which`.
+fn durable_writes(pays: &[(Vec<Vec<Duration>>, Vec<Timings>)], which: usize) -> Vec<WriteTime> {
+    pays.iter()
+        .flat_map(|r| r.1[which].durable.writes.iter().copied())
+        .collect()
+}
+
+/// The writes around the p99 of queued->done (from its p98.5 to its p99.5): what a p99 write is
+/// made of, each part their mean (so the parts add up to the whole), in ms; and how many.
+fn around_p99(writes: &[WriteTime]) -> ([f64; 10], usize) {
+    let mut totals: Vec<u64> = writes.iter().map(|w| w.total).collect();
+    totals.sort_unstable();
+    let at = |q: f64| totals[((totals.len() as f64 * q) as usize).min(totals.len() - 1)];
+    let (low, high) = (at(0.985), at(0.995));
+    let band: Vec<&WriteTime> = writes
+        .iter()
+        .filter(|w| (low..=high).contains(&w.total))
+        .collect();
+    let mean =
+        |part: &Part| band.iter().map(|w| part(w) as f64).sum::<f64>() / band.len() as f64 / 1e3;
+    (PARTS.map(|p| mean(&p)), band.len())
+}
+
+/// Prints what the durable writes of the pay scenarios spent their time on, one by one (every
+/// round's writes together): the median of each part, and what the writes around the p99 are
+/// made of — which phase, and in it whether the writer was on a core, waiting for one, or
+/// blocked (in a `COMMIT`, on the disk's flush).
+fn where_slowest_pays_wait(pays: &[(Vec<Vec<Duration>>, Vec<Timings>)]) {
+    println!("the durable writes one by one (every round; ms): the median of each part, then the mean parts of the writes around the p99 (p98.5-p99.5)");
+    println!(
+        "{:<44} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "", "done", "waited", "w.core", "behind", "ran", "r.core", "COMMIT", "c.core", "c.wait"
+    );
+    println!(
+        "{:<44} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "", "", "", "(wait)", "", "", "(wait)", "", "(on)", "(wait)"
+    );
+    let row = |label: String, ms: [f64; 10]| {
+        let cells: Vec<String> = ms.iter().map(|v| format!("{v:>8.3}")).collect();
+        println!(
+            "{label:<44} {}  blocked {}",
+            cells[..9].join(" "),
+            cells[9].trim()
+        );
+    };
+    for which in [ONLINE, SERVER_OTHER_DISK, PACED, IN_PROCESS, OFFLINE] {
+        let writes = durable_writes(pays, which);
+        if writes.is_empty() {
+            continue;
+        }
+        println!("{}", PAY_SCENARIOS[which].trim());
+        let median_of = |part: &Part| median(writes.iter().map(|w| part(w) as f64 / 1e3).collect());
+        row(
+            format!("  median of {} writes", writes.len()),
+            PARTS.map(|p| median_of(&p)),
+        );
+        let (parts, n) = around_p99(&writes);
+        row(format!("  around the p99: {n} writes, mean"), parts);
     }
 }
 
@@ -345,6 +472,7 @@ async fn main() {
             stat(OFFLINE, 0.99) / stat(RAW, 0.99)
         );
         where_pay_waits(&pays);
+        where_slowest_pays_wait(&pays);
         target(
             "pay until durable p99, server up",
             stat(ONLINE, 0.99),
@@ -360,20 +488,34 @@ async fn main() {
                     .collect(),
             )
         };
-        let phase = |which: usize, of: fn(&Phases) -> &Histogram<u64>, q: f64| {
-            quantile(which, of, q) / 1_000.0
-        };
+        let (online_p99, _) = around_p99(&durable_writes(&pays, ONLINE));
+        let (other_disk_p99, _) = around_p99(&durable_writes(&pays, SERVER_OTHER_DISK));
+        let (offline_p99, _) = around_p99(&durable_writes(&pays, OFFLINE));
+        // Indexes in PARTS: 1 waited, 3 behind, 6 COMMIT, 8 waiting for a core in it, 9 blocked.
         println!(
-            "limit, pay until durable: a pay is durable once its write-ahead is, one commit of the outbox appending {:.0} log pages (median: the attempt and its indexes, the sale's number, the queue's total); a raw SQLite commit of as many pages has p99 {:.3} ms here alone and {:.3} ms with another file's commits beside it on the same disk (of one page {:.3}); offline pay p99 is {:.3} ms (its COMMIT {:.3}); online its COMMIT has p99 {:.3} ms, the server's fsyncs beside it, and before it began the pay waited p99 {:.3} ms for the writer and {:.3} ms behind a relaxed commit (earlier sales' answers, recorded by the same writer); checkpoints ran beside {:.0} of {PAYS} pays; with the server in this process pay p99 {:.3} ms",
+            "limit, pay until durable: a pay is durable once its write-ahead is, one commit of the outbox appending {:.0} log pages (median: the attempt and its indexes, the sale's number, the queue's total; a raw SQLite commit of as many pages has p99 {:.3} ms here alone, {:.3} ms with another file's commits beside it); the till alone (server unreachable) has pay p99 {:.3} ms. Online the server's process shares this machine's disk and two cores: its database moved to another disk (tmpfs) takes pay p99 from {:.3} to {:.3} ms; and these pays come at once, each while the last sale's request, its answer and the server's work on it are still under way on the same cores and disk: paid as a cashier sells (each sale after the last one's answer) pay p99 is {:.3} ms. A write-ahead around the p99 spends, online / server on another disk / till alone: {:.3} / {:.3} / {:.3} ms in its COMMIT, of them blocked on the disk's flush {:.3} / {:.3} / {:.3} (the flush also carries the pages of earlier answers, recorded relaxed) and waiting for a core {:.3} / {:.3} / {:.3}; before it, waiting for the writer {:.3} / {:.3} / {:.3} and behind a relaxed commit {:.3} / {:.3} / {:.3}; checkpoints ran beside {:.0} of {PAYS} pays; with the server in this process pay p99 {:.3} ms",
             quantile(OFFLINE, |p| &p.frames, 0.5),
             stat(RAW_AS_PAY, 0.99),
             stat(RAW_AS_PAY_BESIDE, 0.99),
-            stat(RAW, 0.99),
             stat(OFFLINE, 0.99),
-            phase(OFFLINE, |p| &p.committed, 0.99),
-            phase(ONLINE, |p| &p.committed, 0.99),
-            phase(ONLINE, |p| &p.waited, 0.99),
-            phase(ONLINE, |p| &p.behind, 0.99),
+            stat(ONLINE, 0.99),
+            stat(SERVER_OTHER_DISK, 0.99),
+            stat(PACED, 0.99),
+            online_p99[6],
+            other_disk_p99[6],
+            offline_p99[6],
+            online_p99[9],
+            other_disk_p99[9],
+            offline_p99[9],
+            online_p99[8],
+            other_disk_p99[8],
+            offline_p99[8],
+            online_p99[1],
+            other_disk_p99[1],
+            offline_p99[1],
+            online_p99[3],
+            other_disk_p99[3],
+            offline_p99[3],
             median(pays.iter().map(|r| r.1[ONLINE].durable.beside_checkpoint.len() as f64).collect()),
             stat(IN_PROCESS, 0.99),
         );

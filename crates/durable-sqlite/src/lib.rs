@@ -21,13 +21,13 @@ pub mod private;
 mod timings;
 
 pub use hdrhistogram::Histogram;
-pub use timings::{Phases, Timings};
+pub use timings::{Phases, Timings, WriteTime, KEEP_WRITES};
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
-use timings::{BatchClock, Profile};
+use timings::{BatchClock, Profile, Sched, SchedReader};
 use tokio::sync::oneshot;
 
 /// Why a write or read did not happen.
@@ -409,8 +409,23 @@ fn batch_aborted(why: &str) -> rusqlite::Error {
 
 fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, profile: &Profile) {
     let mut synced = true; // `connect` set synchronous=FULL
-    while let Ok(first) = rx.recv() {
+    let sched = SchedReader::open();
+    let mut idle = Sched::default();
+    loop {
+        let was_on = profile.is_on();
+        if was_on {
+            idle = sched.read();
+        }
+        let Ok(first) = rx.recv() else { break };
         let taken = Instant::now();
+        let taken_sched = if profile.is_on() {
+            sched.read()
+        } else {
+            Sched::default()
+        };
+        if !was_on {
+            idle = taken_sched;
+        }
         let (mut durable, mut relaxed) = (Vec::new(), Vec::new());
         let mut add = |q: Queued| {
             if q.durable {
@@ -436,13 +451,14 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, p
             }
             let (jobs, queued): (Vec<Job>, Vec<Instant>) = jobs.into_iter().unzip();
             if !profile.is_on() {
-                commit(&conn, &mut synced, sync, jobs);
+                commit(&conn, &mut synced, sync, jobs, None);
                 continue;
             }
             let began = Instant::now();
+            let began_sched = sched.read();
             let log_before = LOG_PAGES.with(|p| p.get());
             let checkpointed = profile.read();
-            let ran = commit(&conn, &mut synced, sync, jobs);
+            let (ran, ran_sched) = commit(&conn, &mut synced, sync, jobs, Some(&sched));
             let clock = BatchClock {
                 taken,
                 began,
@@ -450,6 +466,7 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, p
                 committed: Instant::now(),
                 frames: appended(log_before),
                 beside_checkpoint: profile.ran_since(checkpointed),
+                sched: [idle, taken_sched, began_sched, ran_sched, sched.read()],
             };
             profile.with(|t| t.record(sync, &queued, &clock));
         }
@@ -458,8 +475,16 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, p
 
 /// Runs `batch` in one transaction, each job in its own savepoint, and commits it with
 /// `synchronous=FULL` when `durable` (`NORMAL` otherwise); then tells every job how it ended.
-/// Returns when its statements had run (the `COMMIT` began).
-fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) -> Instant {
+/// Returns when its statements had run (the `COMMIT` began), with the writer's scheduling
+/// counters then when `sched` is given.
+fn commit(
+    conn: &Connection,
+    synced: &mut bool,
+    durable: bool,
+    batch: Vec<Job>,
+    sched: Option<&SchedReader>,
+) -> (Instant, Sched) {
+    let now = || (Instant::now(), sched.map(|s| s.read()).unwrap_or_default());
     if durable != *synced {
         let level = if durable { "FULL" } else { "NORMAL" };
         match conn.pragma_update(None, "synchronous", level) {
@@ -474,7 +499,7 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
                 for job in batch {
                     job(Err(&e))(Err(&e));
                 }
-                return Instant::now();
+                return now();
             }
         }
     }
@@ -483,7 +508,7 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
         for job in batch {
             job(Err(&e))(Err(&e));
         }
-        return Instant::now();
+        return now();
     }
     let mut completers: Vec<Completer> = Vec::with_capacity(batch.len());
     let mut jobs = batch.into_iter();
@@ -502,7 +527,7 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
         let _ = conn.execute_batch("ROLLBACK");
         completers.extend(jobs.map(|job| job(Err(&broken))));
         completers.into_iter().for_each(|done| done(Err(&broken)));
-        return Instant::now();
+        return now();
     }
     if conn.is_autocommit() {
         // SQLite rolled the transaction back on its own: nothing of this batch is durable.
@@ -511,9 +536,9 @@ fn commit(conn: &Connection, synced: &mut bool, durable: bool, batch: Vec<Job>) 
         tracing::error!("sqlite: transaction rolled back by SQLite; failing its batch");
         completers.extend(jobs.map(|job| job(Err(&lost))));
         completers.into_iter().for_each(|done| done(Err(&lost)));
-        return Instant::now();
+        return now();
     }
-    let ran = Instant::now();
+    let ran = now();
     match conn.execute_batch("COMMIT") {
         Ok(()) => completers.into_iter().for_each(|done| done(Ok(()))),
         Err(e) => {
@@ -650,6 +675,27 @@ mod tests {
         assert!(t.durable.behind.max() >= t.relaxed.ran.max() + t.relaxed.committed.max());
         assert!(t.relaxed.behind.max() < t.durable.behind.max());
         assert!(t.durable.total.max() >= t.durable.waited.max() + t.durable.committed.min());
+        // Each write also one by one, its parts within their phases.
+        assert_eq!((t.durable.writes.len(), t.relaxed.writes.len()), (11, 10));
+        for w in t.durable.writes.iter().chain(&t.relaxed.writes) {
+            assert!(
+                w.total >= w.waited + w.behind + w.ran + w.committed,
+                "{w:?}"
+            );
+            assert!(w.waited_for_core <= w.waited + 1 && w.ran_waiting_for_core <= w.ran + 1);
+            assert!(w.commit_on_core + w.commit_waiting_for_core <= w.committed + 1);
+        }
+        let slow = |w: &&WriteTime| w.waited >= 50_000;
+        assert_eq!(
+            t.durable.writes.iter().filter(slow).count(),
+            10,
+            "all but the slow one"
+        );
+        #[cfg(target_os = "linux")]
+        assert!(
+            t.durable.writes.iter().any(|w| w.commit_on_core > 0),
+            "a commit takes some time on a core"
+        );
     }
 
     #[tokio::test]

@@ -32,6 +32,46 @@ pub struct Phases {
     pub beside_checkpoint: Histogram<u64>,
     /// Batches of this kind committed (or failed).
     pub batches: u64,
+    /// Each write's own breakdown, in the order recorded (the first [`KEEP_WRITES`]): what the
+    /// slowest writes spent their time on, which the histograms cannot say together.
+    pub writes: Vec<WriteTime>,
+}
+
+/// How many writes of each kind a profile keeps one by one.
+pub const KEEP_WRITES: usize = 100_000;
+
+/// One write's time, in microseconds, with the writer thread's scheduling in each phase (from
+/// Linux's per-thread `schedstat`; zero where the kernel does not say).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteTime {
+    /// Queued until committed ([`Phases::total`]).
+    pub total: u64,
+    /// [`Phases::waited`].
+    pub waited: u64,
+    /// Of `waited`, the writer runnable but waiting for a core after the write woke it.
+    pub waited_for_core: u64,
+    /// [`Phases::behind`].
+    pub behind: u64,
+    /// [`Phases::ran`].
+    pub ran: u64,
+    /// Of `ran`, the writer waiting for a core.
+    pub ran_waiting_for_core: u64,
+    /// [`Phases::committed`].
+    pub committed: u64,
+    /// Of `committed`, the writer on a core (SQLite writing the log pages, the kernel's side of
+    /// `write` and `fdatasync`).
+    pub commit_on_core: u64,
+    /// Of `committed`, the writer runnable but waiting for a core.
+    pub commit_waiting_for_core: u64,
+}
+
+impl WriteTime {
+    /// Of `committed`, neither on a core nor waiting for one: blocked, in a durable commit on
+    /// the disk's flush.
+    pub fn commit_blocked(&self) -> u64 {
+        self.committed
+            .saturating_sub(self.commit_on_core + self.commit_waiting_for_core)
+    }
 }
 
 impl Phases {
@@ -46,6 +86,7 @@ impl Phases {
             frames: h(),
             beside_checkpoint: h(),
             batches: 0,
+            writes: Vec::new(),
         }
     }
 }
@@ -83,6 +124,69 @@ pub(crate) struct BatchClock {
     pub frames: u64,
     /// A checkpoint ran at some moment between `began` and `committed`.
     pub beside_checkpoint: bool,
+    /// The writer's scheduling counters before it waited for this batch, and at `taken`,
+    /// `began`, `ran` and `committed`.
+    pub sched: [Sched; 5],
+}
+
+/// A thread's scheduler counters, in nanoseconds: how long it has run on a core (its CPU clock,
+/// exact to the call) and how long it has waited, runnable, for one (Linux's
+/// `/proc/thread-self/schedstat`, whose own run-time field lags by up to a tick).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Sched {
+    on_core: u64,
+    waiting: u64,
+}
+
+/// Reads the scheduler counters of the thread that opened it; zero where there are none.
+pub(crate) struct SchedReader(Option<std::fs::File>);
+
+impl SchedReader {
+    /// Opens the calling thread's counters (`thread-self` is resolved now, so later reads are
+    /// of this thread even if another makes them).
+    pub fn open() -> Self {
+        Self(std::fs::File::open("/proc/thread-self/schedstat").ok())
+    }
+
+    pub fn read(&self) -> Sched {
+        let mut buf = [0u8; 96];
+        let n = match &self.0 {
+            #[cfg(unix)]
+            Some(f) => std::os::unix::fs::FileExt::read_at(f, &mut buf, 0).unwrap_or(0),
+            _ => 0,
+        };
+        let waiting = std::str::from_utf8(&buf[..n])
+            .unwrap_or("")
+            .split_whitespace()
+            .nth(1)
+            .and_then(|f| f.parse().ok())
+            .unwrap_or(0);
+        Sched {
+            on_core: thread_cpu_nanos(),
+            waiting,
+        }
+    }
+}
+
+#[cfg(unix)]
+fn thread_cpu_nanos() -> u64 {
+    use nix::time::{clock_gettime, ClockId};
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| (t.tv_sec() as u64).saturating_mul(1_000_000_000) + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(not(unix))]
+fn thread_cpu_nanos() -> u64 {
+    0
+}
+
+/// Microseconds between two readings: (on a core, waiting for one).
+fn sched_between(from: Sched, to: Sched) -> (u64, u64) {
+    (
+        to.on_core.saturating_sub(from.on_core) / 1_000,
+        to.waiting.saturating_sub(from.waiting) / 1_000,
+    )
 }
 
 /// A database's profile, shared by its writer and checkpoint threads: off (nothing kept, no
@@ -165,7 +269,24 @@ impl Timings {
         let ran = micros(clock.ran - clock.began);
         let committed = micros(clock.committed - clock.ran);
         let behind = micros(clock.began - clock.taken);
+        let [idle, taken, began, ran_at, committed_at] = clock.sched;
+        let (_, waited_for_core) = sched_between(idle, taken);
+        let (_, ran_waiting_for_core) = sched_between(began, ran_at);
+        let (commit_on_core, commit_waiting_for_core) = sched_between(ran_at, committed_at);
         for &at in queued {
+            if phases.writes.len() < KEEP_WRITES {
+                phases.writes.push(WriteTime {
+                    total: micros(clock.committed.saturating_duration_since(at)),
+                    waited: micros(clock.taken.saturating_duration_since(at)),
+                    waited_for_core,
+                    behind,
+                    ran,
+                    ran_waiting_for_core,
+                    committed,
+                    commit_on_core,
+                    commit_waiting_for_core,
+                });
+            }
             if clock.beside_checkpoint {
                 let _ = phases
                     .beside_checkpoint
@@ -185,5 +306,37 @@ impl Timings {
 
     fn checkpoint(&mut self, took: Duration) {
         let _ = self.checkpoints.record(micros(took));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_thread_s_counters_see_its_time_on_a_core_and_no_other_thread_s() {
+        let sched = SchedReader::open();
+        let before = sched.read();
+        // Another thread busy for 30 ms is not this one's time...
+        std::thread::spawn(|| {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(30) {
+                std::hint::black_box(0u64);
+            }
+        })
+        .join()
+        .unwrap();
+        let (on_core, _) = sched_between(before, sched.read());
+        assert!(on_core < 15_000, "{on_core} µs");
+        // ...but this one's 30 ms on a core are (less only what it waited for one).
+        let before = sched.read();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(30) {
+            std::hint::black_box(0u64);
+        }
+        let (on_core, waiting) = sched_between(before, sched.read());
+        assert!(on_core + waiting >= 29_000, "{on_core} + {waiting} µs");
+        assert!(on_core > 0);
     }
 }
