@@ -858,6 +858,15 @@ async fn bench() {
             ceiling.machine_us / 0.9,
             on.machine_us - ceiling.machine_us / 0.9,
         );
+        println!(
+            "limit, replays beside the peer: a replay costs the machine {:.0} us of CPU with Pagar (logging on), {:.0} us with the peer (cores idle {:.0} %): Pagar's replays at most {:.2}x the peer's; 1.20x needs at most {:.0} us, {:.0} us less",
+            on.machine_us,
+            peer.machine_us,
+            peer.idle * 100.0,
+            peer.machine_us / on.machine_us.max(1e-9),
+            peer.machine_us / 1.2,
+            on.machine_us - peer.machine_us / 1.2,
+        );
     }
     match pg {
         Ok(pg) => pg.print(&first, &replay),
