@@ -408,18 +408,20 @@ fn batch_aborted(why: &str) -> rusqlite::Error {
 }
 
 fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, profile: &Profile) {
-    let mut synced = true; // `connect` set synchronous=FULL
-    let sched = SchedReader::open();
+    // `connect` set synchronous=FULL.
+    let mut synced = true;
+    // The writer's scheduling counters, opened once a profile is on (a file of this thread's).
+    let mut sched: Option<SchedReader> = None;
     let mut idle = Sched::default();
     loop {
         let was_on = profile.is_on();
         if was_on {
-            idle = sched.read();
+            idle = sched.get_or_insert_with(SchedReader::open).read();
         }
         let Ok(first) = rx.recv() else { break };
         let taken = Instant::now();
         let taken_sched = if profile.is_on() {
-            sched.read()
+            sched.get_or_insert_with(SchedReader::open).read()
         } else {
             Sched::default()
         };
@@ -454,11 +456,12 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, p
                 commit(&conn, &mut synced, sync, jobs, None);
                 continue;
             }
+            let sched = sched.get_or_insert_with(SchedReader::open);
             let began = Instant::now();
             let began_sched = sched.read();
             let log_before = LOG_PAGES.with(|p| p.get());
             let checkpointed = profile.read();
-            let (ran, ran_sched) = commit(&conn, &mut synced, sync, jobs, Some(&sched));
+            let (ran, ran_sched) = commit(&conn, &mut synced, sync, jobs, Some(sched));
             let clock = BatchClock {
                 taken,
                 began,
