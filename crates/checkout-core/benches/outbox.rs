@@ -222,14 +222,6 @@ async fn pay_round(dir: &std::path::Path, round: usize) -> (Vec<Vec<Duration>>, 
     by_scenario.into_iter().unzip()
 }
 
-/// Flushes what the pay round left for the kernel to write back (its databases, about ten per
-/// round), so that a drain round and its reference do not run while the disk writes it.
-fn quiesce() {
-    let synced = std::process::Command::new("sync").status();
-    assert!(synced.is_ok_and(|s| s.success()), "sync");
-    std::thread::sleep(Duration::from_secs(1));
-}
-
 /// A loopback address nothing listens on (yet).
 async fn free_address() -> String {
     let probe = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -450,7 +442,6 @@ async fn main() {
             pays.push(pay_round(dir.path(), round).await);
         }
         if only.as_deref() != Some("pay") {
-            quiesce();
             drains.push(drain_round(dir.path(), round).await);
         }
     }
