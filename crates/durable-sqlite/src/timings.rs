@@ -329,14 +329,15 @@ mod tests {
         .unwrap();
         let (on_core, _) = sched_between(before, sched.read());
         assert!(on_core < 15_000, "{on_core} µs");
-        // ...but this one's 30 ms on a core are (less only what it waited for one).
+        // ...but this one's 30 ms on a core are, or waiting for one (a virtual machine's host
+        // may also take some of them, which neither counts: hence the margin).
         let before = sched.read();
         let t = Instant::now();
         while t.elapsed() < Duration::from_millis(30) {
             std::hint::black_box(0u64);
         }
         let (on_core, waiting) = sched_between(before, sched.read());
-        assert!(on_core + waiting >= 29_000, "{on_core} + {waiting} µs");
+        assert!(on_core + waiting >= 20_000, "{on_core} + {waiting} µs");
         assert!(on_core > 0);
     }
 }
