@@ -410,24 +410,19 @@ fn batch_aborted(why: &str) -> rusqlite::Error {
 fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, profile: &Profile) {
     // `connect` set synchronous=FULL.
     let mut synced = true;
-    // The writer's scheduling counters, opened once a profile is on (a file of this thread's).
-    let mut sched: Option<SchedReader> = None;
-    let mut idle = Sched::default();
+    // The writer's scheduling counters, read only while a profile is on.
+    let sched = SchedReader::default();
     loop {
-        let was_on = profile.is_on();
-        if was_on {
-            idle = sched.get_or_insert_with(SchedReader::open).read();
-        }
+        let idle = profile.is_on().then(|| sched.read());
         let Ok(first) = rx.recv() else { break };
         let taken = Instant::now();
         let taken_sched = if profile.is_on() {
-            sched.get_or_insert_with(SchedReader::open).read()
+            sched.read()
         } else {
             Sched::default()
         };
-        if !was_on {
-            idle = taken_sched;
-        }
+        // A profile started while the writer waited counts no wait for a core in this batch.
+        let idle = idle.unwrap_or(taken_sched);
         let (mut durable, mut relaxed) = (Vec::new(), Vec::new());
         let mut add = |q: Queued| {
             if q.durable {
@@ -456,12 +451,11 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, p
                 commit(&conn, &mut synced, sync, jobs, None);
                 continue;
             }
-            let sched = sched.get_or_insert_with(SchedReader::open);
             let began = Instant::now();
             let began_sched = sched.read();
             let log_before = LOG_PAGES.with(|p| p.get());
             let checkpointed = profile.read();
-            let (ran, ran_sched) = commit(&conn, &mut synced, sync, jobs, Some(sched));
+            let (ran, ran_sched) = commit(&conn, &mut synced, sync, jobs, Some(&sched));
             let clock = BatchClock {
                 taken,
                 began,

@@ -40,8 +40,8 @@ pub struct Phases {
 /// How many writes of each kind a profile keeps one by one.
 pub const KEEP_WRITES: usize = 100_000;
 
-/// One write's time, in microseconds, with the writer thread's scheduling in each phase (from
-/// Linux's per-thread `schedstat`; zero where the kernel does not say).
+/// One write's time, in microseconds, with the writer thread's scheduling in each phase (its
+/// CPU clock and Linux's per-thread `schedstat`; zero where the kernel does not say).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteTime {
     /// Queued until committed ([`Phases::total`]).
@@ -138,19 +138,19 @@ pub(crate) struct Sched {
     waiting: u64,
 }
 
-/// Reads the scheduler counters of the thread that opened it; zero where there are none.
-pub(crate) struct SchedReader(Option<std::fs::File>);
+/// Reads the scheduler counters of the thread that reads it (one thread only: the CPU clock is
+/// the caller's, the `schedstat` file that of the thread that first read); zero where there are
+/// none. Opens nothing until its first read.
+#[derive(Default)]
+pub(crate) struct SchedReader(std::sync::OnceLock<Option<std::fs::File>>);
 
 impl SchedReader {
-    /// Opens the calling thread's counters (`thread-self` is resolved now, so later reads are
-    /// of this thread even if another makes them).
-    pub fn open() -> Self {
-        Self(std::fs::File::open("/proc/thread-self/schedstat").ok())
-    }
-
     pub fn read(&self) -> Sched {
         let mut buf = [0u8; 96];
-        let n = match &self.0 {
+        let file = self
+            .0
+            .get_or_init(|| std::fs::File::open("/proc/thread-self/schedstat").ok());
+        let n = match file {
             #[cfg(unix)]
             Some(f) => std::os::unix::fs::FileExt::read_at(f, &mut buf, 0).unwrap_or(0),
             _ => 0,
@@ -274,10 +274,12 @@ impl Timings {
         let (_, ran_waiting_for_core) = sched_between(began, ran_at);
         let (commit_on_core, commit_waiting_for_core) = sched_between(ran_at, committed_at);
         for &at in queued {
+            let total = micros(clock.committed.saturating_duration_since(at));
+            let waited = micros(clock.taken.saturating_duration_since(at));
             if phases.writes.len() < KEEP_WRITES {
                 phases.writes.push(WriteTime {
-                    total: micros(clock.committed.saturating_duration_since(at)),
-                    waited: micros(clock.taken.saturating_duration_since(at)),
+                    total,
+                    waited,
                     waited_for_core,
                     behind,
                     ran,
@@ -288,19 +290,13 @@ impl Timings {
                 });
             }
             if clock.beside_checkpoint {
-                let _ = phases
-                    .beside_checkpoint
-                    .record(micros(clock.committed.saturating_duration_since(at)));
+                let _ = phases.beside_checkpoint.record(total);
             }
-            let _ = phases
-                .waited
-                .record(micros(clock.taken.saturating_duration_since(at)));
+            let _ = phases.waited.record(waited);
             let _ = phases.behind.record(behind);
             let _ = phases.ran.record(ran);
             let _ = phases.committed.record(committed);
-            let _ = phases
-                .total
-                .record(micros(clock.committed.saturating_duration_since(at)));
+            let _ = phases.total.record(total);
         }
     }
 
@@ -316,7 +312,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_thread_s_counters_see_its_time_on_a_core_and_no_other_thread_s() {
-        let sched = SchedReader::open();
+        let sched = SchedReader::default();
         let before = sched.read();
         // Another thread busy for 30 ms is not this one's time...
         std::thread::spawn(|| {
