@@ -1,13 +1,14 @@
 //! `make bench` (checkout-core part): how long `pay` takes until the attempt is durable, and how
 //! long 10 000 queued attempts take to drain when the server comes back — each against its
 //! reference measured in the same run. Prints figures and one line per target (figure, target,
-//! met or not); asserts nothing about speed. `OUTBOX_BENCH=pay` or `=drain` runs one part (for a
-//! profiler); `BENCH_ROUNDS` sets the rounds (3).
+//! met or not); asserts nothing about speed. Each part runs in a process of its own;
+//! `OUTBOX_BENCH=pay` or `=drain` runs only that part, in this process (for a profiler);
+//! `BENCH_ROUNDS` sets the rounds (3).
 
 use checkout_core::{AttemptId, CardToken, Centavos, Checkout, Config, SaleId};
 use durable_sqlite::reference::{
     db_write_latencies, percentile_ms, raw_commit_latencies, raw_commit_latencies_beside,
-    raw_commit_latencies_of,
+    raw_commit_latencies_of, RawPages,
 };
 use durable_sqlite::{Histogram, Phases, Timings, WriteTime};
 use pagar_testkit::{ApiDatabase, ApiOptions, ApiProcess};
@@ -63,6 +64,47 @@ async fn pay(checkout: &Checkout, sale: String, valor: i64) -> AttemptId {
         .clone()
 }
 
+/// One card payment under a fresh key to `url` (`…/pagamentos`): a first execution, approved.
+async fn first_execution(client: &reqwest::Client, url: &str) {
+    let res = client
+        .post(url)
+        .bearer_auth(API_KEY)
+        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+        .header("Content-Type", "application/json")
+        .body(r#"{"valor":100,"cartao":"tok_aprovado"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+}
+
+/// A raw durable commit of `pages` log pages, `PAYS` times, each while the server (its own
+/// process, on this machine's disk and cores) executes a card payment sent just before it from
+/// this process: what any till's commit of that size costs beside a server at work, as a pay
+/// in the back-to-back loop is made while the last sale's request is executed.
+async fn raw_beside_server(dir: &std::path::Path, round: usize, pages: u64) -> Vec<Duration> {
+    let api = start_api(dir.join(format!("api-raw-beside-{round}.db")), None);
+    let url = format!("{}/pagamentos", api.url());
+    let client = reqwest::Client::new();
+    first_execution(&client, &url).await; // connected, as the till's engine is
+    let raw = RawPages::open(
+        &dir.join(format!("raw-beside-server-{round}.db")),
+        pages,
+        None,
+    )
+    .unwrap();
+    let mut latencies = Vec::with_capacity(PAYS);
+    for _ in 0..PAYS {
+        let request = tokio::spawn({
+            let (client, url) = (client.clone(), url.clone());
+            async move { first_execution(&client, &url).await }
+        });
+        latencies.push(raw.commit().unwrap());
+        request.await.unwrap();
+    }
+    latencies
+}
+
 /// The server alone: `n` first executions over `IN_FLIGHT` concurrent reqwest connections.
 async fn server_alone(url: &str, n: usize) -> Duration {
     let next = Arc::new(AtomicUsize::new(0));
@@ -73,16 +115,7 @@ async fn server_alone(url: &str, n: usize) -> Duration {
             tokio::spawn(async move {
                 let client = reqwest::Client::new();
                 while next.fetch_add(1, Ordering::Relaxed) < n {
-                    let res = client
-                        .post(&url)
-                        .bearer_auth(API_KEY)
-                        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
-                        .header("Content-Type", "application/json")
-                        .body(r#"{"valor":100,"cartao":"tok_aprovado"}"#)
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(res.status(), 201);
+                    first_execution(&client, &url).await;
                 }
             })
         })
@@ -120,7 +153,7 @@ async fn pay_many(
 }
 
 /// The scenarios of one pay round, in the order they are printed.
-const PAY_SCENARIOS: [&str; 9] = [
+const PAY_SCENARIOS: [&str; 10] = [
     "raw SQLite durable commit (reference)",
     "Checkout::pay, server up",
     "  the same, server in this process (embedded sandbox)",
@@ -130,6 +163,7 @@ const PAY_SCENARIOS: [&str; 9] = [
     "  the same, another file's commits beside it",
     "  server up, its database on another disk (tmpfs)",
     "  server up, each sale after the last one's answer",
+    "raw commit of a pay's pages, the server executing",
 ];
 const RAW: usize = 0;
 const ONLINE: usize = 1;
@@ -140,6 +174,7 @@ const RAW_AS_PAY: usize = 5;
 const RAW_AS_PAY_BESIDE: usize = 6;
 const SERVER_OTHER_DISK: usize = 7;
 const PACED: usize = 8;
+const RAW_BESIDE_SERVER: usize = 9;
 
 /// One round of `pay` until durable, per scenario of [`PAY_SCENARIOS`]: the raw commit reference;
 /// `pay` with the server up in a process of its own (as a store runs it); the same with the
@@ -207,8 +242,11 @@ async fn pay_round(dir: &std::path::Path, round: usize) -> (Vec<Vec<Duration>>, 
     )
     .await;
     drop(api);
+    // The floor for a till on this machine beside the server: a raw commit as large as a pay's,
+    // each while the server executes a request.
+    let raw_beside_server = raw_beside_server(dir, round, pages).await;
 
-    let by_scenario: [(Vec<Duration>, Timings); 9] = [
+    let by_scenario: [(Vec<Duration>, Timings); 10] = [
         (raw, Timings::default()),
         online,
         in_process,
@@ -218,6 +256,7 @@ async fn pay_round(dir: &std::path::Path, round: usize) -> (Vec<Vec<Duration>>, 
         (raw_as_pay_beside, Timings::default()),
         other_disk,
         paced,
+        (raw_beside_server, Timings::default()),
     ];
     by_scenario.into_iter().unzip()
 }
@@ -429,7 +468,21 @@ fn target(what: &str, figure: f64, unit: &str, goal: f64, at_most: bool) {
 
 #[tokio::main]
 async fn main() {
-    let only = std::env::var("OUTBOX_BENCH").ok();
+    let Ok(only) = std::env::var("OUTBOX_BENCH") else {
+        // Each part in a process of its own, as an app is one process with one outbox: the
+        // drain does not run in a process that has just made the pay rounds' 12 000 pays
+        // through six other outboxes and an embedded server.
+        for part in ["pay", "drain"] {
+            let status = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(std::env::args_os().skip(1))
+                .env("OUTBOX_BENCH", part)
+                .status()
+                .unwrap();
+            assert!(status.success(), "the {part} part of the bench failed");
+        }
+        return;
+    };
+    let only = Some(only);
     let rounds: usize = std::env::var("BENCH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -493,10 +546,11 @@ async fn main() {
         let (offline_p99, _) = around_p99(&durable_writes(&pays, OFFLINE));
         // Indexes in PARTS: 1 waited, 3 behind, 6 COMMIT, 8 waiting for a core in it, 9 blocked.
         println!(
-            "limit, pay until durable: a pay is durable once its write-ahead is, one commit of the outbox appending {:.0} log pages (median: the attempt and its indexes, the sale's number, the queue's total; a raw SQLite commit of as many pages has p99 {:.3} ms here alone, {:.3} ms with another file's commits beside it); the till alone (server unreachable) has pay p99 {:.3} ms. Online the server's process shares this machine's disk and two cores: its database moved to another disk (tmpfs) takes pay p99 from {:.3} to {:.3} ms; and these pays come at once, each while the last sale's request, its answer and the server's work on it are still under way on the same cores and disk: paid as a cashier sells (each sale after the last one's answer) pay p99 is {:.3} ms. A write-ahead around the p99 spends, online / server on another disk / till alone: {:.3} / {:.3} / {:.3} ms in its COMMIT, of them blocked on the disk's flush {:.3} / {:.3} / {:.3} (the flush also carries the pages of earlier answers, recorded relaxed) and waiting for a core {:.3} / {:.3} / {:.3}; before it, waiting for the writer {:.3} / {:.3} / {:.3} and behind a relaxed commit {:.3} / {:.3} / {:.3}; checkpoints ran beside {:.0} of {PAYS} pays; with the server in this process pay p99 {:.3} ms",
+            "limit, pay until durable: a pay is durable once its write-ahead is, one commit of the outbox appending {:.0} log pages (median: the attempt and its indexes, the sale's number, the queue's total; a raw SQLite commit of as many pages has p99 {:.3} ms here alone, {:.3} ms with another file's commits beside it, {:.3} ms each while the server (its own process, this machine's disk and cores) executes a card payment: the floor for any till beside this server); the till alone (server unreachable) has pay p99 {:.3} ms. Online the server's process shares this machine's disk and two cores: its database moved to another disk (tmpfs) takes pay p99 from {:.3} to {:.3} ms; and these pays come at once, each while the last sale's request, its answer and the server's work on it are still under way on the same cores and disk: paid as a cashier sells (each sale after the last one's answer) pay p99 is {:.3} ms. A write-ahead around the p99 spends, online / server on another disk / till alone: {:.3} / {:.3} / {:.3} ms in its COMMIT, of them blocked on the disk's flush {:.3} / {:.3} / {:.3} (the flush also carries the pages of earlier answers, recorded relaxed) and waiting for a core {:.3} / {:.3} / {:.3}; before it, waiting for the writer {:.3} / {:.3} / {:.3} and behind a relaxed commit {:.3} / {:.3} / {:.3}; checkpoints ran beside {:.0} of {PAYS} pays; with the server in this process pay p99 {:.3} ms",
             quantile(OFFLINE, |p| &p.frames, 0.5),
             stat(RAW_AS_PAY, 0.99),
             stat(RAW_AS_PAY_BESIDE, 0.99),
+            stat(RAW_BESIDE_SERVER, 0.99),
             stat(OFFLINE, 0.99),
             stat(ONLINE, 0.99),
             stat(SERVER_OTHER_DISK, 0.99),

@@ -12,8 +12,10 @@
 //! survives a crash of the process but not of the machine until the next durable commit or
 //! checkpoint syncs the WAL. The WAL is appended in order, so a durable commit makes every
 //! relaxed one before it durable too, and a power cut can only lose a tail of relaxed commits.
-//! When the writer finds both kinds waiting, it commits the relaxed ones first, in a commit of
-//! their own, so a relaxed write never waits for a sync it did not ask for.
+//! When the writer finds both kinds waiting, it commits each kind in a commit of its own, in the
+//! order [`Options::first`] says: by default the relaxed ones first, so a relaxed write never waits
+//! for a sync it did not ask for; or the durable ones first, where a person waits for them and
+//! the relaxed writes are background bookkeeping.
 //!
 //! Used by the payment API's store and by the checkout outbox.
 
@@ -88,6 +90,22 @@ pub struct Options {
     /// keeps SQLite's default: its cache is what spares a burst of writes (a queue draining) from
     /// reading its pages back.
     pub reader_cache_kib: Option<u32>,
+    /// Which kind of write the writer commits first when it finds both waiting.
+    pub first: First,
+}
+
+/// Which kind of write goes first when the writer finds both waiting; each kind commits in a
+/// commit of its own either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum First {
+    /// The relaxed writes, whose commit is short (no fsync): no relaxed write waits for a sync it
+    /// did not ask for, and the shorter job going first keeps the mean wait least (a server's
+    /// claims ahead of its results).
+    #[default]
+    Relaxed,
+    /// The durable writes: someone waits for them (a cashier's `pay` until its write-ahead is
+    /// durable), and the relaxed ones are bookkeeping nobody waits on, which can wait a sync.
+    Durable,
 }
 
 /// A reader cache for a database that holds one machine's own recent work (the app's outbox and
@@ -102,6 +120,7 @@ impl Default for Options {
             max_page_count: None,
             checkpoint_every: Duration::from_millis(500),
             reader_cache_kib: None,
+            first: First::Relaxed,
         }
     }
 }
@@ -185,12 +204,12 @@ impl Db {
         // After the pragma: SQLite's automatic checkpoints and this hook share one slot.
         conn.wal_hook(Some(log_grew));
         let (tx, rx) = mpsc::channel::<Queued>();
-        let max_batch = options.max_batch.max(1);
+        let (max_batch, first) = (options.max_batch.max(1), options.first);
         let profile = Arc::new(Profile::default());
         let kept = profile.clone();
         std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, max_batch, &kept))
+            .spawn(move || writer_loop(conn, rx, max_batch, first, &kept))
             .map_err(|_| E::from(Error::WriterGone))?;
         let inner = Arc::new(Inner {
             path,
@@ -407,7 +426,13 @@ fn batch_aborted(why: &str) -> rusqlite::Error {
     )
 }
 
-fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, profile: &Profile) {
+fn writer_loop(
+    conn: Connection,
+    rx: mpsc::Receiver<Queued>,
+    max_batch: usize,
+    goes_first: First,
+    profile: &Profile,
+) {
     // `connect` set synchronous=FULL.
     let mut synced = true;
     // The writer's scheduling counters, read only while a profile is on.
@@ -438,11 +463,14 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Queued>, max_batch: usize, p
                 Err(_) => break,
             }
         }
-        // The relaxed writes first, in a commit of their own that waits for no fsync, then the
-        // durable ones: a relaxed write never waits for a sync it did not ask for. The writes of
-        // one batch come from callers running at the same time (a caller awaits each write), so
+        // Each kind in a commit of its own, in the order the options say. The writes of one
+        // batch come from callers running at the same time (a caller awaits each write), so
         // committing them in two groups orders nothing that was ordered.
-        for (jobs, sync) in [(relaxed, false), (durable, true)] {
+        let groups = match goes_first {
+            First::Relaxed => [(relaxed, false), (durable, true)],
+            First::Durable => [(durable, true), (relaxed, false)],
+        };
+        for (jobs, sync) in groups {
             if jobs.is_empty() {
                 continue;
             }
@@ -601,10 +629,18 @@ mod tests {
         Ok(c.query_row("PRAGMA synchronous", [], |r| r.get(0))?)
     }
 
-    #[tokio::test]
-    async fn a_relaxed_write_queued_with_durable_ones_never_waits_for_their_sync() {
+    /// Queues ten durable and ten relaxed writes behind a slow write, so the writer's next batch
+    /// holds both kinds, and returns the timings once all 21 have committed (the slow one
+    /// durable); checks each write was committed with the sync its kind asked for.
+    async fn both_kinds_in_one_batch(first: First) -> Timings {
         let dir = tempfile::tempdir().unwrap();
-        let db = open(&dir.path().join("t.db"), Options::default());
+        let db = open(
+            &dir.path().join("t.db"),
+            Options {
+                first,
+                ..Options::default()
+            },
+        );
         assert!(db.timings().is_none(), "no timings kept unless asked");
         db.profile();
         // The writer busy with a slow write while both kinds queue up behind it: the next
@@ -648,12 +684,11 @@ mod tests {
         }
 
         // The timings say so: every write counted once, by its kind; the 20 waited behind
-        // the slow write (50 ms at least); the durable ones of the second batch also behind
-        // the relaxed commit that went first, which waited behind nothing of its batch.
-        // A batch is recorded just after its callers hear back: wait for the last one.
+        // the slow write (50 ms at least); which kind went first is for the caller to check.
+        // A batch is recorded just after its callers hear back: wait for the last ones.
         let mut t = db.timings().expect("profiled");
         for _ in 0..100 {
-            if t.durable.total.len() == 11 {
+            if (t.durable.total.len(), t.relaxed.total.len()) == (11, 10) {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -669,8 +704,6 @@ mod tests {
             t.relaxed.waited.min()
         );
         assert!(t.durable.waited.value_at_quantile(0.5) >= 50_000);
-        assert!(t.durable.behind.max() >= t.relaxed.ran.max() + t.relaxed.committed.max());
-        assert!(t.relaxed.behind.max() < t.durable.behind.max());
         assert!(t.durable.total.max() >= t.durable.waited.max() + t.durable.committed.min());
         // Each write also one by one, its parts within their phases.
         assert_eq!((t.durable.writes.len(), t.relaxed.writes.len()), (11, 10));
@@ -692,6 +725,32 @@ mod tests {
         assert!(
             t.durable.writes.iter().any(|w| w.commit_on_core > 0),
             "a commit takes some time on a core"
+        );
+        t
+    }
+
+    #[tokio::test]
+    async fn a_relaxed_write_queued_with_durable_ones_never_waits_for_their_sync() {
+        let t = both_kinds_in_one_batch(First::Relaxed).await;
+        // The durable ones of the second batch waited behind the relaxed commit that went
+        // first, which waited behind nothing of its batch.
+        assert!(t.durable.behind.max() >= t.relaxed.ran.max() + t.relaxed.committed.max());
+        assert!(t.relaxed.behind.max() < t.durable.behind.max());
+    }
+
+    #[tokio::test]
+    async fn durable_first_puts_a_durable_write_ahead_of_the_relaxed_ones_of_its_batch() {
+        let t = both_kinds_in_one_batch(First::Durable).await;
+        // The relaxed ones waited behind the durable commit (its sync included); the durable
+        // ones behind nothing but their own batch's statements.
+        let relaxed = &t.relaxed.writes;
+        assert!(
+            t.relaxed.behind.min() >= t.durable.committed.min(),
+            "{relaxed:?}"
+        );
+        assert!(
+            t.durable.behind.max() < t.relaxed.behind.min(),
+            "{relaxed:?}"
         );
     }
 
@@ -845,62 +904,78 @@ pub mod reference {
         pages: u64,
         other: Option<&Path>,
     ) -> rusqlite::Result<Vec<Duration>> {
-        let options = Options::default();
-        let c = connect(path, &options)?;
-        c.execute_batch(
-            "CREATE TABLE IF NOT EXISTS raw_pages (id INTEGER PRIMARY KEY, n INTEGER, b BLOB)",
-        )?;
-        let page: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        // More than half a page each: no two rows share a leaf page.
-        for _ in 0..pages.max(1) {
-            c.execute(
-                "INSERT INTO raw_pages (n, b) VALUES (0, zeroblob(?1))",
-                [page * 3 / 5],
+        let raw = RawPages::open(path, pages, other)?;
+        (0..n).map(|_| raw.commit()).collect()
+    }
+
+    /// A table whose every commit (WAL, `synchronous=FULL`) rewrites the same `pages` pages, as
+    /// a write to a database that does not grow rewrites its pages: a durable commit as large as
+    /// another's, one at a time, whenever the caller asks ([`RawPages::commit`]). Passive
+    /// checkpoints run beside it on a connection of their own, as often as a [`Db`](super::Db)'s
+    /// do; and, when `other` is given, another connection commits one-row durable transactions
+    /// to that file in a loop. Both stop when it is dropped.
+    pub struct RawPages {
+        c: rusqlite::Connection,
+        done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        beside: Vec<std::thread::JoinHandle<()>>,
+    }
+
+    impl RawPages {
+        pub fn open(path: &Path, pages: u64, other: Option<&Path>) -> rusqlite::Result<Self> {
+            let options = Options::default();
+            let c = connect(path, &options)?;
+            c.execute_batch(
+                "CREATE TABLE IF NOT EXISTS raw_pages (id INTEGER PRIMARY KEY, n INTEGER, b BLOB)",
             )?;
-        }
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let checkpoints = {
-            let (done, checkpointer) = (done.clone(), connect(path, &options)?);
-            std::thread::spawn(move || {
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            let page: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+            // More than half a page each: no two rows share a leaf page.
+            for _ in 0..pages.max(1) {
+                c.execute(
+                    "INSERT INTO raw_pages (n, b) VALUES (0, zeroblob(?1))",
+                    [page * 3 / 5],
+                )?;
+            }
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let mut beside = Vec::new();
+            let (stop, checkpointer) = (done.clone(), connect(path, &options)?);
+            beside.push(std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     std::thread::sleep(options.checkpoint_every);
                     let _ =
                         checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
                 }
-            })
-        };
-        let beside = match other {
-            Some(other) => {
-                let (done, o) = (done.clone(), connect(other, &options)?);
+            }));
+            if let Some(other) = other {
+                let (stop, o) = (done.clone(), connect(other, &options)?);
                 o.execute_batch(
                     "CREATE TABLE IF NOT EXISTS beside (id INTEGER PRIMARY KEY, v INTEGER)",
                 )?;
-                Some(std::thread::spawn(move || {
-                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                beside.push(std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                         if o.execute("INSERT INTO beside (v) VALUES (1)", []).is_err() {
                             break;
                         }
                     }
-                }))
+                }));
             }
-            None => None,
-        };
-        let mut latencies = Vec::with_capacity(n);
-        let mut result = Ok(());
-        for _ in 0..n {
+            Ok(Self { c, done, beside })
+        }
+
+        /// One durable commit of the pages; how long it took.
+        pub fn commit(&self) -> rusqlite::Result<Duration> {
             let t = Instant::now();
-            if let Err(e) = c.execute("UPDATE raw_pages SET n = n + 1", []) {
-                result = Err(e);
-                break;
+            self.c.execute("UPDATE raw_pages SET n = n + 1", [])?;
+            Ok(t.elapsed())
+        }
+    }
+
+    impl Drop for RawPages {
+        fn drop(&mut self) {
+            self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+            for thread in self.beside.drain(..) {
+                let _ = thread.join();
             }
-            latencies.push(t.elapsed());
         }
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = checkpoints.join();
-        if let Some(beside) = beside {
-            let _ = beside.join();
-        }
-        result.map(|()| latencies)
     }
 
     /// Makes `n` single-row durable writes in a row through a [`Db`](super::Db) on `path` (its

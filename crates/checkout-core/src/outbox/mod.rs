@@ -77,6 +77,9 @@ impl Outbox {
             busy_timeout,
             max_page_count: page_limit.map(PageLimit::hard),
             reader_cache_kib: Some(durable_sqlite::SMALL_READER_CACHE_KIB),
+            // A cashier waits for the durable writes (a sale's write-ahead); the relaxed ones
+            // record how a try ended, and the screen can show that one sync later.
+            first: durable_sqlite::First::Durable,
             ..Options::default()
         };
         let db = Db::open(path, options, |c| {
