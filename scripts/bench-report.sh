@@ -45,9 +45,12 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   concurrent requests with one key against each, counting charges; then the PostgreSQL store with one and
   three replicas (release processes) beside PostgreSQL's raw commit rate, with the CPU and WAL
   per operation read from `/proc` and `pg_current_wal_lsn`.
-- **checkout-core** (`crates/checkout-core/benches/outbox.rs`): `Checkout::pay` until durable,
+- **checkout-core** (`crates/checkout-core/benches/outbox.rs`; the pay part and the drain part
+  each in a process of its own, as an app is one process with one outbox): `Checkout::pay` until durable,
   online (the payment API a release process of its own, as a store runs it, and in the app's
-  process, as the embedded sandbox runs it) and offline, beside SQLite's raw durable commit and
+  process, as the embedded sandbox runs it) and offline, beside SQLite's raw durable commit,
+  a raw commit as large as a pay's alone and each while the server executes a card payment (the
+  floor for any till beside that server), and
   one durable write through `durable-sqlite` alone, and with the server's database on another
   disk (tmpfs: its fsyncs off the till's disk, as on a machine of its own), each with where its
   writes spent their time by the outbox writer's own clock (`durable_sqlite::Timings`: waiting

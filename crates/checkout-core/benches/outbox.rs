@@ -533,6 +533,12 @@ async fn main() {
             1.0,
             true,
         );
+        println!(
+            "limit, pay until durable, against its floor: the floor for a till beside this server (a raw SQLite commit of as many pages as a write-ahead, each while the server executes a card payment) has p99 {:.3} ms; pay p99 is {:.2}x it back to back, {:.2}x paced as a cashier sells",
+            stat(RAW_BESIDE_SERVER, 0.99),
+            stat(ONLINE, 0.99) / stat(RAW_BESIDE_SERVER, 0.99),
+            stat(PACED, 0.99) / stat(RAW_BESIDE_SERVER, 0.99),
+        );
         // The `q`-quantile of the durable writes' histogram, the median of the rounds.
         let quantile = |which: usize, of: fn(&Phases) -> &Histogram<u64>, q: f64| {
             median(
