@@ -157,13 +157,13 @@ struct Inner {
     tail: Arc<LogTail>,
 }
 
-/// Log pages past which a checkpoint that could not copy the whole log (the writer kept
-/// appending while it ran) has the writer copy the rest itself, between two batches, so that
-/// its next commit starts the log again from its first page: SQLite restarts a WAL only after a
-/// checkpoint has copied all of it, and a log that only grows makes every commit extend the
-/// file, whose durable commits then also wait for the file system's journal (a 12-page commit,
-/// one after another: p50 1.5x and p99 1.4 to 2.5x with the log at 148 MB than at 4 MB). The
-/// number is SQLite's own automatic checkpoint threshold.
+/// Log pages past which the checkpoint thread, after its passive checkpoint, leaves the writer
+/// the rest of the log to copy (what the writer appended while it ran), between two batches, so
+/// that its next commit starts the log again from its first page: SQLite restarts a WAL only
+/// after a checkpoint has copied all of it, and a log that only grows makes every commit extend
+/// the file, whose durable commits then also wait for the file system's journal (a 12-page
+/// commit, one after another: p50 1.5x and p99 1.4 to 2.5x with the log at 148 MB than at 4 MB).
+/// The number is SQLite's own automatic checkpoint threshold.
 const RESTART_LOG_PAGES: i64 = 1000;
 
 /// When the checkpoint thread last left the writer a tail of a long log to copy (`None`: none
