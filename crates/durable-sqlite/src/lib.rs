@@ -195,9 +195,7 @@ impl LogTail {
 /// a reader that takes longer leaves the log as it is until the next time.
 fn restart_log(conn: &Connection, busy_timeout: Duration) -> rusqlite::Result<(i64, i64)> {
     conn.busy_timeout(RESTART_WAITS_AT_MOST)?;
-    let done = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| {
-        Ok((r.get(1)?, r.get(2)?))
-    });
+    let done = checkpoint_as(conn, "RESTART");
     conn.busy_timeout(busy_timeout)?;
     done
 }
@@ -207,7 +205,13 @@ const RESTART_WAITS_AT_MOST: Duration = Duration::from_millis(5);
 
 /// A passive checkpoint on `conn`: (pages in the log, pages of it now in the database).
 fn checkpoint(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
-    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+    checkpoint_as(conn, "PASSIVE")
+}
+
+/// A checkpoint of `mode` (`PASSIVE`, `RESTART`) on `conn`: (pages in the log, pages of it now
+/// in the database).
+fn checkpoint_as(conn: &Connection, mode: &str) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
         Ok((r.get(1)?, r.get(2)?))
     })
 }
@@ -1063,8 +1067,7 @@ pub mod reference {
             beside.push(std::thread::spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     std::thread::sleep(options.checkpoint_every);
-                    let _ =
-                        checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    let _ = super::checkpoint(&checkpointer);
                 }
             }));
             if let Some(other) = other {
