@@ -115,7 +115,8 @@ bench: deps-bench deps-gui deps-pg
 	@if [ -n "$(BENCH_BASE)" ]; then \
 		rm -rf $(BENCH_OUT)/base && git worktree prune && \
 		git worktree add --detach $(BENCH_OUT)/base $(BENCH_BASE) && \
-		set -o pipefail && (cd $(BENCH_OUT)/base && CARGO_TARGET_DIR=$(CURDIR)/target/bench-base \
+		set -o pipefail && (cd $(BENCH_OUT)/base && export CARGO_TARGET_DIR=$(CURDIR)/target/bench-base && \
+			$(CARGO) build --release -p slowsync && \
 			$(CARGO) bench -p payment-api --bench api) | tee $(BENCH_OUT)/api-base.txt; fi
 	$(CARGO) build --release -p slowsync
 	set -o pipefail; $(CARGO) bench -p payment-api --bench api | tee $(BENCH_OUT)/api.txt
