@@ -369,12 +369,24 @@ async fn main() {
     // pressure signal works through.
     let pressure = Pressure::join();
     let dir = tempfile::tempdir().unwrap();
-    let app = GuiApp::launch(dir.path()).await;
+    // JavaScriptCore logs each collection of the page's heap to the session's log (the web
+    // process inherits the app's environment and stderr): the live JavaScript heap after a
+    // full collection, read at each mark, beside the process's memory.
+    let gc_log = dir.path().join("session.log");
+    let app = GuiApp::launch_with(
+        dir.path(),
+        &[
+            ("JSC_logGC", "1"),
+            ("STDERR_FILE", &gc_log.to_string_lossy()),
+        ],
+    )
+    .await;
     let pid = app_pid(dir.path()).expect("the app is running");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = (rss_mib(pid), tree_pss_mib(pid));
     let mut warm = ((0.0, 0.0), Vec::new(), 0.0);
     let mut warm_elements = 0;
+    let mut warm_js = None;
     let mut sold = 0;
     let mut ipc = json!({});
     assert_eq!(app.execute_async(COUNT_IPC, json!([])).await, true);
@@ -383,12 +395,14 @@ async fn main() {
             ipc = app.execute_async(TAKE_IPC, json!([])).await;
             settle(&app).await;
             warm = after_pressure(pressure.as_ref(), pid).await;
+            warm_js = js_heap_mib(&gc_log);
             warm_elements = elements(&app).await;
         }
         sold = sell(&app, sold).await;
     }
     settle(&app).await;
     let after = after_pressure(pressure.as_ref(), pid).await;
+    let after_js = js_heap_mib(&gc_log);
     let after_elements = elements(&app).await;
     // More sales after the measured ones (`APP_BENCH_MORE`, 2 000 unless set), printed per
     // thousand: whether memory keeps growing or levels off. A diagnosis, not a target.
@@ -402,7 +416,7 @@ async fn main() {
         if (sold - PAYMENTS).is_multiple_of(1_000) {
             settle(&app).await;
             let ((_, pss), by, _) = after_pressure(pressure.as_ref(), pid).await;
-            later.push((sold, pss, by));
+            later.push((sold, pss, by, js_heap_mib(&gc_log)));
         }
     }
     let charged = app.ledger_rows();
@@ -445,6 +459,11 @@ async fn main() {
     compare(&warm.1, &after.1);
     println!("the page's elements: {warm_elements} after {WARM} payments, {after_elements} after {PAYMENTS}; sales per WebDriver script: {}", batch());
     println!(
+        "the page's JavaScript heap, live after JavaScriptCore's last full collection (its own log, JSC_logGC): {} after {WARM} payments, {} after {PAYMENTS}",
+        mib(warm_js),
+        mib(after_js)
+    );
+    println!(
         "the page's IPC calls in the first {WARM} sales, per sale (calls; argument and answer bytes per call):"
     );
     for c in traffic.calls.as_array().into_iter().flatten() {
@@ -472,8 +491,11 @@ async fn main() {
         }
     }
     let mut before = &after.1;
-    for (n, pss, by) in &later {
-        println!("after {n} payments (APP_BENCH_MORE): {pss:.1} MiB; from the previous figure:");
+    for (n, pss, by, js) in &later {
+        println!(
+            "after {n} payments (APP_BENCH_MORE): {pss:.1} MiB (the page's JavaScript heap {}); from the previous figure:",
+            mib(*js)
+        );
         compare(before, by);
         before = by;
     }
@@ -513,7 +535,45 @@ async fn main() {
             web_anonymous(&after.1) - web_anonymous(&warm.1),
             after.1.first().map_or(0.0, |p| p.1[1]) - warm.1.first().map_or(0.0, |p| p.1[1]),
         );
+        if let (Some(from), Some(to)) = (warm_js, after_js) {
+            println!(
+                "limit, memory after {PAYMENTS} payments, the web process: the page's JavaScript heap (live after a full collection) went {from:.1} -> {to:.1} MiB ({:+.1}); the other {:+.1} MiB of its anonymous growth is WebKit's own memory outside the JavaScript heap",
+                to - from,
+                web_anonymous(&after.1) - web_anonymous(&warm.1) - (to - from),
+            );
+        }
     }
+}
+
+/// The page's JavaScript heap (MiB live after JavaScriptCore's last full collection) from JSC's
+/// own log (`JSC_logGC=1`): a full collection starts on a line `START … => FullCollection` and
+/// ends on a line `… => <live>kb, … END]`.
+fn js_heap_mib(log: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let (mut full, mut last) = (false, None);
+    for line in text.lines().filter(|l| l.starts_with("[GC<")) {
+        if line.contains(" START ") {
+            full = line.contains("=> FullCollection");
+        }
+        if full && line.ends_with("END]") {
+            let live = line
+                .rsplit_once("=> ")
+                .and_then(|(_, r)| r.split_once("kb"));
+            if let Some(kb) = live.and_then(|(n, _)| n.trim().parse::<f64>().ok()) {
+                last = Some(kb / 1024.0);
+            }
+            full = false;
+        }
+    }
+    last
+}
+
+/// `1.9 MiB`, or that the log had no full collection.
+fn mib(v: Option<f64>) -> String {
+    v.map_or_else(
+        || "no full collection logged".into(),
+        |m| format!("{m:.1} MiB"),
+    )
 }
 
 /// The anonymous memory (MiB, PSS) of the web process in a [`by_process`] list (`comm` keeps 15
