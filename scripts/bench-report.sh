@@ -63,7 +63,9 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   sales sold through the window, beside a bare Tauri window (`blank_window`) started the same way,
   and, for the growth, that bare window making the IPC calls Pagar's page made (counted in the
   page over its first 100 sales: the same commands, as many, arguments and answers of the same
-  sizes) for 1 000 sales, with no page work.
+  sizes) for 1 000 sales, with no page work; and, inside the web process, the page's
+  JavaScript heap, live after JavaScriptCore's last full collection (its own log: `JSC_logGC=1`
+  in the app's environment), so that its growth can be told apart from WebKit's own memory.
 
 What limits a target the run says is not met is measured in the same run and printed on a line
 of its own beginning `limit` (collected under *Targets, and what limits them* below): the floor a
