@@ -18,7 +18,7 @@ block() { # title file
 # ratios in a sentence ("…: a 0.77x, b 0.90x") are left out.
 ratios() {
   awk '{
-    if ($0 ~ /[0-9.]+x,/) next
+    if ($0 ~ /[0-9.]+x,/ || $1 == "limit,") next
     for (i = 2; i <= NF; i++) if ($i ~ /^[0-9.]+x$/) {
       name = $1; for (j = 2; j < i; j++) name = name " " $j
       sub(/:$/, "", name); print name "\t" $i; next
