@@ -518,6 +518,7 @@ async fn main() {
         "MiB",
         warm.0 .1 + 5.0,
     );
+    let web_growth = web_anonymous(&after.1) - web_anonymous(&warm.1);
     if let Some((warm_bare, after_bare, _)) = &traffic.memory {
         let calls: f64 = traffic
             .calls
@@ -532,16 +533,17 @@ async fn main() {
             after_bare.0 .1 - warm_bare.0 .1,
             web_anonymous(&after_bare.1) - web_anonymous(&warm_bare.1),
             after.0 .1 - warm.0 .1,
-            web_anonymous(&after.1) - web_anonymous(&warm.1),
+            web_growth,
             after.1.first().map_or(0.0, |p| p.1[1]) - warm.1.first().map_or(0.0, |p| p.1[1]),
         );
-        if let (Some(from), Some(to)) = (warm_js, after_js) {
-            println!(
-                "limit, memory after {PAYMENTS} payments, the web process: the page's JavaScript heap (live after a full collection) went {from:.1} -> {to:.1} MiB ({:+.1}); the other {:+.1} MiB of its anonymous growth is WebKit's own memory outside the JavaScript heap",
-                to - from,
-                web_anonymous(&after.1) - web_anonymous(&warm.1) - (to - from),
-            );
-        }
+    }
+    // The page's own share of the web process's growth does not depend on the bare window.
+    if let (Some(from), Some(to)) = (warm_js, after_js) {
+        println!(
+            "limit, memory after {PAYMENTS} payments, the web process: the page's JavaScript heap (live after a full collection) went {from:.1} -> {to:.1} MiB ({:+.1}); the other {:+.1} MiB of its anonymous growth is WebKit's own memory outside the JavaScript heap",
+            to - from,
+            web_growth - (to - from),
+        );
     }
 }
 
