@@ -4,6 +4,9 @@
 //!
 //! - the key charged → the answer is its payment (approved or declined), and nothing is charged;
 //! - the key is executing → 409 with `Retry-After`, as a retry of the payment would get;
+//! - the key made a Pix charge the customer can still pay → 409 `pix-aguardando`: only the Pix's
+//!   own cancel (`POST /pagamentos/{id}/cancelamento`) removes it at the provider, so "cancelled"
+//!   here would be a promise nobody keeps; a Pix closed unpaid is not a payment key (422);
 //! - nothing was charged → the key is **burned**: its row is marked cancelled (every later request
 //!   with it is refused 422 `idempotency-key-cancelled`), and its downstream key is voided at the
 //!   gateway, which is the fence that holds even against a worker stalled past its lease.
@@ -13,12 +16,13 @@
 //! abandoned execution), so it cannot race an execution of the same key into both outcomes.
 
 use crate::clock::Millis;
+use crate::domain::PixStatus;
 use crate::domain::{IdempotencyKey, KeyOperation, MerchantId};
 use crate::error::{ApiError, Result};
 use crate::idempotency::{in_progress, Held, Recover, Recovery};
 use crate::payments::Payments;
 pub use crate::payments::Voided as Cancellation;
-use crate::store::{CancelClaim, KeyStore, PaymentField, PaymentStore};
+use crate::store::{CancelClaim, KeyStore, PaymentField, PaymentStore, PixStore};
 use std::sync::Arc;
 
 /// Cancellation by key, with what it needs: the key table, the payments, and the payment
@@ -27,6 +31,7 @@ use std::sync::Arc;
 pub struct Cancel {
     keys: Arc<dyn KeyStore>,
     stored: Arc<dyn PaymentStore>,
+    pix: Arc<dyn PixStore>,
     payments: Arc<Payments>,
     lease_ms: Millis,
 }
@@ -36,12 +41,14 @@ impl Cancel {
     pub fn new(
         keys: Arc<dyn KeyStore>,
         stored: Arc<dyn PaymentStore>,
+        pix: Arc<dyn PixStore>,
         payments: Arc<Payments>,
         lease_ms: Millis,
     ) -> Self {
         Self {
             keys,
             stored,
+            pix,
             payments,
             lease_ms,
         }
@@ -62,6 +69,20 @@ impl Cancel {
             .next()
         {
             return Ok(Cancellation::Payment(Box::new(payment)));
+        }
+        // A Pix charge outlives its key (kept while it waits, but a charge is kept forever): its
+        // QR is not a card charge that voiding the downstream key can stop.
+        if let Some(charge) = self
+            .pix
+            .pix_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
+            .await?
+            .into_iter()
+            .next()
+        {
+            return Err(match charge.status {
+                PixStatus::Aguardando => ApiError::PixWaiting,
+                _ => ApiError::NotAPaymentKey,
+            });
         }
         match self
             .keys

@@ -180,6 +180,10 @@ pub struct PixConfig {
     /// and an expired charge removed), in milliseconds.
     #[arg(long, env = "PAGAR_PIX_POLL_MS", default_value_t = 5_000)]
     pub pix_poll_ms: u64,
+    /// How often the Pix received in the last day are listed at the provider (`GET /pix`) and
+    /// any this server had not recorded is settled (also once at start), in seconds.
+    #[arg(long, env = "PAGAR_PIX_RECONCILE_SECS", default_value_t = 300)]
+    pub pix_reconcile_secs: u64,
     /// The receiver's name printed in the BR Code.
     #[arg(long, env = "PAGAR_MERCHANT_NAME", default_value = "Pagar Sandbox")]
     pub merchant_name: String,
@@ -198,6 +202,7 @@ impl std::fmt::Debug for PixConfig {
             .field("pix_webhook_url", &self.pix_webhook_url)
             .field("pix_expiry_secs", &self.pix_expiry_secs)
             .field("pix_poll_ms", &self.pix_poll_ms)
+            .field("pix_reconcile_secs", &self.pix_reconcile_secs)
             .field("merchant_name", &self.merchant_name)
             .field("merchant_city", &self.merchant_city)
             .finish()
@@ -266,6 +271,11 @@ impl Config {
             ("--slow-gateway-ms", self.slow_gateway_ms, 0),
             ("--authorization-ttl-ms", self.authorization_ttl_ms, 1),
             ("--pix-poll-ms", self.pix.pix_poll_ms, 10),
+            (
+                "--pix-reconcile-secs",
+                self.pix.pix_reconcile_secs.saturating_mul(1000),
+                1000,
+            ),
         ];
         for (flag, ms, min) in checks {
             if ms < min || ms > MAX_DURATION_MS {

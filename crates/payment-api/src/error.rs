@@ -65,6 +65,11 @@ pub enum ApiError {
         "esta Idempotency-Key não é de um pagamento; só a chave de um pagamento pode ser cancelada"
     )]
     NotAPaymentKey,
+    /// A cancellation by key asked for a Pix charge the customer can still pay.
+    #[error(
+        "esta chave é de um Pix que ainda pode ser pago: cancele o Pix e aguarde a confirmação"
+    )]
+    PixWaiting,
     /// This worker's lease was taken over while it executed.
     #[error("a execução desta chave foi assumida por outra requisição; tente de novo")]
     LeaseLost,
@@ -227,6 +232,12 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "not-a-payment-key",
                 "A chave não é de um pagamento",
+                false,
+            ),
+            PixWaiting => (
+                StatusCode::CONFLICT,
+                "pix-aguardando",
+                "Pix aguardando: cancele o Pix e aguarde a confirmação",
                 false,
             ),
             LeaseLost => (

@@ -401,6 +401,7 @@ fn from_charge(
         plano: charged.plano,
         captura: charged.captura,
         autorizacao_expira_em: charged.autorizacao_expira_em,
+        apos_cancelamento: false,
     }
 }
 

@@ -18,7 +18,9 @@ pub struct PaymentBody {
     /// `pay_…`
     pub id: String,
     /// `aprovado` or `recusado`; an authorization (`"captura": false`) is `autorizado` until
-    /// captured (then `aprovado`), undone (`desfeito`) or lapsed (`expirado`).
+    /// captured (then `aprovado`), undone (`desfeito`) or lapsed (`expirado`); a Pix paid after
+    /// its charge was cancelled or expired is `recebido_apos_cancelamento` (money to give back,
+    /// never a sale's payment; a devolução is made from it like a refund).
     #[schema(example = "aprovado")]
     pub status: &'static str,
     /// Amount in centavos.
@@ -414,6 +416,9 @@ pub struct VendaBody {
     pub em_andamento: i64,
     /// `total - pago - autorizado - em_andamento`: what a new tender may still take.
     pub falta: i64,
+    /// Received by tenders after they were closed (a Pix paid after its cancellation or expiry),
+    /// less what was given back: not in `pago`, the customer's money to give back.
+    pub a_devolver: i64,
     /// Each tender, oldest first.
     pub pagamentos: Vec<VendaTender>,
 }
@@ -430,9 +435,18 @@ pub struct VendaTender {
     pub valor: i64,
     /// What it holds of the sale now (an approved tender less its approved refunds).
     pub retido: i64,
-    /// `aprovado`, `autorizado` (held, not captured), `recusado`, `em_andamento`, or
-    /// `liberado` (refused or cancelled before it charged, or an authorization undone or lapsed).
+    /// What it received that the sale does not take, less what was given back (a Pix paid after
+    /// it was closed); absent when nothing.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub a_devolver: i64,
+    /// `aprovado`, `autorizado` (held, not captured), `recusado`, `em_andamento`, `liberado`
+    /// (refused or cancelled before it charged, or an authorization undone or lapsed), or
+    /// `recebido_apos_cancelamento` (a Pix paid after it was closed: to be given back).
     pub status: String,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 impl From<&crate::store::Sale> for VendaBody {
@@ -447,6 +461,7 @@ impl From<&crate::store::Sale> for VendaBody {
             autorizado,
             em_andamento,
             falta: s.total.get() - pago - autorizado - em_andamento,
+            a_devolver: s.a_devolver(),
             pagamentos: s
                 .tenders
                 .iter()
@@ -455,6 +470,7 @@ impl From<&crate::store::Sale> for VendaBody {
                     idempotency_key: t.idempotency_key.clone(),
                     valor: t.valor.get(),
                     retido: t.retido,
+                    a_devolver: t.a_devolver,
                     status: t.status.clone(),
                 })
                 .collect(),

@@ -212,6 +212,7 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
             Some(tokio::spawn(poll_pix(
                 state.clone(),
                 Duration::from_millis(config.pix.pix_poll_ms),
+                Duration::from_secs(config.pix.pix_reconcile_secs.max(1)),
             )))
         }
         None => None,
@@ -248,13 +249,33 @@ async fn register_pix_webhook(state: AppState, url: Option<String>, addr: Socket
 }
 
 /// Every `every`: reads waiting Pix charges from the provider (a lost webhook is found here) and
-/// expires those past their time.
-async fn poll_pix(state: AppState, every: Duration) {
+/// expires those past their time. At start and every `reconcile_every`: lists the Pix the
+/// provider received in the last day and settles any nobody recorded (paid long after its
+/// charge was closed, its webhook lost).
+async fn poll_pix(state: AppState, every: Duration, reconcile_every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next_reconcile = tokio::time::Instant::now();
     loop {
         tick.tick().await;
         let Some(pix) = state.pix() else { return };
+        if tokio::time::Instant::now() >= next_reconcile {
+            match pix.settler.reconcile().await {
+                Ok(r) => {
+                    next_reconcile = tokio::time::Instant::now() + reconcile_every;
+                    if r.recorded > 0 {
+                        tracing::info!(
+                            listed = r.listed,
+                            recorded = r.recorded,
+                            "Pix reconciliation"
+                        );
+                    }
+                }
+                // Tried again on the next tick: a start while the provider is down still
+                // reconciles as soon as it answers.
+                Err(e) => tracing::warn!(error = %e, "Pix reconciliation failed; will try again"),
+            }
+        }
         match pix.settler.poll_once().await {
             Ok(r) if r.recorded + r.expired + r.failed > 0 => tracing::info!(
                 polled = r.polled,

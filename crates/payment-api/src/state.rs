@@ -119,7 +119,13 @@ impl AppState {
             provider.clone(),
             metrics.clone(),
         ));
-        let cancel = Cancel::new(store.clone(), store.clone(), payments.clone(), lease_ms);
+        let cancel = Cancel::new(
+            store.clone(),
+            store.clone(),
+            store.clone(),
+            payments.clone(),
+            lease_ms,
+        );
         let pix = provider.map(|provider| {
             let settings = PixSettings {
                 expiry_secs: config.pix.pix_expiry_secs,

@@ -26,6 +26,7 @@ type St = State<Arc<Shared>>;
 pub(crate) fn router(state: Arc<Shared>) -> Router {
     Router::new()
         .route("/cob/{txid}", put(create_cob).get(get_cob).patch(patch_cob))
+        .route("/pix", get(list_pix))
         .route("/pix/{e2eid}", get(get_pix))
         .route(
             "/pix/{e2eid}/devolucao/{id}",
@@ -243,6 +244,84 @@ async fn get_pix(State(s): St, Path(e2eid): Path<String>) -> Response {
         Ok(None) => refused(Refused::NotFound, "PixNaoEncontrado"),
         Err(e) => refused(e, "PixNaoEncontrado"),
     }
+}
+
+/// The query of `GET /pix` (API Pix "Consultar Pix recebidos"); the CPF and CNPJ filters are not
+/// offered (the simulator knows no payer).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsultaPix {
+    inicio: String,
+    fim: String,
+    txid: Option<String>,
+    #[serde(rename = "txIdPresente")]
+    txid_presente: Option<bool>,
+    #[serde(rename = "devolucaoPresente")]
+    devolucao_presente: Option<bool>,
+    #[serde(rename = "paginacao.paginaAtual", default)]
+    pagina_atual: u32,
+    #[serde(rename = "paginacao.itensPorPagina", default = "itens_por_pagina")]
+    itens_por_pagina: u32,
+}
+
+fn itens_por_pagina() -> u32 {
+    100
+}
+
+/// `GET /pix?inicio&fim`: the Pix received with `horario` in `[inicio, fim]`, oldest first, a page
+/// at a time (`paginacao.paginaAtual` from 0, `paginacao.itensPorPagina` 1–1000, 100 when not
+/// given): what a receiver reconciles with when callbacks and consultas of single charges missed a
+/// Pix.
+async fn list_pix(
+    State(s): St,
+    q: Result<Query<ConsultaPix>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let invalid = |d: &str| problem(StatusCode::BAD_REQUEST, "ConsultaInvalida", d);
+    let Ok(Query(q)) = q else {
+        return invalid("Os parâmetros da consulta não respeitam o schema.");
+    };
+    let (Some(inicio), Some(fim)) = (parse_rfc3339(&q.inicio), parse_rfc3339(&q.fim)) else {
+        return invalid("inicio e fim devem ser datas RFC 3339.");
+    };
+    if inicio > fim {
+        return invalid("O timestamp representado pelo parâmetro fim é anterior ao timestamp representado pelo parâmetro inicio.");
+    }
+    if !(1..=1000).contains(&q.itens_por_pagina) {
+        return invalid("O parâmetro paginacao.itensPorPagina deve estar entre 1 e 1000.");
+    }
+    let filtro = crate::store::FiltroPix {
+        inicio,
+        fim,
+        txid: q.txid,
+        txid_presente: q.txid_presente,
+        devolucao_presente: q.devolucao_presente,
+    };
+    let per_page = i64::from(q.itens_por_pagina);
+    match s
+        .store
+        .pix_between(&filtro, i64::from(q.pagina_atual) * per_page, per_page)
+    {
+        Ok((pix, total)) => Json(json!({
+            "parametros": {
+                "inicio": q.inicio,
+                "fim": q.fim,
+                "paginacao": {
+                    "paginaAtual": q.pagina_atual,
+                    "itensPorPagina": q.itens_por_pagina,
+                    "quantidadeDePaginas": ((total + per_page - 1) / per_page).max(1),
+                    "quantidadeTotalDeItens": total,
+                },
+            },
+            "pix": pix.iter().map(pix_json).collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Err(e) => refused(e, "ConsultaInvalida"),
+    }
+}
+
+fn parse_rfc3339(s: &str) -> Option<i64> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
 async fn create_devolucao(

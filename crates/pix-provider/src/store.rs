@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS pix (
     valor   INTEGER NOT NULL CHECK (valor > 0),
     horario INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS pix_horario ON pix (horario);
 CREATE TABLE IF NOT EXISTS devolucao (
     e2eid     TEXT    NOT NULL REFERENCES pix (e2eid),
     id        TEXT    NOT NULL,
@@ -101,6 +102,22 @@ pub struct Devolucao {
     pub valor: i64,
     pub status: String,
     pub horario: i64,
+}
+
+/// Which Pix received a consulta lists (`GET /pix`): every one the simulator has carries a txid,
+/// so `txIdPresente=false` lists none.
+#[derive(Debug, Clone, Default)]
+pub struct FiltroPix {
+    /// From, in milliseconds since the epoch (inclusive).
+    pub inicio: i64,
+    /// To, likewise (inclusive).
+    pub fim: i64,
+    /// Only the Pix of this charge.
+    pub txid: Option<String>,
+    /// Only Pix with (true) or without (false) a txid.
+    pub txid_presente: Option<bool>,
+    /// Only Pix with (true) or without (false) a devolução.
+    pub devolucao_presente: Option<bool>,
 }
 
 /// What the simulator did, counted from its own tables.
@@ -243,6 +260,47 @@ impl PixDb {
     /// A Pix received, by end-to-end id.
     pub fn pix(&self, e2eid: &str) -> Result<Option<PixRecebido>, Refused> {
         self.with(|c| read_pix(c, e2eid))
+    }
+
+    /// The Pix received with `horario` in `[inicio, fim]` that pass the filter, oldest first:
+    /// `limit` of them from the `offset`-th, and how many pass in all.
+    pub fn pix_between(
+        &self,
+        f: &FiltroPix,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<PixRecebido>, i64), Refused> {
+        self.with(|c| {
+            const WHERE: &str = "FROM pix p WHERE p.horario BETWEEN ?1 AND ?2
+                 AND (?3 IS NULL OR p.txid = ?3)
+                 AND (?4 IS NULL OR ?4 = 1)
+                 AND (?5 IS NULL OR ?5 = EXISTS (SELECT 1 FROM devolucao d WHERE d.e2eid = p.e2eid))";
+            let args = params![f.inicio, f.fim, f.txid, f.txid_presente, f.devolucao_presente];
+            let total: i64 =
+                c.query_row(&format!("SELECT COUNT(*) {WHERE}"), args, |r| r.get(0))?;
+            let e2eids = c
+                .prepare_cached(&format!(
+                    "SELECT p.e2eid {WHERE} ORDER BY p.horario, p.e2eid LIMIT ?6 OFFSET ?7"
+                ))?
+                .query_map(
+                    params![
+                        f.inicio,
+                        f.fim,
+                        f.txid,
+                        f.txid_presente,
+                        f.devolucao_presente,
+                        limit,
+                        offset
+                    ],
+                    |r| r.get::<_, String>(0),
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut pix = Vec::with_capacity(e2eids.len());
+            for e2eid in e2eids {
+                pix.extend(read_pix(c, &e2eid)?);
+            }
+            Ok((pix, total))
+        })
     }
 
     /// Pays back part of a Pix under the client's id: a reused id or more than what is left is

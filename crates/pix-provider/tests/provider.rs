@@ -189,6 +189,83 @@ async fn a_devolucao_id_is_used_once_and_the_devolucoes_never_exceed_the_pix() {
 }
 
 #[tokio::test]
+async fn the_pix_received_are_listed_by_time_window_a_page_at_a_time_and_bad_queries_are_refused() {
+    // Arrange: three charges paid (one given back in part), one never paid.
+    let psp = Provider::start();
+    let txids: Vec<String> = (1..=4)
+        .map(|n| format!("pagarTesteConsulta{n:013}"))
+        .collect();
+    let mut e2e = Vec::new();
+    for (n, txid) in txids.iter().enumerate() {
+        psp.put_cob(txid, "5.00").await;
+        if n < 3 {
+            let (_, pix) = psp
+                .process
+                .customer_pays(txid, json!({"webhook": "perdido"}))
+                .await;
+            e2e.push(pix["endToEndId"].as_str().unwrap().to_string());
+        }
+    }
+    psp.send(
+        reqwest::Method::PUT,
+        &format!("/pix/{}/devolucao/D1", e2e[1]),
+        Some(json!({"valor": "1.00"})),
+    )
+    .await;
+    let list = |query: String| {
+        let psp = &psp;
+        async move {
+            psp.send(reqwest::Method::GET, &format!("/pix?{query}"), None)
+                .await
+        }
+    };
+    let day = "inicio=2000-01-01T00:00:00Z&fim=2100-01-01T00:00:00Z";
+
+    // Act + Assert: every Pix in the window, oldest first, as GET /pix/{e2eid} shows each.
+    let (status, all) = list(day.to_string()).await;
+    assert_eq!(status, 200, "{all}");
+    let listed: Vec<&str> = all["pix"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["endToEndId"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, e2e.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(all["pix"][0]["txid"], txids[0].as_str());
+    assert_eq!(all["pix"][0]["valor"], "5.00");
+    assert_eq!(all["parametros"]["paginacao"]["quantidadeTotalDeItens"], 3);
+    // Two a page: two pages, the second with the last one.
+    let (_, second) = list(format!(
+        "{day}&paginacao.paginaAtual=1&paginacao.itensPorPagina=2"
+    ))
+    .await;
+    assert_eq!(second["parametros"]["paginacao"]["quantidadeDePaginas"], 2);
+    assert_eq!(second["pix"][0]["endToEndId"], e2e[2].as_str());
+    // Filters: one charge's; only those with a devolução; a window before any of them.
+    let (_, one) = list(format!("{day}&txid={}", txids[2])).await;
+    assert_eq!(one["pix"].as_array().unwrap().len(), 1);
+    let (_, given_back) = list(format!("{day}&devolucaoPresente=true")).await;
+    assert_eq!(given_back["pix"][0]["endToEndId"], e2e[1].as_str());
+    assert_eq!(given_back["pix"][0]["devolucoes"][0]["valor"], "1.00");
+    let (_, none) = list("inicio=2000-01-01T00:00:00Z&fim=2000-01-02T00:00:00Z".into()).await;
+    assert_eq!(none["pix"], json!([]));
+    assert_eq!(none["parametros"]["paginacao"]["quantidadeTotalDeItens"], 0);
+    // Refused: no window, an end before the start, a page of 0 or 1 001 items, an unknown filter.
+    for bad in [
+        "fim=2100-01-01T00:00:00Z".to_string(),
+        "inicio=2100-01-01T00:00:00Z&fim=2000-01-01T00:00:00Z".to_string(),
+        "inicio=ontem&fim=hoje".to_string(),
+        format!("{day}&paginacao.itensPorPagina=0"),
+        format!("{day}&paginacao.itensPorPagina=1001"),
+        format!("{day}&pagador=1"),
+    ] {
+        let (status, problem) = list(bad.clone()).await;
+        assert_eq!(status, 400, "{bad}: {problem}");
+        assert_eq!(problem["title"], "ConsultaInvalida", "{bad}");
+    }
+}
+
+#[tokio::test]
 async fn callbacks_are_signed_for_every_secret_and_sent_as_many_times_as_qa_asks() {
     let psp = Provider::start();
     let (tx, mut rx) = mpsc::unbounded_channel::<(HeaderMap, Bytes)>();

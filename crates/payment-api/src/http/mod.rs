@@ -428,7 +428,8 @@ fn logged(
         (status = 401, description = "Bad API key", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The key is executing now; ask again after `Retry-After`", body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before asking again"))),
-        (status = 422, description = "The key belongs to a refund (`not-a-payment-key`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The key made a Pix charge the customer can still pay (`pix-aguardando`): cancel the Pix itself (`POST /pagamentos/{id}/cancelamento`) and wait for its answer", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The key belongs to a refund or to a Pix closed unpaid (`not-a-payment-key`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Unavailable; ask again", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))

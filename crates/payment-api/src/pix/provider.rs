@@ -1,5 +1,6 @@
 //! The Pix provider (PSP recebedor) as the server talks to it: the API Pix routes `PUT`, `GET`
-//! and `PATCH /cob/{txid}`, and `PUT /webhook/{chave}`, over HTTP with a bearer token. The
+//! and `PATCH /cob/{txid}`, `GET /pix?inicio&fim` (the Pix received in a window), the devoluções,
+//! and `PUT /webhook/{chave}`, over HTTP with a bearer token. The
 //! bundled simulator (`crates/pix-provider`) answers them; a real PSP is put in its place by
 //! configuration (its URL and token; its OAuth2 and mTLS set-up is outside this client).
 
@@ -81,6 +82,31 @@ pub struct PixItem {
     pub horario: String,
 }
 
+/// One page of `GET /pix` (`PixConsultados`, the part the server reads).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PixConsultados {
+    /// The query as the provider understood it, with its paging.
+    pub parametros: ParametrosConsulta,
+    /// The Pix received on this page.
+    #[serde(default)]
+    pub pix: Vec<PixItem>,
+}
+
+/// `parametros` of a `GET /pix` answer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ParametrosConsulta {
+    /// Paging.
+    pub paginacao: Paginacao,
+}
+
+/// `paginacao` of a listing.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Paginacao {
+    /// How many pages the query has.
+    #[serde(rename = "quantidadeDePaginas")]
+    pub quantidade_de_paginas: u32,
+}
+
 /// A devolução as the provider reports it (`Devolucao`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Devolucao {
@@ -112,6 +138,15 @@ pub trait PixProvider: Send + Sync + std::fmt::Debug + 'static {
     async fn remove(&self, txid: &Txid) -> Result<Cob, ProviderError>;
     /// `PUT /webhook/{chave}`: where the provider posts `{"pix": [...]}` (`{url}/pix`).
     async fn register_webhook(&self, url: &str) -> Result<(), ProviderError>;
+    /// `GET /pix?inicio&fim&paginacao.paginaAtual&paginacao.itensPorPagina`: page `pagina`
+    /// (from 0) of the Pix received between `inicio` and `fim` (RFC 3339), `itens` a page.
+    async fn received(
+        &self,
+        inicio: &str,
+        fim: &str,
+        pagina: u32,
+        itens: u32,
+    ) -> Result<PixConsultados, ProviderError>;
     /// `PUT /pix/{e2eid}/devolucao/{id}`: pays `valor` back under the client's `id`. An `id`
     /// used before is refused by the provider (400), never replayed: then it is read back, so a
     /// retry after a lost answer never pays back twice.
@@ -275,6 +310,28 @@ impl PixProvider for HttpPixProvider {
         match status.as_u16() {
             200 => Self::json_of(&text).map(Some),
             404 => Ok(None),
+            _ => Err(ProviderError::Refused(Self::detail(&text))),
+        }
+    }
+
+    async fn received(
+        &self,
+        inicio: &str,
+        fim: &str,
+        pagina: u32,
+        itens: u32,
+    ) -> Result<PixConsultados, ProviderError> {
+        let (pagina, itens) = (pagina.to_string(), itens.to_string());
+        let (status, text) = self
+            .send(self.http.get(format!("{}/pix", self.base)).query(&[
+                ("inicio", inicio),
+                ("fim", fim),
+                ("paginacao.paginaAtual", pagina.as_str()),
+                ("paginacao.itensPorPagina", itens.as_str()),
+            ]))
+            .await?;
+        match status.as_u16() {
+            200 => Self::json_of(&text),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
     }

@@ -24,6 +24,21 @@ const LATE_PAYMENT_WINDOW_MS: Millis = 60 * 60 * 1000;
 /// Most charges asked about in one poll pass.
 const POLL_BATCH: usize = 200;
 
+/// How far back a reconciliation lists the Pix received: a day, and two hours for a provider's
+/// clock that differs from ours. Run every few minutes and at start, it finds every Pix received
+/// while this server ran or within a day before it started, whatever became of its webhook and
+/// however long after its charge was closed it was paid.
+const RECONCILE_LOOKBACK_MS: Millis = 26 * 60 * 60 * 1000;
+
+/// How far ahead of our clock a reconciliation's window reaches (the provider's clock may be).
+const RECONCILE_AHEAD_MS: Millis = 60 * 60 * 1000;
+
+/// Pix a reconciliation reads per page (the API Pix allows 1 000).
+const RECONCILE_PAGE: u32 = 1000;
+
+/// Most pages one reconciliation reads (a million Pix a day is far beyond one store's).
+const RECONCILE_MAX_PAGES: u32 = 1000;
+
 /// What one poll pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct PollReport {
@@ -35,6 +50,17 @@ pub struct PollReport {
     pub expired: u64,
     /// Charges the provider could not be asked about (the next pass tries again).
     pub failed: u64,
+}
+
+/// What one reconciliation did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcileReport {
+    /// Pix the provider listed in the window.
+    pub listed: u64,
+    /// Of them, Pix this server had not recorded and now has.
+    pub recorded: u64,
+    /// Pix of charges this server never made (another system's, to the same key).
+    pub foreign: u64,
 }
 
 /// Settles Pix charges.
@@ -222,6 +248,52 @@ impl Settler {
             }
         }
         Ok(report)
+    }
+}
+
+impl Settler {
+    /// Reconciles with the provider's list of the Pix received (`GET /pix?inicio&fim`) over the
+    /// last [`RECONCILE_LOOKBACK_MS`]: each Pix of one of our charges that this server has not
+    /// recorded (its webhook lost, and paid after the poll stopped asking about its charge) is
+    /// settled from its charge, read back from the provider like any other. The list is only a
+    /// hint, as a webhook is.
+    pub async fn reconcile(&self) -> Result<ReconcileReport> {
+        let now = self.store.now_ms();
+        let (inicio, fim) = (
+            crate::clock::rfc3339(now - RECONCILE_LOOKBACK_MS),
+            crate::clock::rfc3339(now + RECONCILE_AHEAD_MS),
+        );
+        let mut report = ReconcileReport::default();
+        let mut pagina = 0;
+        loop {
+            let page = self
+                .provider
+                .received(&inicio, &fim, pagina, RECONCILE_PAGE)
+                .await?;
+            for item in &page.pix {
+                report.listed += 1;
+                let Some(txid) = item.txid.as_deref().and_then(Txid::parse) else {
+                    report.foreign += 1;
+                    continue;
+                };
+                match self.store.pix_by_txid(&txid).await? {
+                    None => report.foreign += 1,
+                    Some((charge, _)) if charge.e2eid.as_deref() == Some(&item.end_to_end_id) => {}
+                    Some(_) => {
+                        if self.settle(&txid, Via::Consulta).await? {
+                            tracing::warn!(%txid, e2eid = %item.end_to_end_id, "reconciliation found a Pix no webhook or poll had recorded");
+                            report.recorded += 1;
+                        }
+                    }
+                }
+            }
+            pagina += 1;
+            if pagina >= page.parametros.paginacao.quantidade_de_paginas
+                || pagina >= RECONCILE_MAX_PAGES
+            {
+                return Ok(report);
+            }
+        }
     }
 }
 

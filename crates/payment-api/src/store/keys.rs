@@ -43,6 +43,18 @@ pub(crate) fn operation_of(stored: Option<&str>) -> StoreResult<KeyOperation> {
     })
 }
 
+/// A key (`k`) whose operation can still move money, which the reaper keeps past its retention:
+/// its Pix charge still waiting (the QR can be paid: the key holds the sale's part and a cancel
+/// by key must see it), or its payment an authorization neither captured, undone nor lapsed. A
+/// Pix is closed only after it was removed at the provider; a payment after that is
+/// `recebido_apos_cancelamento`, never the sale's.
+pub(crate) const LIVE_KEY: &str = "EXISTS (SELECT 1 FROM pix_charges x
+                  WHERE x.merchant = k.merchant AND x.idempotency_key = k.key
+                    AND x.status = 'aguardando')
+           OR EXISTS (SELECT 1 FROM payments p
+                  WHERE p.merchant = k.merchant AND p.idempotency_key = k.key
+                    AND p.captura = 'pendente')";
+
 /// The columns of an `idempotency_keys` row that the claim decides from, in the order both stores
 /// read them. The kept request is not among them: a claim that finds a completed key (every
 /// replay on PostgreSQL) must not read up to a request body it never uses.
@@ -276,7 +288,8 @@ pub trait KeyStore: Clocked {
         key: &IdempotencyKey,
         fence: i64,
     ) -> StoreResult<()>;
-    /// Deletes completed keys older than `retention_ms`; never keys in progress, never payments.
+    /// Deletes completed keys older than `retention_ms`; never keys in progress, never payments,
+    /// never a key whose operation can still move money ([`LIVE_KEY`]).
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64>;
     /// Completes a key with the answer of a payment or refund that already exists (`resource`:
     /// its id; the key was purged and the same request came again): stores the response, writes

@@ -12,10 +12,14 @@ macro_rules! payment_columns {
 /// The columns of `payments` every payment is written with, in the order both stores write them.
 pub(crate) const PAYMENT_COLUMNS: &str = payment_columns!();
 
-/// The columns a payment is read with: those, and an authorization's (`NULL` for a payment
-/// captured with its charge).
-pub(crate) const PAYMENT_READ: &str =
-    concat!(payment_columns!(), ", captura, autorizacao_expira_em");
+/// The columns a payment is read with: those, an authorization's (`NULL` for a payment captured
+/// with its charge), and whether it is a Pix paid after its charge was closed (the charge has
+/// the payment's id).
+pub(crate) const PAYMENT_READ: &str = concat!(
+    payment_columns!(),
+    ", captura, autorizacao_expira_em, EXISTS (SELECT 1 FROM pix_charges x
+        WHERE x.id = payments.id AND x.status = 'recebido_apos_cancelamento') AS apos_cancelamento"
+);
 
 /// A payment as it is stored: final, typed, and owned by its merchant. The JSON clients see is
 /// [`crate::schema::PaymentBody`], made from it.
@@ -49,13 +53,20 @@ pub struct Payment {
     pub captura: Option<CaptureState>,
     /// When the authorization lapses unless captured.
     pub autorizacao_expira_em: Option<Millis>,
+    /// A Pix paid after its charge was cancelled or expired: the customer's money to give back,
+    /// never a sale's payment (it can still be paid back like any payment).
+    pub apos_cancelamento: bool,
 }
 
 impl Payment {
     /// The status clients read: `aprovado` or `recusado`, and for an authorization
     /// `autorizado` (waiting for capture or undo), `desfeito` or `expirado` (nothing taken);
-    /// captured, it is `aprovado` like a payment captured at once.
+    /// captured, it is `aprovado` like a payment captured at once. A Pix paid after its charge
+    /// was closed is `recebido_apos_cancelamento`, as its charge reads.
     pub fn public_status(&self) -> &'static str {
+        if self.apos_cancelamento {
+            return "recebido_apos_cancelamento";
+        }
         match (self.status, self.captura) {
             (PaymentStatus::Aprovado, Some(CaptureState::Pendente)) => "autorizado",
             (PaymentStatus::Aprovado, Some(CaptureState::Desfeita)) => "desfeito",
@@ -91,6 +102,7 @@ pub(crate) struct PaymentColumns {
     pub(crate) plano: Option<String>,
     pub(crate) captura: Option<String>,
     pub(crate) autorizacao_expira_em: Option<Millis>,
+    pub(crate) apos_cancelamento: bool,
 }
 
 impl PaymentColumns {
@@ -120,6 +132,7 @@ impl PaymentColumns {
                 .map(|c| CaptureState::parse(&c).map_err(|e| corrupt("captura", e)))
                 .transpose()?,
             autorizacao_expira_em: self.autorizacao_expira_em,
+            apos_cancelamento: self.apos_cancelamento,
         })
     }
 }

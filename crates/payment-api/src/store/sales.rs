@@ -18,20 +18,46 @@ pub(crate) const TENDER_FROM: &str = "FROM venda_tenders h
      LEFT JOIN idempotency_keys k ON k.merchant = h.merchant AND k.key = h.idempotency_key
      LEFT JOIN pix_charges x ON x.merchant = h.merchant AND x.idempotency_key = h.idempotency_key";
 
-/// What a tender holds of its sale now, in centavos.
-pub(crate) const TENDER_HELD: &str = "CASE
-         WHEN p.status = 'aprovado' AND COALESCE(p.captura, 'capturada') IN ('pendente', 'capturada') THEN p.valor - COALESCE((SELECT SUM(r.valor) FROM refunds r
-                                          WHERE r.payment_id = p.id AND r.status = 'aprovado'), 0)
+/// What a tender's payment came to, less its approved refunds (`p` its payment).
+macro_rules! net_of_refunds {
+    () => {
+        "p.valor - COALESCE((SELECT SUM(r.valor) FROM refunds r
+                                WHERE r.payment_id = p.id AND r.status = 'aprovado'), 0)"
+    };
+}
+
+/// What a tender holds of its sale now, in centavos. A Pix paid after it was closed
+/// (`recebido_apos_cancelamento`: the sale may be paid by other means since) holds nothing: that
+/// money is the customer's to get back ([`TENDER_TO_GIVE_BACK`]), never the sale's.
+pub(crate) const TENDER_HELD: &str = concat!(
+    "CASE
+         WHEN p.status = 'aprovado' AND COALESCE(p.captura, 'capturada') IN ('pendente', 'capturada')
+              AND COALESCE(x.status, '') <> 'recebido_apos_cancelamento' THEN ",
+    net_of_refunds!(),
+    "
          WHEN p.status IS NOT NULL OR k.key IS NULL OR k.cancelled_at IS NOT NULL
-              OR x.status IN ('expirado', 'cancelado') THEN 0
-         ELSE h.valor END";
+              OR x.status IN ('expirado', 'cancelado', 'recebido_apos_cancelamento') THEN 0
+         ELSE h.valor END"
+);
+
+/// What a tender received that its sale does not take and is to be given back, in centavos: a
+/// Pix paid after it was closed, less what was already given back (devoluções).
+pub(crate) const TENDER_TO_GIVE_BACK: &str = concat!(
+    "CASE
+         WHEN x.status = 'recebido_apos_cancelamento' AND p.status = 'aprovado' THEN ",
+    net_of_refunds!(),
+    "
+         ELSE 0 END"
+);
 
 /// Where a tender stands: `aprovado`, `autorizado` (held on the card, not captured yet),
-/// `recusado`, `em_andamento`, or `liberado` (its key was cancelled or refused before it charged,
-/// or its authorization was undone or lapsed).
+/// `recusado`, `em_andamento`, `liberado` (its key was cancelled or refused before it charged,
+/// or its authorization was undone or lapsed), or `recebido_apos_cancelamento` (a Pix paid after
+/// it was closed: not the sale's, to be given back).
 pub(crate) const TENDER_STATE: &str = "CASE
          WHEN p.captura = 'pendente' THEN 'autorizado'
          WHEN p.captura IN ('desfeita', 'expirada') THEN 'liberado'
+         WHEN x.status = 'recebido_apos_cancelamento' THEN 'recebido_apos_cancelamento'
          WHEN p.status IS NOT NULL THEN p.status
          WHEN k.key IS NULL OR k.cancelled_at IS NOT NULL
               OR x.status IN ('expirado', 'cancelado') THEN 'liberado'
@@ -69,7 +95,11 @@ pub struct SaleTender {
     pub valor: Centavos,
     /// What it holds of the sale now (an approved tender less its approved refunds).
     pub retido: i64,
-    /// `aprovado`, `recusado`, `em_andamento` or `liberado`.
+    /// What it received that is not the sale's, to be given back (a Pix paid after it was
+    /// closed, less its devoluções).
+    pub a_devolver: i64,
+    /// `aprovado`, `autorizado`, `recusado`, `em_andamento`, `liberado` or
+    /// `recebido_apos_cancelamento`.
     pub status: String,
 }
 
@@ -105,6 +135,11 @@ impl Sale {
             .filter(|t| t.status == "autorizado")
             .map(|t| t.retido)
             .sum()
+    }
+
+    /// Received by tenders after they were closed, not the sale's: to be given back.
+    pub fn a_devolver(&self) -> i64 {
+        self.tenders.iter().map(|t| t.a_devolver).sum()
     }
 
     /// Held by tenders still executing.

@@ -27,6 +27,7 @@ mod logs;
 mod lookups;
 mod openapi;
 mod pix;
+mod pix_edges;
 mod plans;
 mod refunds;
 mod rejections;

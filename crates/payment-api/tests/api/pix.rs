@@ -88,7 +88,7 @@ fn pix(valor: i64, referencia: &str) -> Value {
 }
 
 /// Waits until the payment reads `status` (long poll), and returns it.
-async fn status_becomes(app: &TestApp, id: &str, status: &str) -> Value {
+pub(crate) async fn status_becomes(app: &TestApp, id: &str, status: &str) -> Value {
     let mut last = Value::Null;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while std::time::Instant::now() < deadline {

@@ -172,10 +172,11 @@ impl KeyStore for PgStore {
     async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
         let c = self.conn().await?;
         let st = c
-            .prepare_cached(
-                "DELETE FROM idempotency_keys
-                 WHERE completed_at IS NOT NULL AND completed_at < pagar_now_ms() + $2 - $1",
-            )
+            .prepare_cached(&format!(
+                "DELETE FROM idempotency_keys AS k
+                 WHERE completed_at IS NOT NULL AND completed_at < pagar_now_ms() + $2 - $1
+                   AND NOT ({LIVE_KEY})"
+            ))
             .await?;
         Ok(c.execute(&st, &[&retention_ms, &self.shift()]).await?)
     }

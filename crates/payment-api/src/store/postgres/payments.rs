@@ -18,6 +18,7 @@ pub(super) fn payment_from_row(r: &Row) -> StoreResult<Payment> {
         plano: r.try_get("plano")?,
         captura: r.try_get("captura")?,
         autorizacao_expira_em: r.try_get("autorizacao_expira_em")?,
+        apos_cancelamento: r.try_get("apos_cancelamento")?,
     }
     .parse()
 }

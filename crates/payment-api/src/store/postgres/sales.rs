@@ -13,7 +13,8 @@ async fn tenders(
         .query(
             &format!(
                 "SELECT h.idempotency_key, p.id, h.valor, ({TENDER_HELD})::bigint AS retido,
-                        ({TENDER_STATE})::text AS estado
+                        ({TENDER_STATE})::text AS estado,
+                        ({TENDER_TO_GIVE_BACK})::bigint AS a_devolver
                  {TENDER_FROM}
                  WHERE h.venda_id = $1 ORDER BY h.created_at, h.idempotency_key"
             ),
@@ -28,6 +29,7 @@ async fn tenders(
                 valor: Centavos::new(r.try_get(2)?).map_err(|e| corrupt("valor", e))?,
                 retido: r.try_get(3)?,
                 status: r.try_get(4)?,
+                a_devolver: r.try_get(5)?,
             })
         })
         .collect()

@@ -207,10 +207,13 @@ impl KeyStore for SqliteStore {
         self.db
             .write(move |c| {
                 Ok(exec(
-                c,
-                "DELETE FROM idempotency_keys WHERE completed_at IS NOT NULL AND completed_at < ?1",
-                params![cutoff],
-            )? as u64)
+                    c,
+                    &format!(
+                        "DELETE FROM idempotency_keys AS k
+                         WHERE completed_at IS NOT NULL AND completed_at < ?1 AND NOT ({LIVE_KEY})"
+                    ),
+                    params![cutoff],
+                )? as u64)
             })
             .await
     }

@@ -18,6 +18,7 @@ pub(super) fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<PaymentColumns> 
         plano: r.get("plano")?,
         captura: r.get("captura")?,
         autorizacao_expira_em: r.get("autorizacao_expira_em")?,
+        apos_cancelamento: r.get("apos_cancelamento")?,
     })
 }
 

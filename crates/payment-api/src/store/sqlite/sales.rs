@@ -7,7 +7,8 @@ use crate::domain::SaleRef;
 /// The tenders of a sale with what each holds now.
 fn tenders(c: &rusqlite::Connection, venda: &str) -> rusqlite::Result<Vec<SaleTender>> {
     c.prepare_cached(&format!(
-        "SELECT h.idempotency_key, p.id, h.valor, {TENDER_HELD} AS retido, {TENDER_STATE} AS estado
+        "SELECT h.idempotency_key, p.id, h.valor, {TENDER_HELD} AS retido, {TENDER_STATE} AS estado,
+                {TENDER_TO_GIVE_BACK} AS a_devolver
          {TENDER_FROM}
          WHERE h.venda_id = ?1 ORDER BY h.created_at, h.idempotency_key"
     ))?
@@ -24,6 +25,7 @@ fn tenders(c: &rusqlite::Connection, venda: &str) -> rusqlite::Result<Vec<SaleTe
             })?,
             retido: r.get(3)?,
             status: r.get(4)?,
+            a_devolver: r.get(5)?,
         })
     })?
     .collect()
