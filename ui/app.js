@@ -4,7 +4,7 @@
 
 import {
   applyEvent, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
-  FAULTS, pixWaiting, planArgs, shortcut, snapshotMark, splitOf, upsert,
+  FAULTS, pixCancelRefused, pixWaiting, planArgs, shortcut, snapshotMark, splitOf, upsert,
 } from "./state.js";
 import {
   $, drawQr, fillCards, fillPlans, hideDialogs, showDrawer, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
@@ -66,11 +66,12 @@ async function cancelPix() {
   if (!pixWaiting(a) || state.pixCancelling) return;
   state.pixCancelling = true;
   state.error = null;
+  state.pixCancel = null;
   draw();
   try {
     upsert(state, await invoke("cancel_pix", { attemptId: a.id }));
   } catch (err) {
-    state.error = errorText(err);
+    pixCancelRefused(state, a, err);
   } finally {
     state.pixCancelling = false;
     draw();

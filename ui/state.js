@@ -167,6 +167,9 @@ export function createState() {
     attemptId: null, // the current sale's latest attempt
     pressing: false, // between the press and pay's answer
     pixCancelling: false, // between "Cancelar Pix" and its answer
+    // A cancel of a Pix the server did not confirm: `{id, kind, message}`; shown while that Pix
+    // still waits, which then shows its own end (received, cancelled, expired) as it comes.
+    pixCancel: null,
     anotherCard: false, // after a review found no charge, the cashier chose to try another card
     splitOn: false, // "Dividir pagamento": the sale is paid in parts, against its total
     cancelSale: { armed: false, error: null }, // "Cancelar venda": a first click arms, a second confirms
@@ -246,7 +249,9 @@ export function owedBack(state, a) {
 /** Whether a late Pix can be kept as its sale's payment: no other payment of that sale approved
  * or under way, and no devolução of it asked for (the outbox checks the same when it keeps it). */
 export function canKeepPix(state, a) {
-  if (!latePix(a)) return false;
+  // A part of a divided sale is held to the sale's total by the server, which never counts a
+  // Pix paid after it was closed: it is given back, and the part charged again.
+  if (!latePix(a) || a.sale_total != null) return false;
   for (const o of state.attempts.values()) {
     if (o.id === a.id) continue;
     if (isRefund(o)) {
@@ -302,6 +307,11 @@ function pixStatus(state, a, now) {
         if (a.tries === 0 && !serverDown(state)) return ["pendente", "Gerando Pix…", "Pedindo o QR ao servidor."];
         return ["pendente", "Pix pendente — não cobre de novo", pendingWhy(state, a, now)];
       }
+      if (state.pixCancel && state.pixCancel.id === a.id) {
+        return state.pixCancel.kind === "pix_not_cancelled"
+          ? ["pix", "Pix não cancelado — ainda pode ser pago", state.pixCancel.message]
+          : ["pendente", "Cancelamento do Pix não confirmado — ele ainda pode ser pago", state.pixCancel.message];
+      }
       if (serverDown(state)) {
         return ["pix", "Aguardando pagamento do Pix — sem conexão",
           "Se o cliente já pagou, o Pix será confirmado quando a rede voltar. Não cobre de novo."];
@@ -315,6 +325,17 @@ function pixStatus(state, a, now) {
 /** The message of a command's refusal. */
 export function errorText(err) {
   return err && err.message ? err.message : String(err);
+}
+
+/** What a refused "Cancelar Pix" leaves on screen: a cancel the server did not confirm is the
+ * Pix's own state (it may still be paid, and the screen follows it to its end); anything else is
+ * the press's error. */
+export function pixCancelRefused(state, a, err) {
+  if (err && (err.kind === "pix_not_cancelled" || err.kind === "pix_cancel_unknown")) {
+    state.pixCancel = { id: a.id, kind: err.kind, message: errorText(err) };
+  } else {
+    state.error = errorText(err);
+  }
 }
 
 /** True for a refund (estorno) attempt. */

@@ -6,7 +6,7 @@ import {
   shortcut, snapshotMark, storeTime, brl, brlInput, controls, createState, current, nextTryText, pillText,
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
-  connectivityText, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
+  connectivityText, pixCancelRefused, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
   parseBrl, trocoText, isCash, capturePill,
 } from "../state.js";
 
@@ -456,6 +456,8 @@ test("a Pix paid after it was cancelled can be kept as the payment only of a sal
   const kept = ready(pix({ state: "aprovado", motivo: "recebido_apos_cancelamento" }, { status: "recebido_apos_cancelamento" }));
   assert.equal(canKeepPix(kept, current(kept)), false, "kept already");
   assert.equal(statusFor(kept, current(kept), NOW)[1], "Pix recebido após cancelamento");
+  const part = pix({ state: "recusado", motivo: "pix_cancelado", sale_total: 2000 }, { status: "recebido_apos_cancelamento", e2eid: "E8" });
+  assert.equal(canKeepPix(ready(part), part), false, "a part of a divided sale: give the Pix back");
 });
 
 test("the forma de pagamento goes to the command as forma and parcelas, and the screen names it", () => {
@@ -657,4 +659,33 @@ test("a Pix part cancelled leaves a half-paid sale open for its next part, never
   assert.equal(c.pagarDisabled, false);
   assert.equal(c.pixDisabled, false);
   assert.equal(c.cancelSaleHidden, false, "or the sale is given up");
+});
+
+test("a Pix cancel the server did not confirm says the Pix may still be paid, and the screen follows the Pix to its end", () => {
+  const waiting = pix({});
+  const s = ready(waiting);
+  // No answer to the cancel nor to the question after it.
+  pixCancelRefused(s, waiting, { kind: "pix_cancel_unknown", message: "sem resposta do servidor (…): não se sabe se o Pix foi cancelado" });
+  assert.equal(s.error, null, "not a press that stored nothing");
+  let [kind, label] = statusFor(s, current(s), NOW);
+  assert.equal(kind, "pendente");
+  assert.equal(label, "Cancelamento do Pix não confirmado — ele ainda pode ser pago");
+  // The network comes back: the customer had paid.
+  applyEvent(s, { type: "attempt_changed", attempt: { ...waiting, state: "aprovado", updated_at: waiting.updated_at + 1, pix: { ...waiting.pix, status: "aprovado", pago_em: NOW } } });
+  [kind, label] = statusFor(s, current(s), NOW);
+  assert.equal(kind, "aprovado");
+  assert.match(label, /^Pix recebido às /);
+  // Or the cancel had been executed: cancelled.
+  const other = ready(waiting);
+  pixCancelRefused(other, waiting, { kind: "pix_cancel_unknown", message: "…" });
+  applyEvent(other, { type: "attempt_changed", attempt: { ...waiting, state: "recusado", motivo: "pix_cancelado", updated_at: waiting.updated_at + 1 } });
+  assert.equal(statusFor(other, current(other), NOW)[1], "Pix cancelado — nada foi recebido");
+  // The server says it still waits: the cancel never reached it.
+  const still = ready(waiting);
+  pixCancelRefused(still, waiting, { kind: "pix_not_cancelled", message: "o cancelamento não chegou ao servidor" });
+  assert.equal(statusFor(still, current(still), NOW)[1], "Pix não cancelado — ainda pode ser pago");
+  // Any other refusal is the press's error.
+  const bad = ready(waiting);
+  pixCancelRefused(bad, waiting, { kind: "invalid", message: "o Pix ainda está sendo gerado" });
+  assert.equal(bad.error, "o Pix ainda está sendo gerado");
 });

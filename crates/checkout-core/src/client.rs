@@ -66,6 +66,10 @@ pub enum RemoteStatus {
     Desfeito,
     /// An authorization lapsed before capture: nothing taken.
     Expirado,
+    /// A Pix paid after its charge was cancelled or expired: money in that is not a sale's
+    /// payment (unless this till kept it as its sale's), to give back.
+    #[serde(rename = "recebido_apos_cancelamento")]
+    RecebidoAposCancelamento,
     /// A status this till does not know (a newer server): never taken as approved or declined.
     #[serde(other)]
     Desconhecido,
@@ -81,11 +85,14 @@ impl RemoteStatus {
             RemoteStatus::Autorizado => "autorizado",
             RemoteStatus::Desfeito => "desfeito",
             RemoteStatus::Expirado => "expirado",
+            RemoteStatus::RecebidoAposCancelamento => "recebido_apos_cancelamento",
             RemoteStatus::Desconhecido => "desconhecido",
         }
     }
 
-    /// Whether the till's final state says the same.
+    /// Whether the till's final state says the same. A Pix received after its cancellation
+    /// agrees with the attempt the till closed (`recusado`, the money listed apart until given
+    /// back) and with one it kept as its sale's payment (`aprovado`).
     pub fn agrees_with(self, state: AttemptState) -> bool {
         matches!(
             (self, state),
@@ -96,6 +103,10 @@ impl RemoteStatus {
                     | RemoteStatus::Expirado,
                 AttemptState::Aprovado
             ) | (RemoteStatus::Recusado, AttemptState::Recusado)
+                | (
+                    RemoteStatus::RecebidoAposCancelamento,
+                    AttemptState::Aprovado | AttemptState::Recusado
+                )
         )
     }
 }

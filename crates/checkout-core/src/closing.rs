@@ -369,7 +369,14 @@ pub fn reconcile(
             .copied()
             .filter(|p| p.status == RemoteStatus::Aprovado)
             .collect();
-        let late_pix = a.is_late_pix();
+        let late_on_server: Vec<&RemotePayment> = found
+            .iter()
+            .copied()
+            .filter(|p| p.status == RemoteStatus::RecebidoAposCancelamento)
+            .collect();
+        // The till learns of a late Pix by asking about its closed charge; a Pix the server
+        // found later (its reconciliation with the provider) is listed here all the same.
+        let late_pix = a.is_late_pix() || !late_on_server.is_empty();
         // A late Pix is the customer's money, listed below until given back; it is not a
         // second payment of the sale.
         for p in approved.iter().filter(|_| !late_pix) {
@@ -397,7 +404,11 @@ pub fn reconcile(
                 if back < Total::from(a.valor) {
                     discrepancies.push(base(
                         DiscrepancyKind::PixReceivedAfterCancel,
-                        &approved,
+                        if late_on_server.is_empty() {
+                            &approved
+                        } else {
+                            &late_on_server
+                        },
                         format!(
                             "o cliente pagou {} depois que o caixa mostrou o Pix {}; devolvido {} — devolva o resto (Estornar)",
                             a.valor,
@@ -1170,6 +1181,40 @@ mod tests {
             &evidence(&server, &refunds, &none),
         );
         assert!(c.discrepancies.is_empty(), "{:?}", c.discrepancies);
+    }
+
+    #[test]
+    fn a_late_pix_only_the_server_found_is_listed_to_give_back_not_as_a_state_mismatch() {
+        // Arrange: the till closed a Pix as cancelled and never heard of its late payment; the
+        // server's reconciliation with the provider found it and lists it as received after
+        // cancellation.
+        let closed = pix(
+            attempt("x1", "v1", 1, 500, AttemptState::Recusado),
+            Some("pix_cancelado"),
+            PixStatus::Cancelado,
+        );
+        let card = attempt("x2", "v1", 1, 500, AttemptState::Aprovado);
+        let server = [
+            paid("pay_x1", "x1", 500, "recebido_apos_cancelamento"),
+            paid("pay_x2", "x2", 500, "aprovado"),
+        ];
+        let none = HashSet::new();
+        // Act
+        let c = reconcile(
+            "2026-12-01",
+            1,
+            Some("caixa-01"),
+            &[closed, card],
+            &evidence(&server, &[], &none),
+        );
+        // Assert: to give back, naming the server's payment; the sale's one payment is the card.
+        assert_eq!(
+            kinds(&c),
+            [DiscrepancyKind::PixReceivedAfterCancel],
+            "{:?}",
+            c.discrepancies
+        );
+        assert_eq!(c.discrepancies[0].payment_ids, ["pay_x1"]);
     }
 
     #[test]

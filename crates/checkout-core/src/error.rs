@@ -90,6 +90,14 @@ pub enum CoreError {
         "sem conexão com o servidor de pagamentos: o Pix não pode ser gerado agora; ofereça cartão"
     )]
     PixOffline,
+    /// A Pix cancel the server did not take: it says the Pix still waits (the cancel never
+    /// reached it).
+    #[error("o cancelamento não chegou ao servidor: o Pix continua aguardando e ainda pode ser pago; cancele de novo (Esc) ou aguarde o cliente")]
+    PixNotCancelled,
+    /// A Pix cancel with no answer, and no answer to the question that followed it: the Pix may
+    /// have been cancelled, or may still be paid.
+    #[error("sem resposta do servidor ({0}): não se sabe se o Pix foi cancelado, e ele ainda pode ser pago; o caixa confirma sozinho quando a conexão voltar — não cobre de outra forma até lá")]
+    PixCancelUnknown(String),
     /// The server could not be asked (closing the till needs it).
     #[error("não foi possível consultar o servidor de pagamentos: {0}")]
     Unreachable(String),
@@ -180,6 +188,8 @@ impl Serialize for CoreError {
             CoreError::Closed => "closed",
             CoreError::Unreachable(_) => "unreachable",
             CoreError::PixOffline => "pix_offline",
+            CoreError::PixNotCancelled => "pix_not_cancelled",
+            CoreError::PixCancelUnknown(_) => "pix_cancel_unknown",
             CoreError::PendingAtClose { .. } => "pending_at_close",
         };
         let mut st = s.serialize_struct("CoreError", 2)?;

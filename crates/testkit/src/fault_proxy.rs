@@ -31,6 +31,10 @@ pub enum Fault {
     /// forwarding it (a middlebox, or a key rotated under the client); everything else, and every
     /// later `POST`, passes. Until that `POST` comes, each connection carries one request.
     RejectNextPost(u16),
+    /// Forward the next `POST` and cut both sides the moment its answer starts (the server did
+    /// its work, the client hears nothing); everything else, and every later `POST`, passes.
+    /// Until that `POST` comes, each connection carries one request.
+    CutNextPostAnswer,
     /// Forward everything, each chunk held this many milliseconds (a slow link).
     Delay(u64),
     /// Forward everything eight bytes at a time with a pause between (a starved link).
@@ -51,7 +55,9 @@ struct Inner {
     next: AtomicU64,
     /// The fault in force and its generation; connections from an older generation are reset.
     fault: watch::Sender<(u64, Fault)>,
-    reject_armed: AtomicBool,
+    /// The next `POST` is the one [`Fault::RejectNextPost`] or [`Fault::CutNextPostAnswer`]
+    /// acts on.
+    next_post_armed: AtomicBool,
     acceptor: Mutex<Option<JoinHandle<()>>>,
     accepted: AtomicU64,
     forwarded_posts: AtomicU64,
@@ -91,7 +97,7 @@ impl FaultProxy {
                 upstreams,
                 next: AtomicU64::new(0),
                 fault,
-                reject_armed: AtomicBool::new(false),
+                next_post_armed: AtomicBool::new(false),
                 acceptor: Mutex::new(None),
                 accepted: AtomicU64::new(0),
                 forwarded_posts: AtomicU64::new(0),
@@ -129,9 +135,10 @@ impl FaultProxy {
     /// Switches the fault; every connection still open is reset.
     pub async fn set(&self, fault: Fault) {
         let before = self.fault();
-        self.inner
-            .reject_armed
-            .store(matches!(fault, Fault::RejectNextPost(_)), Ordering::SeqCst);
+        self.inner.next_post_armed.store(
+            matches!(fault, Fault::RejectNextPost(_) | Fault::CutNextPostAnswer),
+            Ordering::SeqCst,
+        );
         self.inner.fault.send_modify(|(generation, f)| {
             *generation += 1;
             *f = fault;
@@ -217,7 +224,7 @@ async fn handle(inner: &Inner, client: TcpStream, fault: Fault) {
                 return;
             };
             let is_post = head.starts_with(b"POST ");
-            if is_post && inner.reject_armed.swap(false, Ordering::SeqCst) {
+            if is_post && inner.next_post_armed.swap(false, Ordering::SeqCst) {
                 let body = format!(
                     r#"{{"type":"urn:pagar:problem:proxy","title":"recusado no caminho","status":{status},"detail":"a middlebox answered {status}","retryable":false}}"#
                 );
@@ -233,14 +240,32 @@ async fn handle(inner: &Inner, client: TcpStream, fault: Fault) {
                     while matches!(client.read(&mut sink).await, Ok(n) if n > 0) {}
                 })
                 .await;
-            } else if inner.reject_armed.load(Ordering::SeqCst) {
-                // While armed, each connection carries one request: a later POST cannot ride on
-                // a kept-alive connection that began with a GET and slip past.
-                relay(inner, client, close_after(head), false).await;
             } else {
-                relay(inner, client, head, false).await;
+                relay_one(inner, client, head).await;
             }
         }
+        Fault::CutNextPostAnswer => {
+            let mut client = client;
+            let Ok(head) = read_head(&mut client).await else {
+                return;
+            };
+            if head.starts_with(b"POST ") && inner.next_post_armed.swap(false, Ordering::SeqCst) {
+                relay(inner, client, close_after(head), true).await;
+            } else {
+                relay_one(inner, client, head).await;
+            }
+        }
+    }
+}
+
+/// Forwards a connection whose first request's head was read: while the next `POST` is still
+/// awaited, each connection carries one request (a later `POST` cannot ride on a kept-alive
+/// connection that began with a `GET` and slip past); after it, everything passes.
+async fn relay_one(inner: &Inner, client: TcpStream, head: Vec<u8>) {
+    if inner.next_post_armed.load(Ordering::SeqCst) {
+        relay(inner, client, close_after(head), false).await;
+    } else {
+        relay(inner, client, head, false).await;
     }
 }
 

@@ -364,7 +364,11 @@ impl Checkout {
 
     /// Cancels a Pix the customer has not paid: the server removes the charge at the provider,
     /// and the attempt ends `recusado` (`pix_cancelado`), or `aprovado` when the customer paid
-    /// first. Needs the server; while it cannot be asked, the Pix keeps waiting.
+    /// first. Needs the server; while it cannot be asked, the Pix keeps waiting. A cancel whose
+    /// answer is lost is followed by a question: what the server says of the charge is recorded
+    /// (cancelled, paid), or [`CoreError::PixNotCancelled`] when it still waits (the cancel never
+    /// reached it); with no answer to either, [`CoreError::PixCancelUnknown`] — the attempt
+    /// stays `pendente` and the dispatcher follows the charge to its end once the server answers.
     pub async fn cancel_pix(&self, id: &AttemptId) -> Result<Attempt> {
         let attempt = self.attempt(id).await?;
         if !attempt.is_pix() || attempt.state != AttemptState::Pendente {
@@ -375,18 +379,37 @@ impl Checkout {
                 "o Pix ainda está sendo gerado no servidor; aguarde o QR para cancelar".into(),
             ));
         };
-        let result = match self.inner.client.cancel_pix(&pix.payment_id).await {
+        let answer = match self.inner.client.cancel_pix(&pix.payment_id).await {
+            // No answer: the cancel may have been executed and its answer lost, or never have
+            // arrived. The server says which, by the charge as it stands.
+            Answer::Retry { error, .. } => {
+                match self
+                    .inner
+                    .client
+                    .pix_status(&pix.payment_id, Duration::ZERO)
+                    .await
+                {
+                    Answer::PixWaiting(_) => {
+                        tracing::warn!(attempt = %id, "Pix cancel lost on its way: the Pix still waits");
+                        return Err(CoreError::PixNotCancelled);
+                    }
+                    Answer::Retry { reach, .. } => {
+                        self.inner
+                            .observe(Connectivity::of(reach), Some(error.clone()))
+                            .await;
+                        tracing::warn!(attempt = %id, %error, "Pix cancel unanswered");
+                        return Err(CoreError::PixCancelUnknown(error));
+                    }
+                    settled => settled,
+                }
+            }
+            answer => answer,
+        };
+        let result = match answer {
             Answer::Final(f) => TryResult::Final(f),
             Answer::PixWaiting(c) => TryResult::PixWaiting(c),
-            Answer::Retry { error, reach, .. } => {
-                self.inner
-                    .observe(Connectivity::of(reach), Some(error.clone()))
-                    .await;
-                return Err(CoreError::Unreachable(format!(
-                    "{error} — o Pix não foi cancelado e continua aguardando"
-                )));
-            }
             Answer::Review { reason, .. } => return Err(CoreError::Invalid(reason)),
+            Answer::Retry { error, .. } => return Err(CoreError::PixCancelUnknown(error)),
         };
         let (attempt, queue) = self.inner.outbox.record(id, result, now_ms()).await?;
         tracing::info!(attempt = %attempt.id, state = attempt.state.as_str(), "Pix cancel answered");

@@ -382,6 +382,15 @@ impl Outbox {
                     "só um Pix recebido após cancelamento pode ser mantido como pagamento".into(),
                 ));
             };
+            // The server holds a divided sale's parts to its total and never counts a Pix paid
+            // after it was closed among them: keeping it here would make the till and the
+            // server disagree on what the sale was paid.
+            if attempt.sale_total.is_some() {
+                return Err(CoreError::Invalid(
+                    "numa venda dividida, um Pix recebido após cancelamento não entra no pagamento: devolva o Pix e cobre a parte de novo"
+                        .into(),
+                ));
+            }
             let other: Option<String> = c
                 .prepare_cached(&format!(
                     "SELECT id FROM attempts WHERE sale_id = ?1 AND id != ?2 AND {BLOCKS_SALE} LIMIT 1"

@@ -279,3 +279,129 @@ async fn with_the_server_down_a_pix_is_refused_at_once_and_nothing_is_stored() {
     assert!(engine.checkout.attempts().await.unwrap().is_empty());
     assert_eq!(stack.psp.counts().cobrancas, 0);
 }
+
+/// A Pix for `sale` once the server answers again (a fault switched resets the connections: the
+/// first probe after it may find none), at most 5 s of tries.
+async fn pay_pix_when_online(checkout: &Checkout, sale: &str, valor: i64) -> Attempt {
+    for _ in 0..100 {
+        match pay_pix(checkout, sale, valor).await {
+            Ok(o) => return attempt_of(o),
+            Err(CoreError::PixOffline) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("the server never answered for {sale}");
+}
+
+/// "Cancelar Pix" whose answer never comes: the engine asks the server what became of the
+/// charge, records it when it can, and says when it cannot; never "cancelled" by guess.
+#[tokio::test]
+async fn a_pix_cancel_whose_answer_is_lost_is_settled_by_asking_the_server() {
+    use pagar_testkit::{Fault, FaultProxy};
+    let stack = PixStack::start().await;
+    let proxy = FaultProxy::start(stack.api.addr).await;
+    let engine = Engine::open(fast_config(&proxy.url())).await;
+    let checkout = &engine.checkout;
+
+    // (a) The server cancels and its answer is cut: the engine reads the charge, cancelled.
+    let a = attempt_of(pay_pix(checkout, "venda-pix-cut", 900).await.unwrap());
+    let txid = with_qr(checkout, &a).await.pix.unwrap().txid;
+    proxy.set(Fault::CutNextPostAnswer).await;
+    let cancelled = checkout.cancel_pix(&a.id).await.unwrap();
+    assert_eq!(cancelled.state, AttemptState::Recusado);
+    assert_eq!(cancelled.motivo.as_deref(), Some("pix_cancelado"));
+    assert_eq!(
+        stack.customer_pays(&txid, json!({})).await,
+        409,
+        "removed at the bank"
+    );
+
+    // (b) The cancel never reaches the server (a middlebox answers 503): the charge still waits.
+    proxy.set(Fault::Pass).await;
+    let b = pay_pix_when_online(checkout, "venda-pix-503", 1_100).await;
+    let txid = with_qr(checkout, &b).await.pix.unwrap().txid;
+    proxy.set(Fault::RejectNextPost(503)).await;
+    let refused = checkout.cancel_pix(&b.id).await;
+    assert!(
+        matches!(refused, Err(CoreError::PixNotCancelled)),
+        "{refused:?}"
+    );
+    assert_eq!(
+        checkout.attempt(&b.id).await.unwrap().state,
+        AttemptState::Pendente
+    );
+    assert_eq!(
+        stack.customer_pays(&txid, json!({})).await,
+        201,
+        "it can still be paid"
+    );
+    let paid = checkout
+        .wait_final(&b.id, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(paid.state, AttemptState::Aprovado);
+
+    // (c) Nothing answers: unknown, said so; the attempt waits and follows the charge after.
+    proxy.set(Fault::Pass).await;
+    let c = pay_pix_when_online(checkout, "venda-pix-down", 1_300).await;
+    let txid = with_qr(checkout, &c).await.pix.unwrap().txid;
+    proxy.set(Fault::Refuse).await;
+    let unknown = checkout.cancel_pix(&c.id).await;
+    assert!(
+        matches!(unknown, Err(CoreError::PixCancelUnknown(_))),
+        "{unknown:?}"
+    );
+    assert_eq!(
+        stack
+            .customer_pays(&txid, json!({"webhook": "perdido"}))
+            .await,
+        201
+    );
+    proxy.set(Fault::Pass).await;
+    let paid = checkout
+        .wait_final(&c.id, Duration::from_secs(15))
+        .await
+        .unwrap();
+    assert_eq!(paid.state, AttemptState::Aprovado);
+    let counts = stack.psp.counts();
+    assert_eq!((counts.cobrancas, counts.pix), (3, 2));
+}
+
+#[tokio::test]
+async fn a_late_pix_of_a_divided_sale_is_never_kept_as_one_of_its_parts() {
+    // Arrange: a part of a divided sale by Pix, cancelled, then paid by the customer anyway.
+    let stack = PixStack::start().await;
+    let engine = Engine::open(fast_config(&stack.api.url())).await;
+    let checkout = &engine.checkout;
+    let sale = SaleId::parse("venda-dividida-pix").unwrap();
+    let part = attempt_of(
+        checkout
+            .pay_pix_tender(
+                sale,
+                Centavos::new(3_000).unwrap(),
+                Centavos::new(1_000).unwrap(),
+            )
+            .await
+            .unwrap(),
+    );
+    let txid = with_qr(checkout, &part).await.pix.unwrap().txid;
+    checkout.cancel_pix(&part.id).await.unwrap();
+    let order = json!({"aceitar_inativa": true});
+    assert_eq!(stack.customer_pays(&txid, order).await, 201);
+    for _ in 0..100 {
+        if checkout.check_late_pix().await.unwrap() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(checkout.attempt(&part.id).await.unwrap().is_late_pix());
+
+    // Act
+    let kept = checkout.keep_late_pix(&part.id).await;
+
+    // Assert: refused (the server never counts it among the sale's parts); it stays to give back.
+    assert!(matches!(kept, Err(CoreError::Invalid(_))), "{kept:?}");
+    let still = checkout.attempt(&part.id).await.unwrap();
+    assert_eq!(still.state, AttemptState::Recusado);
+    assert!(still.is_late_pix());
+}
