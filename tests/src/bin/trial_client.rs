@@ -5,13 +5,15 @@
 //! Usage: trial-client <outbox.db> <api-url> <api-key> <plan|-> <drain-secs>
 //! where a plan is `sale:valor:card:presses:delay_ms` items joined by `;` (each paid after its
 //! delay from the start; card `pix` presses F5 instead: a Pix charge; card `split` divides the
-//! sale: a third of it by débito first, the rest by crédito once nothing of it is in flight).
+//! sale: a third of it by débito first, the rest by crédito once nothing of it is in flight;
+//! `split-pix` likewise with the first third by Pix).
 //! Prints `stored <attempt>` and `refused <sale> <kind>` per payment, then `drained` or `pending`.
 //! While it waits, a sale whose payment is in review with no charge found is paid again with
 //! another card, as a cashier would ("Outro cartão"): the engine cancels the old key first, and
 //! the sale is settled only once that key can no longer charge. A Pix whose QR has waited
 //! [`PIX_PATIENCE`] is cancelled ("Cancelar Pix") and, once cancelled, its sale is paid by card,
-//! as a cashier whose customer gave up on the QR would. Once settled, it asks the server about
+//! as a cashier whose customer gave up on the QR would (a part of a divided sale: the rest of
+//! the sale by crédito). Once settled, it asks the server about
 //! the Pix it closed (one paid anyway is recorded to give back) before it prints `drained`. A
 //! divided sale is settled only once paid in full: what is missing is paid by crédito, as a
 //! cashier would, by a till restarted after a crash too (which undoes the card parts it had
@@ -71,6 +73,10 @@ async fn main() -> std::process::ExitCode {
             async move {
                 match *card {
                     "pix" => checkout.pay_pix(sale, valor).await,
+                    "split-pix" => {
+                        let part = Centavos::new((valor.get() / 3).max(1)).expect("positive");
+                        checkout.pay_pix_tender(sale, valor, part).await
+                    }
                     "split" => {
                         let part = Centavos::new((valor.get() / 3).max(1)).expect("positive");
                         let card = CardToken::parse("tok_aprovado").unwrap();
@@ -172,6 +178,10 @@ async fn main() -> std::process::ExitCode {
                 && (now - a.created_at).abs() >= PIX_PATIENCE.as_millis() as i64
         }) {
             let line = match checkout.cancel_pix(&a.id).await {
+                // A part of a divided sale: what is missing is paid by crédito, as any part.
+                Ok(c) if c.state == AttemptState::Recusado && a.sale_total.is_some() => {
+                    format!("pix-cancelled {} part", a.id)
+                }
                 Ok(c) if c.state == AttemptState::Recusado => {
                     let card = CardToken::parse("tok_aprovado").unwrap();
                     match checkout.pay(a.sale_id.clone(), a.valor, card).await {

@@ -42,7 +42,14 @@
 //!   outbox at the end and from a copy taken before each power cut of it) is still the server's:
 //!   a replay of its key with its bytes answers the same status and the same bytes (the same
 //!   payment and amount where the till learnt it by a look-up instead);
-//! - (k) every attempt a till reported stored (it prints each) is still in its outbox.
+//! - (k) every attempt a till reported stored (it prints each) is still in its outbox;
+//! - (l) every divided sale (its first part by débito or by Pix) shows on the server
+//!   (`GET /vendas`) as paid exactly what its card parts hold and its Pix paid while their charge
+//!   was open, never more than its total, and as to give back exactly the Pix paid after their
+//!   charge was removed (the cashier gave up on the QR and the rest was paid by crédito).
+//!
+//! Three in ten Pix trials run their server with keys kept one second (`--key-retention-secs
+//! 1`): its reaper purges completed keys while Pix charges wait and authorizations are open.
 //!
 //! **Power cuts.** Some trials (`--power P`, drawn from a stream of the seed of its own, so the
 //! rest of a seed's plan does not change) run on [`powercut`] filesystems: the SQLite server's
@@ -85,7 +92,7 @@ fn pg_database() -> String {
 /// How long a trial's Pix QR stays payable.
 const PIX_EXPIRY_SECS: u64 = 30;
 
-const INVARIANTS: [&str; 11] = [
+const INVARIANTS: [&str; 12] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
     "(c) every attempt final or in review",
@@ -97,6 +104,7 @@ const INVARIANTS: [&str; 11] = [
     "(i) no authorization left open",
     "(j) every answer found again, replayed the same",
     "(k) every attempt reported stored is kept",
+    "(l) a divided sale's money: paid + to give back",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +201,9 @@ struct Plan {
     pix: bool,
     /// The trial runs on power-cut filesystems: `Some(true)` its server's SQLite files too.
     power: Option<bool>,
+    /// The server keeps completed keys 1 s instead of 24 h: its reaper purges them while Pix
+    /// charges wait and authorizations are open.
+    short_retention: bool,
 }
 
 /// What a power cut takes down.
@@ -248,6 +259,30 @@ fn draw(seed: u64, store: StoreChoice, power: f64) -> Plan {
             })
             .collect::<Vec<_>>()
             .join(";");
+    }
+    // A Pix trial: some divided sales take their first part by Pix, and some servers keep their
+    // keys a second only (from a stream of its own, like the refunds).
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5245_5445_4e43_4141);
+    if plan.pix {
+        plan.short_retention = rng.gen_bool(0.3);
+        for till in plan.tills.iter_mut() {
+            *till = till
+                .split(';')
+                .map(|item| {
+                    let mut parts: Vec<String> = item.split(':').map(String::from).collect();
+                    let divide = match parts.get(2).map(String::as_str) {
+                        Some("split") => rng.gen_bool(0.5),
+                        Some("pix") => rng.gen_bool(0.3),
+                        _ => false,
+                    };
+                    if divide {
+                        parts[2] = "split-pix".into();
+                    }
+                    parts.join(":")
+                })
+                .collect::<Vec<_>>()
+                .join(";");
+        }
     }
     // From a stream of its own: a seed's other draws are the same with power cuts or without.
     let mut rng = StdRng::seed_from_u64(seed ^ 0x504f_5745_525f_4355);
@@ -377,6 +412,7 @@ fn draw_faults(seed: u64, store: StoreChoice) -> Plan {
         slow_gateway_ms,
         pix,
         power: None,
+        short_retention: false,
     }
 }
 
@@ -599,8 +635,8 @@ struct Outcome {
     notes: Vec<String>,
     /// Pix charges at the provider, Pix received, and those received after their till closed.
     pix: [u32; 3],
-    /// Divided sales, and those paid in full.
-    divided: [u32; 2],
+    /// Divided sales, those paid in full, and those with a Pix paid after its removal.
+    divided: [u32; 3],
     /// Card authorizations on the server, those captured, and those undone or lapsed.
     authorizations: [u32; 3],
     power: PowerCuts,
@@ -689,6 +725,12 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
             "--slow-gateway-ms".to_string(),
             plan.slow_gateway_ms.to_string(),
         ])
+        .chain(
+            plan.short_retention
+                .then(|| ["--key-retention-secs".to_string(), "1".to_string()])
+                .into_iter()
+                .flatten(),
+        )
         .chain(if plan.pix {
             let mut flags = psp.api_flags(300);
             flags.extend(["--pix-key".into(), pix_key(plan.seed)]);
@@ -760,6 +802,12 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
         (task, stop)
     });
 
+    if plan.short_retention {
+        out.kinds.insert("server: keys kept 1 s");
+    }
+    if plan.tills.iter().any(|t| t.contains(":split-pix:")) {
+        out.kinds.insert("sale: divided, a part by Pix");
+    }
     // The fault window.
     let started = Instant::now();
     let mut killed: BTreeSet<usize> = BTreeSet::new();
@@ -997,6 +1045,17 @@ async fn run_trial(plan: Plan, pg_url: String, root: PathBuf, psp: Arc<PixProces
         }
     }
     check_answers(&mut out, &http, &servers, &key, &answers).await;
+    check_sales(
+        &mut out,
+        &http,
+        &servers,
+        &key,
+        &tills,
+        &database,
+        &merchant,
+        pix_ledger.as_ref(),
+    )
+    .await;
     for s in servers.iter_mut() {
         s.kill();
     }
@@ -1717,7 +1776,16 @@ async fn check(
         }
     }
     // (h): a divided sale's approved tenders, on the server and at the till, within its total;
-    // paid at the till means paid on the server.
+    // paid at the till means paid on the server. A Pix paid after it was cancelled is no
+    // tender's payment: (l) checks it is shown to give back.
+    let late: BTreeSet<String> = match pix_rows(database, merchant).await {
+        Ok((charges, _)) => charges
+            .into_iter()
+            .filter(|c| c.status == "recebido_apos_cancelamento")
+            .map(|c| c.id)
+            .collect(),
+        Err(_) => BTreeSet::new(), // no Pix in this trial
+    };
     let mut divided: BTreeMap<(usize, &str), (i64, i64, i64)> = BTreeMap::new();
     for (t, a) in attempts.iter().filter(|(_, a)| a.sale_total.is_some()) {
         let e = divided
@@ -1725,7 +1793,7 @@ async fn check(
             .or_insert((a.sale_total.unwrap_or(0), 0, 0));
         e.1 += by_ref.get(a.id.as_str()).map_or(0, |ps| {
             ps.iter()
-                .filter(|p| p.holds_money())
+                .filter(|p| p.holds_money() && !late.contains(&p.id))
                 .map(|p| p.valor)
                 .sum::<i64>()
         });
@@ -2073,6 +2141,150 @@ async fn pix_disagreements(
     found
 }
 
+/// (l): every divided sale's money, as the server shows the sale (`GET /vendas/{sale}`), against
+/// what was taken: what its card tenders hold (from the gateway's ledger, through the payments)
+/// and the Pix received at the provider for its Pix tenders. `pago` is its card tenders' and the
+/// Pix paid while their charge was open (`CONCLUIDA` at the provider), never more than its total;
+/// `a_devolver` is the Pix paid after their charge was removed; nothing taken is unaccounted for.
+#[allow(clippy::too_many_arguments)]
+async fn check_sales(
+    out: &mut Outcome,
+    http: &reqwest::Client,
+    servers: &[ApiProcess],
+    api_key: &str,
+    tills: &[Till],
+    database: &ApiDatabase,
+    merchant: &str,
+    ledger: Option<&Value>,
+) {
+    let mut violation = |note: String| {
+        out.violations[11] += 1;
+        out.notes.push(format!("(l) {note}"));
+    };
+    // Each divided sale's tenders, from the tills' outboxes.
+    let mut sales: BTreeMap<String, (i64, BTreeSet<String>)> = BTreeMap::new();
+    for till in tills {
+        let Ok(c) = rusqlite::Connection::open_with_flags(
+            &till.outbox,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        ) else {
+            continue;
+        };
+        let rows = c
+            .prepare(
+                "SELECT a.sale_id, s.total, a.id FROM attempts a JOIN sales s ON s.sale_id = a.sale_id
+                  WHERE a.kind = 'pagamento' AND s.total IS NOT NULL",
+            )
+            .and_then(|mut st| {
+                st.query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .unwrap_or_default();
+        for (sale, total, attempt) in rows {
+            sales
+                .entry(sale)
+                .or_insert_with(|| (total, BTreeSet::new()))
+                .1
+                .insert(attempt);
+        }
+    }
+    if sales.is_empty() {
+        return;
+    }
+    let payments = match server_rows(database, None, merchant).await {
+        Ok((_, payments)) => payments,
+        Err(e) => return violation(format!("server payments unreadable: {e}")),
+    };
+    let charges = pix_rows(database, merchant)
+        .await
+        .map(|(charges, _)| charges)
+        .unwrap_or_default();
+    // Per Pix charge at the provider: (paid while open, paid after removal), in centavos.
+    let mut at_provider: HashMap<&str, (i64, i64)> = HashMap::new();
+    for cob in ledger
+        .and_then(|l| l["cobs"].as_array())
+        .into_iter()
+        .flatten()
+    {
+        let received: i64 = cob["pix"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["valor"].as_str().and_then(pix_provider::valor::parse))
+            .sum();
+        let removed = cob["status"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("REMOVIDA"));
+        at_provider.insert(
+            cob["txid"].as_str().unwrap_or_default(),
+            if removed {
+                (0, received)
+            } else {
+                (received, 0)
+            },
+        );
+    }
+    for (n, (sale, (total, tenders))) in sales.iter().enumerate() {
+        let card: i64 = payments
+            .iter()
+            .filter(|p| p.referencia.as_ref().is_some_and(|r| tenders.contains(r)))
+            .filter(|p| !p.cobranca_id.starts_with("pix:") && p.holds_money())
+            .map(|p| p.valor)
+            .sum();
+        let (pix_paid, pix_late) = charges
+            .iter()
+            .filter(|c| c.referencia.as_ref().is_some_and(|r| tenders.contains(r)))
+            .filter_map(|c| at_provider.get(c.txid.as_str()))
+            .fold((0, 0), |t, p| (t.0 + p.0, t.1 + p.1));
+        let url = servers[n % servers.len()].url();
+        let shown: Value = match http
+            .get(format!("{url}/vendas/{sale}"))
+            .bearer_auth(api_key)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+        {
+            Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => {
+                // No tender reached the server: nothing may have been taken.
+                if card + pix_paid + pix_late > 0 {
+                    violation(format!(
+                        "sale {sale}: {card} by card and {} by Pix taken, the server has no sale",
+                        pix_paid + pix_late
+                    ));
+                }
+                continue;
+            }
+            Ok(r) => match r.json().await {
+                Ok(v) => v,
+                Err(e) => {
+                    violation(format!("sale {sale}: unreadable: {e}"));
+                    continue;
+                }
+            },
+            Err(e) => {
+                violation(format!("sale {sale}: not read: {e}"));
+                continue;
+            }
+        };
+        let (pago, a_devolver) = (
+            shown["pago"].as_i64().unwrap_or(-1),
+            shown["a_devolver"].as_i64().unwrap_or(-1),
+        );
+        out.divided[2] += u32::from(pix_late > 0);
+        if pago > *total || pago != card + pix_paid || a_devolver != pix_late {
+            violation(format!(
+                "sale {sale} (total {total}): the server shows paid {pago}, to give back {a_devolver}; taken {card} by card, {pix_paid} by Pix while open, {pix_late} by Pix after its removal"
+            ));
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     // A power-cut filesystem's daemon: this runner, in a process of its own (see `Disk`).
     let argv: Vec<String> = std::env::args().collect();
@@ -2221,12 +2433,16 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
         "\nPix: {} charges at the provider, {} paid, {} of them after their till closed them",
         pix[0], pix[1], pix[2]
     );
-    let divided = results
-        .iter()
-        .fold([0u32; 2], |t, r| [t[0] + r.divided[0], t[1] + r.divided[1]]);
+    let divided = results.iter().fold([0u32; 3], |t, r| {
+        [
+            t[0] + r.divided[0],
+            t[1] + r.divided[1],
+            t[2] + r.divided[2],
+        ]
+    });
     println!(
-        "Divided sales: {}, {} of them paid in full (a débito tender, then the rest by crédito)",
-        divided[0], divided[1]
+        "Divided sales: {}, {} of them paid in full (a débito or Pix part, then the rest by crédito), {} with a Pix paid after its removal (to give back)",
+        divided[0], divided[1], divided[2]
     );
     let auth = results.iter().fold([0u32; 3], |t, r| {
         [
