@@ -18,7 +18,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring zbar-tools
 
-.PHONY: run api replicas test lint unit mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
+.PHONY: run api replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -82,19 +82,23 @@ lint:
 	$(CARGO) clippy -p payment-api --no-default-features --lib --tests -- -D warnings
 
 unit:
-	$(CARGO) test --workspace
+	PROPTEST_CASES=500 $(CARGO) test --workspace
 	# The payment API as the app builds it: without its PostgreSQL store.
 	$(CARGO) test -p payment-api --no-default-features --lib
 
 ## mutation-check: the power-cut trials must catch a till whose write-ahead is committed relaxed
-## (trial-client built with the `mutant` feature, in a target folder of its own): every trial on
-## power-cut filesystems; it fails when the mutant goes unnoticed.
-MUTANT_DIR := target/mutant
+## (`trial-client-mutant`: the till built with the `mutant` feature): every trial on power-cut
+## filesystems; it fails when the mutant goes unnoticed. The servers and the runner are the
+## ones `cargo test --workspace` builds (the same features: nothing is built again after `unit`).
 mutation-check: deps-pg deps-fuse
-	$(CARGO) build -p payment-api -p pix-provider -p pagar-e2e --bins
-	$(CARGO) build -p pagar-e2e --features mutant --bin trial-client --target-dir $(MUTANT_DIR)
+	$(CARGO) test --workspace --no-run
+	$(CARGO) build -p pagar-e2e --features mutant --bin trial-client-mutant
 	target/debug/trials --trials 16 --seed 424242 --store sqlite --power 1 --jobs 4 \
-		--client $(MUTANT_DIR)/debug/trial-client --expect-violations
+		--client target/debug/trial-client-mutant --expect-violations
+
+## properties: the property tests with all their cases (thousands each; `make test` runs 500).
+properties:
+	$(CARGO) test --workspace --test properties
 
 ## ui-test: the screen's state module (ui/state.js) under Node's own test runner.
 ui-test: deps-node
@@ -134,11 +138,21 @@ package: deps-package
 	cd src-tauri && $(CARGO) tauri build --bundles deb
 	@ls -1 target/release/bundle/deb/*.deb
 
-## package-test: extracts the .deb (dpkg-deb -x), starts the packaged binary under Xvfb on its
-## embedded default and pays once through WebDriver; one charge in its ledger.
-package-test: package
-	PAGAR_PACKAGED_DEB="$$(ls -t $(CURDIR)/target/release/bundle/deb/*.deb | head -1)" \
-		$(CARGO) test -p pagar --test gui package:: -- --ignored
+## package-test: the same .deb bundled from the app `cargo test --workspace` builds (Tauri's
+## bundler around the dev profile's binary: the bundle is the same, the binary not optimised, so
+## CI spends no release build on it), extracted (dpkg-deb -x), the packaged binary started under
+## Xvfb on its embedded default, paying once through WebDriver; one charge in its ledger.
+## PACKAGE_PROFILE=release tests the .deb `make package` makes instead.
+PACKAGE_PROFILE ?= debug
+package-test: deps-package
+ifeq ($(PACKAGE_PROFILE),release)
+	cd src-tauri && $(CARGO) tauri build --bundles deb
+else
+	$(CARGO) test --workspace --no-run
+	cd src-tauri && $(CARGO) tauri bundle --debug --bundles deb
+endif
+	PAGAR_PACKAGED_DEB="$$(ls -t $(CURDIR)/target/$(PACKAGE_PROFILE)/bundle/deb/*.deb | head -1)" \
+		$(CARGO) test --workspace --test gui package:: -- --ignored
 
 ## deps-package: the Tauri CLI at a pinned version (cargo install; minutes the first time).
 deps-package: deps-gui

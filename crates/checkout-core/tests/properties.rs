@@ -13,9 +13,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+/// `cases` a property, or fewer when `PROPTEST_CASES` says so (`make test` runs 500 of each;
+/// `make properties` runs them all).
 fn config(cases: u32) -> ProptestConfig {
+    let cap = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(u32::MAX);
     ProptestConfig {
-        cases,
+        cases: cases.min(cap),
         ..ProptestConfig::default()
     }
 }

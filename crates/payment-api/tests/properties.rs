@@ -5,9 +5,15 @@ use payment_api::domain::{parse_json_strict, Fingerprint, IdempotencyKey};
 use proptest::prelude::*;
 use serde_json::Value;
 
+/// `cases` a property, or fewer when `PROPTEST_CASES` says so (`make test` runs 500 of each;
+/// `make properties` runs them all).
 fn config(cases: u32) -> ProptestConfig {
+    let cap = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(u32::MAX);
     ProptestConfig {
-        cases,
+        cases: cases.min(cap),
         ..ProptestConfig::default()
     }
 }

@@ -1,6 +1,6 @@
 //! The installable app: the `.deb` that `make package` builds, extracted as `dpkg` would
 //! install it, started under Xvfb on its embedded default, paying once through WebDriver.
-//! Run by `make package-test` (it needs the `.deb`, which takes a release build to make).
+//! Run by `make package-test` (it needs a `.deb`: by default one built from the dev profile).
 
 use crate::harness::*;
 use std::path::PathBuf;

@@ -227,6 +227,81 @@ async fn esc_cancels_the_pix_at_the_bank_and_the_sale_can_be_paid_by_card() {
     app.close().await;
 }
 
+/// Waits until F5 may make a Pix (a fault switched resets the till's connections: it may be
+/// offline for a moment).
+async fn pix_offered(app: &GuiApp) {
+    app.wait_until("Pix offered", |a| async move { a.enabled("pix").await })
+        .await;
+}
+
+/// "Cancelar Pix" whose answer never comes: the till asks the server and shows the truth, and
+/// the main screen follows the Pix to its end once the server answers again.
+#[tokio::test]
+async fn a_pix_cancel_whose_answer_is_lost_shows_the_truth_and_the_screen_follows_the_pix() {
+    let stack = PixStack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = stack.launch(dir.path()).await;
+
+    // (a) The server cancels; its answer is cut on the way back. The till asks: cancelled.
+    app.type_into("valor", "9,00").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    stack.proxy.set(Fault::CutNextPostAnswer).await;
+    app.press(ESC).await;
+    app.wait_status("Pix cancelado — nada foi recebido").await;
+    assert_eq!(
+        stack.pix.cob(&txid).await["status"],
+        "REMOVIDA_PELO_USUARIO_RECEBEDOR"
+    );
+    app.screenshot("pix-cancelamento-sem-resposta-cancelado")
+        .await;
+    stack.proxy.set(Fault::Pass).await;
+
+    // (b) The cancel never reaches the server (a middlebox answers 503): the Pix still waits,
+    // and says so; the customer pays and the screen says received.
+    app.next_sale().await;
+    pix_offered(&app).await;
+    app.type_into("valor", "11,00").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    stack.proxy.set(Fault::RejectNextPost(503)).await;
+    app.press(ESC).await;
+    app.wait_status("Pix não cancelado — ainda pode ser pago")
+        .await;
+    app.screenshot("pix-nao-cancelado").await;
+    stack.proxy.set(Fault::Pass).await;
+    stack.pix.customer_pays(&txid, json!({})).await;
+    app.wait_status("Pix recebido às").await;
+
+    // (c) The network is down: neither the cancel nor the question after it is answered. The
+    // screen says the Pix may still be paid; the customer pays; when the network is back the
+    // main screen shows it received.
+    app.next_sale().await;
+    pix_offered(&app).await;
+    app.type_into("valor", "13,00").await;
+    app.press(F5).await;
+    let (txid, _) = pix_on_screen(&app).await;
+    stack.proxy.set(Fault::Refuse).await;
+    app.press(ESC).await;
+    app.wait_status("Cancelamento do Pix não confirmado — ele ainda pode ser pago")
+        .await;
+    app.screenshot("pix-cancelamento-nao-confirmado").await;
+    stack
+        .pix
+        .customer_pays(&txid, json!({"webhook": "perdido"}))
+        .await;
+    stack.proxy.set(Fault::Pass).await;
+    app.wait_status("Pix recebido às").await;
+    app.screenshot("pix-recebido-apos-cancelamento-nao-confirmado")
+        .await;
+    let c = stack.pix.counts().await;
+    assert_eq!(
+        (c["cobrancas"].as_i64(), c["pix"].as_i64()),
+        (Some(3), Some(2))
+    );
+    app.close().await;
+}
+
 #[tokio::test]
 async fn a_lost_webhook_and_a_dropped_connection_still_end_in_pix_received_once() {
     let stack = PixStack::start().await;
