@@ -68,6 +68,8 @@ pub struct Metrics {
     purged: Counter,
     recovered: Family<StatusLabel, Counter>,
     cancellations: Family<StatusLabel, Counter>,
+    reconciliations: Family<StatusLabel, Counter>,
+    reconciled: Counter,
 }
 
 impl Default for Metrics {
@@ -82,6 +84,18 @@ impl Default for Metrics {
         let purged = Counter::default();
         let recovered = Family::<StatusLabel, Counter>::default();
         let cancellations = Family::<StatusLabel, Counter>::default();
+        let reconciliations = Family::<StatusLabel, Counter>::default();
+        let reconciled = Counter::default();
+        registry.register(
+            "pix_reconciliations",
+            "Reconciliations with the Pix provider's list of Pix received, by result (ok, failed)",
+            reconciliations.clone(),
+        );
+        registry.register(
+            "pix_reconciled",
+            "Pix received that only a reconciliation found (no webhook or poll had recorded them)",
+            reconciled.clone(),
+        );
         registry.register(
             "recovered_keys",
             "Abandoned keys the recovery worker settled (completed, released) or could not (failed)",
@@ -128,6 +142,8 @@ impl Default for Metrics {
             purged,
             recovered,
             cancellations,
+            reconciliations,
+            reconciled,
         }
     }
 }
@@ -167,6 +183,15 @@ impl Metrics {
         self.cancellations
             .get_or_create(&StatusLabel { status })
             .inc();
+    }
+
+    /// Counts one reconciliation with the Pix provider, and the Pix only it found.
+    pub fn reconciled(&self, ok: bool, found: u64) {
+        let status = if ok { "ok" } else { "failed" };
+        self.reconciliations
+            .get_or_create(&StatusLabel { status })
+            .inc();
+        self.reconciled.inc_by(found);
     }
 
     /// Counts purged keys.

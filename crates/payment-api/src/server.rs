@@ -248,6 +248,9 @@ async fn register_pix_webhook(state: AppState, url: Option<String>, addr: Socket
     }
 }
 
+/// How soon a reconciliation that failed is tried again (at most).
+const RECONCILE_RETRY: Duration = Duration::from_secs(30);
+
 /// Every `every`: reads waiting Pix charges from the provider (a lost webhook is found here) and
 /// expires those past their time. At start and every `reconcile_every`: lists the Pix the
 /// provider received in the last day and settles any nobody recorded (paid long after its
@@ -260,9 +263,9 @@ async fn poll_pix(state: AppState, every: Duration, reconcile_every: Duration) {
         tick.tick().await;
         let Some(pix) = state.pix() else { return };
         if tokio::time::Instant::now() >= next_reconcile {
-            match pix.settler.reconcile().await {
+            next_reconcile = match pix.settler.reconcile().await {
                 Ok(r) => {
-                    next_reconcile = tokio::time::Instant::now() + reconcile_every;
+                    state.metrics().reconciled(true, r.recorded);
                     if r.recorded > 0 {
                         tracing::info!(
                             listed = r.listed,
@@ -270,11 +273,16 @@ async fn poll_pix(state: AppState, every: Duration, reconcile_every: Duration) {
                             "Pix reconciliation"
                         );
                     }
+                    tokio::time::Instant::now() + reconcile_every
                 }
-                // Tried again on the next tick: a start while the provider is down still
-                // reconciles as soon as it answers.
-                Err(e) => tracing::warn!(error = %e, "Pix reconciliation failed; will try again"),
-            }
+                // Sooner than the next pass: a start while the provider is down still
+                // reconciles soon after it answers.
+                Err(e) => {
+                    state.metrics().reconciled(false, 0);
+                    tracing::warn!(error = %e, "Pix reconciliation failed; will try again");
+                    tokio::time::Instant::now() + reconcile_every.min(RECONCILE_RETRY)
+                }
+            };
         }
         match pix.settler.poll_once().await {
             Ok(r) if r.recorded + r.expired + r.failed > 0 => tracing::info!(

@@ -249,9 +249,7 @@ impl Settler {
         }
         Ok(report)
     }
-}
 
-impl Settler {
     /// Reconciles with the provider's list of the Pix received (`GET /pix?inicio&fim`) over the
     /// last [`RECONCILE_LOOKBACK_MS`]: each Pix of one of our charges that this server has not
     /// recorded (its webhook lost, and paid after the poll stopped asking about its charge) is

@@ -338,3 +338,42 @@ async fn a_step_on_what_is_no_authorization_stores_nothing(#[case] backend: Back
         "only the two payments' keys are stored"
     );
 }
+
+#[apply(stores)]
+async fn an_open_authorization_keeps_its_key_past_a_short_retention_until_it_is_captured(
+    #[case] backend: Backend,
+) {
+    // Arrange: keys kept 2 s, the reaper every second; an authorization and a payment captured
+    // at once.
+    let app = TestApp::spawn_with_clock(backend, |c| {
+        c.key_retention_secs = 2;
+        c.reaper_interval_secs = 1;
+    })
+    .await;
+    let auth = authorize(&app, 2_500).await;
+    let id = auth["id"].as_str().unwrap();
+    assert_eq!(app.pay(&new_key(), &approved(500)).await.status(), 201);
+
+    // Act: the retention passes.
+    app.advance_clock(Duration::from_secs(10));
+
+    // Assert: the captured payment's key goes; the open authorization's stays until captured.
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            app.stored_keys().await == 1
+        })
+        .await,
+        "only the captured payment's key is purged"
+    );
+    let key = new_key();
+    let captured = step(&app, id, "captura", &key).await;
+    assert_eq!(captured.status(), StatusCode::OK);
+    app.advance_clock(Duration::from_secs(10));
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            app.stored_keys().await == 0
+        })
+        .await,
+        "captured, its key and the capture's are purged after their retention"
+    );
+}

@@ -79,6 +79,23 @@ impl Provider {
     }
 }
 
+/// Waits until the server's reconciliation at start has listed the Pix received (none yet):
+/// the next one is minutes away.
+pub(crate) async fn reconciled_once(app: &TestApp) {
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            app.get("/metrics")
+                .await
+                .text()
+                .await
+                .unwrap()
+                .contains("pagar_pix_reconciliations_total{status=\"ok\"} 1")
+        })
+        .await,
+        "the reconciliation at start never ran"
+    );
+}
+
 async fn spawn(backend: Backend, provider: &Provider, poll_ms: u64) -> TestApp {
     TestApp::spawn_with(backend, |c| provider.configure(c, SECRET, poll_ms)).await
 }
@@ -357,9 +374,11 @@ fn signed(secret: &str, id: &str, ts: i64, body: &str) -> String {
 async fn an_unsigned_forged_or_stale_webhook_is_refused_and_records_nothing(
     #[case] backend: Backend,
 ) {
-    // Arrange: a paid charge whose webhook was lost, and no poll: only a webhook could settle it.
+    // Arrange: a paid charge whose webhook was lost, no poll, and the reconciliation at start
+    // done before it was paid: only a webhook could settle it.
     let psp = Provider::start(SECRET).await;
     let app = spawn(backend, &psp, 3_600_000).await;
+    reconciled_once(&app).await;
     let body: Value = app
         .pay(&new_key(), &pix(300, "venda-forjada"))
         .await

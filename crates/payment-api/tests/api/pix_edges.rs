@@ -28,6 +28,33 @@ fn card_tender(valor: i64, venda: &str, total: i64) -> Value {
     })
 }
 
+/// Pays `body` (a Pix) under a new key: the charge answered `aguardando`, and its id and txid.
+async fn waiting_pix(app: &TestApp, body: &Value) -> (Value, String, String) {
+    let waiting: Value = app.pay(&new_key(), body).await.json().await.unwrap();
+    assert_eq!(waiting["status"], "aguardando", "{waiting}");
+    let (id, txid) = (
+        waiting["id"].as_str().unwrap().to_string(),
+        waiting["pix"]["txid"].as_str().unwrap().to_string(),
+    );
+    (waiting, id, txid)
+}
+
+/// The cashier cancels the Pix `id` ("Cancelar Pix"): removed at the provider, `cancelado`.
+async fn cancel_pix(app: &TestApp, id: &str) {
+    let cancelled = app
+        .client
+        .post(format!("{}/pagamentos/{id}/cancelamento", app.url))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    assert_eq!(
+        cancelled.json::<Value>().await.unwrap()["status"],
+        "cancelado"
+    );
+}
+
 async fn sale(app: &TestApp, venda: &str) -> Value {
     app.get_json(&format!("/vendas/{venda}?terminal=caixa-01"))
         .await
@@ -146,24 +173,8 @@ async fn a_pix_paid_after_its_sale_was_paid_by_card_is_money_to_give_back_never_
     // cashier, and the sale is paid by card in full.
     let psp = Provider::start(SECRET).await;
     let app = TestApp::spawn_with_clock(backend, |c| psp.configure(c, SECRET, 100)).await;
-    let waiting: Value = app
-        .pay(&new_key(), &pix_tender(600, "venda-tardia", 1_000))
-        .await
-        .json()
-        .await
-        .unwrap();
-    let (id, txid) = (
-        waiting["id"].as_str().unwrap().to_string(),
-        waiting["pix"]["txid"].as_str().unwrap().to_string(),
-    );
-    let cancelled = app
-        .client
-        .post(format!("{}/pagamentos/{id}/cancelamento", app.url))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(cancelled.status(), StatusCode::OK);
+    let (_, id, txid) = waiting_pix(&app, &pix_tender(600, "venda-tardia", 1_000)).await;
+    cancel_pix(&app, &id).await;
     let card = app
         .pay(&new_key(), &card_tender(1_000, "venda-tardia", 1_000))
         .await;
@@ -224,16 +235,7 @@ async fn a_pix_left_to_expire_frees_its_part_under_the_default_retention_and_a_l
         c.reaper_interval_secs = 1;
     })
     .await;
-    let waiting: Value = app
-        .pay(&new_key(), &pix_tender(1_000, "venda-expirada", 1_000))
-        .await
-        .json()
-        .await
-        .unwrap();
-    let (id, txid) = (
-        waiting["id"].as_str().unwrap().to_string(),
-        waiting["pix"]["txid"].as_str().unwrap().to_string(),
-    );
+    let (_, id, txid) = waiting_pix(&app, &pix_tender(1_000, "venda-expirada", 1_000)).await;
 
     // Act: a day passes: the Pix expires (removed at the provider), then its key's retention.
     app.advance_clock(Duration::from_secs(3_700));
@@ -276,27 +278,12 @@ async fn a_pix_paid_hours_after_its_cancel_with_its_webhook_lost_is_found_by_the
         c.pix.pix_reconcile_secs = 1;
     })
     .await;
-    let waiting: Value = app
-        .pay(
-            &new_key(),
-            &json!({"valor": 850, "metodo": "pix", "referencia": "venda-esquecida"}),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let (id, txid) = (
-        waiting["id"].as_str().unwrap().to_string(),
-        waiting["pix"]["txid"].as_str().unwrap().to_string(),
-    );
-    let cancelled = app
-        .client
-        .post(format!("{}/pagamentos/{id}/cancelamento", app.url))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(cancelled.status(), StatusCode::OK);
+    let (waiting, id, txid) = waiting_pix(
+        &app,
+        &json!({"valor": 850, "metodo": "pix", "referencia": "venda-esquecida"}),
+    )
+    .await;
+    cancel_pix(&app, &id).await;
 
     // Act: two hours later the customer pays the old QR at a PSP that takes it; its webhook is
     // lost.
@@ -322,6 +309,11 @@ async fn a_pix_paid_hours_after_its_cancel_with_its_webhook_lost_is_found_by_the
     let day = app.get_json(&day_around(&waiting["criado_em"])).await;
     assert_eq!(day["pagamentos"][0]["status"], "recebido_apos_cancelamento");
     assert_eq!(psp.counts().pix, 1);
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("pagar_pix_reconciled_total 1"),
+        "found by the reconciliation: {metrics}"
+    );
 }
 
 /// The range listing of the day around `at` (an RFC 3339 time), as a closing reads it.
