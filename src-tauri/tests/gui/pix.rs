@@ -286,6 +286,14 @@ async fn a_pix_cancel_whose_answer_is_lost_shows_the_truth_and_the_screen_follow
     app.wait_status("Cancelamento do Pix não confirmado — ele ainda pode ser pago")
         .await;
     app.screenshot("pix-cancelamento-nao-confirmado").await;
+    // The till is killed and started again, still without the network: the open sale comes back
+    // with its Pix waiting (nothing says it was cancelled), and nothing offers to charge it again.
+    let app = app.kill_and_relaunch().await;
+    app.wait_status("Aguardando pagamento do Pix — sem conexão")
+        .await;
+    assert!(!app.enabled("pagar").await, "no second charge offered");
+    app.screenshot("pix-cancelamento-nao-confirmado-reiniciado")
+        .await;
     stack
         .pix
         .customer_pays(&txid, json!({"webhook": "perdido"}))

@@ -358,22 +358,15 @@ async fn an_open_authorization_keeps_its_key_past_a_short_retention_until_it_is_
     app.advance_clock(Duration::from_secs(10));
 
     // Assert: the captured payment's key goes; the open authorization's stays until captured.
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            app.stored_keys().await == 1
-        })
-        .await,
-        "only the captured payment's key is purged"
-    );
+    app.keys_become(1, "only the captured payment's key is purged")
+        .await;
     let key = new_key();
     let captured = step(&app, id, "captura", &key).await;
     assert_eq!(captured.status(), StatusCode::OK);
     app.advance_clock(Duration::from_secs(10));
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            app.stored_keys().await == 0
-        })
-        .await,
-        "captured, its key and the capture's are purged after their retention"
-    );
+    app.keys_become(
+        0,
+        "captured, its key and the capture's are purged after their retention",
+    )
+    .await;
 }

@@ -369,6 +369,19 @@ impl TestApp {
     pub async fn stored_keys(&self) -> i64 {
         self.db.count("idempotency_keys").await
     }
+
+    /// Waits (at most 10 s: the reaper runs every second in the tests that use it) until the key
+    /// table holds `n` rows; panics with `why` if it never does.
+    pub async fn keys_become(&self, n: i64, why: &str) {
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                self.stored_keys().await == n
+            })
+            .await,
+            "{why}: {} keys stored, not {n}",
+            self.stored_keys().await
+        );
+    }
 }
 
 /// `GET {base}{path}` with the admin token, as JSON.

@@ -79,6 +79,20 @@ impl Provider {
     }
 }
 
+/// The cashier cancels the Pix `id` ("Cancelar Pix", `POST /pagamentos/{id}/cancelamento`):
+/// answered 200 with the charge as it now stands, which is returned.
+pub(crate) async fn cancel_pix(app: &TestApp, id: &str) -> Value {
+    let res = app
+        .client
+        .post(format!("{}/pagamentos/{id}/cancelamento", app.url))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    res.json().await.unwrap()
+}
+
 /// Waits until the server's reconciliation at start has listed the Pix received (none yet):
 /// the next one is minutes away.
 pub(crate) async fn reconciled_once(app: &TestApp) {
@@ -515,15 +529,7 @@ async fn a_pix_cancelled_then_paid_anyway_is_recorded_as_received_after_cancella
     );
     // Act: the cashier cancels (twice: idempotent).
     for _ in 0..2 {
-        let res = app
-            .client
-            .post(format!("{}/pagamentos/{id}/cancelamento", app.url))
-            .bearer_auth(API_KEY)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::OK);
-        assert_eq!(res.json::<Value>().await.unwrap()["status"], "cancelado");
+        assert_eq!(cancel_pix(&app, id).await["status"], "cancelado");
     }
     assert_eq!(
         psp.cob(txid).await["status"],

@@ -4,7 +4,7 @@
 //! what the customer paid at the provider.
 
 use crate::helpers::*;
-use crate::pix::{status_becomes, Provider, SECRET};
+use crate::pix::{cancel_pix, status_becomes, Provider, SECRET};
 use crate::refunds::try_refund;
 use crate::stores;
 use reqwest::StatusCode;
@@ -40,19 +40,8 @@ async fn waiting_pix(app: &TestApp, body: &Value) -> (Value, String, String) {
 }
 
 /// The cashier cancels the Pix `id` ("Cancelar Pix"): removed at the provider, `cancelado`.
-async fn cancel_pix(app: &TestApp, id: &str) {
-    let cancelled = app
-        .client
-        .post(format!("{}/pagamentos/{id}/cancelamento", app.url))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(cancelled.status(), StatusCode::OK);
-    assert_eq!(
-        cancelled.json::<Value>().await.unwrap()["status"],
-        "cancelado"
-    );
+async fn cancel_unpaid(app: &TestApp, id: &str) {
+    assert_eq!(cancel_pix(app, id).await["status"], "cancelado");
 }
 
 async fn sale(app: &TestApp, venda: &str) -> Value {
@@ -121,13 +110,11 @@ async fn a_waiting_pix_keeps_its_key_and_its_part_of_the_sale_past_a_short_key_r
 
     // Act: the retention passes; the reaper purges what it may.
     app.advance_clock(Duration::from_secs(10));
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            app.stored_keys().await == 1
-        })
-        .await,
-        "the card payment's key is purged, the waiting Pix's is kept"
-    );
+    app.keys_become(
+        1,
+        "the card payment's key is purged, the waiting Pix's is kept",
+    )
+    .await;
 
     // Assert: the Pix still holds the whole sale: a card tender for it is refused before it
     // charges, and a cancel by key does not promise what it cannot keep.
@@ -153,13 +140,8 @@ async fn a_waiting_pix_keeps_its_key_and_its_part_of_the_sale_past_a_short_key_r
     assert_eq!(states(&s), ["aprovado"]);
     assert_eq!(paid(&s), (1_000, 0, 0, 0));
     // Paid, its key may go now, and a cancel by key answers the payment it made.
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            app.stored_keys().await == 0
-        })
-        .await,
-        "the paid Pix's key is purged after its retention"
-    );
+    app.keys_become(0, "the paid Pix's key is purged after its retention")
+        .await;
     let cancelled: Value = app.cancel(&pix_key).await.json().await.unwrap();
     assert_eq!(cancelled["resultado"], "pagamento");
     assert_eq!(cancelled["pagamento"]["id"], id);
@@ -174,7 +156,7 @@ async fn a_pix_paid_after_its_sale_was_paid_by_card_is_money_to_give_back_never_
     let psp = Provider::start(SECRET).await;
     let app = TestApp::spawn_with_clock(backend, |c| psp.configure(c, SECRET, 100)).await;
     let (_, id, txid) = waiting_pix(&app, &pix_tender(600, "venda-tardia", 1_000)).await;
-    cancel_pix(&app, &id).await;
+    cancel_unpaid(&app, &id).await;
     let card = app
         .pay(&new_key(), &card_tender(1_000, "venda-tardia", 1_000))
         .await;
@@ -241,13 +223,8 @@ async fn a_pix_left_to_expire_frees_its_part_under_the_default_retention_and_a_l
     app.advance_clock(Duration::from_secs(3_700));
     status_becomes(&app, &id, "expirado").await;
     app.advance_clock(Duration::from_secs(25 * 3_600));
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            app.stored_keys().await == 0
-        })
-        .await,
-        "the closed Pix's key is purged after its retention"
-    );
+    app.keys_become(0, "the closed Pix's key is purged after its retention")
+        .await;
 
     // Assert: the sale's part is free and the card pays it; the old QR paid anyway is not the
     // sale's payment.
@@ -283,7 +260,7 @@ async fn a_pix_paid_hours_after_its_cancel_with_its_webhook_lost_is_found_by_the
         &json!({"valor": 850, "metodo": "pix", "referencia": "venda-esquecida"}),
     )
     .await;
-    cancel_pix(&app, &id).await;
+    cancel_unpaid(&app, &id).await;
 
     // Act: two hours later the customer pays the old QR at a PSP that takes it; its webhook is
     // lost.
