@@ -7,8 +7,8 @@
 
 use crate::clock::Millis;
 use crate::domain::{
-    CardToken, DownstreamKey, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentId,
-    PaymentRequest, PaymentStatus,
+    CardToken, DownstreamKey, Fingerprint, IdempotencyKey, KeyOperation, Means, MerchantId,
+    PaymentId, PaymentRequest, PaymentStatus,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -395,6 +395,7 @@ fn from_charge(
         referencia: charged.metadata.referencia.clone(),
         idempotency_key: key.clone(),
         cobranca_id: charged.cobranca_id.clone(),
+        meio: Means::Cartao,
         created_at,
         merchant: merchant.clone(),
         terminal: charged.metadata.terminal.clone(),

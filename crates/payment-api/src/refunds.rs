@@ -15,8 +15,8 @@
 
 use crate::clock::Millis;
 use crate::domain::{
-    DownstreamKey, IdempotencyKey, KeyOperation, MerchantId, PaymentId, RefundId, RefundRequest,
-    RefundStatus, PIX_CHARGE_PREFIX,
+    DownstreamKey, IdempotencyKey, KeyOperation, Means, MerchantId, PaymentId, RefundId,
+    RefundRequest, RefundStatus,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -103,13 +103,16 @@ impl Refunds {
             .await?
             .ok_or_else(|| ApiError::Internal("a held refund has no payment".into()))?;
         let downstream = DownstreamKey::derive_refund(&held.merchant, &held.idempotency_key);
-        if let Some(e2eid) = charge.cobranca_id.strip_prefix(PIX_CHARGE_PREFIX) {
-            return self.ask_pix_provider(e2eid, &downstream, held.valor).await;
+        match charge.meio {
+            Means::Pix => {
+                self.ask_pix_provider(&charge.cobranca_id, &downstream, held.valor)
+                    .await
+            }
+            Means::Cartao => Ok(self
+                .gateway
+                .refund(downstream, &held.merchant, &charge.cobranca_id, held.valor)
+                .await?),
         }
-        Ok(self
-            .gateway
-            .refund(downstream, &held.merchant, &charge.cobranca_id, held.valor)
-            .await?)
     }
 
     /// A received Pix is paid back by the Pix provider (a devolução), under an id derived from

@@ -46,8 +46,12 @@ pub struct PaymentBody {
     pub referencia: Option<String>,
     /// The idempotency key that created it.
     pub idempotency_key: String,
-    /// The gateway's charge id.
+    /// The id of the money at whoever took it: the gateway's charge id for a card, the Pix's
+    /// endToEndId for a Pix.
     pub cobranca_id: String,
+    /// Who took the money: `cartao` (the card gateway) or `pix` (the Pix provider).
+    #[schema(example = "cartao")]
+    pub meio: &'static str,
     /// Creation time, RFC 3339.
     pub criado_em: String,
     /// The till that sent it, when it said.
@@ -81,6 +85,7 @@ impl From<&Payment> for PaymentBody {
             referencia: p.referencia.clone(),
             idempotency_key: p.idempotency_key.as_ref().to_string(),
             cobranca_id: p.cobranca_id.clone(),
+            meio: p.meio.as_str(),
             criado_em: rfc3339(p.created_at),
             terminal: p.terminal.as_ref().map(ToString::to_string),
             metodo: p.plano.map(|plan| plan.method().as_str()),

@@ -1522,6 +1522,8 @@ struct PaymentRow {
     valor: i64,
     referencia: Option<String>,
     cobranca_id: String,
+    /// `cartao` or `pix`: who took the money.
+    meio: String,
     /// An authorization's state (`None`: captured with its charge).
     captura: Option<String>,
 }
@@ -1612,7 +1614,7 @@ async fn server_rows(
                 })
                 .map_err(|e| e.to_string())?;
             let payments = c
-                .prepare("SELECT id, status, valor, referencia, cobranca_id, captura FROM payments WHERE merchant = ?1")
+                .prepare("SELECT id, status, valor, referencia, cobranca_id, captura, meio FROM payments WHERE merchant = ?1")
                 .and_then(|mut st| {
                     st.query_map([merchant], |r| {
                         Ok(PaymentRow {
@@ -1622,6 +1624,7 @@ async fn server_rows(
                             referencia: r.get(3)?,
                             cobranca_id: r.get(4)?,
                             captura: r.get(5)?,
+                            meio: r.get(6)?,
                         })
                     })?
                     .collect::<Result<Vec<_>, _>>()
@@ -1645,7 +1648,7 @@ async fn server_rows(
                 .map(|r| (r.get(0), r.get(1)))
                 .collect();
             let payments = client
-                .query("SELECT id, status, valor, referencia, cobranca_id, captura FROM payments WHERE merchant = $1", &[&merchant])
+                .query("SELECT id, status, valor, referencia, cobranca_id, captura, meio FROM payments WHERE merchant = $1", &[&merchant])
                 .await
                 .map_err(|e| e.to_string())?
                 .iter()
@@ -1656,6 +1659,7 @@ async fn server_rows(
                     referencia: r.get(3),
                     cobranca_id: r.get(4),
                     captura: r.get(5),
+                    meio: r.get(6),
                 })
                 .collect();
             drop(client);
@@ -1943,7 +1947,11 @@ async fn check(
             }
         }
     }
-    let stored: BTreeSet<&str> = payments.iter().map(|p| p.cobranca_id.as_str()).collect();
+    let stored: BTreeSet<&str> = payments
+        .iter()
+        .filter(|p| p.meio == "cartao")
+        .map(|p| p.cobranca_id.as_str())
+        .collect();
     for (_, cobranca) in &ledger {
         if !stored.contains(cobranca.as_str()) {
             out.violations[3] += 1;
@@ -2064,7 +2072,8 @@ async fn pix_disagreements(
         received.iter().map(|r| (r.e2eid.as_str(), r)).collect();
     let as_payment: HashMap<&str, &PaymentRow> = payments
         .iter()
-        .filter_map(|p| Some((p.cobranca_id.strip_prefix("pix:")?, p)))
+        .filter(|p| p.meio == "pix")
+        .map(|p| (p.cobranca_id.as_str(), p))
         .collect();
     for (e2e, txid, valor) in provider_pix(ledger) {
         match (recorded.get(e2e), as_payment.get(e2e)) {
@@ -2234,7 +2243,7 @@ async fn check_sales(
         let card: i64 = payments
             .iter()
             .filter(|p| p.referencia.as_ref().is_some_and(|r| tenders.contains(r)))
-            .filter(|p| !p.cobranca_id.starts_with("pix:") && p.holds_money())
+            .filter(|p| p.meio == "cartao" && p.holds_money())
             .map(|p| p.valor)
             .sum();
         let (pix_paid, pix_late) = charges

@@ -43,10 +43,6 @@ impl fmt::Display for Txid {
     }
 }
 
-/// The `cobranca_id` of the payment a received Pix becomes (`pix:<endToEndId>`): its refunds
-/// (devoluções) go to the Pix provider.
-pub const PIX_CHARGE_PREFIX: &str = "pix:";
-
 /// Where a Pix charge stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PixStatus {

@@ -11,8 +11,8 @@ pub use openapi::ApiDoc;
 use crate::captures::AuthorizationSteps;
 use crate::conn::ConnHandle;
 use crate::domain::{
-    BodyDigest, CaptureStep, FieldError, IdempotencyKey, MerchantId, PaymentId, PixRequest,
-    PixStatus, PIX_CHARGE_PREFIX,
+    BodyDigest, CaptureStep, FieldError, IdempotencyKey, Means, MerchantId, PaymentId, PixRequest,
+    PixStatus,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -163,7 +163,7 @@ async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<axum:
     responses(
         (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays); for `\"metodo\": \"pix\"`, a `PagamentoPix` answered `aguardando` with its QR's text, replayed byte for byte while its later state is read with `GET /pagamentos/{id}`", body = PaymentCreated,
             headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key")),
-            example = json!({"id":"pay_01a22fa12b2a7548958ed7ad12747e3e","status":"aprovado","valor":1234,"moeda":"BRL","referencia":"venda-0042","idempotency_key":"2b0a4a52-0d57-4b0e-9f43-3c1d1f1e2a10","cobranca_id":"ch_01a22fa12b2a7548958ed7ac30b17adf","criado_em":"2026-12-01T03:23:41.226Z"})),
+            example = json!({"id":"pay_01a22fa12b2a7548958ed7ad12747e3e","status":"aprovado","valor":1234,"moeda":"BRL","referencia":"venda-0042","idempotency_key":"2b0a4a52-0d57-4b0e-9f43-3c1d1f1e2a10","cobranca_id":"ch_01a22fa12b2a7548958ed7ac30b17adf","meio":"cartao","criado_em":"2026-12-01T03:23:41.226Z"})),
         (status = 402, description = "Declined; stored and replayed like an approval", body = PaymentBody,
             headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key")),
             example = json!({"id":"pay_01a22fa12b3774db88f5b4bd68d1e52c","status":"recusado","valor":500,"moeda":"BRL","motivo":"saldo_insuficiente","idempotency_key":"k-recusa-1","cobranca_id":"ch_01a22fa12b3774db88f5b4bcbe75a3e6","criado_em":"2026-12-01T03:23:41.239Z"})),
@@ -487,9 +487,9 @@ pub(crate) async fn get_payment(
     let Query(wait) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
     // A card payment answers from its row, as before; a Pix is read from its charge (a received
-    // one is a payment too, `cobranca_id` `pix:…`, but its state is the charge's).
+    // one is a payment too, `meio` `pix`, but its state is the charge's).
     let payment = state.store().payment(&merchant, &id).await?;
-    if let Some(payment) = payment.filter(|p| !p.cobranca_id.starts_with(PIX_CHARGE_PREFIX)) {
+    if let Some(payment) = payment.filter(|p| p.meio != Means::Pix) {
         let refunds = state.store().refunds_of(&merchant, &id).await?;
         return Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response());
     }

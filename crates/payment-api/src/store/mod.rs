@@ -31,7 +31,7 @@ pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;
 use crate::domain::{
-    CaptureState, CardPlan, Centavos, Fingerprint, IdempotencyKey, KeyOperation, MerchantId,
+    CaptureState, CardPlan, Centavos, Fingerprint, IdempotencyKey, KeyOperation, Means, MerchantId,
     PaymentId, PaymentStatus, RefundId, RefundStatus, TerminalId,
 };
 

@@ -5,12 +5,127 @@ use super::*;
 
 macro_rules! payment_columns {
     () => {
-        "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal, plano"
+        "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal, plano, meio"
     };
 }
 
 /// The columns of `payments` every payment is written with, in the order both stores write them.
 pub(crate) const PAYMENT_COLUMNS: &str = payment_columns!();
+
+/// [`PAYMENT_COLUMNS`] one by one: what a statement that writes a payment column by column is
+/// checked against, at compile time ([`RECEIVED_PIX_PAYMENT`]).
+pub(crate) const PAYMENT_COLUMN_NAMES: [&str; 13] = [
+    "id",
+    "merchant",
+    "idempotency_key",
+    "valor",
+    "status",
+    "motivo",
+    "descricao",
+    "referencia",
+    "cobranca_id",
+    "created_at",
+    "terminal",
+    "plano",
+    "meio",
+];
+const _: () = assert!(
+    lists_columns(PAYMENT_COLUMNS, &PAYMENT_COLUMN_NAMES),
+    "PAYMENT_COLUMNS and PAYMENT_COLUMN_NAMES must name the same columns in the same order"
+);
+
+/// The payment a received Pix becomes, column by column: `(column, expression)` over its charge
+/// (`pix_charges`) and three parameters, `{e2e}` (the Pix's endToEndId), `{valor}` (what was
+/// received) and `{now}`. Its length is [`PAYMENT_COLUMN_NAMES`]'s and its names are checked
+/// against them at compile time, so a new payment column cannot leave this `INSERT … SELECT`
+/// writing values into the wrong columns.
+pub(crate) const RECEIVED_PIX_PAYMENT: [(&str, &str); PAYMENT_COLUMN_NAMES.len()] = [
+    ("id", "id"),
+    ("merchant", "merchant"),
+    ("idempotency_key", "idempotency_key"),
+    ("valor", "{valor}"),
+    ("status", "'aprovado'"),
+    ("motivo", "NULL"),
+    ("descricao", "descricao"),
+    ("referencia", "referencia"),
+    ("cobranca_id", "{e2e}"),
+    ("created_at", "{now}"),
+    ("terminal", "terminal"),
+    ("plano", "NULL"),
+    ("meio", "'pix'"),
+];
+const _: () = assert!(
+    names_columns(&RECEIVED_PIX_PAYMENT, &PAYMENT_COLUMN_NAMES),
+    "RECEIVED_PIX_PAYMENT must write every payment column, in PAYMENT_COLUMN_NAMES's order"
+);
+
+/// The `INSERT … SELECT` that makes the charge `{charge}` whose Pix is `{e2e}` a payment, with
+/// each dialect's parameters (`e2e`, `valor`, `now`, `charge`); a second Pix of the same charge
+/// adds nothing.
+pub(crate) fn received_pix_insert(e2e: &str, valor: &str, now: &str, charge: &str) -> String {
+    let select = RECEIVED_PIX_PAYMENT
+        .iter()
+        .map(|(_, expr)| {
+            expr.replace("{e2e}", e2e)
+                .replace("{valor}", valor)
+                .replace("{now}", now)
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
+         SELECT {select}, fingerprint FROM pix_charges WHERE id = {charge} AND e2eid = {e2e}
+         ON CONFLICT DO NOTHING"
+    )
+}
+
+/// True when `list` is `names` joined by `", "`.
+const fn lists_columns(list: &str, names: &[&str]) -> bool {
+    let list = list.as_bytes();
+    let (mut at, mut i) = (0, 0);
+    while i < names.len() {
+        let name = names[i].as_bytes();
+        if i > 0 {
+            if at + 2 > list.len() || list[at] != b',' || list[at + 1] != b' ' {
+                return false;
+            }
+            at += 2;
+        }
+        let mut j = 0;
+        while j < name.len() {
+            if at >= list.len() || list[at] != name[j] {
+                return false;
+            }
+            at += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    at == list.len()
+}
+
+/// True when `pairs` name the columns `names`, in order.
+const fn names_columns(pairs: &[(&str, &str)], names: &[&str]) -> bool {
+    if pairs.len() != names.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < names.len() {
+        let (a, b) = (pairs[i].0.as_bytes(), names[i].as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut j = 0;
+        while j < a.len() {
+            if a[j] != b[j] {
+                return false;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// The columns a payment is read with: those, an authorization's (`NULL` for a payment captured
 /// with its charge), and whether it is a Pix paid after its charge was closed (the charge has
@@ -41,8 +156,11 @@ pub struct Payment {
     pub descricao: Option<String>,
     /// Client reference from the request.
     pub referencia: Option<String>,
-    /// The gateway's charge id.
+    /// The id of the money at whoever took it: the gateway's charge id for a card, the
+    /// endToEndId for a Pix (unique per means).
     pub cobranca_id: String,
+    /// Who took the money, and so who pays it back.
+    pub meio: Means,
     /// Creation time (store clock).
     pub created_at: Millis,
     /// The till that sent it, when it said.
@@ -100,6 +218,7 @@ pub(crate) struct PaymentColumns {
     pub(crate) created_at: Millis,
     pub(crate) terminal: Option<String>,
     pub(crate) plano: Option<String>,
+    pub(crate) meio: String,
     pub(crate) captura: Option<String>,
     pub(crate) autorizacao_expira_em: Option<Millis>,
     pub(crate) apos_cancelamento: bool,
@@ -127,6 +246,7 @@ impl PaymentColumns {
                 .plano
                 .map(|p| CardPlan::parse_stored(&p).map_err(|e| corrupt("plano", e)))
                 .transpose()?,
+            meio: Means::parse(&self.meio).map_err(|e| corrupt("meio", e))?,
             captura: self
                 .captura
                 .map(|c| CaptureState::parse(&c).map_err(|e| corrupt("captura", e)))

@@ -16,6 +16,7 @@ pub(super) fn payment_from_row(r: &Row) -> StoreResult<Payment> {
         created_at: r.try_get("created_at")?,
         terminal: r.try_get("terminal")?,
         plano: r.try_get("plano")?,
+        meio: r.try_get("meio")?,
         captura: r.try_get("captura")?,
         autorizacao_expira_em: r.try_get("autorizacao_expira_em")?,
         apos_cancelamento: r.try_get("apos_cancelamento")?,
@@ -43,8 +44,8 @@ impl PaymentStore for PgStore {
                  )
                  INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint, captura, autorizacao_expira_em)
                  SELECT $6::text, $1::text, $2::text, $7::bigint, $8::text, $9::text, $10::text,
-                        $11::text, $12::text, $13::bigint, $16::text, $17::text, $15::text,
-                        $18::text, $19::bigint
+                        $11::text, $12::text, $13::bigint, $16::text, $17::text, $20::text,
+                        $15::text, $18::text, $19::bigint
                  FROM done"
             ))
             .await?;
@@ -72,6 +73,7 @@ impl PaymentStore for PgStore {
                     &p.plano.map(CardPlan::as_stored),
                     &p.captura.map(CaptureState::as_str),
                     &p.autorizacao_expira_em,
+                    &p.meio.as_str(),
                 ],
             )
             .await?;

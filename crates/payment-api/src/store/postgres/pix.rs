@@ -1,7 +1,7 @@
 //! Pix charges and the Pix received for them, on PostgreSQL.
 
 use super::*;
-use crate::domain::{PixStatus, Txid, PIX_CHARGE_PREFIX};
+use crate::domain::{PixStatus, Txid};
 
 fn pix_from_row(r: &Row) -> StoreResult<PixCharge> {
     PixColumns {
@@ -190,13 +190,7 @@ impl PixStore for PgStore {
             .await?;
         // The charge's first Pix makes it a payment like any other (see the SQLite store).
         tx.execute(
-            &format!(
-                "INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
-                 SELECT id, merchant, idempotency_key, $2, 'aprovado', NULL, descricao, referencia,
-                        '{PIX_CHARGE_PREFIX}' || $1, $3, terminal, NULL, fingerprint
-                   FROM pix_charges WHERE id = $4 AND e2eid = $1
-                 ON CONFLICT DO NOTHING"
-            ),
+            &received_pix_insert("$1", "$2", "$3", "$4"),
             &[&r.end_to_end_id, &r.valor, &now, &charge],
         )
         .await?;

@@ -45,6 +45,9 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../../migrations/sqlite/V11__charge_metadata.sql"
         )),
+        M::up(include_str!(
+            "../../../migrations/sqlite/V12__payment_means.sql"
+        )),
     ])
 }
 

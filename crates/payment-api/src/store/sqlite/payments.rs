@@ -16,6 +16,7 @@ pub(super) fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<PaymentColumns> 
         created_at: r.get("created_at")?,
         terminal: r.get("terminal")?,
         plano: r.get("plano")?,
+        meio: r.get("meio")?,
         captura: r.get("captura")?,
         autorizacao_expira_em: r.get("autorizacao_expira_em")?,
         apos_cancelamento: r.get("apos_cancelamento")?,
@@ -32,7 +33,7 @@ impl PaymentStore for SqliteStore {
             }
             let p = &done.payment;
             c.execute(
-                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint, captura, autorizacao_expira_em) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
+                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint, captura, autorizacao_expira_em) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?16, ?13, ?14, ?15)"),
                 params![
                     p.id.as_ref(),
                     done.merchant.as_ref(),
@@ -48,7 +49,8 @@ impl PaymentStore for SqliteStore {
                     p.plano.map(CardPlan::as_stored),
                     done.fingerprint.as_ref(),
                     p.captura.map(CaptureState::as_str),
-                    p.autorizacao_expira_em
+                    p.autorizacao_expira_em,
+                    p.meio.as_str()
                 ],
             )?;
             Ok(FinishOutcome::Stored)

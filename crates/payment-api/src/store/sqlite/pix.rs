@@ -1,7 +1,7 @@
 //! Pix charges and the Pix received for them, on SQLite.
 
 use super::*;
-use crate::domain::{PixStatus, Txid, PIX_CHARGE_PREFIX};
+use crate::domain::{PixStatus, Txid};
 
 fn pix_from_row(r: &Row<'_>) -> rusqlite::Result<PixColumns> {
     Ok(PixColumns {
@@ -172,16 +172,10 @@ impl PixStore for SqliteStore {
                     params![charge, r.end_to_end_id, r.horario, r.valor, now],
                 )?;
                 // The charge's first Pix makes it a payment like any other (listings, the
-                // closing, refunds see it): same id, `cobranca_id` `pix:<endToEndId>`.
+                // closing, refunds see it): same id, `cobranca_id` its endToEndId, `meio` `pix`.
                 exec(
                     c,
-                    &format!(
-                        "INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
-                         SELECT id, merchant, idempotency_key, ?2, 'aprovado', NULL, descricao, referencia,
-                                '{PIX_CHARGE_PREFIX}' || ?1, ?3, terminal, NULL, fingerprint
-                           FROM pix_charges WHERE id = ?4 AND e2eid = ?1
-                         ON CONFLICT DO NOTHING"
-                    ),
+                    &received_pix_insert("?1", "?2", "?3", "?4"),
                     params![r.end_to_end_id, r.valor, now, charge],
                 )?;
                 Ok(inserted > 0 || applied > 0)
