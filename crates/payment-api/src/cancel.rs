@@ -16,42 +16,56 @@
 //! abandoned execution), so it cannot race an execution of the same key into both outcomes.
 
 use crate::clock::Millis;
-use crate::domain::PixStatus;
-use crate::domain::{IdempotencyKey, KeyOperation, MerchantId};
+use crate::domain::{CancelByKey, CancelRules, IdempotencyKey, KeyOperation, MerchantId};
 use crate::error::{ApiError, Result};
-use crate::idempotency::{in_progress, Held, Recover, Recovery};
+use crate::idempotency::{
+    in_progress, Held, KeyResource, Operation, Recover, Recovery, ResourceState,
+};
 use crate::payments::Payments;
 pub use crate::payments::Voided as Cancellation;
-use crate::store::{CancelClaim, KeyStore, PaymentField, PaymentStore, PixStore};
+use crate::store::{CancelClaim, KeyStore, PaymentField, PaymentStore};
 use std::sync::Arc;
 
-/// Cancellation by key, with what it needs: the key table, the payments, and the payment
-/// operation that voids a key at the gateway or completes it with its charge.
+/// Cancellation by key, with what it needs: the key table, the payments, the payment
+/// operation that voids a key at the gateway or completes it with its charge, and what each
+/// operation declared a cancellation does to its keys.
 #[derive(Debug)]
 pub struct Cancel {
     keys: Arc<dyn KeyStore>,
     stored: Arc<dyn PaymentStore>,
-    pix: Arc<dyn PixStore>,
     payments: Arc<Payments>,
+    rules: CancelRules,
+    resources: Vec<Arc<dyn KeyResource>>,
     lease_ms: Millis,
 }
 
 impl Cancel {
-    /// The use case on these parts.
+    /// The use case on these parts: card payments' keys are voided downstream.
     pub fn new(
         keys: Arc<dyn KeyStore>,
         stored: Arc<dyn PaymentStore>,
-        pix: Arc<dyn PixStore>,
         payments: Arc<Payments>,
         lease_ms: Millis,
     ) -> Self {
         Self {
             keys,
             stored,
-            pix,
             payments,
+            rules: CancelRules::default().with(Payments::KIND, Payments::CANCEL_BY_KEY),
+            resources: Vec::new(),
             lease_ms,
         }
+    }
+
+    /// Adds an operation's rule (its [`Operation::CANCEL_BY_KEY`]), with the resource a
+    /// cancellation asks when the rule says so.
+    pub fn declare<O: Operation>(mut self, resource: Option<Arc<dyn KeyResource>>) -> Self {
+        self.rules = self.rules.with(O::KIND, O::CANCEL_BY_KEY);
+        if let Some(r) = resource {
+            debug_assert_eq!(r.kind(), O::KIND);
+            self.resources.push(r);
+        }
+        self
     }
 
     /// Cancels `key` of `merchant`, or answers the payment it made.
@@ -70,23 +84,19 @@ impl Cancel {
         {
             return Ok(Cancellation::Payment(Box::new(payment)));
         }
-        // A Pix charge outlives its key (kept while it waits, but a charge is kept forever): its
-        // QR is not a card charge that voiding the downstream key can stop.
-        if let Some(charge) = self
-            .pix
-            .pix_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
-            .await?
-            .into_iter()
-            .next()
-        {
-            return Err(match charge.status {
-                PixStatus::Aguardando => ApiError::PixWaiting,
-                _ => ApiError::NotAPaymentKey,
-            });
+        // A resource that outlives its key (a Pix charge) answers for itself.
+        for resource in &self.resources {
+            if self.rules.of(&resource.kind()) == CancelByKey::AskResource {
+                match resource.state_for_cancel(merchant, key).await? {
+                    ResourceState::None => {}
+                    ResourceState::Open(refusal) => return Err(refusal),
+                    ResourceState::Closed => return Err(ApiError::NotAPaymentKey),
+                }
+            }
         }
         match self
             .keys
-            .claim_for_cancel(merchant, key, self.lease_ms)
+            .claim_for_cancel(merchant, key, self.lease_ms, &self.rules)
             .await?
         {
             CancelClaim::Cancelled => Ok(Cancellation::Cancelled),

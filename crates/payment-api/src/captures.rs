@@ -50,6 +50,43 @@ pub struct Capture(Arc<AuthorizationSteps>);
 #[derive(Debug, Clone)]
 pub struct Undo(Arc<AuthorizationSteps>);
 
+/// The authorizations' later settlement: every `every`, those past their time are lapsed as the
+/// gateway says of each ([`AuthorizationSteps::lapse_due`]).
+#[derive(Debug)]
+pub struct Lapse {
+    steps: Arc<AuthorizationSteps>,
+    every: std::time::Duration,
+}
+
+#[async_trait::async_trait]
+impl crate::settlement::Settlement for Lapse {
+    fn name(&self) -> &'static str {
+        "autorizacoes"
+    }
+
+    fn every(&self) -> std::time::Duration {
+        self.every
+    }
+
+    async fn settle_once(&self) -> Result<()> {
+        let n = self.steps.lapse_due().await?;
+        if n > 0 {
+            tracing::info!(settled = n, "authorizations past their time settled");
+        }
+        Ok(())
+    }
+}
+
+impl Capture {
+    /// The pass that lapses authorizations past their time, every `every`.
+    pub fn lapse(&self, every: std::time::Duration) -> Lapse {
+        Lapse {
+            steps: self.0.clone(),
+            every,
+        }
+    }
+}
+
 impl AuthorizationSteps {
     /// Both operations on these parts.
     pub fn operations(
@@ -202,13 +239,6 @@ fn answer(payment: &Payment, step: CaptureStep, state: CaptureState) -> StoredRe
     StoredResponse {
         status: status.as_u16(),
         body,
-    }
-}
-
-impl Capture {
-    /// What capture and undo share (the reaper's lapse pass).
-    pub fn steps(&self) -> &AuthorizationSteps {
-        &self.0
     }
 }
 

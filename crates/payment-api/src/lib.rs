@@ -24,6 +24,7 @@ pub mod redact;
 pub mod refunds;
 pub mod schema;
 pub mod server;
+pub mod settlement;
 pub mod state;
 pub mod store;
 mod tenders;

@@ -7,8 +7,8 @@
 
 use crate::clock::Millis;
 use crate::domain::{
-    CardToken, DownstreamKey, Fingerprint, IdempotencyKey, KeyOperation, Means, MerchantId,
-    PaymentId, PaymentRequest, PaymentStatus,
+    CancelByKey, CardToken, DownstreamKey, Fingerprint, IdempotencyKey, KeyOperation, Means,
+    MerchantId, PaymentId, PaymentRequest, PaymentStatus,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -243,6 +243,7 @@ impl Payments {
 impl Operation for Payments {
     type Request = PaymentRequest;
     const KIND: KeyOperation = KeyOperation::PAGAMENTO;
+    const CANCEL_BY_KEY: CancelByKey = CancelByKey::VoidDownstream;
 
     fn referencia(request: &PaymentRequest) -> Option<String> {
         request.referencia.clone()

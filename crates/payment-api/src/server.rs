@@ -31,7 +31,7 @@ pub struct RunningServer {
     stop: Option<oneshot::Sender<()>>,
     serve: Option<JoinHandle<std::io::Result<()>>>,
     reaper: JoinHandle<()>,
-    pix_poller: Option<JoinHandle<()>>,
+    settlements: Vec<JoinHandle<()>>,
 }
 
 impl RunningServer {
@@ -86,8 +86,8 @@ impl Drop for RunningServer {
             let _ = stop.send(());
         }
         self.reaper.abort();
-        if let Some(poller) = &self.pix_poller {
-            poller.abort();
+        for s in &self.settlements {
+            s.abort();
         }
     }
 }
@@ -200,23 +200,11 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
         config.key_retention_ms(),
         i64::try_from(config.recovery_after_ms).unwrap_or(i64::MAX),
     ));
-    let pix_poller = match state.pix() {
-        Some(_) => {
-            // In the background: a slow provider never delays the start, and the poll settles
-            // every charge meanwhile.
-            tokio::spawn(register_pix_webhook(
-                state.clone(),
-                config.pix.pix_webhook_url.clone(),
-                addr,
-            ));
-            Some(tokio::spawn(poll_pix(
-                state.clone(),
-                Duration::from_millis(config.pix.pix_poll_ms),
-                Duration::from_secs(config.pix.pix_reconcile_secs.max(1)),
-            )))
-        }
-        None => None,
-    };
+    let settlements = state
+        .settlements()
+        .iter()
+        .map(|s| crate::settlement::spawn(s.clone(), addr))
+        .collect();
     tracing::info!(%addr, admin = state.admin_token().is_some(), pix = state.pix().is_some(), "payment API listening");
     Ok(RunningServer {
         addr,
@@ -224,83 +212,13 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
         stop: Some(stop),
         serve: Some(serve),
         reaper,
-        pix_poller,
+        settlements,
     })
 }
 
-/// Tells the Pix provider where to send webhooks, when configured to (`auto`: this server).
-/// A provider that does not answer now is not fatal: the poller settles every charge anyway.
-async fn register_pix_webhook(state: AppState, url: Option<String>, addr: SocketAddr) {
-    let Some(url) = url.as_deref() else {
-        return;
-    };
-    let url = if url == "auto" {
-        format!("http://{addr}/webhooks")
-    } else {
-        url.to_string()
-    };
-    let Some(pix) = state.pix() else { return };
-    match pix.settler.register_webhook(&url).await {
-        Ok(()) => tracing::info!(%url, "Pix webhook registered at the provider"),
-        Err(e) => {
-            tracing::warn!(%url, error = %e, "Pix webhook not registered; the poll settles charges")
-        }
-    }
-}
-
-/// How soon a reconciliation that failed is tried again (at most).
-const RECONCILE_RETRY: Duration = Duration::from_secs(30);
-
-/// Every `every`: reads waiting Pix charges from the provider (a lost webhook is found here) and
-/// expires those past their time. At start and every `reconcile_every`: lists the Pix the
-/// provider received in the last day and settles any nobody recorded (paid long after its
-/// charge was closed, its webhook lost).
-async fn poll_pix(state: AppState, every: Duration, reconcile_every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut next_reconcile = tokio::time::Instant::now();
-    loop {
-        tick.tick().await;
-        let Some(pix) = state.pix() else { return };
-        if tokio::time::Instant::now() >= next_reconcile {
-            next_reconcile = match pix.settler.reconcile().await {
-                Ok(r) => {
-                    state.metrics().reconciled(true, r.recorded);
-                    if r.recorded > 0 {
-                        tracing::info!(
-                            listed = r.listed,
-                            recorded = r.recorded,
-                            "Pix reconciliation"
-                        );
-                    }
-                    tokio::time::Instant::now() + reconcile_every
-                }
-                // Sooner than the next pass: a start while the provider is down still
-                // reconciles soon after it answers.
-                Err(e) => {
-                    state.metrics().reconciled(false, 0);
-                    tracing::warn!(error = %e, "Pix reconciliation failed; will try again");
-                    tokio::time::Instant::now() + reconcile_every.min(RECONCILE_RETRY)
-                }
-            };
-        }
-        match pix.settler.poll_once().await {
-            Ok(r) if r.recorded + r.expired + r.failed > 0 => tracing::info!(
-                polled = r.polled,
-                recorded = r.recorded,
-                expired = r.expired,
-                failed = r.failed,
-                "Pix poll"
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "Pix poll failed; will try again"),
-        }
-    }
-}
-
 /// Every `every`: finishes or releases executions abandoned more than `recovery_after_ms` after
-/// their lease ended, settles authorizations past their time, and purges completed keys past
-/// their retention.
+/// their lease ended, and purges completed keys past their retention (what settles resources
+/// later is each operation's [`crate::settlement::Settlement`]).
 async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_after_ms: i64) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -320,11 +238,6 @@ async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_afte
                 "recovery settled abandoned executions"
             ),
             Err(e) => tracing::warn!(error = %e, "recovery failed; will try again"),
-        }
-        match state.capture().steps().lapse_due().await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(settled = n, "authorizations past their time settled"),
-            Err(e) => tracing::warn!(error = %e, "authorization lapse pass failed; will try again"),
         }
         match state.store().purge_keys(retention_ms).await {
             Ok(0) => {}

@@ -13,8 +13,9 @@ use crate::metrics::Metrics;
 use crate::payments::Payments;
 use crate::pix::provider::{HttpPixProvider, PixProvider};
 use crate::pix::webhook::Verifier;
-use crate::pix::{Pix, PixSettings, Settler};
+use crate::pix::{Pix, PixKeys, PixPoll, PixSettings, Settler};
 use crate::refunds::Refunds;
+use crate::settlement::Settlement;
 use crate::store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -34,6 +35,7 @@ struct Shared {
     capture: Capture,
     undo: Undo,
     pix: Option<PixParts>,
+    settlements: Vec<Arc<dyn Settlement>>,
     ledger: Option<Arc<dyn SimulatorLedger>>,
     api_keys: HashMap<String, MerchantId>,
     admin_token: Option<String>,
@@ -53,7 +55,7 @@ pub struct PixParts {
     /// The keyed operation.
     pub op: Arc<Pix>,
     /// Webhook, poll and cancel.
-    pub settler: Settler,
+    pub settler: Arc<Settler>,
     /// The webhook signature check.
     pub verifier: Verifier,
 }
@@ -119,13 +121,8 @@ impl AppState {
             provider.clone(),
             metrics.clone(),
         ));
-        let cancel = Cancel::new(
-            store.clone(),
-            store.clone(),
-            store.clone(),
-            payments.clone(),
-            lease_ms,
-        );
+        let cancel = Cancel::new(store.clone(), store.clone(), payments.clone(), lease_ms)
+            .declare::<Pix>(Some(Arc::new(PixKeys(store.clone()))));
         let pix = provider.map(|provider| {
             let settings = PixSettings {
                 expiry_secs: config.pix.pix_expiry_secs,
@@ -142,11 +139,24 @@ impl AppState {
                     settings,
                     config.key_retention_ms(),
                 )),
-                settler: Settler::new(store.clone(), provider),
+                settler: Arc::new(Settler::new(store.clone(), provider)),
                 verifier: Verifier::parse(&config.pix.pix_webhook_secrets)
                     .expect("validated with the configuration"),
             }
         });
+        // Every operation whose resources settle later, each on its own timer.
+        let mut settlements: Vec<Arc<dyn Settlement>> = vec![Arc::new(capture.lapse(
+            std::time::Duration::from_secs(config.reaper_interval_secs.max(1)),
+        ))];
+        if let Some(pix) = &pix {
+            settlements.push(Arc::new(PixPoll::new(
+                pix.settler.clone(),
+                metrics.clone(),
+                std::time::Duration::from_millis(config.pix.pix_poll_ms),
+                std::time::Duration::from_secs(config.pix.pix_reconcile_secs.max(1)),
+                config.pix.pix_webhook_url.clone(),
+            )));
+        }
         Self(Arc::new(Shared {
             store,
             runner,
@@ -156,6 +166,7 @@ impl AppState {
             capture,
             undo,
             pix,
+            settlements,
             ledger,
             api_keys,
             admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
@@ -208,6 +219,12 @@ impl AppState {
     /// The Pix operation and its settlement, when a Pix provider is configured.
     pub fn pix(&self) -> Option<&PixParts> {
         self.0.pix.as_ref()
+    }
+
+    /// The later settlements of every operation whose resources settle after their first
+    /// answer; the server runs each on its own timer.
+    pub fn settlements(&self) -> &[Arc<dyn Settlement>] {
+        &self.0.settlements
     }
 
     /// What the recovery worker settles abandoned keys with.

@@ -26,7 +26,7 @@ pub use key::{DownstreamKey, IdempotencyKey, KeyError};
 pub use means::{Means, UnknownMeans};
 pub use merchant::{InvalidMerchant, MerchantId};
 pub use money::{AmountError, Centavos, MAX_VALOR_CENTAVOS};
-pub use operation::{KeyOperation, UnknownOperation};
+pub use operation::{CancelByKey, CancelRules, KeyOperation, UnknownOperation};
 pub use payment::{PaymentId, PaymentStatus, UnknownStatus};
 pub use pix::{PixRequest, PixStatus, Txid, UnknownPixStatus, PIX_EXPIRY_RANGE};
 pub use plan::{installments, CardMethod, CardPlan, Financing, UnknownPlan, MAX_PARCELAS};

@@ -56,6 +56,49 @@ impl KeyOperation {
     }
 }
 
+/// What a cancellation by key (`POST /pagamentos/cancelamentos`) does to a key an operation
+/// claimed: each operation declares it (`idempotency::Operation::CANCEL_BY_KEY`), the claim
+/// decides with it (`store::claim::decide_cancel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelByKey {
+    /// Not a payment key (a refund, a capture): refused, 422 `not-a-payment-key`.
+    NotAPayment,
+    /// A charge made at once under its downstream key (a card): a completed key answers its
+    /// payment; an unfinished one is taken over and voided downstream (or completed with the
+    /// charge found there), so it can never charge.
+    VoidDownstream,
+    /// A charge whose resource outlives its key and answers for itself (a Pix the customer can
+    /// still pay): the operation's resource is asked first; a key still executing is in
+    /// progress (409) until it made its resource, never voided.
+    AskResource,
+}
+
+/// Each operation's [`CancelByKey`], as the server's operations declared them; an operation not
+/// listed is not a payment.
+#[derive(Debug, Clone, Default)]
+pub struct CancelRules(Vec<(KeyOperation, CancelByKey)>);
+
+impl CancelRules {
+    /// Adds what a cancellation does to `op`'s keys.
+    pub fn with(mut self, op: KeyOperation, rule: CancelByKey) -> Self {
+        self.0.retain(|(o, _)| *o != op);
+        self.0.push((op, rule));
+        self
+    }
+
+    /// What a cancellation does to a key `op` claimed. A key a cancellation itself claimed is
+    /// voided like a card's (it never made anything else).
+    pub fn of(&self, op: &KeyOperation) -> CancelByKey {
+        if *op == KeyOperation::CANCELAMENTO {
+            return CancelByKey::VoidDownstream;
+        }
+        self.0
+            .iter()
+            .find(|(o, _)| o == op)
+            .map_or(CancelByKey::NotAPayment, |(_, r)| *r)
+    }
+}
+
 impl fmt::Display for KeyOperation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -25,7 +25,7 @@ pub use recovery::{Recover, Recovered, Recovery};
 pub use runner::{Answer, Keyed, Runner};
 
 use crate::clock::Millis;
-use crate::domain::{Fingerprint, IdempotencyKey, KeyOperation, MerchantId};
+use crate::domain::{CancelByKey, Fingerprint, IdempotencyKey, KeyOperation, MerchantId};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::store::{FinishOutcome, KeyStore, StoredResponse};
@@ -40,6 +40,10 @@ pub trait Operation: Send + Sync + 'static {
 
     /// The name the key row records (`[a-z_]`).
     const KIND: KeyOperation;
+
+    /// What a cancellation by key does to a key it claimed (`crate::cancel`): not a payment
+    /// unless the operation says otherwise.
+    const CANCEL_BY_KEY: CancelByKey = CancelByKey::NotAPayment;
 
     /// The `referencia` a look-up by reference sees the execution by while it runs.
     fn referencia(_request: &Self::Request) -> Option<String> {
@@ -61,6 +65,33 @@ pub trait Operation: Send + Sync + 'static {
     /// request kept with it (`held.request`): roll forward with what the gateway says of its
     /// downstream key, never a second execution of the same key.
     async fn recover(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery>;
+}
+
+/// The resource of an operation whose [`CancelByKey`] is `AskResource`: what a cancellation by
+/// key sees of it, asked before the key's claim (`crate::cancel`).
+#[async_trait::async_trait]
+pub trait KeyResource: Send + Sync + std::fmt::Debug {
+    /// The operation whose keys make this resource.
+    fn kind(&self) -> KeyOperation;
+
+    /// Where the resource `key` made stands, for a cancellation of the key.
+    async fn state_for_cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> Result<ResourceState>;
+}
+
+/// What a key's resource says to a cancellation by key.
+#[derive(Debug)]
+pub enum ResourceState {
+    /// The key made none: the key's claim decides.
+    None,
+    /// It can still take money: the cancellation is refused with this (a 409 that says what
+    /// would end it).
+    Open(ApiError),
+    /// It can no longer take money and took none: not a payment key (422).
+    Closed,
 }
 
 /// A key some worker holds under `fence`, with what was claimed with it, and the key-table

@@ -15,19 +15,25 @@
 //! 3. **Read**: `GET /pagamentos/{id}` gives the charge's state now (and can wait for a change).
 
 pub mod brcode;
+mod poll;
 pub mod provider;
 mod settle;
 pub mod webhook;
 
+pub use poll::PixPoll;
 pub use settle::{PollReport, Settler};
 
 use crate::clock::{parse_rfc3339, Millis};
-use crate::domain::{KeyOperation, PaymentId, PixRequest, PixStatus, Txid};
+use crate::domain::{
+    CancelByKey, IdempotencyKey, KeyOperation, MerchantId, PaymentId, PixRequest, PixStatus, Txid,
+};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
+use crate::idempotency::{Completed, Held, KeyResource, Keyed, Operation, Recovery, ResourceState};
 use crate::schema::PixPaymentBody;
-use crate::store::{FinishOutcome, PixCharge, PixCompletion, PixStore, SaleStore, StoredResponse};
+use crate::store::{
+    FinishOutcome, PaymentField, PixCharge, PixCompletion, PixStore, SaleStore, StoredResponse,
+};
 use provider::{Cob, PixProvider, ProviderError};
 use std::sync::Arc;
 
@@ -192,6 +198,7 @@ fn first_answer(charge: &PixCharge) -> StoredResponse {
 impl Operation for Pix {
     type Request = PixRequest;
     const KIND: KeyOperation = KeyOperation::named("pix");
+    const CANCEL_BY_KEY: CancelByKey = CancelByKey::AskResource;
 
     fn referencia(request: &PixRequest) -> Option<String> {
         request.referencia.clone()
@@ -271,6 +278,41 @@ impl Operation for Pix {
                 tracing::warn!(merchant = %held.merchant, key = held.key.as_ref(), %txid, "recovery: Pix charge made before a crash; stored");
                 Recovery::Completed
             }
+        })
+    }
+}
+
+/// What a cancellation by key sees of a Pix charge (`CancelByKey::AskResource`): its charge
+/// outlives its key (kept while it waits, and a charge is kept forever), and its QR is not a
+/// card charge that voiding the downstream key can stop. Needs only the store: a server whose
+/// Pix provider is not configured still answers for the charges it made.
+#[derive(Debug)]
+pub struct PixKeys(pub Arc<dyn PixStore>);
+
+#[async_trait::async_trait]
+impl KeyResource for PixKeys {
+    fn kind(&self) -> KeyOperation {
+        <Pix as Operation>::KIND
+    }
+
+    async fn state_for_cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> Result<ResourceState> {
+        let charge = self
+            .0
+            .pix_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
+            .await?
+            .into_iter()
+            .next();
+        Ok(match charge.map(|c| c.status) {
+            None => ResourceState::None,
+            // Only the Pix's own cancel removes it at the provider: "cancelled" here would be a
+            // promise nobody keeps.
+            Some(PixStatus::Aguardando) => ResourceState::Open(ApiError::PixWaiting),
+            // Paid, its payment answered before this was asked; closed unpaid, nothing to cancel.
+            Some(_) => ResourceState::Closed,
         })
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{CancelClaim, NextAction, StoredResponse};
 use crate::clock::Millis;
-use crate::domain::{Fingerprint, KeyOperation, PaymentId};
+use crate::domain::{CancelByKey, CancelRules, Fingerprint, KeyOperation, PaymentId};
 
 /// The fence a key gets when its INSERT wins: the first worker's token.
 pub(super) const FIRST_FENCE: i64 = 1;
@@ -116,12 +116,25 @@ pub(super) fn decide_cancel(
     held: HeldKey,
     now: Millis,
     lease_ms: Millis,
+    rules: &CancelRules,
 ) -> (CancelClaim, Option<(i64, Millis)>) {
     if held.cancelled {
         return (CancelClaim::Cancelled, None);
     }
-    if held.operation != KeyOperation::PAGAMENTO && held.operation != KeyOperation::CANCELAMENTO {
-        return (CancelClaim::NotAPayment, None);
+    match rules.of(&held.operation) {
+        CancelByKey::NotAPayment => return (CancelClaim::NotAPayment, None),
+        // Its resource was asked before the claim: a completed key answered there. Still
+        // executing (or abandoned, for the recovery worker to finish), it may yet make it.
+        CancelByKey::AskResource if held.response.is_none() => {
+            return (
+                CancelClaim::InProgress {
+                    retry_after_ms: (held.locked_until - now).max(ASK_AGAIN_MS),
+                },
+                None,
+            );
+        }
+        CancelByKey::AskResource => return (CancelClaim::NotAPayment, None),
+        CancelByKey::VoidDownstream => {}
     }
     if held.response.is_some() {
         return (
@@ -150,6 +163,9 @@ pub(super) fn decide_cancel(
         Some((fence, now + lease_ms)),
     )
 }
+
+/// How soon a cancellation of a key whose resource is still being made is worth asking again.
+const ASK_AGAIN_MS: Millis = 1_000;
 
 /// The claim of a cancellation whose INSERT won: nothing had claimed the key.
 pub(super) fn cancel_inserted() -> CancelClaim {
@@ -236,8 +252,9 @@ mod tests {
 
     #[test]
     fn a_cancellation_answers_what_the_key_became_and_takes_over_only_an_abandoned_one() {
+        let rules = card_rules();
         assert_eq!(
-            decide_cancel(cancelled(), 1_000, 500),
+            decide_cancel(cancelled(), 1_000, 500, &rules),
             (CancelClaim::Cancelled, None)
         );
         let refund = HeldKey {
@@ -245,7 +262,7 @@ mod tests {
             ..held(0, None)
         };
         assert_eq!(
-            decide_cancel(refund, 1_000, 500),
+            decide_cancel(refund, 1_000, 500, &rules),
             (CancelClaim::NotAPayment, None)
         );
         let done = HeldKey {
@@ -253,7 +270,7 @@ mod tests {
             ..held(0, Some((saved(), 7)))
         };
         assert_eq!(
-            decide_cancel(done, 1_000, 500),
+            decide_cancel(done, 1_000, 500, &rules),
             (
                 CancelClaim::Completed {
                     payment_id: Some(PaymentId::from_stored("pay_1".into()))
@@ -262,7 +279,7 @@ mod tests {
             )
         );
         assert_eq!(
-            decide_cancel(held(1_300, None), 1_000, 500),
+            decide_cancel(held(1_300, None), 1_000, 500, &rules),
             (
                 CancelClaim::InProgress {
                     retry_after_ms: 300
@@ -270,7 +287,7 @@ mod tests {
                 None
             )
         );
-        let (claim, write) = decide_cancel(held(900, None), 1_000, 500);
+        let (claim, write) = decide_cancel(held(900, None), 1_000, 500, &rules);
         assert_eq!(write, Some((4, 1_500)));
         assert!(matches!(
             claim,
@@ -279,6 +296,55 @@ mod tests {
                 ref operation,
                 ..
             } if *operation == KeyOperation::PAGAMENTO
+        ));
+    }
+
+    fn card_rules() -> CancelRules {
+        CancelRules::default().with(KeyOperation::PAGAMENTO, CancelByKey::VoidDownstream)
+    }
+
+    #[test]
+    fn a_cancellation_follows_what_each_operation_declared() {
+        let pix = KeyOperation::named("pix");
+        let rules = card_rules().with(pix.clone(), CancelByKey::AskResource);
+        let of = |operation: &KeyOperation, locked_until, response| HeldKey {
+            operation: operation.clone(),
+            ..held(locked_until, response)
+        };
+        // Undeclared: not a payment, whatever its state.
+        let boleto = KeyOperation::named("boleto");
+        assert_eq!(
+            decide_cancel(of(&boleto, 0, None), 1_000, 500, &rules),
+            (CancelClaim::NotAPayment, None)
+        );
+        // Asked of its resource: never taken over to be voided; in progress until it made it.
+        assert_eq!(
+            decide_cancel(of(&pix, 1_300, None), 1_000, 500, &rules),
+            (
+                CancelClaim::InProgress {
+                    retry_after_ms: 1_000
+                },
+                None
+            )
+        );
+        assert_eq!(
+            decide_cancel(of(&pix, 900, None), 1_000, 500, &rules),
+            (
+                CancelClaim::InProgress {
+                    retry_after_ms: 1_000
+                },
+                None
+            )
+        );
+        assert_eq!(
+            decide_cancel(of(&pix, 0, Some((saved(), 7))), 1_000, 500, &rules),
+            (CancelClaim::NotAPayment, None)
+        );
+        // The same Pix key, declared as a card would be, is voided downstream.
+        let voided = card_rules().with(pix.clone(), CancelByKey::VoidDownstream);
+        assert!(matches!(
+            decide_cancel(of(&pix, 900, None), 1_000, 500, &voided).0,
+            CancelClaim::Hold { .. }
         ));
     }
 

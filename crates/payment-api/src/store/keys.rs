@@ -332,12 +332,13 @@ pub trait KeyStore: Clocked {
     ) -> StoreResult<Vec<InProgressKey>>;
     /// The claim of a cancellation: in one transaction, inserts the key held for cancelling if
     /// nothing had claimed it, or decides from its row (`claim::decide_cancel`) and takes an
-    /// abandoned execution over.
+    /// abandoned execution over; `rules`: what each operation declared a cancellation does.
     async fn claim_for_cancel(
         &self,
         merchant: &MerchantId,
         key: &IdempotencyKey,
         lease_ms: Millis,
+        rules: &CancelRules,
     ) -> StoreResult<CancelClaim>;
     /// Marks a key held under `fence` cancelled (completed with no answer); false when the fence
     /// no longer holds it.

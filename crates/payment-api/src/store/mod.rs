@@ -31,8 +31,8 @@ pub use sqlite::SqliteStore;
 
 use crate::clock::Millis;
 use crate::domain::{
-    CaptureState, CardPlan, Centavos, Fingerprint, IdempotencyKey, KeyOperation, Means, MerchantId,
-    PaymentId, PaymentStatus, RefundId, RefundStatus, TerminalId,
+    CancelRules, CaptureState, CardPlan, Centavos, Fingerprint, IdempotencyKey, KeyOperation,
+    Means, MerchantId, PaymentId, PaymentStatus, RefundId, RefundStatus, TerminalId,
 };
 
 /// Result of store operations.

@@ -331,6 +331,7 @@ impl KeyStore for PgStore {
         merchant: &MerchantId,
         key: &IdempotencyKey,
         lease_ms: Millis,
+        rules: &CancelRules,
     ) -> StoreResult<CancelClaim> {
         let mut c = self.conn().await?;
         let (m, k) = (merchant.as_ref(), key.as_ref());
@@ -371,8 +372,12 @@ impl KeyStore for PgStore {
                 tx.rollback().await?;
                 continue;
             };
-            let (answer, takeover) =
-                claim::decide_cancel(held_from_row(&row)?, row.try_get("now_ms")?, lease_ms);
+            let (answer, takeover) = claim::decide_cancel(
+                held_from_row(&row)?,
+                row.try_get("now_ms")?,
+                lease_ms,
+                rules,
+            );
             if let Some((fence, locked_until)) = takeover {
                 tx.execute(
                     "UPDATE idempotency_keys SET fence = $3, locked_until = $4

@@ -356,9 +356,11 @@ impl KeyStore for SqliteStore {
         merchant: &MerchantId,
         key: &IdempotencyKey,
         lease_ms: Millis,
+        rules: &CancelRules,
     ) -> StoreResult<CancelClaim> {
         let now = self.now_ms();
         let (m, k) = (merchant.to_string(), key.as_ref().to_string());
+        let rules = rules.clone();
         self.db
             .write(move |c| {
                 let inserted = exec(
@@ -379,7 +381,7 @@ impl KeyStore for SqliteStore {
                 if inserted == 1 {
                     return Ok(claim::cancel_inserted());
                 }
-                let (answer, takeover) = claim::decide_cancel(held_key(c, HELD_COLUMNS_AND_REQUEST, &m, &k)?, now, lease_ms);
+                let (answer, takeover) = claim::decide_cancel(held_key(c, HELD_COLUMNS_AND_REQUEST, &m, &k)?, now, lease_ms, &rules);
                 if let Some((fence, locked_until)) = takeover {
                     exec(
                         c,
