@@ -1,76 +1,149 @@
-//! The payment API's top-level modules form no import circle: data flows one way, from the HTTP
-//! layer through the operations and the idempotency runner to the stores. Read from the sources
-//! (code, not comments or tests): an edge `a -> b` is a `crate::b` path in module `a`.
+//! Every crate's modules form no import circle, at the top of the crate and inside every module
+//! folder (between the files and folders of one module; a child naming its parent's items through
+//! `super::` is the facade pattern, not a circle), and the layers named in ARCHITECTURE.md hold:
+//! data flows one way. Read from the sources (code before `#[cfg(test)]`, not comments): an edge
+//! `a -> b` is a `crate::b` path in module `a`, or, between siblings, `super::b` / `crate::m::b`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-fn graph() -> Graph {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut g = Graph::new();
-    for entry in walkdir(&src) {
-        let rel = entry.strip_prefix(&src).unwrap();
-        let top = rel
-            .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_string_lossy()
-            .trim_end_matches(".rs")
-            .to_string();
-        if top == "lib" || top == "main" {
-            continue;
-        }
-        let text = std::fs::read_to_string(&entry).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        let edges = g.entry(top.clone()).or_default();
-        for line in code.lines() {
-            let line = line.split("//").next().unwrap_or_default();
-            for (i, _) in line.match_indices("crate::") {
-                for name in referenced(&line[i + "crate::".len()..]) {
-                    if name != top {
-                        edges.insert(name);
-                    }
-                }
-            }
-        }
-    }
-    g
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
-/// The modules a path after `crate::` names: `store::X` → store; `{a, b::c}` → a, b.
-fn referenced(rest: &str) -> Vec<String> {
+/// Every library and app crate's `src` folder in the workspace.
+fn crate_sources() -> Vec<(String, PathBuf)> {
+    let root = root();
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("src").is_dir())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            (name, p.join("src"))
+        })
+        .collect();
+    out.push(("pagar (src-tauri)".into(), root.join("src-tauri/src")));
+    out.push(("pagar-e2e (tests)".into(), root.join("tests/src")));
+    out.sort();
+    out
+}
+
+/// The code of a file that is not a test.
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.split("#[cfg(test)]")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The module names a path after `prefix` names: `store::X` → store; `{a, b::c}` → a, b.
+fn named_after(code: &str, prefix: &str) -> Vec<String> {
     let word = |s: &str| -> String {
         s.chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
             .collect()
     };
-    match rest.strip_prefix('{') {
-        Some(group) => group
-            .split('}')
-            .next()
-            .unwrap_or_default()
-            .split(',')
-            .map(|p| word(p.trim()))
-            .filter(|w| !w.is_empty())
-            .collect(),
-        None => vec![word(rest)],
-    }
-}
-
-fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walkdir(&p));
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
+    for (i, _) in code.match_indices(prefix) {
+        // `super::` inside `crate::x::super::`? Not Rust; but skip `self::super` and the like.
+        if i > 0 && code[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[i + prefix.len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => out.extend(
+                group
+                    .split('}')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|p| word(p.trim()))
+                    .filter(|w| !w.is_empty()),
+            ),
+            None => out.push(word(rest)),
         }
     }
     out
+}
+
+/// The children of a module folder: its `.rs` files (but `mod.rs`) and its folders.
+fn children(dir: &Path) -> BTreeMap<String, PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|x| x == "rs"))
+        .filter(|p| p.file_name().is_some_and(|n| n != "mod.rs" && n != "bin"))
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().to_string();
+            (name, p)
+        })
+        .collect()
+}
+
+/// Every `.rs` file under `path` (itself, when it is one).
+fn files(path: &Path) -> Vec<PathBuf> {
+    if !path.is_dir() {
+        return vec![path.to_path_buf()];
+    }
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(path).unwrap() {
+        out.extend(files(&e.unwrap().path()));
+    }
+    out.retain(|p| p.extension().is_some_and(|x| x == "rs"));
+    out
+}
+
+/// The graph among the children of the module at `dir` whose path from the crate root is
+/// `module` (empty: the crate itself).
+fn graph_of(dir: &Path, module: &[String]) -> Graph {
+    let kids = children(dir);
+    let mut g = Graph::new();
+    for (name, path) in &kids {
+        if module.is_empty() && (name == "lib" || name == "main") {
+            continue;
+        }
+        let edges = g.entry(name.clone()).or_default();
+        for file in files(path) {
+            let code = code_of(&file);
+            let mut named = named_after(&code, &format!("crate::{}", prefix_of(module)));
+            // Only a direct child's `super::` names a sibling.
+            if file.parent() == Some(dir) && !module.is_empty() {
+                named.extend(named_after(&code, "super::"));
+            }
+            edges.extend(
+                named
+                    .into_iter()
+                    .filter(|n| n != name && kids.contains_key(n)),
+            );
+        }
+    }
+    g
+}
+
+fn prefix_of(module: &[String]) -> String {
+    module.iter().map(|m| format!("{m}::")).collect()
+}
+
+/// Every module folder of a crate, with its path from the crate root.
+fn module_dirs(dir: &Path, module: Vec<String>, out: &mut Vec<(Vec<String>, PathBuf)>) {
+    out.push((module.clone(), dir.to_path_buf()));
+    for (name, path) in children(dir) {
+        if path.is_dir() {
+            let mut m = module.clone();
+            m.push(name);
+            module_dirs(&path, m, out);
+        }
+    }
 }
 
 /// A circle through `start`, if there is one (depth-first search).
@@ -103,15 +176,31 @@ fn circle_through(g: &Graph, start: &str) -> Option<Vec<String>> {
     })
 }
 
+fn top_graph(krate: &str) -> Graph {
+    graph_of(&root().join("crates").join(krate).join("src"), &[])
+}
+
 #[test]
-fn the_modules_of_the_payment_api_form_no_import_circle() {
-    let g = graph();
-    assert!(g.len() > 10, "the source tree was read: {g:?}");
-    let circles: Vec<String> = g
-        .keys()
-        .filter_map(|m| circle_through(&g, m))
-        .map(|c| c.join(" -> "))
-        .collect();
+fn no_crate_has_an_import_circle_at_its_top_or_inside_any_module_folder() {
+    let mut circles = Vec::new();
+    let mut modules = 0;
+    for (krate, src) in crate_sources() {
+        let mut dirs = Vec::new();
+        module_dirs(&src, Vec::new(), &mut dirs);
+        for (module, dir) in dirs {
+            let g = graph_of(&dir, &module);
+            modules += g.len();
+            for m in g.keys() {
+                if let Some(c) = circle_through(&g, m) {
+                    circles.push(format!("{krate}::{}{}", prefix_of(&module), c.join(" -> ")));
+                }
+            }
+        }
+    }
+    assert!(
+        modules > 100,
+        "the source trees were read ({modules} modules)"
+    );
     assert!(
         circles.is_empty(),
         "import circles:\n{}",
@@ -120,16 +209,53 @@ fn the_modules_of_the_payment_api_form_no_import_circle() {
 }
 
 #[test]
-fn the_operations_do_not_know_each_other_and_the_stores_know_no_use_case() {
-    let g = graph();
+fn the_payment_api_flows_from_http_through_the_operations_to_the_stores() {
+    let g = top_graph("payment-api");
     let uses = |a: &str, b: &str| g.get(a).is_some_and(|e| e.contains(b));
-    assert!(!uses("payments", "refunds") && !uses("refunds", "payments"));
-    for lower in ["store", "domain", "idempotency"] {
-        for upper in ["payments", "refunds", "cancel", "http", "state", "server"] {
+    let operations = [
+        "payments", "refunds", "cancel", "captures", "pix", "tenders",
+    ];
+    for a in operations {
+        for b in operations {
+            // Cancel by key voids a card payment's key through the payment operation, a tender's
+            // hold is the payments' and the Pix's first step, and a received Pix is paid back
+            // through the Pix provider: the only sanctioned uses.
+            let sanctioned = matches!(
+                (a, b),
+                ("cancel", "payments")
+                    | ("payments", "tenders")
+                    | ("pix", "tenders")
+                    | ("refunds", "pix")
+            );
+            assert!(sanctioned || a == b || !uses(a, b), "{a} imports {b}");
+        }
+    }
+    for lower in ["store", "domain", "idempotency", "settlement"] {
+        for upper in operations.iter().chain(&["http", "state", "server"]) {
             assert!(!uses(lower, upper), "{lower} imports {upper}");
         }
     }
     assert!(!uses("store", "idempotency") && !uses("store", "gateway"));
+    assert!(
+        !uses("server", "pix") && !uses("server", "captures"),
+        "server.rs knows no operation's settlement by name"
+    );
+}
+
+#[test]
+fn the_till_flows_from_the_engine_to_the_outbox_and_the_client_and_the_domain_knows_neither() {
+    let g = top_graph("checkout-core");
+    let uses = |a: &str, b: &str| g.get(a).is_some_and(|e| e.contains(b));
+    for other in [
+        "outbox", "client", "engine", "closing", "drawer", "export", "config",
+    ] {
+        assert!(!uses("domain", other), "domain imports {other}");
+    }
+    for lower in ["outbox", "client", "closing", "drawer", "export"] {
+        assert!(!uses(lower, "engine"), "{lower} imports engine");
+    }
+    assert!(!uses("outbox", "client") && !uses("outbox", "closing"));
+    assert!(!uses("drawer", "closing") && !uses("drawer", "outbox"));
 }
 
 #[test]
@@ -145,7 +271,51 @@ fn a_circle_is_found_when_there_is_one() {
     g.get_mut("c").unwrap().clear();
     assert_eq!(circle_through(&g, "a"), None);
     assert_eq!(
-        referenced("{store::X, gateway}::y"),
+        named_after("use crate::{store::X, gateway}::y;", "crate::"),
         vec!["store", "gateway"]
+    );
+    assert_eq!(
+        named_after("use super::dispatch::retry;", "super::"),
+        vec!["dispatch"]
+    );
+}
+
+#[test]
+fn circles_are_found_in_a_source_tree_at_the_top_and_between_the_files_of_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let write = |p: &str, code: &str| {
+        let path = src.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, code).unwrap();
+    };
+    write("lib.rs", "mod a; mod b; mod m;");
+    write("a.rs", "use crate::b::Thing;");
+    write(
+        "b.rs",
+        "use crate::{a::Other, m};\n#[cfg(test)]\nuse crate::m::x::Y;",
+    );
+    write("m/mod.rs", "mod x; mod y; use x::Z;");
+    write("m/x.rs", "use super::{y::W, Parent};");
+    write("m/y.rs", "fn f() { crate::m::x::g() } // crate::a::nothing");
+    let top = graph_of(src, &[]);
+    assert_eq!(
+        circle_through(&top, "a"),
+        Some(vec!["a".into(), "b".into(), "a".into()])
+    );
+    assert_eq!(
+        top["b"],
+        BTreeSet::from(["a".into(), "m".into()]),
+        "tests and comments are not edges"
+    );
+    let m = graph_of(&src.join("m"), &["m".into()]);
+    assert_eq!(
+        circle_through(&m, "x"),
+        Some(vec!["x".into(), "y".into(), "x".into()])
+    );
+    assert_eq!(
+        m["x"],
+        BTreeSet::from(["y".into()]),
+        "the parent's items are not a sibling"
     );
 }

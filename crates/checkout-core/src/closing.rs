@@ -8,28 +8,11 @@
 
 use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
 use crate::domain::{
-    sale_number, AttemptState, Capture, CardMethod, Centavos, Net, Total, UnixMillis,
+    sale_number, AttemptState, Capture, CardMethod, Centavos, Net, Tally, Total, UnixMillis,
 };
 use crate::outbox::Attempt;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// Count and amount of the attempts in one state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Tally {
-    /// Attempts.
-    pub count: usize,
-    /// Their amounts.
-    pub centavos: Total,
-}
-
-impl Tally {
-    /// Counts one more attempt of `valor`.
-    fn add(&mut self, valor: Centavos) {
-        self.count += 1;
-        self.centavos += valor;
-    }
-}
 
 /// The day's attempts by state (the latest attempt of each sale and every earlier one: a
 /// declined card and its retry are both counted, each in its state).

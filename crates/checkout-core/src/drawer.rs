@@ -2,7 +2,7 @@
 //! (sangria) or put in (suprimento) with their reasons, cash sales and cash given back, and the
 //! counts. What it should hold is their sum; a count that differs is the closing's business.
 
-use crate::closing::Tally;
+use crate::domain::Tally;
 use crate::domain::{Total, UnixMillis};
 use crate::error::CoreError;
 use serde::Serialize;

@@ -8,7 +8,7 @@ mod plan;
 
 pub use capture::Capture;
 pub use cash::{change, CashShort};
-pub use money::{format_brl, AmountError, Centavos, Net, Total};
+pub use money::{format_brl, AmountError, Centavos, Net, Tally, Total};
 pub use pix::{PayMethod, PixCharge, PixStatus};
 pub use plan::{
     installments, CardMethod, CardPlan, Financing, InvalidPlan, PlanOffer, PlanRules, MAX_PARCELAS,

@@ -31,7 +31,7 @@ pub struct Centavos(i64);
 
 impl Centavos {
     /// Largest amount a payment may carry.
-    pub const MAX: i64 = 100_000_000;
+    pub const MAX: i64 = pagar_rules::MAX_CENTAVOS;
 
     /// An amount of `v` centavos, `1..=MAX`.
     pub fn new(v: i64) -> Result<Self, AmountError> {
@@ -252,6 +252,23 @@ impl Net {
 impl fmt::Display for Net {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&format_brl(self.0))
+    }
+}
+
+/// How many of something (attempts in one state, a kind of drawer movement) and their sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Tally {
+    /// How many.
+    pub count: usize,
+    /// Their amounts.
+    pub centavos: Total,
+}
+
+impl Tally {
+    /// Counts one more of `valor`.
+    pub fn add(&mut self, valor: Centavos) {
+        self.count += 1;
+        self.centavos += valor;
     }
 }
 

@@ -5,56 +5,8 @@ use super::Centavos;
 use serde::{Serialize, Serializer};
 use std::fmt;
 
-/// Most installments a plan may have (the payment API's limit).
-pub const MAX_PARCELAS: u8 = 12;
-
-/// The card function asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CardMethod {
-    /// Débito.
-    Debito,
-    /// Crédito, à vista or parcelado.
-    Credito,
-    /// Meal or food voucher (VA/VR).
-    Voucher,
-}
-
-impl CardMethod {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CardMethod::Debito => "debito",
-            CardMethod::Credito => "credito",
-            CardMethod::Voucher => "voucher",
-        }
-    }
-}
-
-/// Who pays for a parcelado's installments: the store's choice in its settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Financing {
-    /// "Sem juros": the store pays the cost; the installments sum to the sale's amount.
-    Loja,
-    /// "Com juros do emissor": the buyer's bank finances it and sets the installments.
-    Emissor,
-}
-
-impl Financing {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Financing::Loja => "loja",
-            Financing::Emissor => "emissor",
-        }
-    }
-
-    /// Parses the wire name.
-    pub fn parse(s: &str) -> Option<Self> {
-        [Financing::Loja, Financing::Emissor]
-            .into_iter()
-            .find(|f| f.as_str() == s)
-    }
-}
+use pagar_rules::Plan;
+pub use pagar_rules::{CardMethod, Financing, MAX_PARCELAS};
 
 /// A card plan the cashier cannot choose.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,35 +97,24 @@ impl CardPlan {
     }
 
     /// The stored form: `debito`, `credito`, `voucher`, or `credito:<n>:<loja|emissor>` (the
-    /// payment API's own form).
+    /// payment API's own form: [`Plan::as_stored`]).
     pub fn as_stored(self) -> String {
-        match self.financing {
-            Some(f) => format!("{}:{}:{}", self.method.as_str(), self.parcelas, f.as_str()),
-            None => self.method.as_str().to_string(),
+        Plan {
+            method: self.method,
+            parcelas: self.parcelas,
+            financing: self.financing,
         }
+        .as_stored()
     }
 
     /// Parses [`CardPlan::as_stored`].
     pub fn parse_stored(s: &str) -> Option<Self> {
-        let mut parts = s.split(':');
-        let method = match parts.next()? {
-            "debito" => CardMethod::Debito,
-            "credito" => CardMethod::Credito,
-            "voucher" => CardMethod::Voucher,
-            _ => return None,
-        };
-        match (parts.next(), parts.next(), parts.next()) {
-            (None, None, None) => Some(Self::single(method)),
-            (Some(n), Some(f), None) if method == CardMethod::Credito => {
-                let parcelas = n.parse().ok().filter(|n| (2..=MAX_PARCELAS).contains(n))?;
-                Some(Self {
-                    method,
-                    parcelas,
-                    financing: Some(Financing::parse(f)?),
-                })
-            }
-            _ => None,
-        }
+        let p = Plan::parse_stored(s)?;
+        Some(Self {
+            method: p.method,
+            parcelas: p.parcelas,
+            financing: p.financing,
+        })
     }
 
     /// How the cashier and the receipt name it: `Débito`, `Crédito à vista`, `Crédito 3× sem
@@ -362,17 +303,14 @@ impl Serialize for CardPlan {
 
 /// The installments of `total` in `n`: each rounded up to the centavo, the last absorbing the
 /// rounding so they sum exactly to `total` (`R$ 100,00` in 3: `33,34 + 33,34 + 33,32`).
-/// `(each, last)`; `None` when the last would not be at least a centavo.
+/// `(each, last)`; `None` when the last would not be at least a centavo. The arithmetic is
+/// [`pagar_rules::installments`], the one the server checks a parcelado with.
 pub fn installments(total: Centavos, n: u8) -> Option<(Centavos, Centavos)> {
-    let (t, n) = (total.get(), i64::from(n.max(1)));
-    let each = (t + n - 1) / n;
-    let last = t - each * (n - 1);
-    (last > 0).then(|| {
-        (
-            Centavos::new(each).expect("between 1 and total"),
-            Centavos::new(last).expect("positive and at most total"),
-        )
-    })
+    let (each, last) = pagar_rules::installments(total.get(), n)?;
+    Some((
+        Centavos::new(each).expect("between 1 and total"),
+        Centavos::new(last).expect("positive and at most total"),
+    ))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The cash drawer's movements of a store day, and the cash the day's attempts moved.
 
 use super::*;
-use crate::closing::Tally;
+use crate::domain::Tally;
 use crate::drawer::{Drawer, DrawerKind, DrawerMove};
 
 /// The day's cash sales and cash given back, as tallies: sales of the sales opened that day,

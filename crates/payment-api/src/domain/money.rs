@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Largest amount one payment may carry: R$ 1.000.000,00.
-pub const MAX_VALOR_CENTAVOS: i64 = 100_000_000;
+pub const MAX_VALOR_CENTAVOS: i64 = pagar_rules::MAX_CENTAVOS;
 
 /// Why a `valor` is not an amount.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

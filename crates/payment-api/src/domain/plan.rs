@@ -6,57 +6,8 @@
 use super::{Centavos, FieldError};
 use std::fmt;
 
-/// Most installments a plan may have.
-pub const MAX_PARCELAS: u8 = 12;
-
-/// The card function asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CardMethod {
-    /// Débito: from the account, at once.
-    Debito,
-    /// Crédito: à vista (1 parcela) or parcelado.
-    Credito,
-    /// Meal or food voucher (VA/VR): only a voucher card pays it.
-    Voucher,
-}
-
-impl CardMethod {
-    /// The wire and stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CardMethod::Debito => "debito",
-            CardMethod::Credito => "credito",
-            CardMethod::Voucher => "voucher",
-        }
-    }
-}
-
-/// Who pays for the installments of a parcelado.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Financing {
-    /// Parcelado lojista, "sem juros": the store takes the cost; the buyer's installments sum to
-    /// the sale's amount.
-    Loja,
-    /// Parcelado emissor, "com juros": the buyer's bank finances it and sets the installments;
-    /// the store receives the sale's amount.
-    Emissor,
-}
-
-impl Financing {
-    /// The wire and stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Financing::Loja => "loja",
-            Financing::Emissor => "emissor",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        [Financing::Loja, Financing::Emissor]
-            .into_iter()
-            .find(|f| f.as_str() == s)
-    }
-}
+use pagar_rules::Plan;
+pub use pagar_rules::{CardMethod, Financing, MAX_PARCELAS};
 
 /// A card payment's method and installments, valid for its amount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -180,43 +131,27 @@ impl CardPlan {
         })
     }
 
-    /// The stored form: `debito`, `credito`, `voucher`, or `credito:<n>:<loja|emissor>`.
+    /// The stored form: `debito`, `credito`, `voucher`, or `credito:<n>:<loja|emissor>`
+    /// ([`Plan::as_stored`], the till's form too).
     pub fn as_stored(self) -> String {
-        match self.financing {
-            Some(f) => format!("{}:{}:{}", self.method.as_str(), self.parcelas, f.as_str()),
-            None => self.method.as_str().to_string(),
-        }
+        self.shape().as_stored()
     }
 
     /// Parses [`CardPlan::as_stored`].
     pub fn parse_stored(s: &str) -> Result<Self, UnknownPlan> {
-        let bad = || UnknownPlan(s.to_string());
-        let mut parts = s.split(':');
-        let method = match parts.next() {
-            Some("debito") => CardMethod::Debito,
-            Some("credito") => CardMethod::Credito,
-            Some("voucher") => CardMethod::Voucher,
-            _ => return Err(bad()),
-        };
-        match (parts.next(), parts.next(), parts.next()) {
-            (None, None, None) => Ok(Self {
-                method,
-                parcelas: 1,
-                financing: None,
-            }),
-            (Some(n), Some(f), None) if method == CardMethod::Credito => {
-                let parcelas = n
-                    .parse::<u8>()
-                    .ok()
-                    .filter(|n| (2..=MAX_PARCELAS).contains(n))
-                    .ok_or_else(bad)?;
-                Ok(Self {
-                    method,
-                    parcelas,
-                    financing: Some(Financing::parse(f).ok_or_else(bad)?),
-                })
-            }
-            _ => Err(bad()),
+        let p = Plan::parse_stored(s).ok_or_else(|| UnknownPlan(s.to_string()))?;
+        Ok(Self {
+            method: p.method,
+            parcelas: p.parcelas,
+            financing: p.financing,
+        })
+    }
+
+    fn shape(self) -> Plan {
+        Plan {
+            method: self.method,
+            parcelas: self.parcelas,
+            financing: self.financing,
         }
     }
 }
@@ -228,18 +163,14 @@ impl fmt::Display for CardPlan {
 }
 
 /// The installments of `total` in `n` parts, rounded up to the centavo, the last absorbing the
-/// rounding so they sum exactly to `total`: `(each, last)`. `None` when the last would not be
-/// at least one centavo (`total` too small for `n`). The till shows the same plan.
+/// rounding so they sum exactly to `total`: `(each, last)` ([`pagar_rules::installments`], the
+/// till's arithmetic too). `None` when the last would not be at least one centavo.
 pub fn installments(total: Centavos, n: u8) -> Option<(Centavos, Centavos)> {
-    let (t, n) = (total.get(), i64::from(n.max(1)));
-    let each = (t + n - 1) / n;
-    let last = t - each * (n - 1);
-    (last > 0).then(|| {
-        (
-            Centavos::new(each).expect("between 1 and total"),
-            Centavos::new(last).expect("positive and at most total"),
-        )
-    })
+    let (each, last) = pagar_rules::installments(total.get(), n)?;
+    Some((
+        Centavos::new(each).expect("between 1 and total"),
+        Centavos::new(last).expect("positive and at most total"),
+    ))
 }
 
 #[cfg(test)]
