@@ -277,7 +277,7 @@ fn to_refund(attempts: &[Attempt]) -> Vec<checkout_core::AttemptId> {
             !a.is_refund()
                 && a.sale_id.as_ref().ends_with("-estorno")
                 && a.state == AttemptState::Aprovado
-                && a.metodo == "cartao"
+                && a.metodo == checkout_core::Means::Cartao
                 && a.sale_total.is_none()
                 && !attempts.iter().any(|r| r.refund_of.as_ref() == Some(&a.id))
         })

@@ -8,7 +8,7 @@
 
 use crate::client::{RemotePayment, RemoteRefund, RemoteStatus};
 use crate::domain::{
-    sale_number, AttemptState, Capture, CardMethod, Centavos, Net, Tally, Total, UnixMillis,
+    sale_number, AttemptState, Capture, CardMethod, Centavos, Means, Net, Tally, Total, UnixMillis,
 };
 use crate::outbox::Attempt;
 use serde::Serialize;
@@ -123,13 +123,11 @@ const FORMAS: [(&str, &str); 7] = [
 
 /// The way an attempt paid, as [`FORMAS`] names it.
 fn forma_of(a: &Attempt) -> &'static str {
-    if a.is_cash() {
-        return "dinheiro";
-    }
-    match (a.is_pix(), a.plano) {
-        (true, _) => "pix",
-        (false, None) => "cartao",
-        (false, Some(p)) => match p.method() {
+    match (a.metodo, a.plano) {
+        (Means::Dinheiro, _) => "dinheiro",
+        (Means::Pix, _) => "pix",
+        (Means::Cartao, None) => "cartao",
+        (Means::Cartao, Some(p)) => match p.method() {
             CardMethod::Debito => "debito",
             CardMethod::Voucher => "voucher",
             CardMethod::Credito if p.parcelas() > 1 => "parcelado",
@@ -866,7 +864,7 @@ mod tests {
             idempotency_key: IdempotencyKey::from_stored(format!("k-{id}")),
             valor: Centavos::new(valor).unwrap(),
             cartao: CardToken::parse("tok_aprovado").ok(),
-            metodo: "cartao",
+            metodo: Means::Cartao,
             plano: None,
             pix: None,
             state,
@@ -1064,7 +1062,7 @@ mod tests {
     }
 
     fn pix(mut a: Attempt, motivo: Option<&str>, status: PixStatus) -> Attempt {
-        a.metodo = "pix";
+        a.metodo = Means::Pix;
         a.cartao = None;
         a.motivo = motivo.map(String::from);
         a.pix = Some(crate::domain::PixCharge {
@@ -1100,7 +1098,7 @@ mod tests {
         );
         let card = attempt("x4", "v3", 3, 500, AttemptState::Aprovado);
         let mut back = refund("r1", &late, 200, AttemptState::Aprovado);
-        back.metodo = "pix";
+        back.metodo = Means::Pix;
         let attempts = [
             received.clone(),
             expired.clone(),
@@ -1150,7 +1148,7 @@ mod tests {
         assert_eq!(c.net_centavos, Net::of(t(2000), &[t(200)]));
         // Given back in full: nothing listed.
         let mut rest = refund("r2", &late, 300, AttemptState::Aprovado);
-        rest.metodo = "pix";
+        rest.metodo = Means::Pix;
         let attempts = [received, expired, late, card, attempts[4].clone(), rest];
         let refunds = [
             refunds[0].clone(),

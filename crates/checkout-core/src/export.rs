@@ -67,7 +67,7 @@ fn row(a: &Attempt) -> Row<'_> {
             .cartao
             .as_ref()
             .map_or_else(|| a.metodo.to_string(), CardToken::masked),
-        metodo: a.plano.map_or(a.metodo, |p| p.method().as_str()),
+        metodo: a.plano.map_or(a.metodo.as_str(), |p| p.method().as_str()),
         parcelas: a.plano.map_or(1, CardPlan::parcelas),
         parcelamento: a
             .plano

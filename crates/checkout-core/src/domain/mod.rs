@@ -2,14 +2,16 @@
 
 mod capture;
 mod cash;
+mod means;
 mod money;
 mod pix;
 mod plan;
 
 pub use capture::Capture;
 pub use cash::{change, CashShort};
+pub use means::{Means, PayMethod, UnknownMeans};
 pub use money::{format_brl, AmountError, Centavos, Net, Tally, Total};
-pub use pix::{PayMethod, PixCharge, PixStatus};
+pub use pix::{PixCharge, PixStatus};
 pub use plan::{
     installments, CardMethod, CardPlan, Financing, InvalidPlan, PlanOffer, PlanRules, MAX_PARCELAS,
 };

@@ -1,33 +1,7 @@
 //! How the customer pays, and a Pix charge as the server last reported it.
 
-use super::{CardPlan, CardToken, Centavos, UnixMillis};
+use super::UnixMillis;
 use serde::{Deserialize, Serialize};
-
-/// How the customer pays one attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PayMethod {
-    /// A card, by its token, with the method and installments the cashier chose (`None`: the
-    /// request names none, and the gateway charges crédito à vista).
-    Card(CardToken, Option<CardPlan>),
-    /// Pix: a dynamic QR the customer pays from their bank's app.
-    Pix,
-    /// Cash handed over at the till (`recebido`, at least the amount): local, nothing to charge.
-    Cash {
-        /// What the customer handed over.
-        recebido: Centavos,
-    },
-}
-
-impl PayMethod {
-    /// The stored and wire name (`cartao`, `pix`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            PayMethod::Card(..) => "cartao",
-            PayMethod::Pix => "pix",
-            PayMethod::Cash { .. } => "dinheiro",
-        }
-    }
-}
 
 /// Where a Pix charge stands on the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 
 use crate::domain::{
     AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey,
-    PaymentId, PixCharge, PixStatus, SaleId, Total, UnixMillis,
+    Means, PaymentId, PixCharge, PixStatus, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use serde::Serialize;
@@ -26,8 +26,8 @@ pub struct Attempt {
     pub valor: Centavos,
     /// Card token (`None` for a Pix).
     pub cartao: Option<CardToken>,
-    /// `cartao`, `pix` or `dinheiro`.
-    pub metodo: &'static str,
+    /// Its means: card, Pix or cash.
+    pub metodo: Means,
     /// Cash: what the customer handed over (the change is this less `valor`).
     pub recebido: Option<Centavos>,
     /// A card attempt: the method and installments it asked for (`None`: it named none — the
@@ -93,12 +93,12 @@ impl Attempt {
 
     /// True for a Pix.
     pub fn is_pix(&self) -> bool {
-        self.metodo == "pix"
+        self.metodo == Means::Pix
     }
 
     /// True for cash: local, approved when made, never sent.
     pub fn is_cash(&self) -> bool {
-        self.metodo == "dinheiro"
+        self.metodo == Means::Dinheiro
     }
 
     /// Cash: the change given back.

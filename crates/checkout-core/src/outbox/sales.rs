@@ -192,7 +192,7 @@ impl Outbox {
                     "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, metodo, plano, request_body, state,
                                            next_try_at, created_at, updated_at, recebido)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?9, ?7, ?10, ?8, ?8, ?8, ?11)",
-                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao, method.name(), body, now, plano, state, recebido],
+                    params![id.as_ref(), sale.as_ref(), key.as_ref(), valor.get(), cartao, method.means().as_str(), body, now, plano, state, recebido],
                 )?;
             let created = get_attempt(c, &id)?.expect("just inserted");
             Ok(Paid::Done(PayOutcome::Created(created), queue(c)?))

@@ -36,7 +36,7 @@ async fn cash_with_change_is_approved_at_once_never_sent_and_the_drawer_counts_i
     );
     assert_eq!(
         (paid.state, paid.metodo),
-        (AttemptState::Aprovado, "dinheiro")
+        (AttemptState::Aprovado, checkout_core::Means::Dinheiro)
     );
     assert_eq!(paid.troco().map(Total::get), Some(2_000));
     // Less than the amount is refused, nothing stored.

@@ -1,0 +1,109 @@
+//! The means of payment ("meio de pagamento"): what takes a sale's money at this till. Every place
+//! that treats the means apart matches on [`Means`] (the compiler lists them when one is added);
+//! the outbox stores its name in `attempts.metodo`, whose `CHECK` a schema test holds to
+//! [`Means::ALL`].
+
+use super::{CardPlan, CardToken, Centavos};
+use serde::Serialize;
+use std::fmt;
+
+/// A means of payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Means {
+    /// A card, charged through the payment API (`cartao`).
+    Cartao,
+    /// A Pix: a dynamic QR the payment API makes and settles later.
+    Pix,
+    /// Cash at the till: local, never sent.
+    Dinheiro,
+}
+
+/// A stored `metodo` this till does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("meio de pagamento desconhecido: {0:?}")]
+pub struct UnknownMeans(pub String);
+
+impl Means {
+    /// Every means, in the order the window offers them.
+    pub const ALL: [Means; 3] = [Means::Cartao, Means::Pix, Means::Dinheiro];
+
+    /// The stored and wire name (`attempts.metodo`, the window's `metodo`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Means::Cartao => "cartao",
+            Means::Pix => "pix",
+            Means::Dinheiro => "dinheiro",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Result<Self, UnknownMeans> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| UnknownMeans(s.to_string()))
+    }
+
+    /// How the cashier and the receipt name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Means::Cartao => "Cartão",
+            Means::Pix => "Pix",
+            Means::Dinheiro => "Dinheiro",
+        }
+    }
+
+    /// True when its attempts go to the payment API (cash is approved when made, never sent).
+    pub fn is_sent(self) -> bool {
+        !matches!(self, Means::Dinheiro)
+    }
+}
+
+impl fmt::Display for Means {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the customer pays one attempt: its means and what that means needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayMethod {
+    /// A card, by its token, with the method and installments the cashier chose (`None`: the
+    /// request names none, and the gateway charges crédito à vista).
+    Card(CardToken, Option<CardPlan>),
+    /// Pix: a dynamic QR the customer pays from their bank's app.
+    Pix,
+    /// Cash handed over at the till (`recebido`, at least the amount): local, nothing to charge.
+    Cash {
+        /// What the customer handed over.
+        recebido: Centavos,
+    },
+}
+
+impl PayMethod {
+    /// Its means.
+    pub fn means(&self) -> Means {
+        match self {
+            PayMethod::Card(..) => Means::Cartao,
+            PayMethod::Pix => Means::Pix,
+            PayMethod::Cash { .. } => Means::Dinheiro,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_means_round_trips_through_its_stored_name_and_nothing_else_parses() {
+        for m in Means::ALL {
+            assert_eq!(Means::parse(m.as_str()), Ok(m));
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+        for bad in ["", "Pix", "card", "boleto"] {
+            assert!(Means::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
