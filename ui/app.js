@@ -3,7 +3,7 @@
 // calls commands and feeds their answers and the engine's events into the state.
 
 import {
-  applyEvent, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
+  applyEvent, applySaleViews, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
   FAULTS, pixCancelRefused, pixWaiting, planArgs, shortcut, snapshotMark, splitOf, upsert,
 } from "./state.js";
 import {
@@ -514,6 +514,7 @@ async function follow() {
       continue;
     }
     for (const e of batch.events) applyEvent(state, e);
+    applySaleViews(state, batch.vendas);
     if (batch.lagged) await refresh().catch(() => {});
     else if (batch.events.length > 0) draw();
     if (batch.closed) return;

@@ -80,48 +80,12 @@ export function planArgs(value) {
   return forma === "parcelado" ? { forma, parcelas: Number(n) } : { forma, parcelas: null };
 }
 
-/** A sale paid in parts, from its attempts: `{total, pago, falta, partes}` (each approved tender
- * as `{valor, forma}`; refunds paid back reduce `pago`), or null for a sale paid at once. */
+/** A sale paid in parts as the core decided it (`SaleView.divisao`: `{total, pago, falta, partes,
+ * …}`), or null for a sale paid at once or whose view has not arrived yet. */
 export function splitOf(state, a) {
   if (!a || a.sale_total == null) return null;
-  let pago = 0;
-  let devolvido = 0;
-  let estornando = 0;
-  // Card parts authorized and not captured yet (captured once the sale is paid and shown), and
-  // those being or already undone (nothing taken: the hold on the card is released).
-  let autorizado = 0;
-  let liberado = 0;
-  let capturando = 0;
-  const partes = [];
-  for (const x of state.attempts.values()) {
-    if (x.sale_id !== a.sale_id) continue;
-    if (isRefund(x) && x.state === "pendente") estornando += x.valor;
-    if (x.state !== "aprovado") continue;
-    if (x.captura === "desfazer") estornando += x.valor;
-    if (isUndone(x)) {
-      liberado += x.valor;
-      // Undone because the till started again before the sale was finished: the sale is not
-      // given up, its part is missing again.
-      if (x.captura_por !== "reinicio") devolvido += x.valor;
-      continue;
-    }
-    if (x.captura === "pendente") autorizado += x.valor;
-    if (x.captura === "capturar") capturando += x.valor;
-    if (isRefund(x)) {
-      pago -= x.valor;
-      devolvido += x.valor;
-    } else {
-      pago += x.valor;
-      partes.push({ valor: x.valor, forma: formaText(x) || "Cartão", seq: x.created_at, capturada: x.captura === "capturada" });
-    }
-  }
-  partes.sort((p, q) => p.seq - q.seq);
-  // Given back with "Cancelar venda" (or Estornar): nothing more is charged on this sale.
-  const cancelada = devolvido + estornando > 0 && pago - estornando <= 0;
-  return {
-    total: a.sale_total, pago, falta: Math.max(0, a.sale_total - pago), partes, devolvido, estornando, cancelada,
-    autorizado, capturando, liberado,
-  };
+  const v = state.sales.get(a.sale_id);
+  return v && v.divisao ? v.divisao : null;
 }
 
 /** The history's pill of a card part authorized first, while its capture is not plain
@@ -178,6 +142,9 @@ export function createState() {
     startupError: null, // the app could not start: nothing can be paid
     startupKind: null, // why: `other_window`, or `startup` (a configuration to correct)
     attempts: new Map(),
+    // The core's view of each sale the window shows (sale id → SaleView): what it may show and
+    // offer, decided in Rust (`checkout-core` `sale_view.rs`); the window only reads it.
+    sales: new Map(),
     queue: { count: 0, total: 0 },
     connectivity: "unknown",
     // Why the server cannot be used (a pt-BR sentence from the engine), while it cannot.
@@ -246,22 +213,12 @@ export function owedBack(state, a) {
   return r.aprovado + r.andamento < a.valor;
 }
 
-/** Whether a late Pix can be kept as its sale's payment: no other payment of that sale approved
- * or under way, and no devolução of it asked for (the outbox checks the same when it keeps it). */
+/** Whether "Manter" is offered for a late Pix: the core's decision (`SaleView.manter_pix`: no
+ * other payment of that sale approved or under way, no devolução of it asked for, not a part of
+ * a divided sale; the outbox refuses the same when it keeps it). */
 export function canKeepPix(state, a) {
-  // A part of a divided sale is held to the sale's total by the server, which never counts a
-  // Pix paid after it was closed: it is given back, and the part charged again.
-  if (!latePix(a) || a.sale_total != null) return false;
-  for (const o of state.attempts.values()) {
-    if (o.id === a.id) continue;
-    if (isRefund(o)) {
-      if (o.refund_of === a.id && o.state !== "recusado") return false;
-    } else if (o.sale_id === a.sale_id
-      && (o.state === "aprovado" || o.state === "pendente" || (o.state === "revisao" && !o.review_checked_at))) {
-      return false;
-    }
-  }
-  return true;
+  const v = a && state.sales.get(a.sale_id);
+  return Boolean(v && v.manter_pix.includes(a.id));
 }
 
 /** The Pix panel: hidden, or what it shows for the attempt on screen. */
@@ -367,14 +324,19 @@ function pendingWhy(state, a, now) {
 /** A payment attempt's refunds among the attempts the window holds: approved and undecided
  * totals, in centavos. */
 export function refundsOf(state, paymentAttemptId) {
-  let aprovado = 0;
-  let andamento = 0;
-  for (const r of state.attempts.values()) {
-    if (!isRefund(r) || r.refund_of !== paymentAttemptId) continue;
-    if (r.state === "aprovado") aprovado += r.valor;
-    else if (r.state === "pendente" || (r.state === "revisao" && !r.review_checked_at)) andamento += r.valor;
+  const a = state.attempts.get(paymentAttemptId);
+  const v = a && state.sales.get(a.sale_id);
+  const r = v && v.estornos.find((e) => e.pagamento === paymentAttemptId);
+  return r ? { aprovado: r.aprovado, andamento: r.andamento } : { aprovado: 0, andamento: 0 };
+}
+
+/** Takes the core's views of sales (`SaleView`: a divided sale's standing, each payment's
+ * refunds, the late Pix that may be kept), keeping the newer of two views of a sale. */
+export function applySaleViews(state, views) {
+  for (const v of views || []) {
+    const old = state.sales.get(v.sale_id);
+    if (!old || v.as_of >= old.as_of) state.sales.set(v.sale_id, v);
   }
-  return { aprovado, andamento };
 }
 
 /** Whether the history offers "Estornar" for an attempt: an approved payment with something
@@ -831,6 +793,8 @@ export function prune(state, keep = KEEP_ATTEMPTS) {
     .filter((a) => a.state !== "pendente" && a.state !== "revisao" && a.id !== state.attemptId)
     .sort((x, y) => y.created_at - x.created_at);
   for (const a of settled.slice(keep)) state.attempts.delete(a.id);
+  const shown = new Set([...state.attempts.values()].map((a) => a.sale_id));
+  for (const sale of state.sales.keys()) if (!shown.has(sale)) state.sales.delete(sale);
 }
 
 /** Keeps the newest view of an attempt: `pay`'s answer can arrive after the events that followed it. */
@@ -877,6 +841,7 @@ export function snapshotMark(state) {
  * only if no event about them arrived while it was on its way. */
 export function applySnapshot(state, snap, mark) {
   for (const a of snap.attempts) upsert(state, a);
+  applySaleViews(state, snap.vendas);
   if (state.seen.queue === mark.queue) state.queue = snap.queue;
   if (state.seen.connectivity === mark.connectivity) {
     state.connectivity = snap.connectivity;

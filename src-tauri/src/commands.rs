@@ -10,6 +10,7 @@ use checkout_core::{
     export, Attempt, AttemptId, CardToken, Centavos, Checkout, Closing, Connectivity, Drawer,
     DrawerKind, OpenSale, PayOutcome, PlanOffer, QueueSummary, RefundReason, SaleId, Total,
 };
+use checkout_core::{Event, SaleView};
 use payment_api::faults::Faults;
 use serde::Serialize;
 use tauri::State;
@@ -491,6 +492,8 @@ pub struct Snapshot {
     pub connectivity_problem: Option<String>,
     /// Whether QA has cut the network path.
     pub offline_simulated: bool,
+    /// What the window may show and offer for each sale of those attempts, decided by the core.
+    pub vendas: Vec<SaleView>,
 }
 
 /// How many settled attempts a window is sent and keeps (`ui/state.js` `KEEP_ATTEMPTS` is the
@@ -502,8 +505,12 @@ pub const WINDOW_ATTEMPTS: usize = 200;
 #[tauri::command]
 pub async fn attempts(session: State<'_, Session>) -> Result<Snapshot> {
     let p = session.get()?;
+    let attempts = p.checkout().recent_attempts(WINDOW_ATTEMPTS).await?;
+    let sales = attempts.iter().map(|a| a.sale_id.clone()).collect();
+    let vendas = views_of(p.checkout(), sales).await?;
     Ok(Snapshot {
-        attempts: p.checkout().recent_attempts(WINDOW_ATTEMPTS).await?,
+        attempts,
+        vendas,
         queue: p.checkout().queue().await?,
         connectivity: p.checkout().connectivity(),
         connectivity_problem: p.checkout().connectivity_problem(),
@@ -529,14 +536,48 @@ pub async fn subscribe<R: tauri::Runtime>(
 pub async fn events<R: tauri::Runtime>(
     session: State<'_, Session>,
     webview: tauri::Webview<R>,
-) -> Result<EventBatch> {
+) -> Result<EventsReply> {
     let stream = session
         .get()?
         .streams()
         .get(webview.label())
         .ok_or_else(|| AppError::invalid("a janela não abriu seus eventos (subscribe)"))?;
-    let mut events = stream.lock().await;
-    Ok(events::next_batch(&mut events, events::EVENTS_WAIT, events::EVENTS_BATCH).await)
+    let batch = {
+        let mut events = stream.lock().await;
+        events::next_batch(&mut events, events::EVENTS_WAIT, events::EVENTS_BATCH).await
+    };
+    let changed = batch
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AttemptChanged { attempt } => Some(attempt.sale_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let vendas = views_of(session.get()?.checkout(), changed).await?;
+    Ok(EventsReply { batch, vendas })
+}
+
+/// What one `events` call answers: the events, and the view of every sale they changed, read
+/// after them (so never older than they are).
+#[derive(Debug, Serialize)]
+pub struct EventsReply {
+    /// The events.
+    #[serde(flatten)]
+    pub batch: EventBatch,
+    /// The sales the events changed, as the window may show them now.
+    pub vendas: Vec<SaleView>,
+}
+
+/// The view of each of `sales` (once each), decided by the core.
+async fn views_of(checkout: &Checkout, mut sales: Vec<SaleId>) -> Result<Vec<SaleView>> {
+    sales.sort_by(|a, b| a.as_ref().cmp(b.as_ref()));
+    sales.dedup();
+    let mut views = Vec::with_capacity(sales.len());
+    for sale in &sales {
+        views.push(checkout.sale_view(sale).await?);
+    }
+    Ok(views)
 }
 
 /// Exports every attempt as `csv` or `json` into the export folder; returns the file's path.

@@ -7,7 +7,7 @@ import {
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
   connectivityText, pixCancelRefused, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
-  parseBrl, trocoText, isCash, capturePill,
+  parseBrl, trocoText, isCash, capturePill, applySaleViews, prune,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -18,6 +18,22 @@ function attempt(over = {}) {
     state: "pendente", tries: 0, next_try_at: NOW, last_tried_at: null, last_error: null,
     response_status: null, payment_id: null, motivo: null, created_at: NOW, updated_at: NOW,
     review_checked_at: null, ...over,
+  };
+}
+
+/** The core's view of a sale (checkout-core `SaleView`) as the events bring it: these tests give
+ * what Rust decided (its rules are `sale_view.rs`'s tests) and check what the window draws. */
+let viewClock = NOW;
+function decided(s, { sale = "venda-1", divisao = null, estornos = [], manter_pix = [] } = {}) {
+  viewClock += 1;
+  applySaleViews(s, [{ sale_id: sale, divisao, estornos, manter_pix, as_of: viewClock }]);
+}
+
+/** A divided sale's standing (`SaleView.divisao`). */
+function division(total, pago, over = {}) {
+  return {
+    total, pago, falta: Math.max(0, total - pago), partes: [], devolvido: 0, estornando: 0, cancelada: false,
+    autorizado: 0, capturando: 0, liberado: 0, ...over,
   };
 }
 
@@ -248,11 +264,13 @@ test("a refund never becomes the sale's attempt, and the sale shows what was pai
   const paid = attempt({ state: "aprovado", payment_id: "pay_1", valor: 10000, kind: "pagamento" });
   const s = ready(paid);
   applyEvent(s, { type: "attempt_changed", attempt: refund({ state: "aprovado", payment_id: "est_1", created_at: NOW + 5 }) });
+  decided(s, { estornos: [{ pagamento: "att_1", aprovado: 3000, andamento: 0 }] });
   assert.equal(current(s).id, "att_1", "the screen still follows the payment");
   assert.deepEqual(refundsOf(s, "att_1"), { aprovado: 3000, andamento: 0 });
   assert.match(statusFor(s, current(s), NOW)[2], /estornado R\$ 30,00/);
   assert.equal(canRefund(s, current(s)), true, "R$ 70,00 are left");
   applyEvent(s, { type: "attempt_changed", attempt: refund({ id: "att_r2", valor: 7000, created_at: NOW + 6 }) });
+  decided(s, { estornos: [{ pagamento: "att_1", aprovado: 3000, andamento: 7000 }] });
   assert.equal(canRefund(s, current(s)), false, "a refund is undecided: it is followed, not repeated");
   assert.equal(canRefund(s, s.attempts.get("att_r2")), false, "a refund is not refunded");
   assert.equal(unfinishedSales(s).length, 0, "refunds are not unfinished sales");
@@ -294,9 +312,11 @@ test("the refund dialog has one honest label per state and says not to refund ag
   assert.deepEqual(refundStatus(s, NOW).slice(0, 2), ["pendente", "Estorno pendente — não estorne de novo"]);
   assert.match(refundStatus(s, NOW)[2], /quando a rede voltar, com a mesma chave/);
   upsert(s, refund({ state: "aprovado", payment_id: "est_1", updated_at: NOW + 100 }));
+  decided(s, { estornos: [{ pagamento: "att_1", aprovado: 3000, andamento: 0 }] });
   assert.equal(refundMeta(s), "Pago R$ 100,00 · já estornado R$ 30,00 · pode estornar até R$ 70,00",
     "the dialog follows what the refund did, not the figures it opened with");
   upsert(s, refund({ id: "att_r2", valor: 7000, state: "pendente", created_at: NOW + 1 }));
+  decided(s, { estornos: [{ pagamento: "att_1", aprovado: 3000, andamento: 7000 }] });
   assert.equal(refundMeta(s), "Pago R$ 100,00 · já estornado R$ 30,00 · em estorno R$ 70,00 · nada mais a estornar");
 });
 
@@ -427,6 +447,7 @@ test("a Pix paid after the till closed it asks to be given back until it is", ()
   assert.equal(canRefund(s, late), true);
   assert.deepEqual(unfinishedSales(s).map((a) => a.id), [late.id]);
   upsert(s, attempt({ id: "att_dev", kind: "estorno", refund_of: late.id, state: "aprovado", valor: late.valor }));
+  decided(s, { sale: late.sale_id, estornos: [{ pagamento: late.id, aprovado: late.valor, andamento: 0 }] });
   assert.deepEqual(unfinishedSales(s), [], "given back in full: nothing owed");
 });
 
@@ -444,20 +465,18 @@ test("offline, a Pix already shown is not counted as waiting to be sent", () => 
 test("a Pix paid after it was cancelled can be kept as the payment only of a sale paid no other way", () => {
   const late = pix({ state: "recusado", motivo: "pix_cancelado" }, { status: "recebido_apos_cancelamento", e2eid: "E9" });
   const s = ready(late);
+  assert.equal(canKeepPix(s, late), false, "nothing is offered before the core decided");
+  decided(s, { sale: late.sale_id, manter_pix: [late.id] });
   assert.equal(canKeepPix(s, late), true);
   assert.match(statusFor(s, late, NOW)[2], /"Manter" no histórico/);
   const card = attempt({ id: "att_card", sale_id: late.sale_id, state: "aprovado" });
   upsert(s, card);
+  decided(s, { sale: late.sale_id });
   assert.equal(canKeepPix(s, late), false, "the sale was paid by card: give the Pix back");
   assert.match(statusFor(s, late, NOW)[2], /já foi paga de outra forma/);
-  const alone = ready(late);
-  upsert(alone, attempt({ id: "att_dev", kind: "estorno", refund_of: late.id, state: "pendente", valor: 100 }));
-  assert.equal(canKeepPix(alone, late), false, "a devolução was asked for");
   const kept = ready(pix({ state: "aprovado", motivo: "recebido_apos_cancelamento" }, { status: "recebido_apos_cancelamento" }));
   assert.equal(canKeepPix(kept, current(kept)), false, "kept already");
   assert.equal(statusFor(kept, current(kept), NOW)[1], "Pix recebido após cancelamento");
-  const part = pix({ state: "recusado", motivo: "pix_cancelado", sale_total: 2000 }, { status: "recebido_apos_cancelamento", e2eid: "E8" });
-  assert.equal(canKeepPix(ready(part), part), false, "a part of a divided sale: give the Pix back");
 });
 
 test("the forma de pagamento goes to the command as forma and parcelas, and the screen names it", () => {
@@ -512,6 +531,7 @@ test("a sale paid in parts takes tenders until nothing is missing, then a new sa
   const debito = { metodo: "debito", parcelas: 1, parcelamento: null, rotulo: "Débito" };
   const first = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: debito, created_at: NOW });
   const s = ready(first);
+  decided(s, { divisao: division(15000, 5000, { partes: [{ valor: 5000, forma: "Débito", seq: NOW, capturada: false }] }) });
   const split = splitOf(s, first);
   assert.deepEqual([split.total, split.pago, split.falta], [15000, 5000, 10000]);
   assert.equal(splitText(split), "Total R$ 150,00 · pago R$ 50,00 (Débito R$ 50,00) · falta R$ 100,00");
@@ -535,6 +555,10 @@ test("a sale paid in parts takes tenders until nothing is missing, then a new sa
   // Approved: the sale is paid.
   const paid = { ...live, state: "aprovado", payment_id: "pay_2", plano: { ...debito, metodo: "credito", rotulo: "Crédito à vista" } };
   upsert(s, paid);
+  decided(s, { divisao: division(15000, 15000, { partes: [
+    { valor: 5000, forma: "Débito", seq: NOW, capturada: false },
+    { valor: 10000, forma: "Crédito à vista", seq: NOW + 1, capturada: false },
+  ] }) });
   assert.deepEqual(statusFor(s, paid, NOW),
     ["aprovado", "Venda paga", "Total R$ 150,00 · pago R$ 150,00 (Débito R$ 50,00 + Crédito à vista R$ 100,00) · falta R$ 0,00"]);
   c = controls(s, paid);
@@ -547,6 +571,7 @@ test("a partly paid sale whose tenders were all refunded may be left", () => {
   const first = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000 });
   const s = ready(first);
   upsert(s, attempt({ id: "est_1", kind: "estorno", refund_of: "att_1", valor: 5000, state: "aprovado", sale_total: 15000 }));
+  decided(s, { divisao: division(15000, 0, { devolvido: 5000, cancelada: true }) });
   assert.equal(splitOf(s, first).pago, 0);
   assert.equal(controls(s, first).novaVendaHidden, false);
   assert.equal(shortcut(ready(null), "F7"), "split");
@@ -574,6 +599,10 @@ test("cash shows the change as it is typed, never a negative one", () => {
   const rest = attempt({ id: "att_2", state: "aprovado", metodo: "dinheiro", valor: 10000, recebido: 10500, sale_total: 15000, created_at: NOW + 1 });
   const s = ready(card);
   upsert(s, rest);
+  decided(s, { divisao: division(15000, 15000, { partes: [
+    { valor: 5000, forma: "Débito", seq: NOW, capturada: false },
+    { valor: 10000, forma: "Dinheiro", seq: NOW + 1, capturada: false },
+  ] }) });
   assert.deepEqual(statusFor(s, rest, NOW).slice(0, 2), ["aprovado", "Venda paga — troco R$ 5,00"]);
   assert.match(statusFor(s, rest, NOW)[2], /Débito R\$ 50,00 \+ Dinheiro R\$ 100,00/);
   assert.equal(shortcut(ready(null), "F8"), "drawer");
@@ -582,15 +611,19 @@ test("cash shows the change as it is typed, never a negative one", () => {
 test("a divided sale given up gives its parts back, then a new sale may start", () => {
   const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: { rotulo: "Débito" } });
   const s = ready(part);
+  const debito = [{ valor: 5000, forma: "Débito", seq: NOW, capturada: false }];
+  decided(s, { divisao: division(15000, 5000, { partes: debito }) });
   assert.equal(controls(s, part).cancelSaleHidden, false);
   const back = attempt({ id: "est_1", kind: "estorno", refund_of: "att_1", valor: 5000, state: "pendente", sale_total: 15000 });
   upsert(s, back);
+  decided(s, { divisao: division(15000, 5000, { partes: debito, estornando: 5000, cancelada: true }) });
   assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["pendente", "Cancelando a venda — estorno em andamento, não cobre de novo"]);
   let c = controls(s, part);
   assert.equal(c.pagarDisabled, true, "nothing is charged while the sale is being given back");
   assert.equal(c.novaVendaHidden, true);
   assert.equal(c.cancelSaleHidden, true);
   upsert(s, { ...back, state: "aprovado" });
+  decided(s, { divisao: division(15000, 0, { partes: debito, devolvido: 5000, cancelada: true }) });
   assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["recusado", "Venda cancelada — R$ 50,00 devolvidos ao cliente"]);
   c = controls(s, part);
   assert.equal(c.pagarDisabled, true);
@@ -600,20 +633,27 @@ test("a divided sale given up gives its parts back, then a new sale may start", 
 test("a divided sale's card authorizations: undone when given up, and after a restart the rest is missing again", () => {
   const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", payment_id: "pay_1", sale_total: 15000, plano: { rotulo: "Débito" }, captura: "pendente" });
   const s = ready(part);
+  const debito = [{ valor: 5000, forma: "Débito", seq: NOW, capturada: false }];
+  decided(s, { divisao: division(15000, 5000, { partes: debito, autorizado: 5000 }) });
   assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["aprovado", "Pagamento aprovado — falta R$ 100,00"]);
   assert.equal(canRefund(s, part), false, "an authorization is undone, never refunded");
   assert.deepEqual(capturePill(part), ["aprovado", "autorizado"]);
   assert.deepEqual(capturePill({ ...part, captura: "desfeita" }), ["recusado", "desfeito"]);
   assert.equal(capturePill({ ...part, captura: "capturada" }), null);
   upsert(s, { ...part, captura: "desfazer" });
+  decided(s, { divisao: division(15000, 0, { estornando: 5000, liberado: 5000, devolvido: 5000, cancelada: true }) });
   assert.deepEqual(statusFor(s, part, NOW).slice(0, 2),
     ["pendente", "Cancelando a venda — desfazendo a autorização no cartão, não cobre de novo"]);
   assert.equal(controls(s, part).pagarDisabled, true, "nothing is charged while the hold is released");
   upsert(s, { ...part, captura: "desfeita" });
+  decided(s, { divisao: division(15000, 0, { liberado: 5000, devolvido: 5000, cancelada: true }) });
   assert.deepEqual(statusFor(s, part, NOW).slice(0, 2), ["recusado", "Venda cancelada — R$ 50,00 liberados no cartão do cliente"]);
   // With a cash part kept, an undone card part leaves its amount missing again.
   const cash = attempt({ id: "att_2", valor: 2000, state: "aprovado", metodo: "dinheiro", recebido: 2000, sale_total: 15000, created_at: NOW + 1 });
   upsert(s, cash);
+  decided(s, { divisao: division(15000, 2000, {
+    partes: [{ valor: 2000, forma: "Dinheiro", seq: NOW + 1, capturada: false }], liberado: 5000, devolvido: 5000,
+  }) });
   const [kind, label, detail] = statusFor(s, cash, NOW);
   assert.deepEqual([kind, label], ["aprovado", "Pagamento aprovado — falta R$ 130,00"]);
   assert.match(detail, /Autorização desfeita: R\$ 50,00 liberados no cartão, nada cobrado/);
@@ -622,11 +662,13 @@ test("a divided sale's card authorizations: undone when given up, and after a re
 test("a part undone because the till started again leaves the sale open with its part missing", () => {
   const part = attempt({ id: "att_1", valor: 5000, state: "aprovado", sale_total: 15000, plano: { rotulo: "Débito" }, captura: "desfazer", captura_por: "reinicio" });
   const s = ready(part);
+  decided(s, { divisao: division(15000, 0, { estornando: 5000, liberado: 5000 }) });
   assert.deepEqual(statusFor(s, part, NOW).slice(0, 2),
     ["pendente", "Desfazendo a autorização — o caixa reiniciou antes de concluir a venda"]);
   assert.equal(controls(s, part).pagarDisabled, true, "the part still holds its amount at the server");
   const undone = { ...part, captura: "desfeita" };
   upsert(s, undone);
+  decided(s, { divisao: division(15000, 0, { liberado: 5000 }) });
   const [kind, label, detail] = statusFor(s, undone, NOW);
   assert.deepEqual([kind, label], ["recusado", "Autorização desfeita ao reiniciar — falta R$ 150,00"]);
   assert.match(detail, /R\$ 50,00 liberados no cartão do cliente, nada cobrado/);
@@ -640,10 +682,16 @@ test("a divided sale paid says when its card parts are being captured and when t
   const rest = attempt({ id: "att_2", valor: 10000, state: "aprovado", sale_total: 15000, plano: { rotulo: "Crédito à vista" }, captura: "pendente", created_at: NOW + 1 });
   const s = ready(part);
   upsert(s, rest);
+  const partes = [
+    { valor: 5000, forma: "Débito", seq: NOW, capturada: false },
+    { valor: 10000, forma: "Crédito à vista", seq: NOW + 1, capturada: false },
+  ];
+  decided(s, { divisao: division(15000, 15000, { partes, autorizado: 15000 }) });
   assert.equal(splitOf(s, rest).autorizado, 15000);
   assert.match(statusFor(s, rest, NOW)[2], /cartão: captura em andamento$/);
   upsert(s, { ...part, captura: "capturada" });
   upsert(s, { ...rest, captura: "capturada" });
+  decided(s, { divisao: division(15000, 15000, { partes: partes.map((p) => ({ ...p, capturada: true })) }) });
   assert.deepEqual(statusFor(s, rest, NOW).slice(0, 2), ["aprovado", "Venda paga"]);
   assert.match(statusFor(s, rest, NOW)[2], /cartão capturado$/);
 });
@@ -654,6 +702,7 @@ test("a Pix part cancelled leaves a half-paid sale open for its next part, never
   const pix = attempt({ id: "att_2", valor: 10000, state: "recusado", motivo: "pix_cancelado", metodo: "pix", cartao: null, sale_total: 15000, created_at: NOW + 1 });
   upsert(s, pix);
   s.attemptId = pix.id;
+  decided(s, { divisao: division(15000, 5000, { partes: [{ valor: 5000, forma: "Débito", seq: NOW, capturada: false }] }) });
   const c = controls(s, pix);
   assert.equal(c.novaVendaHidden, true, "R$ 100,00 still missing");
   assert.equal(c.pagarDisabled, false);
@@ -688,4 +737,14 @@ test("a Pix cancel the server did not confirm says the Pix may still be paid, an
   const bad = ready(waiting);
   pixCancelRefused(bad, waiting, { kind: "invalid", message: "o Pix ainda está sendo gerado" });
   assert.equal(bad.error, "o Pix ainda está sendo gerado");
+});
+
+test("the window keeps the newer of two views of a sale and forgets those of sales it no longer shows", () => {
+  const s = ready(attempt({ state: "aprovado", sale_total: 15000, valor: 5000 }));
+  applySaleViews(s, [{ sale_id: "venda-1", divisao: division(15000, 5000), estornos: [], manter_pix: [], as_of: 20 }]);
+  applySaleViews(s, [{ sale_id: "venda-1", divisao: division(15000, 0), estornos: [], manter_pix: [], as_of: 10 }]);
+  assert.equal(splitOf(s, current(s)).pago, 5000, "a snapshot's older view does not replace an event's");
+  applySaleViews(s, [{ sale_id: "venda-9", divisao: null, estornos: [], manter_pix: [], as_of: 1 }]);
+  prune(s, 0);
+  assert.deepEqual([...s.sales.keys()], ["venda-1"], "only the sales of the attempts kept");
 });

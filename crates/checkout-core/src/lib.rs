@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod export;
 pub mod outbox;
+pub mod sale_view;
 
 pub use closing::{Closing, Discrepancy, DiscrepancyKind, MethodTally, PixTotals};
 pub use config::Config;
@@ -25,3 +26,4 @@ pub use drawer::{Drawer, DrawerKind, DrawerMove};
 pub use engine::{Checkout, Connectivity, Event, OpenSale};
 pub use error::{CoreError, Result};
 pub use outbox::{Attempt, PayOutcome, QueueSummary, RefundBalance, Target};
+pub use sale_view::SaleView;

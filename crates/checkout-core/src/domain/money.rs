@@ -243,6 +243,11 @@ impl Net {
             .fold(incoming.get(), |acc, t| acc.saturating_sub(t.get())))
     }
 
+    /// A net of `centavos` (negative: more went out than came in).
+    pub fn new(centavos: i64) -> Net {
+        Net(centavos)
+    }
+
     /// The net in centavos.
     pub fn get(self) -> i64 {
         self.0

@@ -22,6 +22,7 @@ use crate::domain::{
 };
 use crate::error::{CoreError, Result};
 use crate::outbox::{Attempt, Outbox, Paid, PayOutcome, QueueSummary, RefundBalance, TryResult};
+use crate::sale_view::SaleView;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::Path;
@@ -814,6 +815,12 @@ impl Checkout {
     /// Every attempt, oldest first.
     pub async fn attempts(&self) -> Result<Vec<Attempt>> {
         self.inner.outbox.list().await
+    }
+
+    /// What the window may show and offer for `sale` ([`SaleView`]), from its attempts now.
+    pub async fn sale_view(&self, sale: &SaleId) -> Result<SaleView> {
+        let attempts = self.inner.outbox.sale_attempts(sale).await?;
+        Ok(SaleView::of(sale.clone(), &attempts))
     }
 
     /// The newest `limit` attempts and every unsettled one, oldest first (see [`Outbox::recent`]).

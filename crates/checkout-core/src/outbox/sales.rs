@@ -589,6 +589,20 @@ impl Outbox {
             .await
     }
 
+    /// Every attempt of one sale, its refunds included, oldest first.
+    pub async fn sale_attempts(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
+        let sale = sale.clone();
+        self.db
+            .read(move |c| {
+                Ok(select_attempts(
+                    c,
+                    "WHERE sale_id = ?1 ORDER BY seq",
+                    [sale.as_ref()],
+                )?)
+            })
+            .await
+    }
+
     /// The latest payment attempt of every sale that is not settled (`pendente`, or `revisao`),
     /// and every refund that is not.
     pub async fn unfinished(&self) -> Result<Vec<Attempt>> {
