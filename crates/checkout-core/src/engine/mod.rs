@@ -5,9 +5,12 @@
 //! [`reviews`] (looking up and cancelling attempts in `revisao`).
 
 mod captures;
+mod close;
 mod dispatch;
 mod late_pix;
+mod pix_sales;
 mod probe;
+mod refunds;
 mod reviews;
 
 pub use dispatch::retry_delay;
@@ -32,91 +35,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, watch, Notify};
 use tokio::task::JoinHandle;
 
-/// Whether the payment API can be reached, as the engine last saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Connectivity {
-    /// Nothing has answered yet (the first probe is under way). Counts as offline for the caps.
-    Unknown,
-    /// The last request reached the server.
-    Online,
-    /// The server could not be reached; attempts wait and `/health` is probed.
-    Offline,
-    /// A server answered with a certificate the till does not trust (unknown authority, expired,
-    /// another host's name): attempts wait with their keys as when offline, but the cause is a
-    /// configuration to fix, not the network. Shown as `certificado`.
-    #[serde(rename = "certificado")]
-    Untrusted,
-}
+mod events;
 
-impl Connectivity {
-    fn from_u8(v: u8) -> Self {
-        match v {
-            1 => Connectivity::Online,
-            2 => Connectivity::Offline,
-            3 => Connectivity::Untrusted,
-            _ => Connectivity::Unknown,
-        }
-    }
-
-    fn as_u8(self) -> u8 {
-        match self {
-            Connectivity::Unknown => 0,
-            Connectivity::Online => 1,
-            Connectivity::Offline => 2,
-            Connectivity::Untrusted => 3,
-        }
-    }
-
-    /// The server cannot be used now: nothing is sent, and `/health` is probed until it answers.
-    pub fn is_down(self) -> bool {
-        matches!(self, Connectivity::Offline | Connectivity::Untrusted)
-    }
-
-    fn of(reach: Reach) -> Self {
-        match reach {
-            Reach::Answered => Connectivity::Online,
-            Reach::Unreachable => Connectivity::Offline,
-            Reach::Untrusted => Connectivity::Untrusted,
-        }
-    }
-}
-
-/// Everything the app is told, in order.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Event {
-    /// An attempt was created or changed.
-    AttemptChanged {
-        /// It, as it is now.
-        attempt: Box<Attempt>,
-    },
-    /// The queue of pending attempts changed.
-    QueueChanged {
-        /// Count and total.
-        queue: QueueSummary,
-    },
-    /// Connectivity changed.
-    ConnectivityChanged {
-        /// The new state.
-        connectivity: Connectivity,
-        /// Why the server cannot be used, in pt-BR, while it cannot.
-        problema: Option<String>,
-    },
-}
-
-/// What the till shows: the open sale and the others still unsettled.
-#[derive(Debug, Clone, Serialize)]
-pub struct OpenSale {
-    /// The sale open at the till.
-    pub sale: SaleId,
-    /// Its number that day (`42` is "Venda nº 0042").
-    pub numero: Option<u32>,
-    /// Its latest attempt, if it was paid.
-    pub attempt: Option<Attempt>,
-    /// The latest attempt of every other sale that is `pendente` or in `revisao`, oldest first.
-    pub unfinished: Vec<Attempt>,
-}
+pub use events::*;
 
 /// The engine. Cheap to clone; call [`Checkout::shutdown`] to stop it and release the outbox.
 #[derive(Debug, Clone)]
@@ -282,7 +203,7 @@ impl Checkout {
     }
 
     /// The store day `at` falls on, and the instants it covers.
-    fn store_day(&self, at: UnixMillis) -> (String, (UnixMillis, UnixMillis)) {
+    pub(super) fn store_day(&self, at: UnixMillis) -> (String, (UnixMillis, UnixMillis)) {
         let day = self.inner.outbox.day_of(at);
         let bounds = day_bounds(&day, self.inner.config.utc_offset)
             .expect("a day the outbox made is a valid day");
@@ -327,118 +248,7 @@ impl Checkout {
             .await
     }
 
-    /// Pays `valor` for `sale` by Pix, like [`Checkout::pay`]: the attempt is written ahead, then
-    /// the server makes the charge and answers its QR; the attempt stays `pendente` until the
-    /// customer pays (`aprovado`), the charge expires or is cancelled (`recusado`). Refused while
-    /// the server is not known to be reachable: a Pix cannot be shown without it.
-    pub async fn pay_pix(&self, sale: SaleId, valor: Centavos) -> Result<PayOutcome> {
-        self.pay_pix_with(sale, valor, None).await
-    }
-
-    /// One part of a divided sale (total `total`) by Pix, like [`Checkout::pay_pix`]: its QR
-    /// holds its part of the sale at the server while the customer has it, and frees it if it is
-    /// cancelled or expires unpaid.
-    pub async fn pay_pix_tender(
-        &self,
-        sale: SaleId,
-        total: Centavos,
-        valor: Centavos,
-    ) -> Result<PayOutcome> {
-        self.pay_pix_with(sale, valor, Some(total)).await
-    }
-
-    async fn pay_pix_with(
-        &self,
-        sale: SaleId,
-        valor: Centavos,
-        split: Option<Centavos>,
-    ) -> Result<PayOutcome> {
-        // What the last request knew is not enough either way (online then, or nothing known yet
-        // just after start, or offline until the next periodic probe): the QR must come now. One
-        // health probe (within the probe timeout) says whether the server answers.
-        self.inner.probe_once().await;
-        if self.connectivity() != Connectivity::Online {
-            return Err(CoreError::PixOffline);
-        }
-        self.pay_with(sale, valor, PayMethod::Pix, split).await
-    }
-
-    /// Cancels a Pix the customer has not paid: the server removes the charge at the provider,
-    /// and the attempt ends `recusado` (`pix_cancelado`), or `aprovado` when the customer paid
-    /// first. Needs the server; while it cannot be asked, the Pix keeps waiting. A cancel whose
-    /// answer is lost is followed by a question: what the server says of the charge is recorded
-    /// (cancelled, paid), or [`CoreError::PixNotCancelled`] when it still waits (the cancel never
-    /// reached it); with no answer to either, [`CoreError::PixCancelUnknown`] — the attempt
-    /// stays `pendente` and the dispatcher follows the charge to its end once the server answers.
-    pub async fn cancel_pix(&self, id: &AttemptId) -> Result<Attempt> {
-        let attempt = self.attempt(id).await?;
-        if !attempt.is_pix() || attempt.state != AttemptState::Pendente {
-            return Ok(attempt);
-        }
-        let Some(pix) = &attempt.pix else {
-            return Err(CoreError::Invalid(
-                "o Pix ainda está sendo gerado no servidor; aguarde o QR para cancelar".into(),
-            ));
-        };
-        let answer = match self.inner.client.cancel_pix(&pix.payment_id).await {
-            // No answer: the cancel may have been executed and its answer lost, or never have
-            // arrived. The server says which, by the charge as it stands.
-            Answer::Retry { error, .. } => {
-                match self
-                    .inner
-                    .client
-                    .pix_status(&pix.payment_id, Duration::ZERO)
-                    .await
-                {
-                    Answer::PixWaiting(_) => {
-                        tracing::warn!(attempt = %id, "Pix cancel lost on its way: the Pix still waits");
-                        return Err(CoreError::PixNotCancelled);
-                    }
-                    Answer::Retry { reach, .. } => {
-                        self.inner
-                            .observe(Connectivity::of(reach), Some(error.clone()))
-                            .await;
-                        tracing::warn!(attempt = %id, %error, "Pix cancel unanswered");
-                        return Err(CoreError::PixCancelUnknown(error));
-                    }
-                    settled => settled,
-                }
-            }
-            answer => answer,
-        };
-        let result = match answer {
-            Answer::Final(f) => TryResult::Final(f),
-            Answer::PixWaiting(c) => TryResult::PixWaiting(c),
-            Answer::Review { reason, .. } => return Err(CoreError::Invalid(reason)),
-            Answer::Retry { error, .. } => return Err(CoreError::PixCancelUnknown(error)),
-        };
-        let (attempt, queue) = self.inner.outbox.record(id, result, now_ms()).await?;
-        tracing::info!(attempt = %attempt.id, state = attempt.state.as_str(), "Pix cancel answered");
-        self.inner.announce(attempt.clone(), queue);
-        Ok(attempt)
-    }
-
-    /// Asks the server now (not at the next periodic check) whether any Pix this till closed
-    /// unpaid in the last day was paid after all, and records each one that was, so the screen
-    /// and the closing show it to give back. How many it recorded; [`CoreError::Unreachable`]
-    /// when the server could not be asked about every one (those it could are recorded, the rest
-    /// are asked about again at the next periodic check).
-    pub async fn check_late_pix(&self) -> Result<usize> {
-        late_pix::check_wide(&self.inner).await
-    }
-
-    /// Keeps a Pix the customer paid after the till closed it as its sale's payment, when the
-    /// sale was not paid another way: the sale is paid by that Pix (its receipt carries the
-    /// end-to-end id) and nothing is given back. Local: the server already has the money as a
-    /// payment of this attempt, so the closing then agrees with it.
-    pub async fn keep_late_pix(&self, id: &AttemptId) -> Result<Attempt> {
-        let (attempt, queue) = self.inner.outbox.keep_late_pix(id, now_ms()).await?;
-        tracing::info!(attempt = %attempt.id, "late Pix kept as the sale's payment");
-        self.inner.announce(attempt.clone(), queue);
-        Ok(attempt)
-    }
-
-    async fn pay_with(
+    pub(super) async fn pay_with(
         &self,
         sale: SaleId,
         valor: Centavos,
@@ -487,123 +297,6 @@ impl Checkout {
             self.inner.wake.notify_one();
         }
         Ok(outcome)
-    }
-
-    /// Refunds `valor` of an approved payment attempt (all that is left when `None`): returns the
-    /// payment's undecided refund if it has one, or creates a refund attempt with a fresh key,
-    /// durable before anything is sent. It is sent, retried, replayed after a crash and looked
-    /// up like a payment; while offline it waits in the queue (counted apart from payments).
-    /// Refused when the payment is not approved or `valor` is more than what is left of it.
-    pub async fn refund(
-        &self,
-        payment: &AttemptId,
-        valor: Option<Centavos>,
-        motivo: Option<RefundReason>,
-    ) -> Result<PayOutcome> {
-        let (outcome, queue) = self
-            .inner
-            .outbox
-            .refund(payment, valor, motivo, now_ms())
-            .await?;
-        if let PayOutcome::Created(a) = &outcome {
-            tracing::info!(attempt = %a.id, key = %a.idempotency_key, valor = a.valor.get(), payment = ?a.refund_payment, "refund stored");
-            self.inner.announce(a.clone(), queue);
-            self.inner.wake.notify_one();
-        }
-        Ok(outcome)
-    }
-
-    /// Cancels a sale the customer gave up on ("Cancelar venda"): every approved payment of it is
-    /// refunded in full — each a refund attempt with its own key, sent and retried like any
-    /// (cash given back from the drawer at once) — and the refunds are returned, including any
-    /// already on their way. Refused while a payment of the sale is still undecided: it could
-    /// still charge, and is refunded once it is known.
-    pub async fn abandon_sale(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
-        let attempts = self.inner.outbox.attempts_of(sale).await?;
-        if attempts.iter().any(|a| !a.is_refund() && a.is_undecided()) {
-            return Err(CoreError::Invalid(
-                "um pagamento desta venda ainda está em andamento: espere o resultado antes de cancelar a venda".into(),
-            ));
-        }
-        if attempts
-            .iter()
-            .any(|a| a.captura == Some(Capture::Capturar))
-        {
-            return Err(CoreError::Invalid(
-                "a captura desta venda já foi pedida: espere a confirmação e então estorne".into(),
-            ));
-        }
-        // Authorized parts are undone (nothing was taken); the rest are refunded.
-        let mut refunds = self
-            .inner
-            .outbox
-            .decide_captures(sale, Capture::Desfazer, now_ms())
-            .await?;
-        if !refunds.is_empty() {
-            self.inner.captures_due.notify_one();
-        }
-        let reason = RefundReason::parse("venda cancelada").expect("a valid reason");
-        for paid in attempts.iter().filter(|a| {
-            !a.is_refund()
-                && a.state == AttemptState::Aprovado
-                && a.captura.is_none_or(|c| c == Capture::Capturada)
-        }) {
-            match self.refund(&paid.id, None, reason.clone()).await {
-                Ok(PayOutcome::Created(r) | PayOutcome::Existing(r)) => refunds.push(r),
-                Err(CoreError::NothingToRefund) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        tracing::info!(sale = %sale, refunds = refunds.len(), "sale cancelled: its payments are being refunded");
-        Ok(refunds)
-    }
-
-    /// Confirms a sale whose receipt was shown (paid in parts, or at once when the store confirms
-    /// after the receipt): every authorized payment of it is captured, each under a key of its own written ahead before it is sent. Refused while the
-    /// sale is not fully paid. Returns the tenders decided now (none when it was confirmed
-    /// before: asking again changes nothing).
-    pub async fn confirm_sale(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
-        let attempts = self.inner.outbox.attempts_of(sale).await?;
-        // A sale paid at once: its one payment is its total.
-        let total = match attempts.iter().find_map(|a| a.sale_total) {
-            Some(total) => total,
-            None => match attempts.iter().find(|a| !a.is_refund() && a.pays()) {
-                Some(paid) => paid.valor,
-                None => {
-                    return Err(CoreError::Invalid(
-                        "a venda ainda não tem pagamento aprovado".into(),
-                    ))
-                }
-            },
-        };
-        let paid = crate::outbox::paid_of(&attempts);
-        if paid < total.get() {
-            return Err(CoreError::Invalid(format!(
-                "a venda ainda não está paga: faltam {}",
-                crate::domain::format_brl(total.get() - paid)
-            )));
-        }
-        let decided = self
-            .inner
-            .outbox
-            .decide_captures(sale, Capture::Capturar, now_ms())
-            .await?;
-        if !decided.is_empty() {
-            tracing::info!(sale = %sale, tenders = decided.len(), "sale confirmed: its authorizations are being captured");
-            self.inner.captures_due.notify_one();
-        }
-        Ok(decided)
-    }
-
-    /// What an approved payment attempt has had paid back, has on its way back and has left;
-    /// refused for anything but an approved payment.
-    pub async fn refund_balance(&self, payment: &AttemptId) -> Result<RefundBalance> {
-        self.inner.outbox.refund_balance(payment).await
-    }
-
-    /// The refunds of a payment attempt, oldest first.
-    pub async fn refunds_of(&self, payment: &AttemptId) -> Result<Vec<Attempt>> {
-        self.inner.outbox.refunds_of(payment).await
     }
 
     /// Puts an attempt in `revisao` back in the queue, with its same key and bytes (after a person
@@ -673,114 +366,6 @@ impl Checkout {
         let sale = SaleId::generate();
         self.inner.outbox.start_sale(sale.clone(), now_ms()).await?;
         Ok(sale)
-    }
-
-    /// Closes the till for `day` (today when `None`, in the store's time zone): reconciles every
-    /// attempt of the day with the server's payments by `referencia` and keeps the result. Refused
-    /// with [`CoreError::PendingAtClose`] while attempts are pending, unless `anyway` (then they
-    /// are listed in the closing). Needs the server: [`CoreError::Unreachable`] otherwise.
-    pub async fn close_day(&self, day: Option<&str>, anyway: bool) -> Result<Closing> {
-        let now = now_ms();
-        let outbox = &self.inner.outbox;
-        let day = day.map_or_else(|| outbox.day_of(now), str::to_string);
-        let bounds = day_bounds(&day, self.inner.config.utc_offset)
-            .ok_or_else(|| CoreError::Invalid(format!("dia inválido: {day:?} (use AAAA-MM-DD)")))?;
-        // A Pix paid after the till closed it is recorded before the day is read, so the closing
-        // lists it to give back rather than as a mismatch with the server.
-        if let Err(e) = late_pix::check_wide(&self.inner).await {
-            tracing::warn!(error = %e, "closing without asking about late Pix");
-        }
-        let attempts = outbox.attempts_of_day(&day, bounds).await?;
-        let pending = |refunds: bool| {
-            attempts
-                .iter()
-                .filter(move |a| a.state == AttemptState::Pendente && a.is_refund() == refunds)
-        };
-        let (count, refunds) = (pending(false).count(), pending(true).count());
-        if count + refunds > 0 && !anyway {
-            return Err(CoreError::PendingAtClose {
-                count,
-                total: pending(false).map(|a| a.valor).sum(),
-                refunds,
-            });
-        }
-        // A payment queued offline may reach the server after the day ended: list up to now (a
-        // closing a long time later stops at the server's longest range).
-        let to = bounds.1.max(now + 60_000).min(bounds.0 + 92 * 86_400_000);
-        let terminal = self.inner.config.terminal.as_deref();
-        let mut server = self
-            .inner
-            .client
-            .payments_between(bounds.0, to, terminal)
-            .await?;
-        let listed: HashSet<String> = server.iter().filter_map(|p| p.referencia.clone()).collect();
-        for a in attempts.iter().filter(|a| !a.is_refund()) {
-            // Sent without this till's name, or after the range: asked for one by one.
-            if !listed.contains(a.id.as_ref()) {
-                server.extend(
-                    self.inner
-                        .client
-                        .payments_by_referencia(a.id.as_ref())
-                        .await?,
-                );
-            }
-        }
-        // Refunds are listed with their payment: each payment refunded today by this till, and
-        // each of the day's approved payments (it may have been paid back elsewhere), is asked
-        // for once.
-        let today: HashSet<&str> = attempts.iter().map(|a| a.id.as_ref()).collect();
-        let mut refunded: Vec<PaymentId> = Vec::new();
-        let day_payments = server
-            .iter()
-            .filter(|p| p.status == RemoteStatus::Aprovado)
-            .filter(|p| p.referencia.as_deref().is_some_and(|r| today.contains(r)))
-            .filter_map(|p| PaymentId::parse(&p.id).ok());
-        for p in attempts
-            .iter()
-            .filter_map(|a| a.refund_payment.clone())
-            .chain(day_payments)
-        {
-            if !refunded.contains(&p) {
-                refunded.push(p);
-            }
-        }
-        let mut server_refunds = Vec::new();
-        for p in &refunded {
-            server_refunds.extend(self.inner.client.refunds_of(p).await?);
-        }
-        // What the server lists that this till made on another day is that day's business.
-        let mut other_days = HashSet::new();
-        let strangers = server
-            .iter()
-            .filter_map(|p| p.referencia.as_deref())
-            .chain(
-                server_refunds
-                    .iter()
-                    .filter_map(|r| r.referencia.as_deref()),
-            )
-            .filter(|r| !today.contains(r));
-        for r in strangers {
-            if !other_days.contains(r) && outbox.get(&AttemptId::from_stored(r)).await?.is_some() {
-                other_days.insert(r.to_string());
-            }
-        }
-        let evidence = Evidence {
-            payments: &server,
-            refunds: &server_refunds,
-            other_days: &other_days,
-            bounds,
-        };
-        let drawer = outbox.drawer(&day, bounds).await?;
-        let closing = reconcile(&day, now, terminal, &attempts, &evidence).with_drawer(drawer);
-        let report = serde_json::to_string(&closing).expect("a closing serialises");
-        outbox.save_closing(&day, now, report).await?;
-        tracing::info!(
-            day = %closing.day,
-            discrepancies = closing.discrepancies.len(),
-            pending = closing.pending.len(),
-            "till closed"
-        );
-        Ok(closing)
     }
 
     /// Subscribes to events from now on.
