@@ -15,6 +15,10 @@ use payment_api::faults::Faults;
 use serde::Serialize;
 use tauri::State;
 
+mod replies;
+
+pub use replies::*;
+
 /// Session facts.
 #[tauri::command]
 pub async fn app_info(session: State<'_, Session>) -> Result<AppInfo> {
@@ -91,19 +95,6 @@ pub async fn receipt(session: State<'_, Session>, attempt_id: String) -> Result<
     Ok(r)
 }
 
-/// What closing the till answers: the closing and where its files went.
-#[derive(Debug, Serialize)]
-pub struct ClosingReply {
-    /// The reconciliation.
-    pub closing: Closing,
-    /// The closing as CSV.
-    pub csv: String,
-    /// The closing as JSON.
-    pub json: String,
-    /// The printable summary.
-    pub html: String,
-}
-
 /// Closes today's till: reconciles with the server and saves the closing as CSV, JSON and a
 /// printable page under `<data>/fechamentos/`. `anyway`: close with pending payments listed.
 #[tauri::command]
@@ -123,30 +114,6 @@ pub async fn close_till(session: State<'_, Session>, anyway: bool) -> Result<Clo
         json: json.display().to_string(),
         html: html.display().to_string(),
     })
-}
-
-/// What `pay` answers.
-#[derive(Debug, Serialize)]
-pub struct PayReply {
-    /// The sale's attempt.
-    pub attempt: Attempt,
-    /// True when the sale already had a live or approved attempt and no new key was made.
-    pub existing: bool,
-}
-
-impl From<PayOutcome> for PayReply {
-    fn from(outcome: PayOutcome) -> Self {
-        match outcome {
-            PayOutcome::Created(attempt) => PayReply {
-                attempt,
-                existing: false,
-            },
-            PayOutcome::Existing(attempt) => PayReply {
-                attempt,
-                existing: true,
-            },
-        }
-    }
 }
 
 /// Pays a sale: `valor` as the cashier typed it (`1.234,56`).
@@ -331,15 +298,6 @@ pub async fn keep_late_pix(session: State<'_, Session>, attempt_id: String) -> R
         .await?)
 }
 
-/// A QR code's modules, for the window to draw: `linhas[y]` has one `1` (dark) or `0` per module.
-#[derive(Debug, Serialize)]
-pub struct QrMatrix {
-    /// Modules per side.
-    pub tamanho: usize,
-    /// Rows, top to bottom.
-    pub linhas: Vec<String>,
-}
-
 /// The QR code of a text (a Pix's "copia e cola"), medium error correction.
 #[tauri::command]
 pub fn pix_qr(texto: String) -> Result<QrMatrix> {
@@ -381,24 +339,6 @@ pub async fn qa_pix_pay(
     running.qa_pix_pay(&txid, &webhook, aceitar_inativa).await
 }
 
-/// What the refund dialog shows of a payment: what was charged, paid back, on its way back,
-/// and what is left to refund (the dialog's default amount), as the till knows it.
-#[derive(Debug, Serialize)]
-pub struct RefundInfo {
-    /// The payment attempt.
-    pub pagamento: Attempt,
-    /// Its refunds, oldest first.
-    pub estornos: Vec<Attempt>,
-    /// Paid back (approved refunds), in centavos.
-    pub estornado: Total,
-    /// Undecided refunds, in centavos.
-    pub em_andamento: Total,
-    /// What may still be refunded, in centavos.
-    pub saldo: Total,
-    /// The card the money goes back to, masked (`tok_…vado`).
-    pub cartao: String,
-}
-
 /// A payment and its refunds, for the refund dialog.
 #[tauri::command]
 pub async fn refund_info(session: State<'_, Session>, attempt_id: String) -> Result<RefundInfo> {
@@ -407,14 +347,6 @@ pub async fn refund_info(session: State<'_, Session>, attempt_id: String) -> Res
         AttemptId::from_stored(attempt_id),
     )
     .await
-}
-
-/// What the confirmation shows: the amount as the cashier typed it (`1.234,56`), read once
-/// here, checked against what is left, and sent as these centavos when confirmed.
-#[derive(Debug, Serialize)]
-pub struct RefundPreview {
-    /// The amount to refund, in centavos.
-    pub valor: i64,
 }
 
 /// Reads and checks a refund amount before the confirmation; nothing is stored.
@@ -479,28 +411,6 @@ pub async fn refund(
     Ok(outcome.into())
 }
 
-/// Everything the screen shows at once.
-#[derive(Debug, Serialize)]
-pub struct Snapshot {
-    /// Every attempt, oldest first.
-    pub attempts: Vec<Attempt>,
-    /// The queue.
-    pub queue: QueueSummary,
-    /// Connectivity.
-    pub connectivity: Connectivity,
-    /// Why the payment API cannot be used (pt-BR), while it cannot.
-    pub connectivity_problem: Option<String>,
-    /// Whether QA has cut the network path.
-    pub offline_simulated: bool,
-    /// What the window may show and offer for each sale of those attempts, decided by the core.
-    pub vendas: Vec<SaleView>,
-}
-
-/// How many settled attempts a window is sent and keeps (`ui/state.js` `KEEP_ATTEMPTS` is the
-/// same number): the history shows 50 and the QA panel 20; every unsettled attempt comes too.
-/// The export and the closing read the outbox itself, so nothing is lost to the window's bound.
-pub const WINDOW_ATTEMPTS: usize = 200;
-
 /// A full snapshot (on start, and after the event stream lagged).
 #[tauri::command]
 pub async fn attempts(session: State<'_, Session>) -> Result<Snapshot> {
@@ -556,28 +466,6 @@ pub async fn events<R: tauri::Runtime>(
         .collect();
     let vendas = views_of(session.get()?.checkout(), changed).await?;
     Ok(EventsReply { batch, vendas })
-}
-
-/// What one `events` call answers: the events, and the view of every sale they changed, read
-/// after them (so never older than they are).
-#[derive(Debug, Serialize)]
-pub struct EventsReply {
-    /// The events.
-    #[serde(flatten)]
-    pub batch: EventBatch,
-    /// The sales the events changed, as the window may show them now.
-    pub vendas: Vec<SaleView>,
-}
-
-/// The view of each of `sales` (once each), decided by the core.
-async fn views_of(checkout: &Checkout, mut sales: Vec<SaleId>) -> Result<Vec<SaleView>> {
-    sales.sort_by(|a, b| a.as_ref().cmp(b.as_ref()));
-    sales.dedup();
-    let mut views = Vec::with_capacity(sales.len());
-    for sale in &sales {
-        views.push(checkout.sale_view(sale).await?);
-    }
-    Ok(views)
 }
 
 /// Exports every attempt as `csv` or `json` into the export folder; returns the file's path.
