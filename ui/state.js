@@ -2,6 +2,16 @@
 // live, what an event changes. No DOM and no Tauri here, so `node --test ui/test/` checks it.
 // view.js draws what this module decides; app.js wires both to the app's commands.
 
+import { brl, capitalize, clock, count, secondsUntil, storeTime } from "./format.js";
+import { isCash, isPix, isRefund, isUndone, latePix, pixWaiting } from "./attempt.js";
+import { current } from "./store.js";
+
+// The modules this one builds on, re-exported: the window and the tests import from here.
+export * from "./format.js";
+export * from "./attempt.js";
+export * from "./closing.js";
+export * from "./store.js";
+
 /** Every attempt state the engine has (checkout-core's `AttemptState::ALL`; a Rust test in
  * src-tauri/tests/command_list.rs fails when the two lists differ), with the word the history
  * shows for it and whether the engine is done with it. */
@@ -46,28 +56,6 @@ export function formaText(a) {
   return a.plano ? a.plano.rotulo : "";
 }
 
-/** True for cash: local, approved when made. */
-export function isCash(a) {
-  return Boolean(a && a.metodo === "dinheiro");
-}
-
-/** An amount typed the Brazilian way (`1.234,56`, `120`, `R$ 5,5`) in centavos, or null. The
- * app parses for real; this only lets the screen show the change as it is typed. */
-export function parseBrl(text) {
-  const t = String(text || "").replace(/^\s*R\$\s*/, "").trim();
-  const m = /^(\d{1,3}(?:\.\d{3})+|\d+)(?:,(\d{1,2}))?$/.exec(t);
-  if (!m) return null;
-  return Number(m[1].replace(/\./g, "")) * 100 + Number((m[2] || "0").padEnd(2, "0"));
-}
-
-/** The line under "Valor recebido": the change, or what is still missing. */
-export function trocoText(valorText, recebidoText) {
-  const valor = parseBrl(valorText);
-  const recebido = parseBrl(recebidoText);
-  if (valor == null || recebido == null || valor <= 0) return "";
-  return recebido >= valor ? `Troco ${brl(recebido - valor)}` : `Faltam ${brl(valor - recebido)}`;
-}
-
 /** The value of a plan in the "forma de pagamento" list: `debito:1`, `parcelado:3`. */
 export function planValue(offer) {
   return `${offer.forma}:${offer.parcelas}`;
@@ -100,11 +88,6 @@ export function capturePill(a) {
   }[a.state === "aprovado" && a.captura] || null;
 }
 
-/** A card part whose authorization is being or was undone, or lapsed: it pays nothing. */
-export function isUndone(a) {
-  return a.captura === "desfazer" || a.captura === "desfeita" || a.captura === "expirada";
-}
-
 /** The line that says where a sale paid in parts stands: `Total R$ 150,00 · pago R$ 50,00
  * (Débito R$ 50,00) · falta R$ 100,00`. */
 export function splitText(split) {
@@ -119,92 +102,6 @@ export const FAULTS = {
   drop: { drop_response_probability: 1.0 },
   error5xx: { error_5xx_probability: 0.5 },
 };
-
-/** A fresh screen state. */
-export function createState() {
-  return {
-    ready: false,
-    saleId: null, // the sale open at the till, as the outbox keeps it
-    saleNumber: null, // its number that day ("Venda nº 0042")
-    dialog: null, // "receipt" or "closing" while one is open
-    utcOffsetMinutes: -180, // the store's offset from UTC (the app says; receipts use the same)
-    attemptId: null, // the current sale's latest attempt
-    pressing: false, // between the press and pay's answer
-    pixCancelling: false, // between "Cancelar Pix" and its answer
-    // A cancel of a Pix the server did not confirm: `{id, kind, message}`; shown while that Pix
-    // still waits, which then shows its own end (received, cancelled, expired) as it comes.
-    pixCancel: null,
-    anotherCard: false, // after a review found no charge, the cashier chose to try another card
-    splitOn: false, // "Dividir pagamento": the sale is paid in parts, against its total
-    cancelSale: { armed: false, error: null }, // "Cancelar venda": a first click arms, a second confirms
-    carriedOver: new Set(), // sales left unfinished by an earlier run (a crash, a restart, a reload)
-    error: null, // a refusal of the last press (nothing was stored)
-    startupError: null, // the app could not start: nothing can be paid
-    startupKind: null, // why: `other_window`, or `startup` (a configuration to correct)
-    attempts: new Map(),
-    // The core's view of each sale the window shows (sale id → SaleView): what it may show and
-    // offer, decided in Rust (`checkout-core` `sale_view.rs`); the window only reads it.
-    sales: new Map(),
-    queue: { count: 0, total: 0 },
-    connectivity: "unknown",
-    // Why the server cannot be used (a pt-BR sentence from the engine), while it cannot.
-    connectivityProblem: null,
-    offlineSimulated: false,
-    // The refund dialog while open: { payment, info, step: "form" | "confirm" | "sent", valor,
-    // motivo, attemptId, error, pressing }.
-    refund: null,
-    // "Manter" of a Pix paid after it was cancelled: the row armed by a first click (the second
-    // keeps it), a click under way, and the refusal of the last one.
-    keep: { armed: null, pressing: false, error: null },
-    // How many queue and connectivity events have arrived: a snapshot asked for before one of
-    // them must not put back the older value it read.
-    seen: { queue: 0, connectivity: 0 },
-  };
-}
-
-/** `1 venda`, `2 vendas`: a count with its noun in the right number. */
-export function count(n, one, many) {
-  return `${n} ${n === 1 ? one : many}`;
-}
-
-/** Centavos the Brazilian way: `R$ 1.234,56`. */
-export function brl(centavos) {
-  const neg = centavos < 0;
-  const c = Math.abs(centavos);
-  const reais = Math.floor(c / 100).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ".");
-  return `${neg ? "-" : ""}R$ ${reais},${String(c % 100).padStart(2, "0")}`;
-}
-
-/** Centavos as the amount field shows them: `1.234,56`. */
-export function brlInput(centavos) {
-  return brl(centavos).replace("R$ ", "");
-}
-
-/** Seconds from `now` until `ms`, never negative. */
-export function secondsUntil(ms, now) {
-  return Math.max(0, Math.ceil((ms - now) / 1000));
-}
-
-/** `mm:ss` of a number of seconds. */
-export function clock(seconds) {
-  const m = Math.floor(seconds / 60);
-  return `${String(m).padStart(2, "0")}:${String(seconds % 60).padStart(2, "0")}`;
-}
-
-/** True for a Pix attempt. */
-export function isPix(a) {
-  return Boolean(a && a.metodo === "pix");
-}
-
-/** The Pix of an attempt waiting for the customer: its QR is on screen. */
-export function pixWaiting(a) {
-  return Boolean(isPix(a) && a.state === "pendente" && a.pix && a.pix.status === "aguardando");
-}
-
-/** A Pix this till closed unpaid that the customer paid after all: money to give back. */
-export function latePix(a) {
-  return Boolean(isPix(a) && a.state === "recusado" && a.pix && a.pix.status === "recebido_apos_cancelamento");
-}
 
 /** A late Pix not yet given back in full (refunds approved or on their way count). */
 export function owedBack(state, a) {
@@ -295,16 +192,6 @@ export function pixCancelRefused(state, a, err) {
   }
 }
 
-/** True for a refund (estorno) attempt. */
-export function isRefund(a) {
-  return Boolean(a && a.kind === "estorno");
-}
-
-/** The attempt the screen follows: the open sale's latest payment. */
-export function current(state) {
-  return state.attemptId ? state.attempts.get(state.attemptId) : null;
-}
-
 /** Why an attempt is still `pendente`, for a payment and a refund alike. */
 function pendingWhy(state, a, now) {
   // The last error's plain part ("a conexão caiu antes da resposta"), without the details, and
@@ -328,15 +215,6 @@ export function refundsOf(state, paymentAttemptId) {
   const v = a && state.sales.get(a.sale_id);
   const r = v && v.estornos.find((e) => e.pagamento === paymentAttemptId);
   return r ? { aprovado: r.aprovado, andamento: r.andamento } : { aprovado: 0, andamento: 0 };
-}
-
-/** Takes the core's views of sales (`SaleView`: a divided sale's standing, each payment's
- * refunds, the late Pix that may be kept), keeping the newer of two views of a sale. */
-export function applySaleViews(state, views) {
-  for (const v of views || []) {
-    const old = state.sales.get(v.sale_id);
-    if (!old || v.as_of >= old.as_of) state.sales.set(v.sale_id, v);
-  }
 }
 
 /** Whether the history offers "Estornar" for an attempt: an approved payment with something
@@ -574,13 +452,6 @@ export function controls(state, a) {
   };
 }
 
-/** The time of day of `ms` in the store's time zone (not the machine's): `14:32:05`. */
-export function storeTime(ms, offsetMinutes) {
-  const d = new Date(ms + offsetMinutes * 60_000);
-  const two = (n) => String(n).padStart(2, "0");
-  return `${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())}`;
-}
-
 /** A sale's number as a cashier says it: `0042`. */
 export function saleNumber(n) {
   return n == null ? "" : String(n).padStart(4, "0");
@@ -612,78 +483,6 @@ export function shortcut(state, key) {
     case "F9": return state.pressing ? null : "close-till";
     default: return null;
   }
-}
-
-/** The closing's one-line verdict and whether the day reconciles. */
-export function closingVerdict(closing) {
-  const n = closing.discrepancies.length;
-  if (n === 0) {
-    const what = closing.refunds && closing.refunds.aprovado.count + closing.refunds.recusado.count + closing.refunds.pendente.count + closing.refunds.revisao.count > 0
-      ? "cada pagamento e cada estorno do caixa batem"
-      : "cada pagamento do caixa bate";
-    return { ok: true, text: `Tudo confere: ${what} com o servidor.` };
-  }
-  return { ok: false, text: `${n} ${n === 1 ? "divergência encontrada" : "divergências encontradas"} — confira antes de encerrar o dia.` };
-}
-
-/** The closing's totals as table rows: [label, count, centavos], payments then refunds (refund
- * states other than approved only when the day had some), then the day's net (count null). The
- * printed summary has the same rows (`closing_rows` in src-tauri/src/receipts.rs). */
-export function closingTotals(closing) {
-  const t = closing.totals;
-  const r = closing.refunds;
-  const rows = [["Aprovados", t.aprovado.count, t.aprovado.centavos]];
-  // The approved by the way they were paid, when the day had more than the card with no method.
-  const formas = closing.por_forma || [];
-  if (formas.some((m) => m.forma !== "cartao")) {
-    for (const m of formas) rows.push([m.rotulo, m.tally.count, m.tally.centavos]);
-  }
-  rows.push(
-    ["Recusados", t.recusado.count, t.recusado.centavos],
-    ["Pendentes", t.pendente.count, t.pendente.centavos],
-    ["Em revisão", t.revisao.count, t.revisao.centavos],
-    ["Estornos aprovados", r.aprovado.count, r.aprovado.centavos],
-  );
-  const elsewhere = closing.refunds_elsewhere || { count: 0, centavos: 0 };
-  const desfeito = t.desfeito || { count: 0, centavos: 0 };
-  for (const [label, x] of [["Autorizações desfeitas (nada cobrado)", desfeito], ["Estornos recusados", r.recusado], ["Estornos pendentes", r.pendente], ["Estornos em revisão", r.revisao], ["Estornos feitos fora deste caixa", elsewhere]]) {
-    if (x.count > 0) rows.push([label, x.count, x.centavos]);
-  }
-  // The Pix apart (each is in the rows above too, by its attempt's state).
-  const p = closing.pix;
-  if (p && [p.recebidos, p.recebidos_apos_cancelamento, p.expirados, p.cancelados, p.aguardando, p.devolvidos].some((x) => x.count > 0)) {
-    rows.push(["Pix recebidos", p.recebidos.count, p.recebidos.centavos]);
-    rows.push(["Pix recebidos após cancelamento", p.recebidos_apos_cancelamento.count, p.recebidos_apos_cancelamento.centavos]);
-    rows.push(["Pix expirados sem pagamento", p.expirados.count, p.expirados.centavos]);
-    rows.push(["Pix cancelados sem pagamento", p.cancelados.count, p.cancelados.centavos]);
-    rows.push(["Pix devolvidos", p.devolvidos.count, p.devolvidos.centavos]);
-    if (p.aguardando.count > 0) rows.push(["Pix aguardando", p.aguardando.count, p.aguardando.centavos]);
-  }
-  rows.push(["Líquido do dia", null, closing.net_centavos]);
-  // The cash drawer (`drawer_rows` in src-tauri/src/receipts.rs has the same).
-  const g = closing.gaveta;
-  if (g) {
-    rows.push(["Dinheiro esperado na gaveta", null, g.esperado]);
-    if (g.contado != null) {
-      rows.push(["Dinheiro contado na gaveta", null, g.contado]);
-      rows.push(["Diferença na gaveta", null, g.diferenca]);
-    }
-  }
-  return rows;
-}
-
-/** Discrepancies grouped by kind, in the order the closing lists them: [{kind, label, items}]. */
-export function discrepancyGroups(closing) {
-  const groups = [];
-  for (const d of closing.discrepancies) {
-    let g = groups.find((x) => x.kind === d.kind);
-    if (!g) {
-      g = { kind: d.kind, label: d.label, items: [] };
-      groups.push(g);
-    }
-    g.items.push(d);
-  }
-  return groups;
 }
 
 /** The connectivity pill's text. */
@@ -736,10 +535,6 @@ function serverDown(state) {
   return state.connectivity === "offline" || state.connectivity === "certificado";
 }
 
-function capitalize(text) {
-  return text.charAt(0).toUpperCase() + text.slice(1);
-}
-
 /** The latest attempt of every other sale still unsettled that the cashier did not just queue:
  * left by an earlier run, or in review. */
 export function unfinishedSales(state) {
@@ -780,84 +575,3 @@ export function newest(state, limit) {
   return [...state.attempts.values()].sort((x, y) => y.created_at - x.created_at).slice(0, limit);
 }
 
-/** How many settled attempts the window keeps (the snapshot sends as many: `WINDOW_ATTEMPTS` in
- * `src-tauri/src/commands.rs`). The history shows 50, the QA panel 20; unsettled attempts and the
- * one on screen are always kept. Without a bound a till that runs for months would hold every
- * attempt it ever made. */
-export const KEEP_ATTEMPTS = 200;
-
-/** Drops the oldest settled attempts past `keep`, never an unsettled one or the one on screen. */
-export function prune(state, keep = KEEP_ATTEMPTS) {
-  if (state.attempts.size <= keep) return;
-  const settled = [...state.attempts.values()]
-    .filter((a) => a.state !== "pendente" && a.state !== "revisao" && a.id !== state.attemptId)
-    .sort((x, y) => y.created_at - x.created_at);
-  for (const a of settled.slice(keep)) state.attempts.delete(a.id);
-  const shown = new Set([...state.attempts.values()].map((a) => a.sale_id));
-  for (const sale of state.sales.keys()) if (!shown.has(sale)) state.sales.delete(sale);
-}
-
-/** Keeps the newest view of an attempt: `pay`'s answer can arrive after the events that followed it. */
-export function upsert(state, a) {
-  const old = state.attempts.get(a.id);
-  const rank = (x) => [x.updated_at, x.tries, x.state === "pendente" ? 0 : 1];
-  const newer = (x, y) => {
-    const [rx, ry] = [rank(x), rank(y)];
-    for (let i = 0; i < rx.length; i++) if (rx[i] !== ry[i]) return rx[i] > ry[i];
-    return true;
-  };
-  if (!old || newer(a, old)) state.attempts.set(a.id, a);
-  // Pruned in steps, not on every attempt: sorting 200 attempts per event would be waste.
-  if (state.attempts.size > KEEP_ATTEMPTS + 50) prune(state);
-}
-
-/** Applies one engine event. */
-export function applyEvent(state, e) {
-  if (e.type === "attempt_changed") {
-    upsert(state, e.attempt);
-    // A new payment attempt of the open sale (another card) becomes the one the screen follows;
-    // a refund of it is followed by the refund dialog.
-    const cur = current(state);
-    if (!isRefund(e.attempt) && e.attempt.sale_id === state.saleId && (!cur || e.attempt.created_at >= cur.created_at)) {
-      state.attemptId = e.attempt.id;
-    }
-  } else if (e.type === "queue_changed") {
-    state.queue = e.queue;
-    state.seen.queue += 1;
-  } else if (e.type === "connectivity_changed") {
-    state.connectivity = e.connectivity;
-    state.connectivityProblem = e.problema || null;
-    state.seen.connectivity += 1;
-  }
-}
-
-/** What a snapshot asked for now must not overwrite if newer events arrive before its answer. */
-export function snapshotMark(state) {
-  return { ...state.seen };
-}
-
-/** Applies a full snapshot (on start, and after the event stream lagged), asked for at `mark`:
- * an attempt keeps its newest view, and the queue and connectivity are taken from the snapshot
- * only if no event about them arrived while it was on its way. */
-export function applySnapshot(state, snap, mark) {
-  for (const a of snap.attempts) upsert(state, a);
-  applySaleViews(state, snap.vendas);
-  if (state.seen.queue === mark.queue) state.queue = snap.queue;
-  if (state.seen.connectivity === mark.connectivity) {
-    state.connectivity = snap.connectivity;
-    state.connectivityProblem = snap.connectivity_problem || null;
-  }
-  state.offlineSimulated = snap.offline_simulated;
-}
-
-/** Applies the till as the outbox keeps it: the open sale and the others left unfinished. */
-export function applyOpenSale(state, till) {
-  state.saleId = till.sale;
-  state.saleNumber = till.numero == null ? null : till.numero;
-  state.attemptId = till.attempt ? till.attempt.id : null;
-  if (till.attempt) upsert(state, till.attempt);
-  for (const a of till.unfinished) {
-    upsert(state, a);
-    state.carriedOver.add(a.sale_id);
-  }
-}

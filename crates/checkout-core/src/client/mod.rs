@@ -401,17 +401,13 @@ impl PaymentClient {
         referencia: &str,
         valor: crate::domain::Centavos,
     ) -> Result<Cancelled, Answer> {
-        let res = self
-            .http
-            .post(format!("{}/pagamentos/cancelamentos", self.base))
-            .bearer_auth(&self.api_key)
-            .json(&serde_json::json!({ "idempotency_key": key.as_ref() }))
-            .send()
-            .await
-            .map_err(|e| network_error(&e))?;
-        let status = res.status();
-        let retry_after = retry_after(res.headers());
-        let body = res.bytes().await.map_err(|e| network_error(&e))?.to_vec();
+        let (status, retry_after, body) = self
+            .answer_of(
+                self.http
+                    .post(format!("{}/pagamentos/cancelamentos", self.base))
+                    .json(&serde_json::json!({ "idempotency_key": key.as_ref() })),
+            )
+            .await?;
         if status != StatusCode::OK {
             return Err(classify(&Target::Payment, status, retry_after, body));
         }

@@ -349,26 +349,21 @@ impl Outbox {
 
     /// The payment attempts of one sale, oldest first.
     pub async fn attempts_of(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
-        let sale = sale.clone();
-        self.db
-            .read(move |c| {
-                Ok(select_attempts(
-                    c,
-                    "WHERE sale_id = ?1 AND kind = 'pagamento' ORDER BY seq",
-                    [sale.as_ref()],
-                )?)
-            })
-            .await
+        self.of_sale(sale, "AND kind = 'pagamento'").await
     }
 
     /// Every attempt of one sale, its refunds included, oldest first.
     pub async fn sale_attempts(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
+        self.of_sale(sale, "").await
+    }
+
+    async fn of_sale(&self, sale: &SaleId, only: &'static str) -> Result<Vec<Attempt>> {
         let sale = sale.clone();
         self.db
             .read(move |c| {
                 Ok(select_attempts(
                     c,
-                    "WHERE sale_id = ?1 ORDER BY seq",
+                    &format!("WHERE sale_id = ?1 {only} ORDER BY seq"),
                     [sale.as_ref()],
                 )?)
             })
