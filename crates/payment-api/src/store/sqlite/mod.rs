@@ -121,6 +121,46 @@ impl Clocked for SqliteStore {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn payments_made_before_their_means_was_stored_get_it_from_the_migration() {
+        let mut c = rusqlite::Connection::open_in_memory().unwrap();
+        migrations().to_version(&mut c, 11).unwrap();
+        for (id, cobranca) in [("pay_card", "ch_1"), ("pay_pix", "pix:E1234")] {
+            c.execute(
+                "INSERT INTO payments (id, merchant, idempotency_key, valor, status, cobranca_id, created_at)
+                 VALUES (?1, 'loja', ?1, 100, 'aprovado', ?2, 0)",
+                params![id, cobranca],
+            )
+            .unwrap();
+        }
+        migrations().to_latest(&mut c).unwrap();
+        let rows: Vec<(String, String, String)> = c
+            .prepare("SELECT id, meio, cobranca_id FROM payments ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let row = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+        assert_eq!(
+            rows,
+            [
+                row("pay_card", "cartao", "ch_1"),
+                row("pay_pix", "pix", "E1234")
+            ]
+        );
+        // The same id under another means is another payment; under the same, refused.
+        let insert = |id: &str, meio: &str| {
+            c.execute(
+                "INSERT INTO payments (id, merchant, idempotency_key, valor, status, cobranca_id, created_at, meio)
+                 VALUES (?1, 'loja', ?1, 100, 'aprovado', 'E1234', 0, ?2)",
+                params![id, meio],
+            )
+        };
+        assert!(insert("pay_other", "cartao").is_ok());
+        assert!(insert("pay_again", "pix").is_err());
+    }
+
+    #[test]
     fn keys_claimed_before_operations_were_recorded_get_theirs_from_the_migration() {
         let mut c = rusqlite::Connection::open_in_memory().unwrap();
         migrations().to_version(&mut c, 4).unwrap();
