@@ -255,16 +255,8 @@ impl Operation for Payments {
         request: &PaymentRequest,
         faults: &Faults,
     ) -> Result<Completed> {
-        if let Some(venda) = &request.venda {
-            tenders::hold(
-                self.sales.as_ref(),
-                held,
-                request.terminal.as_ref(),
-                venda,
-                request.valor,
-            )
-            .await?;
-        }
+        let (terminal, venda) = (request.terminal.as_ref(), request.venda.as_ref());
+        tenders::hold(self.sales.as_ref(), held, terminal, venda, request.valor).await?;
         let downstream = DownstreamKey::derive(held.merchant, held.key);
         let started = Instant::now();
         let order = ChargeOrder {

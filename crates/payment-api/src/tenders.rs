@@ -6,16 +6,20 @@ use crate::error::{ApiError, Result};
 use crate::idempotency::Held;
 use crate::store::{SaleStore, TenderHold};
 
-/// Holds `valor` of the sale `venda` for the key `held` holds, or refuses the request: nothing
-/// was held or charged, so the key is freed and nothing is stored, like a validation error, and
-/// the till asks again for what is left.
+/// Holds `valor` of the sale `venda` (the request is a part of it; `None`: a sale paid at once,
+/// nothing to hold) for the key `held` holds, or refuses the request: nothing was held or
+/// charged, so the key is freed and nothing is stored, like a validation error, and the till
+/// asks again for what is left. Every means that can be a part calls it first.
 pub(crate) async fn hold(
     sales: &dyn SaleStore,
     held: &Held<'_>,
     terminal: Option<&TerminalId>,
-    venda: &SaleRef,
+    venda: Option<&SaleRef>,
     valor: Centavos,
 ) -> Result<()> {
+    let Some(venda) = venda else {
+        return Ok(());
+    };
     let hold = sales
         .hold_tender(held.merchant, terminal, held.key, held.fence, venda, valor)
         .await?;

@@ -210,18 +210,10 @@ impl Operation for Pix {
         request: &PixRequest,
         faults: &Faults,
     ) -> Result<Completed> {
-        if let Some(venda) = &request.venda {
-            // A Pix tender of a divided sale holds its amount before its charge exists: while it
-            // waits, nothing else may take that part of the sale.
-            crate::tenders::hold(
-                self.sales.as_ref(),
-                held,
-                request.terminal.as_ref(),
-                venda,
-                request.valor,
-            )
-            .await?;
-        }
+        // A Pix tender of a divided sale holds its amount before its charge exists: while it
+        // waits, nothing else may take that part of the sale.
+        let (terminal, venda) = (request.terminal.as_ref(), request.venda.as_ref());
+        crate::tenders::hold(self.sales.as_ref(), held, terminal, venda, request.valor).await?;
         let txid = Txid::derive(held.merchant, held.key);
         let cob = match self.cob_for(&txid, request).await {
             Ok(cob) => cob,

@@ -12,11 +12,13 @@ use super::*;
 use crate::domain::SaleRef;
 
 /// The tables and joins every sale query reads a tender's state from (`h` the tender, `p` its
-/// key's payment, `k` its key, `x` its Pix charge when it is a Pix).
+/// key's payment, `k` its key, `x` its own resource when its means keeps one — a Pix charge —:
+/// the view `tender_resources`, one branch per such means, says whether it was closed and
+/// whether it was paid after that). No means is named here.
 pub(crate) const TENDER_FROM: &str = "FROM venda_tenders h
      LEFT JOIN payments p ON p.merchant = h.merchant AND p.idempotency_key = h.idempotency_key
      LEFT JOIN idempotency_keys k ON k.merchant = h.merchant AND k.key = h.idempotency_key
-     LEFT JOIN pix_charges x ON x.merchant = h.merchant AND x.idempotency_key = h.idempotency_key";
+     LEFT JOIN tender_resources x ON x.merchant = h.merchant AND x.idempotency_key = h.idempotency_key";
 
 /// What a tender's payment came to, less its approved refunds (`p` its payment).
 macro_rules! net_of_refunds {
@@ -26,25 +28,25 @@ macro_rules! net_of_refunds {
     };
 }
 
-/// What a tender holds of its sale now, in centavos. A Pix paid after it was closed
-/// (`recebido_apos_cancelamento`: the sale may be paid by other means since) holds nothing: that
+/// What a tender holds of its sale now, in centavos. A resource paid after it was closed (a Pix
+/// `recebido_apos_cancelamento`: the sale may be paid by other means since) holds nothing: that
 /// money is the customer's to get back ([`TENDER_TO_GIVE_BACK`]), never the sale's.
 pub(crate) const TENDER_HELD: &str = concat!(
     "CASE
          WHEN p.status = 'aprovado' AND COALESCE(p.captura, 'capturada') IN ('pendente', 'capturada')
-              AND COALESCE(x.status, '') <> 'recebido_apos_cancelamento' THEN ",
+              AND NOT COALESCE(x.apos_fechamento, FALSE) THEN ",
     net_of_refunds!(),
     "
          WHEN p.status IS NOT NULL OR k.key IS NULL OR k.cancelled_at IS NOT NULL
-              OR x.status IN ('expirado', 'cancelado', 'recebido_apos_cancelamento') THEN 0
+              OR x.fechado THEN 0
          ELSE h.valor END"
 );
 
 /// What a tender received that its sale does not take and is to be given back, in centavos: a
-/// Pix paid after it was closed, less what was already given back (devoluções).
+/// resource paid after it was closed (a Pix), less what was already given back (devoluções).
 pub(crate) const TENDER_TO_GIVE_BACK: &str = concat!(
     "CASE
-         WHEN x.status = 'recebido_apos_cancelamento' AND p.status = 'aprovado' THEN ",
+         WHEN x.apos_fechamento AND p.status = 'aprovado' THEN ",
     net_of_refunds!(),
     "
          ELSE 0 END"
@@ -57,10 +59,10 @@ pub(crate) const TENDER_TO_GIVE_BACK: &str = concat!(
 pub(crate) const TENDER_STATE: &str = "CASE
          WHEN p.captura = 'pendente' THEN 'autorizado'
          WHEN p.captura IN ('desfeita', 'expirada') THEN 'liberado'
-         WHEN x.status = 'recebido_apos_cancelamento' THEN 'recebido_apos_cancelamento'
+         WHEN x.apos_fechamento THEN 'recebido_apos_cancelamento'
          WHEN p.status IS NOT NULL THEN p.status
          WHEN k.key IS NULL OR k.cancelled_at IS NOT NULL
-              OR x.status IN ('expirado', 'cancelado') THEN 'liberado'
+              OR x.fechado THEN 'liberado'
          ELSE 'em_andamento' END";
 
 /// What holding a tender's amount against its sale came to.

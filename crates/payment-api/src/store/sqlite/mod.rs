@@ -48,6 +48,9 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../../migrations/sqlite/V12__payment_means.sql"
         )),
+        M::up(include_str!(
+            "../../../migrations/sqlite/V13__tender_resources.sql"
+        )),
     ])
 }
 
