@@ -100,21 +100,23 @@ pub struct MethodTally {
 
 /// The ways a sale is paid, in the order the closing lists them.
 pub(super) const FORMAS: [(&str, &str); 7] = [
-    ("dinheiro", "Aprovados em dinheiro"),
+    (Means::Dinheiro.as_str(), "Aprovados em dinheiro"),
     ("debito", "Aprovados no débito"),
     ("credito", "Aprovados no crédito à vista"),
     ("parcelado", "Aprovados no crédito parcelado"),
     ("voucher", "Aprovados no voucher"),
-    ("pix", "Aprovados por Pix"),
-    ("cartao", "Aprovados no cartão (forma não informada)"),
+    (Means::Pix.as_str(), "Aprovados por Pix"),
+    (
+        Means::Cartao.as_str(),
+        "Aprovados no cartão (forma não informada)",
+    ),
 ];
 
 /// The way an attempt paid, as [`FORMAS`] names it.
 pub(super) fn forma_of(a: &Attempt) -> &'static str {
     match (a.metodo, a.plano) {
-        (Means::Dinheiro, _) => "dinheiro",
-        (Means::Pix, _) => "pix",
-        (Means::Cartao, None) => "cartao",
+        (Means::Dinheiro | Means::Pix, _) => a.metodo.as_str(),
+        (Means::Cartao, None) => Means::Cartao.as_str(),
         (Means::Cartao, Some(p)) => match p.method() {
             CardMethod::Debito => "debito",
             CardMethod::Voucher => "voucher",

@@ -29,7 +29,7 @@ impl Means {
     pub const ALL: [Means; 3] = [Means::Cartao, Means::Pix, Means::Dinheiro];
 
     /// The stored and wire name (`attempts.metodo`, the window's `metodo`).
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Means::Cartao => "cartao",
             Means::Pix => "pix",

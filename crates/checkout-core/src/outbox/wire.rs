@@ -96,7 +96,7 @@ impl PixRequestBody<'_> {
     ) -> Vec<u8> {
         serde_json::to_vec(&PixRequestBody {
             valor: valor.get(),
-            metodo: "pix",
+            metodo: crate::domain::Means::Pix.as_str(),
             referencia: id.as_ref(),
             descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
             terminal,
