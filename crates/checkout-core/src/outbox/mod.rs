@@ -137,6 +137,23 @@ impl Outbox {
             .await
     }
 
+    /// One `UPDATE` of the attempt `id` (`?1` in `sql`; `rest` are `?2`…), in the write that
+    /// returns it as it is now and the queue.
+    async fn update(
+        &self,
+        id: &AttemptId,
+        sql: &'static str,
+        rest: Vec<rusqlite::types::Value>,
+    ) -> Result<(Attempt, QueueSummary)> {
+        self.change(id, move |c, id| {
+            let all =
+                std::iter::once(rusqlite::types::Value::from(id.as_ref().to_string())).chain(rest);
+            durable_sqlite::exec(c, sql, rusqlite::params_from_iter(all))?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Starts keeping where the outbox's writes spend their time (a profile: `make bench`).
     pub fn profile_writes(&self) {
         self.db.profile();

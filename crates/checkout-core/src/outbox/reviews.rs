@@ -69,17 +69,22 @@ impl Outbox {
         answer: FinalAnswer,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
-        self.change(id, move |c, id| {
-            exec(
-                c,
-                "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
-                        motivo = ?6, review_checked_at = ?7, updated_at = ?7,
-                        captura = CASE WHEN ?8 THEN 'pendente' ELSE captura END
-                 WHERE id = ?1 AND state = 'revisao'",
-                params![id.as_ref(), answer.state.as_str(), answer.status, answer.body, answer.payment_id, answer.motivo, now, answer.authorized],
-            )?;
-            Ok(())
-        })
+        self.update(
+            id,
+            "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                    motivo = ?6, review_checked_at = ?7, updated_at = ?7,
+                    captura = CASE WHEN ?8 THEN 'pendente' ELSE captura END
+             WHERE id = ?1 AND state = 'revisao'",
+            vec![
+                answer.state.as_str().to_string().into(),
+                i64::from(answer.status).into(),
+                answer.body.into(),
+                answer.payment_id.into(),
+                answer.motivo.into(),
+                now.into(),
+                answer.authorized.into(),
+            ],
+        )
         .await
     }
 
@@ -91,15 +96,12 @@ impl Outbox {
         id: &AttemptId,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
-        self.change(id, move |c, id| {
-            exec(
-                c,
-                "UPDATE attempts SET state = 'recusado', motivo = ?2, review_checked_at = ?3, updated_at = ?3
-                 WHERE id = ?1 AND state = 'revisao' AND kind = 'pagamento'",
-                params![id.as_ref(), KEY_CANCELLED, now],
-            )?;
-            Ok(())
-        })
+        self.update(
+            id,
+            "UPDATE attempts SET state = 'recusado', motivo = ?2, review_checked_at = ?3, updated_at = ?3
+             WHERE id = ?1 AND state = 'revisao' AND kind = 'pagamento'",
+            vec![KEY_CANCELLED.to_string().into(), now.into()],
+        )
         .await
     }
 
@@ -109,14 +111,11 @@ impl Outbox {
         id: &AttemptId,
         now: UnixMillis,
     ) -> Result<(Attempt, QueueSummary)> {
-        self.change(id, move |c, id| {
-            exec(
-                c,
-                "UPDATE attempts SET review_checked_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'revisao'",
-                params![id.as_ref(), now],
-            )?;
-            Ok(())
-        })
+        self.update(
+            id,
+            "UPDATE attempts SET review_checked_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'revisao'",
+            vec![now.into()],
+        )
         .await
     }
 
