@@ -2,6 +2,25 @@
 
 use super::*;
 
+/// True while `fence` still holds the key `k` of `m` and it is not completed, with the key's row
+/// locked (shared) until `tx` ends: a takeover cannot change the fence before this write commits.
+pub(super) async fn fence_holds(
+    tx: &deadpool_postgres::Transaction<'_>,
+    m: &str,
+    k: &str,
+    fence: i64,
+) -> StoreResult<bool> {
+    Ok(tx
+        .query_opt(
+            "SELECT 1 FROM idempotency_keys
+             WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
+             FOR SHARE",
+            &[&m, &k, &fence],
+        )
+        .await?
+        .is_some())
+}
+
 pub(super) fn held_from_row(r: &Row) -> StoreResult<claim::HeldKey> {
     HeldColumns {
         fingerprint: r.try_get("fingerprint")?,

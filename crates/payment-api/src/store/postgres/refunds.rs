@@ -47,15 +47,7 @@ impl RefundStore for PgStore {
             let tx = c.transaction().await?;
             // The key's row lock (shared) keeps a takeover from changing the fence until this
             // hold commits: a worker whose key was taken over holds nothing.
-            let holds = tx
-                .query_opt(
-                    "SELECT 1 FROM idempotency_keys
-                     WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
-                     FOR SHARE",
-                    &[&m, &k, &fence],
-                )
-                .await?;
-            if holds.is_none() {
+            if !fence_holds(&tx, m, k, fence).await? {
                 return Ok(Hold::LeaseLost);
             }
             if let Some(held) = pg_refund_by_key(&tx, m, k).await? {

@@ -62,6 +62,23 @@ pub(super) fn complete_payment_key(
     Ok(updated == 1)
 }
 
+/// True while `fence` still holds the key `k` of `m` and it is not completed: what a write
+/// under a fence checks first, in its own transaction.
+pub(super) fn fence_holds(
+    c: &rusqlite::Connection,
+    m: &str,
+    k: &str,
+    fence: i64,
+) -> rusqlite::Result<bool> {
+    Ok(c.prepare_cached(
+        "SELECT 1 FROM idempotency_keys
+         WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
+    )?
+    .query_row(params![m, k, fence], |row| row.get::<_, i64>(0))
+    .optional()?
+    .is_some())
+}
+
 pub(super) fn held_from_row(r: &Row<'_>) -> rusqlite::Result<HeldColumns> {
     Ok(HeldColumns {
         fingerprint: r.get("fingerprint")?,

@@ -41,14 +41,7 @@ impl RefundStore for SqliteStore {
             .write(move |c| {
                 let r = &refund;
                 let (m, k) = (r.merchant.as_ref(), r.idempotency_key.as_ref());
-                let holds: Option<i64> = c
-                    .prepare_cached(
-                        "SELECT 1 FROM idempotency_keys
-                         WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
-                    )?
-                    .query_row(params![m, k, fence], |row| row.get(0))
-                    .optional()?;
-                if holds.is_none() {
+                if !fence_holds(c, m, k, fence)? {
                     return Ok(Hold::LeaseLost);
                 }
                 if let Some(held) = refund_by_key(c, m, k)? {

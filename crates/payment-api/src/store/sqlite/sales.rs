@@ -48,14 +48,7 @@ impl SaleStore for SqliteStore {
         let venda = venda.clone();
         self.db
             .write(move |c| {
-                let holds: Option<i64> = c
-                    .prepare_cached(
-                        "SELECT 1 FROM idempotency_keys
-                         WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
-                    )?
-                    .query_row(params![m, k, fence], |row| row.get(0))
-                    .optional()?;
-                if holds.is_none() {
+                if !fence_holds(c, &m, &k, fence)? {
                     return Ok(TenderHold::LeaseLost);
                 }
                 exec(
