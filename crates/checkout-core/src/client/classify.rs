@@ -1,4 +1,5 @@
-//! What an answer or a failure means: a try's outcome from its status and body, a transport failure's reach and pt-BR text.
+//! What an answer or a failure means: a try's outcome from its status and body, a transport
+//! failure's reach and pt-BR text.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! What the payment API answers, as the till reads it: the outcome of a try, the payments and refunds it lists, its health.
+//! What the payment API answers, as the till reads it: the outcome of a try, the payments and
+//! refunds it lists, its health.
 
 use super::*;
 

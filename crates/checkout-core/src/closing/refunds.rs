@@ -1,4 +1,5 @@
-//! The closing's refunds: the till's refund attempts against the server's refunds of the day's payments.
+//! The closing's refunds: the till's refund attempts against the server's refunds of the day's
+//! payments.
 
 use super::*;
 

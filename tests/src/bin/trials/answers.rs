@@ -1,4 +1,5 @@
-//! (j) and (k): the answers a till received are still the server's, and what it stored is still there.
+//! (j) and (k): the answers a till received are still the server's, and what it stored is still
+//! there.
 
 use super::*;
 

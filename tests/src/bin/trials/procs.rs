@@ -1,4 +1,5 @@
-//! The processes of a trial: tills (with their clocks), power-cut disks, API servers and their ports.
+//! The processes of a trial: tills (with their clocks), power-cut disks, API servers and their
+//! ports.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! What the checker reads: the tills' outboxes, the servers' payments, refunds and Pix, the provider's.
+//! What the checker reads: the tills' outboxes, the servers' payments, refunds and Pix, the
+//! provider's.
 
 use super::*;
 
