@@ -15,7 +15,7 @@ fn pagar_commands() -> &'static [&'static str] {
         "open_sale",
         "new_sale",
         "receipt",
-        "close_till",
+        "close_day",
         "pay",
         "pay_pix",
         "card_plans",

@@ -216,11 +216,12 @@ async function keepLatePix(id) {
   }
 }
 
-/** Closes the till: the day reconciled with the server; `anyway` lists pending payments. */
-async function closeTill(anyway) {
+/** Closes the day at the till (the closing): the day reconciled with the server; `anyway` lists
+ * pending payments. */
+async function closeDay(anyway) {
   state.dialog = "closing";
   try {
-    showClosing(await invoke("close_till", { anyway }));
+    showClosing(await invoke("close_day", { anyway }));
   } catch (err) {
     showClosingRefused(errorText(err), err && err.kind === "pending_at_close");
   }
@@ -288,7 +289,7 @@ function onKey(e) {
     split: () => toggleSplit(!state.splitOn),
     drawer: openDrawer,
     receipt: printReceipt,
-    "close-till": () => closeTill(false),
+    "close-day": () => closeDay(false),
     "close-dialog": closeDialog,
     "refund-back": refundBack,
     pix: payPix,
@@ -376,19 +377,19 @@ function anotherCard() {
   $("cartao").focus();
 }
 
-/** Draws the till as the outbox keeps it: the open sale (after a start, a crash or a reload). */
-async function restoreTill() {
-  const till = await invoke("open_sale");
-  applyOpenSale(state, till);
-  if (till.attempt) {
-    $("valor").value = brlInput(till.attempt.valor);
-    if (till.attempt.cartao) $("cartao").value = till.attempt.cartao;
+/** Draws the open sale as the outbox keeps it (after a start, a crash or a reload). */
+async function restoreOpenSale() {
+  const open = await invoke("open_sale");
+  applyOpenSale(state, open);
+  if (open.attempt) {
+    $("valor").value = brlInput(open.attempt.valor);
+    if (open.attempt.cartao) $("cartao").value = open.attempt.cartao;
   }
-  if (till.attempt && till.attempt.sale_total != null) {
+  if (open.attempt && open.attempt.sale_total != null) {
     state.splitOn = true;
-    $("total").value = brlInput(till.attempt.sale_total);
+    $("total").value = brlInput(open.attempt.sale_total);
   }
-  const p = till.attempt && till.attempt.plano;
+  const p = open.attempt && open.attempt.plano;
   await refreshPlans(p ? `${p.metodo === "credito" && p.parcelas > 1 ? "parcelado" : p.metodo}:${p.parcelas}` : "credito:1");
 }
 
@@ -476,8 +477,8 @@ async function start() {
   });
   $("receipt-print").addEventListener("click", () => window.print());
   $("receipt-close").addEventListener("click", closeDialog);
-  $("fechar-caixa").addEventListener("click", () => closeTill(false));
-  $("closing-anyway").addEventListener("click", () => closeTill(true));
+  $("fechar-caixa").addEventListener("click", () => closeDay(false));
+  $("closing-anyway").addEventListener("click", () => closeDay(true));
   $("closing-print").addEventListener("click", () => window.print());
   $("closing-close").addEventListener("click", closeDialog);
   $("history-rows").addEventListener("click", (e) => {
@@ -520,7 +521,7 @@ async function start() {
     $("qa-pix-pay").hidden = !info.pix_simulado;
     await invoke("subscribe");
     await refresh();
-    await restoreTill();
+    await restoreOpenSale();
     state.ready = true;
     follow();
   } catch (err) {

@@ -480,7 +480,7 @@ export function shortcut(state, key) {
     case "F8": return state.pressing ? null : "drawer";
     case "F4": return c.comprovanteHidden ? null : "receipt";
     case "F5": return c.pixDisabled ? null : "pix";
-    case "F9": return state.pressing ? null : "close-till";
+    case "F9": return state.pressing ? null : "close-day";
     default: return null;
   }
 }

@@ -128,13 +128,13 @@ export function applySnapshot(state, snap, mark) {
   state.offlineSimulated = snap.offline_simulated;
 }
 
-/** Applies the till as the outbox keeps it: the open sale and the others left unfinished. */
-export function applyOpenSale(state, till) {
-  state.saleId = till.sale;
-  state.saleNumber = till.numero == null ? null : till.numero;
-  state.attemptId = till.attempt ? till.attempt.id : null;
-  if (till.attempt) upsert(state, till.attempt);
-  for (const a of till.unfinished) {
+/** Applies the open sale as the outbox keeps it, and the other sales left unfinished. */
+export function applyOpenSale(state, open) {
+  state.saleId = open.sale;
+  state.saleNumber = open.numero == null ? null : open.numero;
+  state.attemptId = open.attempt ? open.attempt.id : null;
+  if (open.attempt) upsert(state, open.attempt);
+  for (const a of open.unfinished) {
     upsert(state, a);
     state.carriedOver.add(a.sale_id);
   }

@@ -98,7 +98,7 @@ pub async fn receipt(session: State<'_, Session>, attempt_id: String) -> Result<
 /// Closes today's till: reconciles with the server and saves the closing as CSV, JSON and a
 /// printable page under `<data>/fechamentos/`. `anyway`: close with pending payments listed.
 #[tauri::command]
-pub async fn close_till(session: State<'_, Session>, anyway: bool) -> Result<ClosingReply> {
+pub async fn close_day(session: State<'_, Session>, anyway: bool) -> Result<ClosingReply> {
     let p = session.get()?;
     let closing = p.checkout().close_day(None, anyway).await?;
     let dir = p.settings().closing_dir();

@@ -46,7 +46,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::open_sale,
         commands::new_sale,
         commands::receipt,
-        commands::close_till,
+        commands::close_day,
         commands::pay,
         commands::pay_pix,
         commands::card_plans,

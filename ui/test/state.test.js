@@ -176,7 +176,7 @@ test("a snapshot that left before an event does not put back what the event repl
 
 test("keys do what the footer says, only when the screen allows it", () => {
   const s = ready();
-  assert.equal(shortcut(s, "F9"), "close-till");
+  assert.equal(shortcut(s, "F9"), "close-day");
   assert.equal(shortcut(s, "F3"), "cards");
   assert.equal(shortcut(s, "F2"), null, "no sale to leave yet");
   assert.equal(shortcut(s, "F4"), null, "no receipt before an approval");

@@ -253,7 +253,7 @@ impl Checkout {
         sale: SaleId,
         valor: Centavos,
         cartao: PayMethod,
-        split: Option<Centavos>,
+        sale_total: Option<Centavos>,
     ) -> Result<PayOutcome> {
         // Cash waits for nothing: the offline caps are for payments queued for the server.
         let queued = !matches!(cartao, PayMethod::Cash { .. });
@@ -265,7 +265,7 @@ impl Checkout {
                 sale.clone(),
                 valor,
                 cartao.clone(),
-                split,
+                sale_total,
                 caps,
                 now_ms(),
                 true,
@@ -287,7 +287,7 @@ impl Checkout {
                     }
                 }
                 outbox
-                    .pay_in(sale, valor, cartao, split, caps, now_ms())
+                    .pay_in(sale, valor, cartao, sale_total, caps, now_ms())
                     .await?
             }
         };

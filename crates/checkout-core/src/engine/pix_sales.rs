@@ -27,7 +27,7 @@ impl Checkout {
         &self,
         sale: SaleId,
         valor: Centavos,
-        split: Option<Centavos>,
+        sale_total: Option<Centavos>,
     ) -> Result<PayOutcome> {
         // What the last request knew is not enough either way (online then, or nothing known yet
         // just after start, or offline until the next periodic probe): the QR must come now. One
@@ -36,7 +36,7 @@ impl Checkout {
         if self.connectivity() != Connectivity::Online {
             return Err(CoreError::PixOffline);
         }
-        self.pay_with(sale, valor, PayMethod::Pix, split).await
+        self.pay_with(sale, valor, PayMethod::Pix, sale_total).await
     }
 
     /// Cancels a Pix the customer has not paid: the server removes the charge at the provider,

@@ -35,18 +35,19 @@ impl Outbox {
         self.pay_in(sale, valor, method, None, caps, now).await
     }
 
-    /// [`Outbox::pay`] (`split` none) or [`Outbox::pay_tender`] (`split`: the sale's total).
+    /// [`Outbox::pay`] (`sale_total` none) or [`Outbox::pay_tender`] (`sale_total`: the sale's
+    /// total).
     pub(crate) async fn pay_in(
         &self,
         sale: SaleId,
         valor: Centavos,
         method: PayMethod,
-        split: Option<Centavos>,
+        sale_total: Option<Centavos>,
         caps: Option<OfflineCaps>,
         now: UnixMillis,
     ) -> Result<(PayOutcome, QueueSummary)> {
         match self
-            .pay_unless(sale, valor, method, split, caps, now, false)
+            .pay_unless(sale, valor, method, sale_total, caps, now, false)
             .await?
         {
             Paid::Done(outcome, queue) => Ok((outcome, queue)),
@@ -60,7 +61,7 @@ impl Outbox {
     /// ([`CoreError::KeyNotCancelled`]) until its reviews are settled: no new key while an old one
     /// could still charge. The check runs in the same write (one indexed read by sale).
     ///
-    /// With `split`, the attempt is one tender of a sale paid in parts whose total is `split`:
+    /// With `sale_total`, the attempt is one part (tender) of a sale paid in parts, of that total:
     /// the sale takes that total at its first tender (a sale already being paid at once, or with
     /// another total, is refused); approved tenders do not block the next one, a live one does;
     /// and the approved tenders (less what was paid back) plus this one may not pass the total.
@@ -70,7 +71,7 @@ impl Outbox {
         sale: SaleId,
         valor: Centavos,
         method: PayMethod,
-        split: Option<Centavos>,
+        sale_total: Option<Centavos>,
         caps: Option<OfflineCaps>,
         now: UnixMillis,
         stop_for_reviews: bool,
@@ -91,7 +92,7 @@ impl Outbox {
             let total: Option<i64> = c
                 .prepare_cached("SELECT total FROM sales WHERE sale_id = ?1")?
                 .query_row([sale.as_ref()], |r| r.get(0))?;
-            match (split, total, &existing) {
+            match (sale_total, total, &existing) {
                     (None, None, Some(a)) => {
                         return Ok(Paid::Done(PayOutcome::Existing(a.clone()), queue(c)?))
                     }
@@ -114,26 +115,26 @@ impl Outbox {
                             format_brl(total)
                         )))
                     }
-                    (Some(split), _, existing) => {
+                    (Some(sale_total), _, existing) => {
                         let live = existing.as_ref().filter(|a| a.is_undecided());
                         let paid = tenders_paid(c, &sale)?;
-                        if let Some(a) = live.or(existing.as_ref().filter(|_| paid >= split.get())) {
+                        if let Some(a) = live.or(existing.as_ref().filter(|_| paid >= sale_total.get())) {
                             return Ok(Paid::Done(PayOutcome::Existing(a.clone()), queue(c)?));
                         }
                         let releasing = tenders_releasing(c, &sale)?;
-                        if paid + valor.get() <= split.get() && paid + releasing + valor.get() > split.get() {
+                        if paid + valor.get() <= sale_total.get() && paid + releasing + valor.get() > sale_total.get() {
                             return Err(CoreError::Invalid(format!(
                                 "uma autorização desta venda está sendo desfeita ({}); aguarde o servidor confirmar antes de cobrar de novo",
                                 format_brl(releasing)
                             )));
                         }
-                        if paid + valor.get() > split.get() {
+                        if paid + valor.get() > sale_total.get() {
                             return Err(CoreError::TenderExceeds {
                                 asked: valor,
-                                falta: Total::new(split.get() - paid).unwrap_or_default(),
+                                falta: Total::new(sale_total.get() - paid).unwrap_or_default(),
                             });
                         }
-                        exec(c, "UPDATE sales SET total = ?2 WHERE sale_id = ?1 AND total IS NULL", params![sale.as_ref(), split.get()])?;
+                        exec(c, "UPDATE sales SET total = ?2 WHERE sale_id = ?1 AND total IS NULL", params![sale.as_ref(), sale_total.get()])?;
                     }
                 }
             let reviews = select_attempts(
@@ -166,7 +167,7 @@ impl Outbox {
                         &id,
                         sale_ref,
                         terminal.as_deref(),
-                        split,
+                        sale_total,
                         authorize,
                     ),
                     cartao.as_ref(),
@@ -175,7 +176,7 @@ impl Outbox {
                     None,
                 ),
                 PayMethod::Pix => (
-                    PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref(), split),
+                    PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref(), sale_total),
                     "",
                     None,
                     "pendente",

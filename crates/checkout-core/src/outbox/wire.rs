@@ -48,7 +48,7 @@ impl RequestBody<'_> {
         id: &AttemptId,
         sale: (&SaleId, u32),
         terminal: Option<&str>,
-        split: Option<Centavos>,
+        sale_total: Option<Centavos>,
         authorize: bool,
     ) -> Vec<u8> {
         serde_json::to_vec(&RequestBody {
@@ -62,11 +62,11 @@ impl RequestBody<'_> {
             referencia: id.as_ref(),
             descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
             terminal,
-            venda: split.map(|total| Venda {
+            venda: sale_total.map(|total| Venda {
                 referencia: sale.0.as_ref(),
                 total: total.get(),
             }),
-            captura: (authorize || split.is_some()).then_some(false),
+            captura: (authorize || sale_total.is_some()).then_some(false),
         })
         .expect("a request body always serialises")
     }
@@ -86,13 +86,13 @@ pub(super) struct PixRequestBody<'a> {
 }
 
 impl PixRequestBody<'_> {
-    /// The body of a Pix attempt (with `split`, one tender of a divided sale of that total).
+    /// The body of a Pix attempt (with `sale_total`, one tender of a divided sale of that total).
     pub fn bytes(
         valor: Centavos,
         id: &AttemptId,
         sale: (&SaleId, u32),
         terminal: Option<&str>,
-        split: Option<Centavos>,
+        sale_total: Option<Centavos>,
     ) -> Vec<u8> {
         serde_json::to_vec(&PixRequestBody {
             valor: valor.get(),
@@ -100,7 +100,7 @@ impl PixRequestBody<'_> {
             referencia: id.as_ref(),
             descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
             terminal,
-            venda: split.map(|total| Venda {
+            venda: sale_total.map(|total| Venda {
                 referencia: sale.0.as_ref(),
                 total: total.get(),
             }),
