@@ -417,7 +417,7 @@ pub async fn attempts(session: State<'_, Session>) -> Result<Snapshot> {
     let p = session.get()?;
     let attempts = p.checkout().recent_attempts(WINDOW_ATTEMPTS).await?;
     let sales = attempts.iter().map(|a| a.sale_id.clone()).collect();
-    let vendas = p.checkout().sale_views(sales).await?;
+    let vendas = views_of(p.checkout(), sales).await?;
     Ok(Snapshot {
         attempts,
         vendas,
@@ -464,7 +464,7 @@ pub async fn events<R: tauri::Runtime>(
             _ => None,
         })
         .collect();
-    let vendas = session.get()?.checkout().sale_views(changed).await?;
+    let vendas = views_of(session.get()?.checkout(), changed).await?;
     Ok(EventsReply { batch, vendas })
 }
 

@@ -210,10 +210,41 @@ fn can_keep_pix(a: &Attempt, of_sale: &[&Attempt]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{AttemptKind, CardPlan, Centavos, PixCharge, PixStatus};
+    use crate::domain::{
+        AttemptKind, CardPlan, CardToken, Centavos, IdempotencyKey, PixCharge, PixStatus,
+    };
 
     fn attempt(id: &str, valor: i64, state: AttemptState) -> Attempt {
-        Attempt::card_for_test(id, "venda-1", valor, state)
+        Attempt {
+            id: AttemptId::from_stored(id),
+            kind: AttemptKind::Pagamento,
+            refund_of: None,
+            refund_payment: None,
+            sale_id: SaleId::parse("venda-1").unwrap(),
+            idempotency_key: IdempotencyKey::from_stored(format!("k-{id}")),
+            valor: Centavos::new(valor).unwrap(),
+            cartao: CardToken::parse("tok_aprovado").ok(),
+            metodo: Means::Cartao,
+            plano: None,
+            pix: None,
+            state,
+            tries: 1,
+            next_try_at: 0,
+            last_tried_at: None,
+            last_error: None,
+            response_status: None,
+            payment_id: Some(format!("pay_{id}")),
+            motivo: None,
+            created_at: 0,
+            updated_at: 0,
+            review_checked_at: None,
+            sale_number: Some(1),
+            sale_day: None,
+            sale_total: None,
+            captura: None,
+            captura_por: None,
+            recebido: None,
+        }
     }
 
     fn part(id: &str, valor: i64, state: AttemptState, seq: i64) -> Attempt {

@@ -108,3 +108,14 @@ pub struct EventsReply {
     /// The sales the events changed, as the window may show them now.
     pub vendas: Vec<SaleView>,
 }
+
+/// The view of each of `sales` (once each), decided by the core.
+pub(super) async fn views_of(checkout: &Checkout, mut sales: Vec<SaleId>) -> Result<Vec<SaleView>> {
+    sales.sort_by(|a, b| a.as_ref().cmp(b.as_ref()));
+    sales.dedup();
+    let mut views = Vec::with_capacity(sales.len());
+    for sale in &sales {
+        views.push(checkout.sale_view(sale).await?);
+    }
+    Ok(views)
+}

@@ -3,12 +3,38 @@ use super::*;
 fn t(v: i64) -> Total {
     Total::new(v).unwrap()
 }
-use crate::domain::{Centavos, PixStatus};
+use crate::domain::{AttemptId, CardToken, Centavos, IdempotencyKey, PixStatus, SaleId};
 
 fn attempt(id: &str, sale: &str, n: u32, valor: i64, state: AttemptState) -> Attempt {
     Attempt {
+        id: AttemptId::from_stored(id),
+        kind: crate::domain::AttemptKind::Pagamento,
+        refund_of: None,
+        refund_payment: None,
+        sale_id: SaleId::parse(sale).unwrap(),
+        idempotency_key: IdempotencyKey::from_stored(format!("k-{id}")),
+        valor: Centavos::new(valor).unwrap(),
+        cartao: CardToken::parse("tok_aprovado").ok(),
+        metodo: Means::Cartao,
+        plano: None,
+        pix: None,
+        state,
+        tries: 1,
+        next_try_at: 0,
+        last_tried_at: None,
+        last_error: None,
+        response_status: None,
+        payment_id: Some(format!("pay_{id}")),
+        motivo: None,
+        created_at: 0,
+        updated_at: 0,
+        review_checked_at: None,
         sale_number: Some(n),
-        ..Attempt::card_for_test(id, sale, valor, state)
+        sale_day: Some("2026-12-01".into()),
+        sale_total: None,
+        captura: None,
+        captura_por: None,
+        recebido: None,
     }
 }
 

@@ -402,16 +402,10 @@ impl Checkout {
         self.inner.outbox.list().await
     }
 
-    /// What the window may show and offer for each of `sales` ([`SaleView`], once each), from
-    /// their attempts now, read at once.
-    pub async fn sale_views(&self, mut sales: Vec<SaleId>) -> Result<Vec<SaleView>> {
-        sales.sort_by(|a, b| a.as_ref().cmp(b.as_ref()));
-        sales.dedup();
-        let attempts = self.inner.outbox.sales_attempts(&sales).await?;
-        Ok(sales
-            .into_iter()
-            .map(|sale| SaleView::of(sale, &attempts))
-            .collect())
+    /// What the window may show and offer for `sale` ([`SaleView`]), from its attempts now.
+    pub async fn sale_view(&self, sale: &SaleId) -> Result<SaleView> {
+        let attempts = self.inner.outbox.sale_attempts(sale).await?;
+        Ok(SaleView::of(sale.clone(), &attempts))
     }
 
     /// The newest `limit` attempts and every unsettled one, oldest first (see [`Outbox::recent`]).

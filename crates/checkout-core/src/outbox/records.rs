@@ -75,42 +75,6 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// A card payment attempt `id` of `sale` with its server payment `pay_{id}`, for the
-    /// crate's unit tests.
-    #[cfg(test)]
-    pub(crate) fn card_for_test(id: &str, sale: &str, valor: i64, state: AttemptState) -> Attempt {
-        Attempt {
-            id: AttemptId::from_stored(id),
-            kind: AttemptKind::Pagamento,
-            refund_of: None,
-            refund_payment: None,
-            sale_id: SaleId::parse(sale).unwrap(),
-            idempotency_key: IdempotencyKey::from_stored(format!("k-{id}")),
-            valor: Centavos::new(valor).unwrap(),
-            cartao: CardToken::parse("tok_aprovado").ok(),
-            metodo: Means::Cartao,
-            plano: None,
-            pix: None,
-            state,
-            tries: 1,
-            next_try_at: 0,
-            last_tried_at: None,
-            last_error: None,
-            response_status: None,
-            payment_id: Some(format!("pay_{id}")),
-            motivo: None,
-            created_at: 0,
-            updated_at: 0,
-            review_checked_at: None,
-            sale_number: Some(1),
-            sale_day: Some("2026-12-01".into()),
-            sale_total: None,
-            captura: None,
-            captura_por: None,
-            recebido: None,
-        }
-    }
-
     /// True when it pays its sale: approved, and not an authorization being undone, undone or
     /// lapsed.
     pub fn pays(&self) -> bool {

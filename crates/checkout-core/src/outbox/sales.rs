@@ -353,20 +353,9 @@ impl Outbox {
         self.of_sale(sale, "AND kind = 'pagamento'").await
     }
 
-    /// Every attempt of each of `sales`, their refunds included, oldest first: one read however
-    /// many sales.
-    pub async fn sales_attempts(&self, sales: &[SaleId]) -> Result<Vec<Attempt>> {
-        let ids = serde_json::to_string(&sales.iter().map(AsRef::as_ref).collect::<Vec<&str>>())
-            .expect("strings serialise");
-        self.db
-            .read(move |c| {
-                Ok(select_attempts(
-                    c,
-                    "WHERE sale_id IN (SELECT value FROM json_each(?1)) ORDER BY seq",
-                    [ids],
-                )?)
-            })
-            .await
+    /// Every attempt of one sale, its refunds included, oldest first.
+    pub async fn sale_attempts(&self, sale: &SaleId) -> Result<Vec<Attempt>> {
+        self.of_sale(sale, "").await
     }
 
     async fn of_sale(&self, sale: &SaleId, only: &'static str) -> Result<Vec<Attempt>> {
