@@ -126,8 +126,14 @@ async fn both_kinds_in_one_batch(first: First) -> Timings {
             w.total >= w.waited + w.behind + w.ran + w.committed,
             "{w:?}"
         );
-        assert!(w.waited_for_core <= w.waited + 1 && w.ran_waiting_for_core <= w.ran + 1);
-        assert!(w.commit_on_core + w.commit_waiting_for_core <= w.committed + 1);
+        // Within their phases; running and committing share one boundary, where a preemption
+        // counts in the first's counters and the second's time: those two are bound together.
+        assert!(w.waited_for_core <= w.waited + 1, "{w:?}");
+        assert!(
+            w.ran_waiting_for_core + w.commit_on_core + w.commit_waiting_for_core
+                <= w.ran + w.committed + 2,
+            "{w:?}"
+        );
     }
     let slow = |w: &&WriteTime| w.waited >= 50_000;
     assert_eq!(

@@ -60,12 +60,17 @@ pub(super) fn writer_loop(
                 Err(_) => break,
             },
         };
-        let taken = Instant::now();
+        // Each phase's counters are read inside its clock readings (the counters after the
+        // clock where a phase starts, before it where one ends), so what the kernel counts in a
+        // phase is within the phase's time even when the thread is preempted between the two
+        // readings. Only the boundary between running and committing is shared: a preemption
+        // there counts in the first's counters and the second's time.
         let taken_sched = if profile.is_on() {
             sched.read()
         } else {
             Sched::default()
         };
+        let taken = Instant::now();
         // A profile started while the writer waited counts no wait for a core in this batch.
         let idle = idle.unwrap_or(taken_sched);
         let (mut durable, mut relaxed) = (Vec::new(), Vec::new());
@@ -104,6 +109,7 @@ pub(super) fn writer_loop(
             let log_before = LOG_PAGES.with(|p| p.get());
             let checkpointed = profile.read();
             let (ran, ran_sched) = commit(&conn, &mut synced, sync, jobs, Some(&sched));
+            let committed_sched = sched.read();
             let clock = BatchClock {
                 taken,
                 began,
@@ -111,7 +117,7 @@ pub(super) fn writer_loop(
                 committed: Instant::now(),
                 frames: appended(log_before),
                 beside_checkpoint: profile.ran_since(checkpointed),
-                sched: [idle, taken_sched, began_sched, ran_sched, sched.read()],
+                sched: [idle, taken_sched, began_sched, ran_sched, committed_sched],
             };
             profile.with(|t| t.record(sync, &queued, &clock));
         }

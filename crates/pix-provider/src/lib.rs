@@ -8,7 +8,8 @@
 //!   it is `CONCLUIDA`);
 //! - `PUT /pix/{e2eid}/devolucao/{id}` asks for a devolução under the client's own id (a reused id
 //!   is **400**, as PSPs answer it, not a replay); `GET` of the same path reads it;
-//! - `PUT /webhook/{chave}` registers where the `{"pix": [...]}` callback goes (`{webhookUrl}/pix`).
+//! - `PUT /webhook/{chave}` registers where the `{"pix": [...]}` callback goes (`{webhookUrl}/pix`);
+//!   `GET /webhook/{chave}` shows it.
 //!
 //! Callbacks are signed with Standard Webhooks (`webhook-id`, `webhook-timestamp`,
 //! `webhook-signature`: HMAC-SHA256 of `id.timestamp.body`, one signature per configured secret,

@@ -32,7 +32,7 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
             "/pix/{e2eid}/devolucao/{id}",
             put(create_devolucao).get(get_devolucao),
         )
-        .route("/webhook/{chave}", put(put_webhook))
+        .route("/webhook/{chave}", put(put_webhook).get(get_webhook))
         .route("/qa/cob/{txid}/pagar", post(qa_pay))
         .route("/qa/contagens", get(qa_counts))
         .route("/qa/cobs", get(qa_ledger))
@@ -373,6 +373,16 @@ async fn put_webhook(State(s): St, Path(chave): Path<String>, Json(body): Json<V
     match s.store.set_webhook(&chave, url) {
         Ok(()) => StatusCode::OK.into_response(),
         Err(e) => refused(e, "WebhookOperacaoInvalida"),
+    }
+}
+
+/// `GET /webhook/{chave}`: where the key's callbacks go (`{"webhookUrl", "chave"}`), or 404
+/// while none is registered.
+async fn get_webhook(State(s): St, Path(chave): Path<String>) -> Response {
+    match s.store.webhook(&chave) {
+        Ok(Some(url)) => Json(json!({"webhookUrl": url, "chave": chave})).into_response(),
+        Ok(None) => refused(Refused::NotFound, "WebhookNaoEncontrado"),
+        Err(e) => refused(e, "WebhookNaoEncontrado"),
     }
 }
 

@@ -283,6 +283,10 @@ async fn callbacks_are_signed_for_every_secret_and_sent_as_many_times_as_qa_asks
     let hook = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, receiver).await });
 
+    let (before, _) = psp
+        .send(reqwest::Method::GET, "/webhook/loja@pagar.dev", None)
+        .await;
+    assert_eq!(before, 404, "no webhook registered yet");
     let (status, _) = psp
         .send(
             reqwest::Method::PUT,
@@ -291,6 +295,12 @@ async fn callbacks_are_signed_for_every_secret_and_sent_as_many_times_as_qa_asks
         )
         .await;
     assert_eq!(status, 200);
+    let (shown, registered) = psp
+        .send(reqwest::Method::GET, "/webhook/loja@pagar.dev", None)
+        .await;
+    assert_eq!(shown, 200);
+    assert_eq!(registered["webhookUrl"], hook.as_str());
+    assert_eq!(registered["chave"], "loja@pagar.dev");
     psp.put_cob(TXID, "3.50").await;
     let (_, pix) = psp
         .process

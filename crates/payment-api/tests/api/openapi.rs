@@ -111,6 +111,7 @@ async fn a_client_generated_from_the_document_pays_replays_meets_a_409_and_looks
         psp.configure(c, crate::pix::SECRET, 60_000);
     })
     .await;
+    psp.webhook_registered().await;
     let (_, dir, doc) = served_document(&app).await;
     let generated = Command::new("openapi-python-client")
         .args(["generate", "--meta", "none", "--path"])

@@ -51,6 +51,24 @@ impl Provider {
         c.pix.pix_poll_ms = poll_ms;
     }
 
+    /// Waits until a server configured by [`Provider::configure`] has registered its webhook
+    /// (the server does it in the background at start; a Pix paid before would be found only by
+    /// the poll). Asked as a PSP's client would: `GET /webhook/{chave}`.
+    pub(crate) async fn webhook_registered(&self) {
+        let chave = payment_api::Config::sandbox("unused.db".into(), API_KEY, "loja_a", ADMIN)
+            .pix
+            .pix_key;
+        let url = format!("{}/webhook/{chave}", self.url);
+        assert!(
+            crate::helpers::eventually(Duration::from_secs(20), || async {
+                let res = self.client.get(&url).bearer_auth(PIX_TOKEN).send().await;
+                res.is_ok_and(|r| r.status() == StatusCode::OK)
+            })
+            .await,
+            "the server never registered its webhook at the provider"
+        );
+    }
+
     pub(crate) fn counts(&self) -> pix_provider::Counts {
         self.running.as_ref().unwrap().counts()
     }
@@ -111,7 +129,9 @@ pub(crate) async fn reconciled_once(app: &TestApp) {
 }
 
 async fn spawn(backend: Backend, provider: &Provider, poll_ms: u64) -> TestApp {
-    TestApp::spawn_with(backend, |c| provider.configure(c, SECRET, poll_ms)).await
+    let app = TestApp::spawn_with(backend, |c| provider.configure(c, SECRET, poll_ms)).await;
+    provider.webhook_registered().await;
+    app
 }
 
 fn pix(valor: i64, referencia: &str) -> Value {
@@ -500,6 +520,7 @@ async fn a_rotated_secret_is_accepted_during_the_rotation(#[case] backend: Backe
         psp.configure(c, &format!("{SECRET},{NEW_SECRET}"), 3_600_000)
     })
     .await;
+    psp.webhook_registered().await;
     let body: Value = app
         .pay(&new_key(), &pix(450, "venda-rotacao"))
         .await

@@ -94,6 +94,7 @@ async fn a_waiting_pix_keeps_its_key_and_its_part_of_the_sale_past_a_short_key_r
         c.reaper_interval_secs = 1;
     })
     .await;
+    psp.webhook_registered().await;
     let pix_key = new_key();
     let waiting: Value = app
         .pay(&pix_key, &pix_tender(1_000, "venda-retida", 1_000))

@@ -316,6 +316,7 @@ async fn a_pix_tender_holds_its_part_while_it_waits_and_frees_it_when_cancelled(
 ) {
     let psp = crate::pix::Provider::start(crate::pix::SECRET).await;
     let app = TestApp::spawn_with(backend, |c| psp.configure(c, crate::pix::SECRET, 60_000)).await;
+    psp.webhook_registered().await;
     let (c, u) = (&app.client, app.url.as_str());
     let pix_tender = |valor: i64| {
         json!({
