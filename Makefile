@@ -18,7 +18,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring zbar-tools
 
-.PHONY: run api replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
+.PHONY: run api maquininha deps-browser replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -58,6 +58,17 @@ replicas: deps-pg
 			--api-key $(API_KEY)=loja_sandbox --admin-token $(ADMIN_TOKEN) & \
 	done; wait
 
+## deps-browser: Chromium and its WebDriver (chromedriver), for the simulators' web pages.
+deps-browser:
+	@missing=""; for p in chromium chromium-driver; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; fi
+
+## maquininha: the card machine simulator on 127.0.0.1:8091; its page per terminal is
+## http://127.0.0.1:8091/terminais/PAGAR_SIM__POS-1 .
+maquininha:
+	@mkdir -p $(SANDBOX_DIR)
+	$(CARGO) run -p maquininha -- --database $(SANDBOX_DIR)/maquininha.db
+
 ## deps-pg: PostgreSQL for the multi-replica store and its tests, running on 127.0.0.1:5432.
 deps-pg:
 	@if ! command -v pg_ctlcluster >/dev/null || [ -z "$$(ls /etc/postgresql 2>/dev/null)" ]; then \
@@ -73,7 +84,7 @@ deps-pg:
 
 ## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window;
 ## the API suite also runs on PostgreSQL).
-test: deps-gui deps-pg deps-trials deps-openapi deps-node deps-fuse lint ui-test unit mutation-check
+test: deps-gui deps-browser deps-pg deps-trials deps-openapi deps-node deps-fuse lint ui-test unit mutation-check
 
 lint:
 	$(CARGO) fmt --all --check

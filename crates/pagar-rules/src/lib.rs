@@ -6,6 +6,7 @@
 //! Each crate keeps its own edge types over these (its `Centavos` parses what its edge receives:
 //! a cashier's `1.234,56`, a JSON integer) and its own wire: this crate is rules, not a protocol.
 
+pub mod decimal;
 mod plan;
 
 pub use plan::{installments, CardMethod, Financing, Plan, MAX_PARCELAS};

@@ -24,7 +24,6 @@
 
 mod routes;
 mod store;
-pub mod valor;
 mod webhook;
 
 pub use store::Counts;

@@ -1,7 +1,6 @@
 //! The HTTP surface: the API Pix routes Pagar uses, and the QA controls.
 
 use crate::store::{now_ms, Cob, Devolucao, PixDb, PixRecebido, Refused};
-use crate::valor;
 use crate::webhook::{Dispatcher, Mode};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
@@ -9,6 +8,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use pagar_rules::decimal as valor;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;

@@ -7,7 +7,9 @@
 //! - [`TlsFront`]: a TLS endpoint with a certificate authority made in the test, in front of a
 //!   plain-HTTP API, so a client can be made to trust it through a `ca_cert` file;
 //! - [`ApiProcess`]: the `payment-api` binary started as its own process on port 0;
-//! - [`PixProcess`]: the `pix-provider` simulator as its own process, with its QA controls.
+//! - [`PixProcess`]: the `pix-provider` simulator as its own process, with its QA controls;
+//! - [`webdriver::Chromium`]: headless Chromium through `chromedriver`, for the simulators' web
+//!   pages.
 //!
 //! Everything listens on loopback only.
 
@@ -15,6 +17,7 @@ mod api_process;
 mod fault_proxy;
 mod pix_process;
 mod tls_front;
+pub mod webdriver;
 
 pub use api_process::{
     payment_api_binary, ApiDatabase, ApiOptions, ApiProcess, ADMIN_TOKEN, API_KEY, MERCHANT,

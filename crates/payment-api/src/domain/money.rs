@@ -63,7 +63,7 @@ impl Centavos {
 
     /// The amount as the API Pix and the BR Code write it: reais with two decimals, `"12.34"`.
     pub fn as_reais(self) -> String {
-        format!("{}.{:02}", self.0 / 100, self.0 % 100)
+        pagar_rules::decimal::format(self.0)
     }
 }
 

@@ -43,7 +43,7 @@ pub(crate) async fn pix_disagreements(
         let txid = cob["txid"].as_str().unwrap_or_default();
         let valor = cob["valor"]["original"]
             .as_str()
-            .and_then(pix_provider::valor::parse);
+            .and_then(pagar_rules::decimal::parse);
         let Some(charge) = by_txid.get(txid) else {
             violation(format!(
                 "charge {txid} at the provider is unknown to the server"

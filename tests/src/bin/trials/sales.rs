@@ -77,7 +77,7 @@ pub(crate) async fn check_sales(
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|p| p["valor"].as_str().and_then(pix_provider::valor::parse))
+            .filter_map(|p| p["valor"].as_str().and_then(pagar_rules::decimal::parse))
             .sum();
         let removed = cob["status"]
             .as_str()

@@ -570,7 +570,7 @@ pub(crate) fn provider_pix(ledger: &Value) -> impl Iterator<Item = (&str, &str, 
             Some((
                 p["endToEndId"].as_str()?,
                 p["txid"].as_str()?,
-                pix_provider::valor::parse(p["valor"].as_str()?)?,
+                pagar_rules::decimal::parse(p["valor"].as_str()?)?,
             ))
         })
 }

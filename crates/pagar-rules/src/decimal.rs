@@ -1,5 +1,6 @@
-//! Amounts as the API Pix writes them: a string of reais with two decimals (`"12.34"`,
-//! pattern `\d{1,10}\.\d{2}`), read into and written from whole centavos (never floats).
+//! Amounts as providers write them on the wire (the API Pix's `valor.original`, Mercado Pago's
+//! `amount`): a string of reais with two decimals (`"12.34"`, pattern `\d{1,10}\.\d{2}`), read into
+//! and written from whole centavos (never floats).
 
 /// Centavos as `"12.34"`.
 pub fn format(centavos: i64) -> String {
