@@ -43,7 +43,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// How to start the simulator.
@@ -126,9 +125,7 @@ pub enum StartError {
 
 /// A running simulator.
 pub struct RunningMachine {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    serve: Option<JoinHandle<()>>,
+    served: provider_kit::Served,
     expiry: JoinHandle<()>,
     state: Arc<api::Shared>,
 }
@@ -136,12 +133,12 @@ pub struct RunningMachine {
 impl RunningMachine {
     /// Its base URL (`http://127.0.0.1:port`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.served.url()
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.served.addr()
     }
 
     /// Its own counts: orders, payments approved, refunds, notifications.
@@ -150,14 +147,9 @@ impl RunningMachine {
     }
 
     /// Stops serving and waits for it.
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
         self.expiry.abort();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(serve) = self.serve.take() {
-            let _ = serve.await;
-        }
+        self.served.shutdown().await
     }
 }
 
@@ -178,9 +170,6 @@ pub async fn start(config: Config) -> Result<RunningMachine, StartError> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| StartError::Bind(config.listen, e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| StartError::Bind(config.listen, e))?;
     let notifier = Arc::new(notify::Notifier::new(
         store.clone(),
         config.secret.clone(),
@@ -195,20 +184,12 @@ pub async fn start(config: Config) -> Result<RunningMachine, StartError> {
         silent: std::sync::Mutex::new(Vec::new()),
     });
     let app = api::router(state.clone()).merge(terminal::router(state.clone()));
-    let (stop, stopped) = oneshot::channel::<()>();
-    let serve = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let served = provider_kit::Served::start(listener, app)
+        .map_err(|e| StartError::Bind(config.listen, e))?;
     let expiry = tokio::spawn(api::expire_every(state.clone(), Duration::from_secs(1)));
-    tracing::info!(%addr, "card machine simulator listening");
+    tracing::info!(addr = %served.addr(), "card machine simulator listening");
     Ok(RunningMachine {
-        addr,
-        stop: Some(stop),
-        serve: Some(serve),
+        served,
         expiry,
         state,
     })

@@ -31,8 +31,6 @@ pub use store::Counts;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// How to start the simulator.
 #[derive(Debug, Clone, clap::Parser)]
@@ -92,21 +90,19 @@ pub enum StartError {
 
 /// A running simulator.
 pub struct RunningProvider {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    serve: Option<JoinHandle<()>>,
+    served: provider_kit::Served,
     state: Arc<routes::Shared>,
 }
 
 impl RunningProvider {
     /// Its base URL (`http://127.0.0.1:port`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.served.url()
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.served.addr()
     }
 
     /// Its own counts: charges made, Pix received, devoluções, callbacks.
@@ -115,13 +111,8 @@ impl RunningProvider {
     }
 
     /// Stops serving and waits for it.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(serve) = self.serve.take() {
-            let _ = serve.await;
-        }
+    pub async fn shutdown(self) {
+        self.served.shutdown().await
     }
 }
 
@@ -132,29 +123,14 @@ pub async fn start(config: Config) -> Result<RunningProvider, StartError> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| StartError::Bind(config.listen, e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| StartError::Bind(config.listen, e))?;
     let state = Arc::new(routes::Shared {
         store: Arc::new(store),
         token: config.token.clone(),
         location_base: config.location_base.clone(),
         webhooks: Arc::new(webhook::Dispatcher::new(signers)),
     });
-    let app = routes::router(state.clone());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let serve = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    tracing::info!(%addr, "Pix provider simulator listening");
-    Ok(RunningProvider {
-        addr,
-        stop: Some(stop),
-        serve: Some(serve),
-        state,
-    })
+    let served = provider_kit::Served::start(listener, routes::router(state.clone()))
+        .map_err(|e| StartError::Bind(config.listen, e))?;
+    tracing::info!(addr = %served.addr(), "Pix provider simulator listening");
+    Ok(RunningProvider { served, state })
 }

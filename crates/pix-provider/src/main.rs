@@ -4,28 +4,11 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let provider = match pix_provider::start(pix_provider::Config::parse()).await {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("pix-provider: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    // Tests and scripts read this line to learn the port when started with port 0.
-    println!("listening on {}", provider.url());
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    provider.shutdown().await;
-    std::process::ExitCode::SUCCESS
+    provider_kit::run_until_signal(
+        "pix-provider",
+        pix_provider::start(pix_provider::Config::parse()),
+        |running| running.url(),
+        async |running| running.shutdown().await,
+    )
+    .await
 }

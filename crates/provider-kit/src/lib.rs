@@ -1,0 +1,94 @@
+//! What every provider simulator (`pix-provider`, `maquininha`) shares as a process: a router
+//! served on a bound address until shut down ([`Served`]), and the body of its `main`
+//! ([`run_until_signal`]). The simulators' own routes, ledgers and rules stay in their crates.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A router being served, until [`Served::shutdown`].
+pub struct Served {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    serve: Option<JoinHandle<()>>,
+}
+
+impl Served {
+    /// Serves `app` on `listener` in the background.
+    pub fn start(listener: TcpListener, app: axum::Router) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serve = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Self {
+            addr,
+            stop: Some(stop),
+            serve: Some(serve),
+        })
+    }
+
+    /// Its base URL (`http://127.0.0.1:port`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops serving and waits for it.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(serve) = self.serve.take() {
+            let _ = serve.await;
+        }
+    }
+}
+
+/// A simulator's `main`: logs to stderr (`RUST_LOG`, `info` by default), starts it, prints
+/// `listening on <url>` (tests and scripts read that line to learn a port 0's port), and stops
+/// it on SIGTERM or Ctrl-C. A start that fails prints `<name>: <error>` and exits 1.
+pub async fn run_until_signal<S, E, F>(
+    name: &str,
+    start: F,
+    url: impl FnOnce(&S) -> String,
+    stop: impl AsyncFnOnce(S),
+) -> std::process::ExitCode
+where
+    E: std::fmt::Display,
+    F: Future<Output = Result<S, E>>,
+{
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let running = match start.await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    println!("listening on {}", url(&running));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    stop(running).await;
+    std::process::ExitCode::SUCCESS
+}
