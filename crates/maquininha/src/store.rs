@@ -296,30 +296,29 @@ impl Ledger {
 
     /// The open order of a terminal, if any.
     pub fn open_order(&self, terminal_id: &str) -> Result<Option<Order>, Refused> {
-        self.with(|c| {
-            let id: Option<String> = c
-                .query_row(
-                    "SELECT id FROM orders WHERE terminal_id = ?1 AND status IN ('created', 'at_terminal')",
-                    [terminal_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            id.map(|id| get(c, &id)).transpose()
-        })
+        self.first_order(
+            "WHERE terminal_id = ?1 AND status IN ('created', 'at_terminal')",
+            terminal_id,
+        )
     }
 
     /// The newest order of a terminal, whatever its state (the machine's screen shows how the
     /// last one ended).
     pub fn last_order(&self, terminal_id: &str) -> Result<Option<Order>, Refused> {
+        self.first_order(
+            "WHERE terminal_id = ?1 ORDER BY created_ms DESC, rowid DESC",
+            terminal_id,
+        )
+    }
+
+    fn first_order(&self, filter: &str, terminal_id: &str) -> Result<Option<Order>, Refused> {
         self.with(|c| {
-            let id: Option<String> = c
-                .query_row(
-                    "SELECT id FROM orders WHERE terminal_id = ?1 ORDER BY created_ms DESC, rowid DESC LIMIT 1",
-                    [terminal_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            id.map(|id| get(c, &id)).transpose()
+            Ok(c.query_row(
+                &format!("SELECT {ORDER_COLUMNS} FROM orders {filter} LIMIT 1"),
+                [terminal_id],
+                order_of,
+            )
+            .optional()?)
         })
     }
 

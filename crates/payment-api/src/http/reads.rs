@@ -25,7 +25,11 @@ pub(crate) async fn get_payment(
     // A card payment answers from its row, as before; a Pix is read from its charge (a received
     // one is a payment too, `meio` `pix`, but its state is the charge's).
     let payment = state.store().payment(&merchant, &id).await?;
-    if let Some(payment) = payment.filter(|p| p.meio != Means::Pix) {
+    let read_from_row = payment.as_ref().is_some_and(|p| match p.meio {
+        Means::Cartao => true,
+        Means::Pix => false,
+    });
+    if let Some(payment) = payment.filter(|_| read_from_row) {
         let refunds = state.store().refunds_of(&merchant, &id).await?;
         return Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response());
     }

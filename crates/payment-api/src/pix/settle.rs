@@ -119,8 +119,10 @@ impl Settler {
             if item.txid.as_deref().is_some_and(|t| t != txid.as_ref()) {
                 continue;
             }
-            let (Some(valor), Some(horario)) = (reais(&item.valor), parse_rfc3339(&item.horario))
-            else {
+            let (Some(valor), Some(horario)) = (
+                pagar_rules::decimal::parse(&item.valor),
+                parse_rfc3339(&item.horario),
+            ) else {
                 return Err(ApiError::GatewayUnavailable(format!(
                     "o provedor Pix deu um Pix ilegível: {item:?}"
                 )));
@@ -293,14 +295,4 @@ impl Settler {
             }
         }
     }
-}
-
-/// `"12.34"` as centavos (the API Pix's amount form).
-fn reais(s: &str) -> Option<i64> {
-    let (r, c) = s.split_once('.')?;
-    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    if !digits(r) || r.len() > 10 || c.len() != 2 || !digits(c) {
-        return None;
-    }
-    Some(r.parse::<i64>().ok()? * 100 + c.parse::<i64>().ok()?)
 }
