@@ -213,19 +213,28 @@ fn the_payment_api_flows_from_http_through_the_operations_to_the_stores() {
     let g = top_graph("payment-api");
     let uses = |a: &str, b: &str| g.get(a).is_some_and(|e| e.contains(b));
     let operations = [
-        "payments", "refunds", "cancel", "captures", "pix", "tenders",
+        "payments",
+        "refunds",
+        "cancel",
+        "captures",
+        "pix",
+        "maquininha",
+        "tenders",
     ];
     for a in operations {
         for b in operations {
             // Cancel by key voids a card payment's key through the payment operation, a tender's
-            // hold is the payments' and the Pix's first step, and a received Pix is paid back
-            // through the Pix provider: the only sanctioned uses.
+            // hold is the first step of the payments, the Pix and the card machine, and a
+            // received Pix or a card paid at the machine is paid back through its provider: the
+            // only sanctioned uses.
             let sanctioned = matches!(
                 (a, b),
                 ("cancel", "payments")
                     | ("payments", "tenders")
                     | ("pix", "tenders")
+                    | ("maquininha", "tenders")
                     | ("refunds", "pix")
+                    | ("refunds", "maquininha")
             );
             assert!(sanctioned || a == b || !uses(a, b), "{a} imports {b}");
         }
@@ -237,7 +246,7 @@ fn the_payment_api_flows_from_http_through_the_operations_to_the_stores() {
     }
     assert!(!uses("store", "idempotency") && !uses("store", "gateway"));
     assert!(
-        !uses("server", "pix") && !uses("server", "captures"),
+        !uses("server", "pix") && !uses("server", "captures") && !uses("server", "maquininha"),
         "server.rs knows no operation's settlement by name"
     );
 }

@@ -103,6 +103,9 @@ pub struct Config {
     /// The Pix provider (off unless `--pix-provider-url` is given).
     #[command(flatten)]
     pub pix: PixConfig,
+    /// The card machine's provider (off unless `--maquininha-url` is given).
+    #[command(flatten)]
+    pub maquininha: MachineConfig,
     /// Running inside another process (the desktop app's sandbox): faults that would take the
     /// host process down with it (`crash_after_charge`) are refused.
     #[arg(skip)]
@@ -139,6 +142,7 @@ impl std::fmt::Debug for Config {
             .field("log_json", &self.log_json)
             .field("faults", &self.faults)
             .field("pix", &self.pix)
+            .field("maquininha", &self.maquininha)
             .field("embedded", &self.embedded)
             .finish()
     }
@@ -209,6 +213,42 @@ impl std::fmt::Debug for PixConfig {
     }
 }
 
+/// Where card-machine orders are made (Mercado Pago's Point Orders API, or the bundled
+/// `maquininha` simulator), and how their notifications are checked.
+#[derive(Clone, clap::Args)]
+pub struct MachineConfig {
+    /// Base URL of the card machine's provider. Without it, a payment naming a `maquininha` is
+    /// answered 422 `maquininha-indisponivel`.
+    #[arg(long, env = "PAGAR_MAQUININHA_URL")]
+    pub maquininha_url: Option<String>,
+    /// The provider's access token (`Authorization: Bearer …`).
+    #[arg(
+        long,
+        env = "PAGAR_MAQUININHA_TOKEN",
+        default_value = "maquininha_sandbox_token"
+    )]
+    pub maquininha_token: String,
+    /// The secret the provider signs notifications with (its application's "assinatura
+    /// secreta"). Empty: every notification is refused and only the poll settles.
+    #[arg(long, env = "PAGAR_MAQUININHA_SECRET", default_value = "")]
+    pub maquininha_secret: String,
+    /// How often waiting orders are read from the provider (a lost notification is found so),
+    /// in milliseconds.
+    #[arg(long, env = "PAGAR_MAQUININHA_POLL_MS", default_value_t = 2_000)]
+    pub maquininha_poll_ms: u64,
+}
+
+impl std::fmt::Debug for MachineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MachineConfig")
+            .field("maquininha_url", &self.maquininha_url)
+            .field("maquininha_token", &"***")
+            .field("maquininha_secret", &"***")
+            .field("maquininha_poll_ms", &self.maquininha_poll_ms)
+            .finish()
+    }
+}
+
 /// Longest lease, retention or timeout the server accepts: ten years, far inside `i64` milliseconds.
 const MAX_DURATION_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 
@@ -271,6 +311,11 @@ impl Config {
             ("--slow-gateway-ms", self.slow_gateway_ms, 0),
             ("--authorization-ttl-ms", self.authorization_ttl_ms, 1),
             ("--pix-poll-ms", self.pix.pix_poll_ms, 10),
+            (
+                "--maquininha-poll-ms",
+                self.maquininha.maquininha_poll_ms,
+                10,
+            ),
             (
                 "--pix-reconcile-secs",
                 self.pix.pix_reconcile_secs.saturating_mul(1000),

@@ -70,6 +70,16 @@ pub enum ApiError {
         "esta chave é de um Pix que ainda pode ser pago: cancele o Pix e aguarde a confirmação"
     )]
     PixWaiting,
+    /// A cancellation by key asked for a card-machine order a card can still pay.
+    #[error(
+        "esta chave é de um pedido na maquininha que ainda pode ser pago: cancele o pedido e aguarde a confirmação"
+    )]
+    MachineWaiting,
+    /// The cashier cancelled an order the machine already took: only the machine ends it now.
+    #[error(
+        "a maquininha já está com o pedido: cancele na maquininha ou aguarde o cliente; o pedido ainda pode ser pago"
+    )]
+    MachineAtTerminal,
     /// This worker's lease was taken over while it executed.
     #[error("a execução desta chave foi assumida por outra requisição; tente de novo")]
     LeaseLost,
@@ -126,11 +136,14 @@ pub enum ApiError {
     #[error("gateway indisponível")]
     GatewayUnavailable(String),
     /// A Pix webhook whose signature or timestamp does not check out; nothing recorded.
-    #[error("webhook Pix recusado: {0}")]
+    #[error("webhook recusado: {0}")]
     WebhookRejected(String),
     /// A Pix asked of a server with no Pix provider configured.
     #[error("este servidor não tem provedor Pix configurado; pague com cartão")]
     PixUnavailable,
+    /// A card-machine payment asked of a server with no machine provider configured.
+    #[error("este servidor não tem maquininha configurada; use outra forma de pagamento")]
+    MachineUnavailable,
     /// A bug or a lost task: the request may be retried with the same key.
     #[error("erro interno: {0}")]
     Internal(String),
@@ -240,6 +253,18 @@ impl ApiError {
                 "Pix aguardando: cancele o Pix e aguarde a confirmação",
                 false,
             ),
+            MachineWaiting => (
+                StatusCode::CONFLICT,
+                "maquininha-aguardando",
+                "Pedido na maquininha: cancele o pedido e aguarde a confirmação",
+                false,
+            ),
+            MachineAtTerminal => (
+                StatusCode::CONFLICT,
+                "maquininha-com-o-pedido",
+                "A maquininha está com o pedido",
+                false,
+            ),
             LeaseLost => (
                 StatusCode::CONFLICT,
                 "lease-lost",
@@ -333,6 +358,12 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "pix-indisponivel",
                 "Pix indisponível",
+                false,
+            ),
+            MachineUnavailable => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "maquininha-indisponivel",
+                "Maquininha indisponível",
                 false,
             ),
             Startup(_) | Internal(_) => (

@@ -17,6 +17,7 @@ pub mod http;
 pub mod idempotency;
 pub mod listing;
 pub mod logging;
+pub mod maquininha;
 pub mod metrics;
 pub mod payments;
 pub mod pix;

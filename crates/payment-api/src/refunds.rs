@@ -22,6 +22,7 @@ use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::gateway::{ChargeDecision, Gateway, GatewayRefund};
 use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
+use crate::maquininha::{MachineProvider, OrderState};
 use crate::metrics::Metrics;
 use crate::pix::provider::PixProvider;
 use crate::schema::RefundBody;
@@ -38,6 +39,7 @@ pub struct Refunds {
     payments: Arc<dyn PaymentStore>,
     gateway: Arc<dyn Gateway>,
     pix: Option<Arc<dyn PixProvider>>,
+    machine: Option<Arc<dyn MachineProvider>>,
     metrics: Arc<Metrics>,
 }
 
@@ -58,6 +60,7 @@ impl Refunds {
         payments: Arc<dyn PaymentStore>,
         gateway: Arc<dyn Gateway>,
         pix: Option<Arc<dyn PixProvider>>,
+        machine: Option<Arc<dyn MachineProvider>>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -65,6 +68,7 @@ impl Refunds {
             payments,
             gateway,
             pix,
+            machine,
             metrics,
         }
     }
@@ -112,7 +116,41 @@ impl Refunds {
                 .gateway
                 .refund(downstream, &held.merchant, &charge.cobranca_id, held.valor)
                 .await?),
+            Means::Maquininha => self.ask_machine_provider(held, &charge).await,
         }
+    }
+
+    /// A card paid at the machine is paid back through its order (`POST /v1/orders/{id}/refund`),
+    /// under a key derived from the refund's (merchant, key): a retry gets the same refund. The
+    /// machine's provider pays back whole orders only: a part is declined, and its amount is
+    /// free again.
+    async fn ask_machine_provider(
+        &self,
+        held: &Refund,
+        charge: &crate::store::Payment,
+    ) -> Result<GatewayRefund> {
+        let provider = self.machine.as_ref().ok_or(ApiError::MachineUnavailable)?;
+        let key = crate::domain::OrderKey::derive_refund(&held.merchant, &held.idempotency_key);
+        if held.valor != charge.valor {
+            return Ok(GatewayRefund {
+                estorno_id: key.as_ref().to_string(),
+                decision: ChargeDecision::Recusado("maquininha_estorna_so_o_valor_inteiro".into()),
+                fresh: true,
+            });
+        }
+        let order = provider.refund(&charge.cobranca_id, &key).await?;
+        if order.status != "refunded" || order.state() != OrderState::Paid {
+            // Not paid back yet at the provider: asked again (same key) on the retry.
+            return Err(ApiError::GatewayUnavailable(format!(
+                "estorno do pedido {} na maquininha ainda não confirmado ({})",
+                order.id, order.status
+            )));
+        }
+        Ok(GatewayRefund {
+            estorno_id: format!("{}:{}", order.id, key.as_ref()),
+            decision: ChargeDecision::Aprovado,
+            fresh: true,
+        })
     }
 
     /// A received Pix is paid back by the Pix provider (a devolução), under an id derived from

@@ -9,6 +9,10 @@ use crate::gateway::simulator::SimulatorLedger;
 use crate::gateway::Gateway;
 use crate::idempotency::replay_cache::ReplayCache;
 use crate::idempotency::{Recover, Runner};
+use crate::maquininha::{
+    HttpMachineProvider, MachineKeys, MachinePoll, MachineProvider, MachineSettler, Maquininha,
+    NotificationVerifier,
+};
 use crate::metrics::Metrics;
 use crate::payments::Payments;
 use crate::pix::provider::{HttpPixProvider, PixProvider};
@@ -35,6 +39,7 @@ struct Shared {
     capture: Capture,
     undo: Undo,
     pix: Option<PixParts>,
+    machine: Option<MachineParts>,
     settlements: Vec<Arc<dyn Settlement>>,
     ledger: Option<Arc<dyn SimulatorLedger>>,
     api_keys: HashMap<String, MerchantId>,
@@ -58,6 +63,17 @@ pub struct PixParts {
     pub settler: Arc<Settler>,
     /// The webhook signature check.
     pub verifier: Verifier,
+}
+
+/// The card-machine operation and what settles its orders, when a provider is configured.
+#[derive(Debug)]
+pub struct MachineParts {
+    /// The keyed operation.
+    pub op: Arc<Maquininha>,
+    /// Notifications, poll, cancel and refunds.
+    pub settler: Arc<MachineSettler>,
+    /// The notifications' signature check.
+    pub verifier: NotificationVerifier,
 }
 
 impl std::fmt::Debug for Shared {
@@ -112,6 +128,13 @@ impl AppState {
                     &config.pix.pix_key,
                 )) as Arc<dyn PixProvider>
             });
+        let machine_provider: Option<Arc<dyn MachineProvider>> =
+            config.maquininha.maquininha_url.as_deref().map(|url| {
+                Arc::new(HttpMachineProvider::new(
+                    url,
+                    &config.maquininha.maquininha_token,
+                )) as Arc<dyn MachineProvider>
+            });
         let (capture, undo) =
             AuthorizationSteps::operations(store.clone(), gateway.clone(), metrics.clone());
         let refunds = Arc::new(Refunds::new(
@@ -119,10 +142,22 @@ impl AppState {
             store.clone(),
             gateway,
             provider.clone(),
+            machine_provider.clone(),
             metrics.clone(),
         ));
         let cancel = Cancel::new(store.clone(), store.clone(), payments.clone(), lease_ms)
-            .declare::<Pix>(Some(Arc::new(PixKeys(store.clone()))));
+            .declare::<Pix>(Some(Arc::new(PixKeys(store.clone()))))
+            .declare::<Maquininha>(Some(Arc::new(MachineKeys(store.clone()))));
+        let machine = machine_provider.map(|provider| MachineParts {
+            op: Arc::new(Maquininha::new(
+                store.clone(),
+                store.clone(),
+                provider.clone(),
+                config.key_retention_ms(),
+            )),
+            settler: Arc::new(MachineSettler::new(store.clone(), provider)),
+            verifier: NotificationVerifier::new(&config.maquininha.maquininha_secret),
+        });
         let pix = provider.map(|provider| {
             let settings = PixSettings {
                 expiry_secs: config.pix.pix_expiry_secs,
@@ -157,6 +192,12 @@ impl AppState {
                 config.pix.pix_webhook_url.clone(),
             )));
         }
+        if let Some(machine) = &machine {
+            settlements.push(Arc::new(MachinePoll::new(
+                machine.settler.clone(),
+                std::time::Duration::from_millis(config.maquininha.maquininha_poll_ms),
+            )));
+        }
         Self(Arc::new(Shared {
             store,
             runner,
@@ -166,6 +207,7 @@ impl AppState {
             capture,
             undo,
             pix,
+            machine,
             settlements,
             ledger,
             api_keys,
@@ -221,6 +263,11 @@ impl AppState {
         self.0.pix.as_ref()
     }
 
+    /// The card-machine operation and its settler (off unless `--maquininha-url` is given).
+    pub fn machine(&self) -> Option<&MachineParts> {
+        self.0.machine.as_ref()
+    }
+
     /// The later settlements of every operation whose resources settle after their first
     /// answer; the server runs each on its own timer.
     pub fn settlements(&self) -> &[Arc<dyn Settlement>] {
@@ -238,6 +285,9 @@ impl AppState {
         ];
         if let Some(pix) = &self.0.pix {
             all.push(pix.op.as_ref());
+        }
+        if let Some(machine) = &self.0.machine {
+            all.push(machine.op.as_ref());
         }
         all
     }

@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-/// What took a payment's money, and so who pays it back: the card gateway or the Pix provider.
+/// What took a payment's money, and so who pays it back: the card gateway, the Pix provider or
+/// the card machine's provider.
 /// A new means is a new variant: the compiler then names every place that treats them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Means {
@@ -11,6 +12,8 @@ pub enum Means {
     Cartao,
     /// A Pix received by the Pix provider (`cobranca_id`: the Pix's `endToEndId`).
     Pix,
+    /// A card at the card machine (`cobranca_id`: the machine provider's order id).
+    Maquininha,
 }
 
 /// A stored `meio` this server does not know.
@@ -20,13 +23,14 @@ pub struct UnknownMeans(pub String);
 
 impl Means {
     /// Every means, for tests that go through them all.
-    pub const ALL: [Means; 2] = [Means::Cartao, Means::Pix];
+    pub const ALL: [Means; 3] = [Means::Cartao, Means::Pix, Means::Maquininha];
 
     /// The column and JSON form.
     pub fn as_str(self) -> &'static str {
         match self {
             Means::Cartao => "cartao",
             Means::Pix => "pix",
+            Means::Maquininha => "maquininha",
         }
     }
 

@@ -11,21 +11,22 @@ pub use openapi::ApiDoc;
 use crate::captures::AuthorizationSteps;
 use crate::conn::ConnHandle;
 use crate::domain::{
-    BodyDigest, CaptureStep, FieldError, IdempotencyKey, Means, MerchantId, PaymentId, PixRequest,
-    PixStatus,
+    BodyDigest, CaptureStep, FieldError, IdempotencyKey, MachineRequest, MachineStatus, Means,
+    MerchantId, PaymentId, PixRequest, PixStatus,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Answer, Keyed, Operation};
 use crate::listing::{Cursor, RangeParams};
+use crate::maquininha::Maquininha;
 use crate::metrics::RequestOutcome;
 use crate::payments::Payments;
 use crate::pix::Pix;
 use crate::refunds::Refunds;
 use crate::schema::{
-    CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, NovoCancelamento, NovoEstorno,
-    NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail, PaymentList, PaymentRead,
-    PixPaymentBody, Problem, RefundBody, RefundLedgerEntry, VendaBody,
+    CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, MachinePaymentBody,
+    NovoCancelamento, NovoEstorno, NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail,
+    PaymentList, PaymentRead, PixPaymentBody, Problem, RefundBody, RefundLedgerEntry, VendaBody,
 };
 use crate::state::AppState;
 use crate::store::{PaymentField, StoredResponse};
@@ -58,9 +59,10 @@ pub fn app(state: AppState) -> Router {
         .route("/pagamentos/{id}/estornos", post(create_refund))
         .route("/pagamentos/{id}/captura", post(capture_payment))
         .route("/pagamentos/{id}/desfazimento", post(undo_payment))
-        .route("/pagamentos/{id}/cancelamento", post(cancel_pix))
+        .route("/pagamentos/{id}/cancelamento", post(cancel_waiting))
         .route("/vendas/{referencia}", get(get_sale))
         .route("/webhooks/pix", post(pix_webhook))
+        .route("/webhooks/maquininha", post(machine_notification))
         .route("/health", get(health))
         .route("/health/ready", get(ready))
         .route("/openapi.json", get(openapi))
@@ -169,7 +171,7 @@ async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<axum:
     request_body = NovoPagamento,
     params(("Idempotency-Key" = String, Header, description = "Required. 1–255 visible ASCII characters (0x21–0x7E); the bare form `abc` and the structured-field string `\"abc\"` are the same key. A fresh UUID per checkout attempt.")),
     responses(
-        (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays); for `\"metodo\": \"pix\"`, a `PagamentoPix` answered `aguardando` with its QR's text, replayed byte for byte while its later state is read with `GET /pagamentos/{id}`", body = PaymentCreated,
+        (status = 201, description = "Approved (`Idempotent-Replayed: true` on replays); for `\"metodo\": \"pix\"`, a `PagamentoPix` answered `aguardando` with its QR's text, and for a body naming a `maquininha`, a `PagamentoMaquininha` answered `aguardando` once the order is at the machine's provider: both replayed byte for byte while their later state is read with `GET /pagamentos/{id}`", body = PaymentCreated,
             headers(("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with this key")),
             example = json!({"id":"pay_01a22fa12b2a7548958ed7ad12747e3e","status":"aprovado","valor":1234,"moeda":"BRL","referencia":"venda-0042","idempotency_key":"2b0a4a52-0d57-4b0e-9f43-3c1d1f1e2a10","cobranca_id":"ch_01a22fa12b2a7548958ed7ac30b17adf","meio":"cartao","criado_em":"2026-12-01T03:23:41.226Z"})),
         (status = 402, description = "Declined; stored and replayed like an approval", body = PaymentBody,
@@ -203,6 +205,15 @@ pub(crate) async fn create_payment(
         if PixRequest::wanted(&json) {
             let op = state.pix().ok_or(ApiError::PixUnavailable)?.op.clone();
             let keyed = Pix::prepare(m, k, json)?.with_digest(digest);
+            return state.runner().run(op, keyed, &faults).await;
+        }
+        if MachineRequest::wanted(&json) {
+            let op = state
+                .machine()
+                .ok_or(ApiError::MachineUnavailable)?
+                .op
+                .clone();
+            let keyed = Maquininha::prepare(m, k, json)?.with_digest(digest);
             return state.runner().run(op, keyed, &faults).await;
         }
         let keyed = Payments::prepare(m, k, json)?.with_digest(digest);

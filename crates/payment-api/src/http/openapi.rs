@@ -2,9 +2,10 @@
 
 use super::*;
 use crate::schema::{
-    CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, NovoCancelamento, NovoEstorno,
-    NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail, PaymentList, PaymentRead, PixDetail,
-    PixPaymentBody, Problem, RefundBody, RefundLedgerEntry, VendaBody, VendaTender,
+    CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, MachineDetail, NovoCancelamento,
+    NovoEstorno, NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail, PaymentList,
+    PaymentRead, PixDetail, PixPaymentBody, Problem, RefundBody, RefundLedgerEntry, VendaBody,
+    VendaTender,
 };
 
 struct SecuritySchemes;
@@ -26,8 +27,8 @@ impl utoipa::Modify for SecuritySchemes {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Pagar payment API", description = "Honours Idempotency-Key: each key charges at most once and replays its stored answer."),
-    paths(create_payment, create_refund, capture_payment, undo_payment, cancel_payment_key, get_payment, get_sale, cancel_pix, pix_webhook, list_payments, health, ready, admin_ledger, admin_get_faults, admin_put_faults),
-    components(schemas(NovoPagamento, PaymentBody, PaymentList, Problem, Ledger, LedgerEntry, Faults, Health, NovoEstorno, RefundBody, PaymentDetail, RefundLedgerEntry, EmAndamento, NovoCancelamento, CancelamentoBody, PixPaymentBody, PixDetail, PaymentCreated, PaymentRead, VendaBody, VendaTender)),
+    paths(create_payment, create_refund, capture_payment, undo_payment, cancel_payment_key, get_payment, get_sale, cancel_waiting, pix_webhook, machine_notification, list_payments, health, ready, admin_ledger, admin_get_faults, admin_put_faults),
+    components(schemas(NovoPagamento, PaymentBody, PaymentList, Problem, Ledger, LedgerEntry, Faults, Health, NovoEstorno, RefundBody, PaymentDetail, RefundLedgerEntry, EmAndamento, NovoCancelamento, CancelamentoBody, PixPaymentBody, PixDetail, MachinePaymentBody, MachineDetail, PaymentCreated, PaymentRead, VendaBody, VendaTender)),
     modifiers(&SecuritySchemes)
 )]
 pub struct ApiDoc;

@@ -9,7 +9,7 @@ use super::*;
     path = "/pagamentos/{id}",
     params(("id" = String, Path, description = "`pay_…`"), WaitQuery),
     responses(
-        (status = 200, description = "A card payment as it was answered, with what was refunded, what is left to refund, and its refunds (`PaymentDetail`); or a Pix in its state now (`PagamentoPix`)", body = PaymentRead),
+        (status = 200, description = "A card payment as it was answered, with what was refunded, what is left to refund, and its refunds (`PaymentDetail`); or a Pix in its state now (`PagamentoPix`); or a card at the machine in its state now (`PagamentoMaquininha`: `?aguardar` also returns when the machine takes the order)", body = PaymentRead),
         (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -22,22 +22,33 @@ pub(crate) async fn get_payment(
 ) -> Result<Response> {
     let Query(wait) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
-    // A card payment answers from its row, as before; a Pix is read from its charge (a received
-    // one is a payment too, `meio` `pix`, but its state is the charge's).
+    // A card payment answers from its row, as before; a Pix is read from its charge and a card
+    // at the machine from its order (a paid one is a payment too, but its state is the
+    // resource's).
     let payment = state.store().payment(&merchant, &id).await?;
     let read_from_row = payment.as_ref().is_some_and(|p| match p.meio {
         Means::Cartao => true,
-        Means::Pix => false,
+        Means::Pix | Means::Maquininha => false,
     });
     if let Some(payment) = payment.filter(|_| read_from_row) {
         let refunds = state.store().refunds_of(&merchant, &id).await?;
         return Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response());
     }
-    let charge = state
-        .store()
-        .pix_charge(&merchant, &id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    let Some(charge) = state.store().pix_charge(&merchant, &id).await? else {
+        let order = state
+            .store()
+            .machine_order(&merchant, &id)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        let order = match (wait.aguardar, state.machine()) {
+            (Some(secs), Some(machine)) if order.status == MachineStatus::Aguardando => {
+                wait_for_machine(&state, machine, &merchant, &id, order, secs).await?
+            }
+            _ => order,
+        };
+        let refunds = state.store().refunds_of(&merchant, &id).await?;
+        return Ok(Json(MachinePaymentBody::with_refunds(&order, &refunds)).into_response());
+    };
     let charge = match (wait.aguardar, state.pix()) {
         (Some(secs), Some(pix)) if charge.status == PixStatus::Aguardando => {
             wait_for_change(&state, pix, &merchant, &id, charge, secs).await?
@@ -131,6 +142,39 @@ pub(super) async fn wait_for_change(
     Ok(charge)
 }
 
+/// Waits up to `secs` for a card-machine order to move: its status, or the machine's own state
+/// (`created` → `at_terminal`: the screen shows the machine took it).
+pub(super) async fn wait_for_machine(
+    state: &AppState,
+    machine: &crate::state::MachineParts,
+    merchant: &MerchantId,
+    id: &PaymentId,
+    mut order: crate::store::MachineOrder,
+    secs: u64,
+) -> Result<crate::store::MachineOrder> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs.min(MAX_WAIT_SECS));
+    let first = order.estado.clone();
+    while order.status == MachineStatus::Aguardando
+        && order.estado == first
+        && tokio::time::Instant::now() < deadline
+    {
+        let changed = machine.settler.changed().notified();
+        let tick = tokio::time::sleep_until(
+            deadline.min(tokio::time::Instant::now() + Duration::from_secs(1)),
+        );
+        tokio::select! {
+            _ = changed => {}
+            _ = tick => {}
+        }
+        order = state
+            .store()
+            .machine_order(merchant, id)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+    }
+    Ok(order)
+}
+
 /// A lookup by exactly one of `referencia` and `idempotency_key`, or a time range (`desde` and
 /// `ate`, with `cursor`, `limite` and `terminal`).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -203,6 +247,7 @@ pub(crate) async fn list_payments(
             proximo: Some(proximo),
             em_andamento: None,
             pix: None,
+            maquininha: None,
         }));
     }
     if [&q.referencia, &q.idempotency_key]
@@ -232,10 +277,13 @@ pub(crate) async fn list_payments(
         .await?;
     let pagamentos = state.store().payments_by(&merchant, field, &value).await?;
     let pix = state.store().pix_by(&merchant, field, &value).await?;
+    let machine = state.store().machine_by(&merchant, field, &value).await?;
     Ok(Json(PaymentList {
         pagamentos: pagamentos.iter().map(PaymentBody::from).collect(),
         proximo: None,
         em_andamento: Some(executing.iter().map(EmAndamento::from).collect()),
         pix: (!pix.is_empty()).then(|| pix.iter().map(PixPaymentBody::from).collect()),
+        maquininha: (!machine.is_empty())
+            .then(|| machine.iter().map(MachinePaymentBody::from).collect()),
     }))
 }

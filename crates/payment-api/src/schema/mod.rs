@@ -12,8 +12,10 @@ use crate::store::{Payment, PixCharge, Refund};
 use serde::{Deserialize, Serialize};
 
 mod ledger;
+mod machine;
 
 pub use ledger::*;
+pub use machine::*;
 
 /// A payment as `POST /pagamentos` answers it and lookups return it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -53,7 +55,8 @@ pub struct PaymentBody {
     /// The id of the money at whoever took it: the gateway's charge id for a card, the Pix's
     /// endToEndId for a Pix.
     pub cobranca_id: String,
-    /// Who took the money: `cartao` (the card gateway) or `pix` (the Pix provider).
+    /// Who took the money: `cartao` (the card gateway), `pix` (the Pix provider) or
+    /// `maquininha` (the card machine's provider).
     #[schema(example = "cartao")]
     pub meio: &'static str,
     /// Creation time, RFC 3339.
@@ -152,6 +155,8 @@ pub enum PaymentCreated {
     Cartao(PaymentBody),
     /// A Pix.
     Pix(PixPaymentBody),
+    /// A card at the card machine.
+    Maquininha(MachinePaymentBody),
 }
 
 /// What `GET /pagamentos/{id}` answers: a card payment with its refunds, or a Pix in its state
@@ -164,6 +169,8 @@ pub enum PaymentRead {
     Cartao(PaymentDetail),
     /// A Pix.
     Pix(PixPaymentBody),
+    /// A card at the card machine.
+    Maquininha(MachinePaymentBody),
 }
 
 /// The Pix side of a Pix payment.
@@ -342,6 +349,10 @@ pub struct PaymentList {
     /// A look-up by `referencia` or `idempotency_key` only: Pix charges found, in their state now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pix: Option<Vec<PixPaymentBody>>,
+    /// A look-up by `referencia` or `idempotency_key` only: card-machine orders found, in their
+    /// state now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maquininha: Option<Vec<MachinePaymentBody>>,
     /// A time range only: the `cursor` of the next page, or `null` on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, nullable)]
@@ -529,6 +540,13 @@ pub struct NovoPagamento {
     captura: Option<bool>,
     /// Pix only: seconds until the charge expires (30–86 400; the server's default otherwise).
     expiracao: Option<u32>,
+    /// The card machine that takes the card (its provider's `terminal_id`, 1–64 of `A-Z a-z 0-9
+    /// _ -`): the customer pays there, so no `cartao`. `metodo` (`debito`, `credito`,
+    /// `voucher`) and `parcelas` are what the machine offers first. Answered 201 `aguardando`
+    /// (`PagamentoMaquininha`); its later state is read with `GET /pagamentos/{id}`, and
+    /// `POST /pagamentos/{id}/cancelamento` cancels it while the machine has not taken it.
+    #[schema(example = "PAGAR_SIM__POS-1")]
+    maquininha: Option<String>,
     /// Free text, up to 255 characters.
     descricao: Option<String>,
     /// Client reference, up to 255 characters; findable forever with `GET /pagamentos?referencia=`.

@@ -9,6 +9,7 @@
 mod claim;
 mod error;
 mod keys;
+mod machine;
 mod payments;
 mod pix;
 #[cfg(feature = "postgres")]
@@ -21,6 +22,7 @@ mod sqlite;
 pub use error::describe_postgres;
 pub use error::StoreError;
 pub use keys::*;
+pub use machine::*;
 pub use payments::*;
 pub use pix::*;
 #[cfg(feature = "postgres")]
@@ -70,7 +72,9 @@ pub trait Clocked: Send + Sync + std::fmt::Debug + 'static {
 
 /// A whole store: every concern of one database, and its health.
 #[async_trait::async_trait]
-pub trait Store: KeyStore + PaymentStore + RefundStore + PixStore + SaleStore {
+pub trait Store:
+    KeyStore + PaymentStore + RefundStore + PixStore + MachineStore + SaleStore
+{
     /// Answers when the store can serve.
     async fn health(&self) -> StoreResult<()>;
     /// Answers when the store can take writes as well (readiness): by default, [`Store::health`].

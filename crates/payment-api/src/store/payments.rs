@@ -79,6 +79,45 @@ pub(crate) fn received_pix_insert(e2e: &str, valor: &str, now: &str, charge: &st
     )
 }
 
+/// The payment a paid card-machine order becomes, column by column, over its order
+/// (`machine_orders`) and two parameters, `{plano}` (how it was paid) and `{now}`; checked
+/// against [`PAYMENT_COLUMN_NAMES`] at compile time as [`RECEIVED_PIX_PAYMENT`] is.
+pub(crate) const PAID_MACHINE_PAYMENT: [(&str, &str); PAYMENT_COLUMN_NAMES.len()] = [
+    ("id", "id"),
+    ("merchant", "merchant"),
+    ("idempotency_key", "idempotency_key"),
+    ("valor", "valor"),
+    ("status", "'aprovado'"),
+    ("motivo", "NULL"),
+    ("descricao", "descricao"),
+    ("referencia", "referencia"),
+    ("cobranca_id", "order_id"),
+    ("created_at", "{now}"),
+    ("terminal", "terminal"),
+    ("plano", "{plano}"),
+    ("meio", "'maquininha'"),
+];
+const _: () = assert!(
+    names_columns(&PAID_MACHINE_PAYMENT, &PAYMENT_COLUMN_NAMES),
+    "PAID_MACHINE_PAYMENT must write every payment column, in PAYMENT_COLUMN_NAMES's order"
+);
+
+/// The `INSERT … SELECT` that makes the order `{order}` a payment once it is `aprovado`, with
+/// each dialect's parameters (`plano`, `now`, `order`); a second time adds nothing.
+pub(crate) fn paid_machine_insert(plano: &str, now: &str, order: &str) -> String {
+    let select = PAID_MACHINE_PAYMENT
+        .iter()
+        .map(|(_, expr)| expr.replace("{plano}", plano).replace("{now}", now))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint)
+         SELECT {select}, fingerprint FROM machine_orders
+         WHERE order_id = {order} AND status = 'aprovado'
+         ON CONFLICT DO NOTHING"
+    )
+}
+
 /// True when `list` is `names` joined by `", "`.
 const fn lists_columns(list: &str, names: &[&str]) -> bool {
     let list = list.as_bytes();

@@ -24,7 +24,9 @@ mod helpers;
 mod key_syntax;
 mod listing;
 mod logs;
+
 mod lookups;
+mod maquininha;
 mod openapi;
 mod pix;
 mod pix_edges;

@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio_postgres::{NoTls, Row};
 
 mod keys;
+mod machine;
 mod payments;
 mod pix;
 mod refunds;

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod keys;
+mod machine;
 mod payments;
 mod pix;
 mod refunds;
@@ -50,6 +51,9 @@ fn migrations() -> Migrations<'static> {
         )),
         M::up(include_str!(
             "../../../migrations/sqlite/V13__tender_resources.sql"
+        )),
+        M::up(include_str!(
+            "../../../migrations/sqlite/V14__card_machine.sql"
         )),
     ])
 }

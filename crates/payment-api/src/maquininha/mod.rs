@@ -1,0 +1,298 @@
+//! The card machine: `POST /pagamentos` naming a `"maquininha"`, under an idempotency key, run by
+//! the same runner as every operation (`crate::idempotency`), and the settlement that follows.
+//!
+//! 1. **Order** ([`Maquininha`], an [`Operation`]): `POST /v1/orders` at the machine's provider
+//!    under an `X-Idempotency-Key` derived from (merchant, key), so a retry or a takeover after a
+//!    crash gets the same order back, never a second one. The order and its first answer,
+//!    **201 `aguardando`**, are written in one fenced transaction; every replay repeats those
+//!    bytes.
+//! 2. **Settle** ([`MachineSettler`]): a signed notification or the poll reads the order back
+//!    from the provider (a notification's body is never trusted) and applies it once: paid, it
+//!    becomes a payment in the same transaction; declined, cancelled or expired, it is closed. The
+//!    cashier's cancel asks the provider, which cancels only an order the machine has not taken:
+//!    once a card can be presented only the machine ends it, and the answer says so instead of
+//!    "cancelado".
+//! 3. **Read**: `GET /pagamentos/{id}` gives the order's state now (and can wait for a change).
+
+mod provider;
+mod settle;
+
+pub use provider::{
+    CancelAnswer, HttpMachineProvider, MachineProvider, Order, OrderState, ProviderError,
+};
+pub use settle::{MachinePoll, MachineSettler, NotificationVerifier};
+
+use crate::clock::Millis;
+use crate::domain::{
+    CancelByKey, FieldError, IdempotencyKey, KeyOperation, MachineRequest, MachineStatus,
+    MerchantId, OrderKey, PaymentId,
+};
+use crate::error::{ApiError, Result};
+use crate::faults::Faults;
+use crate::idempotency::{Completed, Held, KeyResource, Keyed, Operation, Recovery, ResourceState};
+use crate::schema::MachinePaymentBody;
+use crate::store::{
+    FinishOutcome, MachineCompletion, MachineOrder, MachineStore, PaymentField, SaleStore,
+    StoredResponse,
+};
+use std::sync::Arc;
+
+impl From<ProviderError> for ApiError {
+    fn from(e: ProviderError) -> Self {
+        ApiError::GatewayUnavailable(e.to_string())
+    }
+}
+
+/// The card-machine operation.
+#[derive(Debug)]
+pub struct Maquininha {
+    store: Arc<dyn MachineStore>,
+    sales: Arc<dyn SaleStore>,
+    provider: Arc<dyn MachineProvider>,
+    key_retention_ms: Millis,
+}
+
+impl Maquininha {
+    /// The operation on these parts.
+    pub fn new(
+        store: Arc<dyn MachineStore>,
+        sales: Arc<dyn SaleStore>,
+        provider: Arc<dyn MachineProvider>,
+        key_retention_ms: Millis,
+    ) -> Self {
+        Self {
+            store,
+            sales,
+            provider,
+            key_retention_ms,
+        }
+    }
+
+    /// Validates a card-machine body and fingerprints it. Nothing is stored for a request that
+    /// fails here.
+    pub fn prepare(
+        merchant: MerchantId,
+        key: IdempotencyKey,
+        body: serde_json::Value,
+    ) -> Result<Keyed<MachineRequest>> {
+        let request = MachineRequest::from_json(&body).map_err(ApiError::Validation)?;
+        Ok(Keyed::new(merchant, key, "/pagamentos", &body, request))
+    }
+
+    /// The key's order at the provider: made now, or, for a key used before, the one it made.
+    async fn order_for(
+        &self,
+        held: &Held<'_>,
+        request: &MachineRequest,
+    ) -> std::result::Result<Order, ProviderError> {
+        let key = OrderKey::derive(held.merchant, held.key);
+        self.provider
+            .create(
+                &key,
+                &request.maquininha,
+                request.valor,
+                request.plano,
+                // The reference the provider keeps is the order key itself: the same for every
+                // retry of the request, and within its character set.
+                key.as_ref(),
+                request.descricao.as_deref(),
+            )
+            .await
+    }
+
+    /// The order as stored, from what the provider answered and what the request adds.
+    fn order_of(&self, held: &Held<'_>, request: &MachineRequest, order: &Order) -> MachineOrder {
+        let now = self.store.now_ms();
+        MachineOrder {
+            id: PaymentId::new(),
+            merchant: held.merchant.clone(),
+            idempotency_key: held.key.clone(),
+            order_id: order.id.clone(),
+            maquininha: request.maquininha.clone(),
+            valor: request.valor,
+            plano: request.plano,
+            status: MachineStatus::Aguardando,
+            estado: order.status.clone(),
+            motivo: None,
+            plano_pago: None,
+            descricao: request.descricao.clone(),
+            referencia: request.referencia.clone(),
+            terminal: request.terminal.clone(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// Writes the order and its first answer under the key's fence.
+    async fn finish(&self, held: &Held<'_>, order: MachineOrder) -> Result<Completed> {
+        let response = response_for(&order);
+        let finished = self
+            .store
+            .finish_machine(MachineCompletion {
+                fence: held.fence,
+                order: order.clone(),
+                response: response.clone(),
+                fingerprint: held.fingerprint.clone(),
+            })
+            .await?;
+        if finished == FinishOutcome::Stored {
+            tracing::info!(payment = %order.id, order = %order.order_id, machine = %order.maquininha, "card machine order sent");
+        }
+        Ok(Completed::first(finished, response, order.created_at))
+    }
+
+    /// The key's order is already stored (the key was purged and the same request came again,
+    /// or another worker stored it): the same request gets it as a replay, another one a 422.
+    async fn existing(&self, held: &Held<'_>, order_id: &str) -> Result<Option<Completed>> {
+        let Some((order, fingerprint)) = self.store.machine_by_order(order_id).await? else {
+            return Ok(None);
+        };
+        if fingerprint.is_some_and(|fp| fp != *held.fingerprint) {
+            held.forget().await?;
+            return Err(ApiError::FingerprintMismatch);
+        }
+        let first = first_answer(&order);
+        held.complete_with_existing(order.id.as_ref(), first)
+            .await
+            .map(Some)
+    }
+}
+
+/// The answer of an order as it stands.
+fn response_for(order: &MachineOrder) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        body: MachinePaymentBody::bytes_of(order),
+    }
+}
+
+/// The first answer of an order (`aguardando`), whatever it is now.
+fn first_answer(order: &MachineOrder) -> StoredResponse {
+    response_for(&MachineOrder {
+        status: MachineStatus::Aguardando,
+        motivo: None,
+        plano_pago: None,
+        ..order.clone()
+    })
+}
+
+#[async_trait::async_trait]
+impl Operation for Maquininha {
+    type Request = MachineRequest;
+    const KIND: KeyOperation = KeyOperation::named("maquininha");
+    const CANCEL_BY_KEY: CancelByKey = CancelByKey::AskResource;
+
+    fn referencia(request: &MachineRequest) -> Option<String> {
+        request.referencia.clone()
+    }
+
+    async fn execute(
+        &self,
+        held: &Held<'_>,
+        request: &MachineRequest,
+        faults: &Faults,
+    ) -> Result<Completed> {
+        // A part of a divided sale holds its amount before its order exists: while a card may
+        // pay it, nothing else may take that part of the sale.
+        let (terminal, venda) = (request.terminal.as_ref(), request.venda.as_ref());
+        crate::tenders::hold(self.sales.as_ref(), held, terminal, venda, request.valor).await?;
+        let order = match self.order_for(held, request).await {
+            Ok(order) => order,
+            Err(ProviderError::Refused(detail)) => {
+                // The provider made no order (another one open on the machine, an unknown
+                // machine): the same request would be refused again.
+                held.forget().await?;
+                return Err(ApiError::Validation(vec![FieldError::new(
+                    "maquininha",
+                    format!("a maquininha recusou o pedido: {detail}"),
+                )]));
+            }
+            Err(e) => {
+                let _ = held.release().await;
+                return Err(e.into());
+            }
+        };
+        faults.after_charge();
+        if let Some(done) = self.existing(held, &order.id).await? {
+            return Ok(done);
+        }
+        let stored = self.order_of(held, request, &order);
+        self.finish(held, stored).await
+    }
+
+    /// Settled by asking the provider again under the key's order key: it answers the order it
+    /// made (stored the way the request path stores it) and makes none twice. Refused, it made
+    /// none: the key is released for the client's retry, or burned once too old. An order that
+    /// nobody waits for any more (the key past its retention) and that no machine has taken is
+    /// cancelled at the provider once stored: it would only surprise the next customer.
+    async fn recover(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
+        let request = held
+            .request
+            .and_then(|b| crate::domain::parse_json_strict(b).ok())
+            .and_then(|v| MachineRequest::from_json(&v).ok());
+        let Some(request) = request else {
+            held.release().await?;
+            return Ok(Recovery::Released);
+        };
+        let stale = held.now_ms() - created_at > self.key_retention_ms;
+        let order = match self.order_for(held, &request).await {
+            Ok(order) => order,
+            Err(ProviderError::Refused(_)) if stale => {
+                held.mark_cancelled().await?;
+                return Ok(Recovery::Cancelled);
+            }
+            Err(ProviderError::Refused(_)) => {
+                held.release().await?;
+                return Ok(Recovery::Released);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if self.existing(held, &order.id).await?.is_some() {
+            return Ok(Recovery::Completed);
+        }
+        let stored = self.order_of(held, &request, &order);
+        if let Completed::LeaseLost = self.finish(held, stored).await? {
+            return Ok(Recovery::Nothing);
+        }
+        tracing::warn!(merchant = %held.merchant, key = held.key.as_ref(), order = %order.id, "recovery: card machine order made before a crash; stored");
+        if stale && order.status == "created" {
+            let cancel = OrderKey::derive_cancel(held.merchant, held.key);
+            if let Err(e) = self.provider.cancel(&order.id, &cancel).await {
+                tracing::warn!(order = %order.id, error = %e, "recovery: could not cancel a stale order; it expires at the provider");
+            }
+        }
+        Ok(Recovery::Completed)
+    }
+}
+
+/// What a cancellation by key sees of a card-machine order (`CancelByKey::AskResource`): the
+/// order outlives its key, and a card may pay it until the provider says otherwise. Needs only
+/// the store: a server whose machine provider is not configured still answers for its orders.
+#[derive(Debug)]
+pub struct MachineKeys(pub Arc<dyn MachineStore>);
+
+#[async_trait::async_trait]
+impl KeyResource for MachineKeys {
+    fn kind(&self) -> KeyOperation {
+        <Maquininha as Operation>::KIND
+    }
+
+    async fn state_for_cancel(
+        &self,
+        merchant: &MerchantId,
+        key: &IdempotencyKey,
+    ) -> Result<ResourceState> {
+        let order = self
+            .0
+            .machine_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
+            .await?
+            .into_iter()
+            .next();
+        Ok(match order.map(|o| o.status) {
+            None => ResourceState::None,
+            // Only the order's own cancel, answered by the provider, ends it.
+            Some(MachineStatus::Aguardando) => ResourceState::Open(ApiError::MachineWaiting),
+            Some(_) => ResourceState::Closed,
+        })
+    }
+}

@@ -1,0 +1,327 @@
+//! The card machine's provider as the server talks to it, in the shape of Mercado Pago's Point
+//! Orders API: `POST /v1/orders` under a mandatory `X-Idempotency-Key`, `GET /v1/orders/{id}`,
+//! `POST /v1/orders/{id}/cancel` and `/refund` (each under its own key), with a bearer token. The
+//! bundled simulator (`crates/maquininha`) answers them; a real provider is put in its place by
+//! configuration (its URL and access token).
+
+use crate::domain::{CardMethod, CardPlan, Centavos, MachineId, OrderKey};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// What the provider answered.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider refused the request (4xx, with its code and message): nothing was made.
+    #[error("a maquininha recusou: {0}")]
+    Refused(String),
+    /// The provider could not be asked, or failed: nothing known to have changed there.
+    #[error("maquininha indisponível: {0}")]
+    Unavailable(String),
+}
+
+/// An order as the provider reports it (the part the server reads).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Order {
+    /// Its id (`ORD…`).
+    pub id: String,
+    /// `created`, `at_terminal`, `processed`, `failed`, `canceled`, `expired`, `refunded`, …
+    pub status: String,
+    /// Why, for `failed` and `canceled`.
+    #[serde(default)]
+    pub status_detail: String,
+    /// `"12.34"`.
+    pub total_amount: String,
+    /// Its payment.
+    pub transactions: Transactions,
+}
+
+/// `transactions` of an order.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Transactions {
+    /// The payment (one per order here).
+    pub payments: Vec<OrderPayment>,
+}
+
+/// One payment of an order.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OrderPayment {
+    /// Its id at the provider.
+    pub id: String,
+    /// How the customer paid, once processed.
+    #[serde(default)]
+    pub payment_method: Option<PaymentMethod>,
+}
+
+/// `payment_method` of a processed payment.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentMethod {
+    /// `debit_card`, `credit_card`, `voucher_card`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Installments.
+    #[serde(default)]
+    pub installments: Option<u8>,
+}
+
+/// Where an order stands, as the server treats it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderState {
+    /// A card may still pay it (`created`, `at_terminal`, or any state this client does not
+    /// know: never taken for final).
+    Open,
+    /// Paid (`processed`, or `refunded` later).
+    Paid,
+    /// Declined at the machine (`failed`).
+    Declined,
+    /// Cancelled (`canceled`).
+    Canceled,
+    /// Nobody paid in time (`expired`).
+    Expired,
+}
+
+impl Order {
+    /// Where it stands.
+    pub fn state(&self) -> OrderState {
+        match self.status.as_str() {
+            "processed" | "refunded" => OrderState::Paid,
+            "failed" => OrderState::Declined,
+            "canceled" => OrderState::Canceled,
+            "expired" => OrderState::Expired,
+            _ => OrderState::Open,
+        }
+    }
+
+    /// How it was paid, as a plan: the card's function the customer chose at the machine, with
+    /// the installments and financing asked (`asked`); `None` when the provider does not say.
+    pub fn paid_plan(&self, asked: Option<CardPlan>) -> Option<CardPlan> {
+        let method = self
+            .transactions
+            .payments
+            .first()?
+            .payment_method
+            .as_ref()?;
+        let (function, parcelas) = match method.kind.as_str() {
+            "debit_card" => (CardMethod::Debito, 1),
+            "voucher_card" => (CardMethod::Voucher, 1),
+            "credit_card" => (CardMethod::Credito, method.installments.unwrap_or(1)),
+            _ => return asked,
+        };
+        let financing = asked
+            .filter(|p| p.method() == CardMethod::Credito && parcelas > 1)
+            .and_then(CardPlan::financing)
+            .map(|f| f.as_str())
+            .unwrap_or("loja");
+        let stored = match (function, parcelas) {
+            (CardMethod::Credito, 2..) => format!("credito:{parcelas}:{financing}"),
+            (f, _) => f.as_str().to_string(),
+        };
+        CardPlan::parse_stored(&stored).ok().or(asked)
+    }
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone)]
+pub enum CancelAnswer {
+    /// Cancelled (now or before): it can no longer be paid.
+    Canceled(Order),
+    /// The machine took the order: only the machine can end it now.
+    AtTerminal,
+    /// It had already ended otherwise (paid, declined, expired): read it.
+    Ended,
+}
+
+/// The card machine's provider.
+#[async_trait::async_trait]
+pub trait MachineProvider: Send + Sync + std::fmt::Debug {
+    /// `POST /v1/orders` under `key`: the order for `valor` at `machine`, or, for a key used
+    /// before, the order it made.
+    async fn create(
+        &self,
+        key: &OrderKey,
+        machine: &MachineId,
+        valor: Centavos,
+        plano: Option<CardPlan>,
+        reference: &str,
+        descricao: Option<&str>,
+    ) -> Result<Order, ProviderError>;
+    /// `GET /v1/orders/{id}`; `None` when there is none.
+    async fn get(&self, id: &str) -> Result<Option<Order>, ProviderError>;
+    /// `POST /v1/orders/{id}/cancel` under `key`.
+    async fn cancel(&self, id: &str, key: &OrderKey) -> Result<CancelAnswer, ProviderError>;
+    /// `POST /v1/orders/{id}/refund` under `key`: the whole order paid back.
+    async fn refund(&self, id: &str, key: &OrderKey) -> Result<Order, ProviderError>;
+}
+
+/// The Orders API over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpMachineProvider {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl HttpMachineProvider {
+    /// A client of the provider at `base`.
+    pub fn new(base: &str, token: &str) -> Self {
+        Self {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .connect_timeout(Duration::from_secs(3))
+                .build()
+                .expect("HTTP client"),
+        }
+    }
+
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::StatusCode, String), ProviderError> {
+        let res = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
+        let status = res.status();
+        let body = res
+            .text()
+            .await
+            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
+        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            return Err(ProviderError::Unavailable(format!("{status}: {body}")));
+        }
+        if status == reqwest::StatusCode::FORBIDDEN || status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(ProviderError::Unavailable(format!(
+                "acesso negado pela maquininha ({status}): confira o token"
+            )));
+        }
+        Ok((status, body))
+    }
+
+    fn order_of(body: &str) -> Result<Order, ProviderError> {
+        serde_json::from_str(body).map_err(|e| {
+            ProviderError::Unavailable(format!("resposta da maquininha ilegível: {e}"))
+        })
+    }
+
+    /// The provider's error code and message.
+    fn detail(body: &str) -> (String, String) {
+        let v = serde_json::from_str::<serde_json::Value>(body).unwrap_or_default();
+        let first = &v["errors"][0];
+        (
+            first["code"].as_str().unwrap_or_default().to_string(),
+            first["message"]
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| body.chars().take(200).collect()),
+        )
+    }
+}
+
+/// Mercado Pago's `default_type` and `default_installments` for a plan.
+fn default_type(plano: Option<CardPlan>) -> serde_json::Value {
+    match plano {
+        None => serde_json::json!({}),
+        Some(p) => serde_json::json!({
+            "default_type": match p.method() {
+                CardMethod::Debito => "debit_card",
+                CardMethod::Credito => "credit_card",
+                CardMethod::Voucher => "voucher_card",
+            },
+            "default_installments": p.parcelas(),
+        }),
+    }
+}
+
+#[async_trait::async_trait]
+impl MachineProvider for HttpMachineProvider {
+    async fn create(
+        &self,
+        key: &OrderKey,
+        machine: &MachineId,
+        valor: Centavos,
+        plano: Option<CardPlan>,
+        reference: &str,
+        descricao: Option<&str>,
+    ) -> Result<Order, ProviderError> {
+        let mut body = serde_json::json!({
+            "type": "point",
+            "external_reference": reference,
+            "transactions": {"payments": [{"amount": valor.as_reais()}]},
+            "config": {
+                "point": {"terminal_id": machine.as_ref(), "print_on_terminal": "no_ticket"},
+                "payment_method": default_type(plano),
+            },
+        });
+        if let Some(d) = descricao {
+            body["description"] = serde_json::json!(d.chars().take(150).collect::<String>());
+        }
+        let (status, text) = self
+            .send(
+                self.http
+                    .post(format!("{}/v1/orders", self.base))
+                    .header("X-Idempotency-Key", key.as_ref())
+                    .json(&body),
+            )
+            .await?;
+        match status.as_u16() {
+            200 | 201 => Self::order_of(&text),
+            _ => {
+                let (code, message) = Self::detail(&text);
+                Err(ProviderError::Refused(format!("{message} ({code})")))
+            }
+        }
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Order>, ProviderError> {
+        let (status, text) = self
+            .send(self.http.get(format!("{}/v1/orders/{id}", self.base)))
+            .await?;
+        match status.as_u16() {
+            200 => Self::order_of(&text).map(Some),
+            404 => Ok(None),
+            _ => Err(ProviderError::Refused(Self::detail(&text).1)),
+        }
+    }
+
+    async fn cancel(&self, id: &str, key: &OrderKey) -> Result<CancelAnswer, ProviderError> {
+        let (status, text) = self
+            .send(
+                self.http
+                    .post(format!("{}/v1/orders/{id}/cancel", self.base))
+                    .header("X-Idempotency-Key", key.as_ref()),
+            )
+            .await?;
+        match status.as_u16() {
+            200 | 201 => Self::order_of(&text).map(CancelAnswer::Canceled),
+            409 => {
+                // At the terminal (only the machine ends it), or ended otherwise: the order
+                // says which.
+                let order = self.get(id).await?.ok_or_else(|| {
+                    ProviderError::Unavailable(format!("o pedido {id} sumiu da maquininha"))
+                })?;
+                Ok(match order.state() {
+                    OrderState::Open => CancelAnswer::AtTerminal,
+                    OrderState::Canceled => CancelAnswer::Canceled(order),
+                    _ => CancelAnswer::Ended,
+                })
+            }
+            _ => Err(ProviderError::Refused(Self::detail(&text).1)),
+        }
+    }
+
+    async fn refund(&self, id: &str, key: &OrderKey) -> Result<Order, ProviderError> {
+        let (status, text) = self
+            .send(
+                self.http
+                    .post(format!("{}/v1/orders/{id}/refund", self.base))
+                    .header("X-Idempotency-Key", key.as_ref()),
+            )
+            .await?;
+        match status.as_u16() {
+            200 | 201 => Self::order_of(&text),
+            _ => Err(ProviderError::Refused(Self::detail(&text).1)),
+        }
+    }
+}
