@@ -10,6 +10,11 @@ SANDBOX_DIR ?= target/sandbox
 API_LISTEN ?= 127.0.0.1:8080
 API_KEY ?= sk_test_sandbox_local
 ADMIN_TOKEN ?= qa-admin-local
+PIX_LISTEN ?= 127.0.0.1:8090
+MAQUININHA_LISTEN ?= 127.0.0.1:8091
+# Sandbox secrets only (Standard Webhooks' own example secret; a machine secret for the sandbox).
+SANDBOX_WEBHOOK_SECRET ?= whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+SANDBOX_MACHINE_SECRET ?= maquininha_sandbox_secret
 PG_ADMIN_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 PG_DATABASE ?= pagar
 PG_URL ?= postgres://postgres@127.0.0.1:5432/$(PG_DATABASE)
@@ -37,14 +42,26 @@ deps-gui:
 	@command -v tauri-driver >/dev/null || $(CARGO) install tauri-driver --locked --version '^2'
 
 ## api: the payment API on $(API_LISTEN) with a sandbox key and admin token, on a sandbox SQLite
-## database, or on PostgreSQL when DATABASE_URL is set.
+## database (or on PostgreSQL when DATABASE_URL is set), with its providers' simulators each as a
+## process of its own with its own data in $(SANDBOX_DIR): the Pix provider on $(PIX_LISTEN) and
+## the card machine on $(MAQUININHA_LISTEN) (its page: /terminais/PAGAR_SIM__POS-1). Ctrl-C stops all.
 api:
 	@mkdir -p $(SANDBOX_DIR)
-	$(CARGO) run --release -p payment-api -- \
+	$(CARGO) build --release -p payment-api -p pix-provider -p maquininha
+	@trap 'kill 0' INT TERM EXIT; \
+	target/release/pix-provider --listen $(PIX_LISTEN) --database $(SANDBOX_DIR)/pix-provider.db \
+		--webhook-secrets $(SANDBOX_WEBHOOK_SECRET) & \
+	target/release/maquininha --listen $(MAQUININHA_LISTEN) --database $(SANDBOX_DIR)/maquininha.db \
+		--notification-url http://$(API_LISTEN)/webhooks/maquininha --secret $(SANDBOX_MACHINE_SECRET) & \
+	target/release/payment-api \
 		--listen $(API_LISTEN) \
 		$(if $(DATABASE_URL),--database-url "$(DATABASE_URL)",--database $(SANDBOX_DIR)/pagar-api.db) \
 		--api-key $(API_KEY)=loja_sandbox \
-		--admin-token $(ADMIN_TOKEN)
+		--admin-token $(ADMIN_TOKEN) \
+		--pix-provider-url http://$(PIX_LISTEN) --pix-webhook-secrets $(SANDBOX_WEBHOOK_SECRET) \
+		--pix-webhook-url auto \
+		--maquininha-url http://$(MAQUININHA_LISTEN) --maquininha-secret $(SANDBOX_MACHINE_SECRET) & \
+	wait
 
 ## replicas: two API replicas on 127.0.0.1:8081 and :8082 sharing one PostgreSQL database.
 replicas: deps-pg

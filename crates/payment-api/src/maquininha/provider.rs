@@ -219,6 +219,18 @@ impl HttpMachineProvider {
     }
 }
 
+/// What the cashier reads of a refused order: the provider's codes a till meets, in words; any
+/// other with the provider's own message.
+fn refusal_in_words(code: &str, message: &str) -> String {
+    match code {
+        "already_queued_order_on_terminal" => {
+            "a maquininha já tem um pedido aberto: termine ou cancele o anterior".to_string()
+        }
+        "terminal_not_found" => "o provedor não conhece esta maquininha".to_string(),
+        _ => format!("{message} ({code})"),
+    }
+}
+
 /// Mercado Pago's `default_type` and `default_installments` for a plan.
 fn default_type(plano: Option<CardPlan>) -> serde_json::Value {
     match plano {
@@ -269,7 +281,7 @@ impl MachineProvider for HttpMachineProvider {
             200 | 201 => Self::order_of(&text),
             _ => {
                 let (code, message) = Self::detail(&text);
-                Err(ProviderError::Refused(format!("{message} ({code})")))
+                Err(ProviderError::Refused(refusal_in_words(&code, &message)))
             }
         }
     }
