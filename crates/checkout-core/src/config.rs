@@ -64,6 +64,9 @@ pub struct Config {
     /// its sale is confirmed with the receipt shown (an unconfirmed one is undone). Off: only the
     /// card parts of a divided sale are. Default off.
     pub confirm_after_receipt: bool,
+    /// The card machine beside this till (its id at the machine's provider, e.g.
+    /// `PAGAR_SIM__POS-1`); `None`: this till takes no card at a machine.
+    pub maquininha: Option<String>,
 }
 
 impl Config {
@@ -94,6 +97,7 @@ impl Config {
             utc_offset: time::macros::offset!(-3),
             late_pix_recheck: Duration::from_secs(10),
             confirm_after_receipt: false,
+            maquininha: None,
         }
     }
 

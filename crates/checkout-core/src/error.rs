@@ -98,6 +98,20 @@ pub enum CoreError {
     /// have been cancelled, or may still be paid.
     #[error("sem resposta do servidor ({0}): não se sabe se o Pix foi cancelado, e ele ainda pode ser pago; o caixa confirma sozinho quando a conexão voltar — não cobre de outra forma até lá")]
     PixCancelUnknown(String),
+    /// A card at the machine needs the server now (the order goes through it) and it does not
+    /// answer.
+    #[error("sem conexão com o servidor de pagamentos: o pedido não chega à maquininha agora; ofereça outra forma")]
+    MachineOffline,
+    /// This till has no card machine configured.
+    #[error("este caixa não tem maquininha configurada")]
+    NoMachine,
+    /// The cashier cancelled an order the machine already took: a card may still pay it.
+    #[error("a maquininha já está com o pedido: cancele na maquininha ou aguarde o cliente; ele ainda pode pagar")]
+    MachineHasOrder,
+    /// A cancel of a machine order with no answer: it may have been cancelled, or may still be
+    /// paid.
+    #[error("sem resposta do servidor ({0}): não se sabe se o pedido foi cancelado, e ele ainda pode ser pago na maquininha; o caixa confirma sozinho quando a conexão voltar — não cobre de outra forma até lá")]
+    MachineCancelUnknown(String),
     /// The server could not be asked (closing the till needs it).
     #[error("não foi possível consultar o servidor de pagamentos: {0}")]
     Unreachable(String),
@@ -190,6 +204,10 @@ impl Serialize for CoreError {
             CoreError::PixOffline => "pix_offline",
             CoreError::PixNotCancelled => "pix_not_cancelled",
             CoreError::PixCancelUnknown(_) => "pix_cancel_unknown",
+            CoreError::MachineOffline => "machine_offline",
+            CoreError::NoMachine => "no_machine",
+            CoreError::MachineHasOrder => "machine_has_order",
+            CoreError::MachineCancelUnknown(_) => "machine_cancel_unknown",
             CoreError::PendingAtClose { .. } => "pending_at_close",
         };
         let mut st = s.serialize_struct("CoreError", 2)?;

@@ -19,8 +19,9 @@ pub use closing::{Closing, Discrepancy, DiscrepancyKind, MethodTally, PixTotals}
 pub use config::Config;
 pub use domain::{
     format_brl, installments, mask_card, AttemptId, AttemptKind, AttemptState, Capture, CardMethod,
-    CardPlan, CardToken, Centavos, Financing, IdempotencyKey, Means, Net, PayMethod, PaymentId,
-    PixCharge, PixStatus, PlanOffer, PlanRules, RefundReason, SaleId, Tally, Total, UnixMillis,
+    CardPlan, CardToken, Centavos, Financing, IdempotencyKey, MachineCharge, MachineStatus, Means,
+    Net, PayMethod, PaymentId, PixCharge, PixStatus, PlanOffer, PlanRules, RefundReason, SaleId,
+    Tally, Total, UnixMillis,
 };
 pub use drawer::{Drawer, DrawerKind, DrawerMove};
 pub use engine::{Checkout, Connectivity, Event, OpenSale};

@@ -186,6 +186,7 @@ fn division(total: Total, of_sale: &[&Attempt]) -> Division {
 fn forma(a: &Attempt) -> String {
     match (a.metodo, a.plano) {
         (Means::Cartao, Some(p)) => p.label(),
+        (Means::Maquininha, Some(p)) => format!("{} na maquininha", p.label()),
         (m, _) => m.label().to_string(),
     }
 }
@@ -227,6 +228,7 @@ mod tests {
             metodo: Means::Cartao,
             plano: None,
             pix: None,
+            maquininha: None,
             state,
             tries: 1,
             next_try_at: 0,

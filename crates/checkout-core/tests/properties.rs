@@ -176,6 +176,7 @@ fn final_answer(state: AttemptState) -> FinalAnswer {
         payment_id: Some("pay_x".into()),
         motivo: (state == AttemptState::Recusado).then(|| "cartao_recusado".into()),
         pix: None,
+        maquininha: None,
         authorized: false,
     }
 }

@@ -192,7 +192,7 @@ pub(super) fn classify(
     body: Vec<u8>,
 ) -> Answer {
     if status == StatusCode::CREATED {
-        if let Some(answer) = pix_answer(201, &body) {
+        if let Some(answer) = super::machine::waiting_answer(201, &body) {
             return answer;
         }
     }
@@ -226,6 +226,7 @@ pub(super) fn classify(
                     },
                     body,
                     pix: None,
+                    maquininha: None,
                     authorized,
                 })
             }

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use std::time::{Duration, SystemTime};
 
 mod classify;
+mod machine;
 mod remote;
 #[cfg(test)]
 mod tests;
@@ -157,13 +158,17 @@ impl PaymentClient {
         capture_answer(status, retry_after, &body)
     }
 
-    /// Reads a Pix the server made (`GET /pagamentos/{id}?aguardar=…`): the server answers as
-    /// soon as it changes, or after `wait` unchanged.
-    pub async fn pix_status(&self, payment_id: &str, wait: Duration) -> Answer {
+    /// Reads a payment that waits for the customer (a Pix, a card at the machine:
+    /// `GET /pagamentos/{id}?aguardar=…`): the server answers as soon as it changes, or after
+    /// `wait` unchanged.
+    pub async fn waiting_status(&self, payment_id: &str, wait: Duration) -> Answer {
         let query = [("aguardar", wait.as_secs().max(1).to_string())];
         match self.get(&format!("/pagamentos/{payment_id}"), &query).await {
-            Ok((StatusCode::OK, _, body)) => pix_answer(200, &body).unwrap_or(Answer::Review {
-                reason: "HTTP 200: o servidor não descreve este pagamento como Pix".into(),
+            Ok((StatusCode::OK, _, body)) => machine::waiting_answer(200, &body)
+                .unwrap_or(Answer::Review {
+                reason:
+                    "HTTP 200: o servidor não descreve este pagamento como Pix nem como maquininha"
+                        .into(),
                 status: 200,
                 body,
             }),
@@ -174,10 +179,12 @@ impl PaymentClient {
         }
     }
 
-    /// Cancels a Pix the customer has not paid (`POST /pagamentos/{id}/cancelamento`): what the
-    /// server answers is the charge as it now stands (cancelled, or paid when the customer was
-    /// faster).
-    pub async fn cancel_pix(&self, payment_id: &str) -> Answer {
+    /// Cancels a Pix or a card-machine order the customer has not paid
+    /// (`POST /pagamentos/{id}/cancelamento`): what the server answers is the payment as it now
+    /// stands (cancelled, or paid when the customer was faster). A machine that already took the
+    /// order is not cancelled (409 `maquininha-com-o-pedido`): the answer is then the order as it
+    /// stands, still waiting.
+    pub async fn cancel_waiting(&self, payment_id: &str) -> Answer {
         let req = self.http.post(format!(
             "{}/pagamentos/{payment_id}/cancelamento",
             self.base
@@ -187,9 +194,16 @@ impl PaymentClient {
             Err(no_answer) => return no_answer,
         };
         if status == StatusCode::OK {
-            if let Some(answer) = pix_answer(200, &body) {
+            if let Some(answer) = machine::waiting_answer(200, &body) {
                 return answer;
             }
+        }
+        let problem = serde_json::from_slice::<ServerProblem>(&body).ok();
+        if status == StatusCode::CONFLICT
+            && problem.and_then(|p| p.kind).as_deref()
+                == Some("urn:pagar:problem:maquininha-com-o-pedido")
+        {
+            return self.waiting_status(payment_id, Duration::ZERO).await;
         }
         classify(&Target::Payment, status, retry_after, body)
     }
@@ -320,12 +334,17 @@ impl PaymentClient {
                     return Ok(None);
                 };
                 let list: PaymentList = serde_json::from_slice(&body).map_err(unreadable)?;
-                // A Pix made for this attempt is its answer, waiting or settled.
-                if let Some(pix) = list.pix.first() {
-                    let bytes = serde_json::to_vec(pix).unwrap_or_default();
-                    return pix_answer(200, &bytes).map(Some).ok_or_else(|| {
-                        unreadable(serde_json::Error::io(std::io::Error::other("Pix ilegível")))
-                    });
+                // A Pix or a card-machine order made for this attempt is its answer, waiting or
+                // settled.
+                if let Some(waiting) = list.pix.first().or(list.maquininha.first()) {
+                    let bytes = serde_json::to_vec(waiting).unwrap_or_default();
+                    return machine::waiting_answer(200, &bytes)
+                        .map(Some)
+                        .ok_or_else(|| {
+                            unreadable(serde_json::Error::io(std::io::Error::other(
+                                "pagamento em espera ilegível",
+                            )))
+                        });
                 }
                 match list.pagamentos.into_iter().next() {
                     Some(found) => Some(found),

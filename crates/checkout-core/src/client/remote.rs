@@ -19,6 +19,9 @@ pub enum Answer {
     },
     /// A Pix the server made, not paid yet: the QR is shown, and the charge is read again.
     PixWaiting(PixCharge),
+    /// A card-machine order the server made that no card has paid yet: the screen shows it at
+    /// the machine, and the order is read again.
+    MachineWaiting(crate::domain::MachineCharge),
     /// The server refused the request as it is: a person must look.
     Review {
         /// Why.
@@ -224,6 +227,7 @@ pub(super) fn pix_answer(status: u16, body: &[u8]) -> Option<Answer> {
             payment_id: Some(v.id.clone()),
             motivo: motivo.map(String::from),
             pix: Some(charge.clone()),
+            maquininha: None,
             authorized: false,
         })
     };
@@ -250,6 +254,9 @@ pub(super) struct PaymentList {
     /// Pix charges with this reference (a server without Pix sends none).
     #[serde(default)]
     pub(super) pix: Vec<serde_json::Value>,
+    /// Card-machine orders with this reference (a server without a machine sends none).
+    #[serde(default)]
+    pub(super) maquininha: Vec<serde_json::Value>,
 }
 
 /// "Ask again": the server still executes a try of `what`, which may yet charge or pay back.

@@ -18,6 +18,7 @@ fn attempt(id: &str, sale: &str, n: u32, valor: i64, state: AttemptState) -> Att
         metodo: Means::Cartao,
         plano: None,
         pix: None,
+        maquininha: None,
         state,
         tries: 1,
         next_try_at: 0,

@@ -99,13 +99,14 @@ pub struct MethodTally {
 }
 
 /// The ways a sale is paid, in the order the closing lists them.
-pub(super) const FORMAS: [(&str, &str); 7] = [
+pub(super) const FORMAS: [(&str, &str); 8] = [
     (Means::Dinheiro.as_str(), "Aprovados em dinheiro"),
     ("debito", "Aprovados no débito"),
     ("credito", "Aprovados no crédito à vista"),
     ("parcelado", "Aprovados no crédito parcelado"),
     ("voucher", "Aprovados no voucher"),
     (Means::Pix.as_str(), "Aprovados por Pix"),
+    (Means::Maquininha.as_str(), "Aprovados na maquininha"),
     (
         Means::Cartao.as_str(),
         "Aprovados no cartão (forma não informada)",
@@ -115,7 +116,7 @@ pub(super) const FORMAS: [(&str, &str); 7] = [
 /// The way an attempt paid, as [`FORMAS`] names it.
 pub(super) fn forma_of(a: &Attempt) -> &'static str {
     match (a.metodo, a.plano) {
-        (Means::Dinheiro | Means::Pix, _) => a.metodo.as_str(),
+        (Means::Dinheiro | Means::Pix | Means::Maquininha, _) => a.metodo.as_str(),
         (Means::Cartao, None) => Means::Cartao.as_str(),
         (Means::Cartao, Some(p)) => match p.method() {
             CardMethod::Debito => "debito",

@@ -17,6 +17,9 @@ pub enum Means {
     Pix,
     /// Cash at the till: local, never sent.
     Dinheiro,
+    /// A card at the card machine beside the cashier: the payment API orders it there and
+    /// settles it later (`maquininha`).
+    Maquininha,
 }
 
 /// A stored `metodo` this till does not know.
@@ -26,7 +29,12 @@ pub struct UnknownMeans(pub String);
 
 impl Means {
     /// Every means, in the order the window offers them.
-    pub const ALL: [Means; 3] = [Means::Cartao, Means::Pix, Means::Dinheiro];
+    pub const ALL: [Means; 4] = [
+        Means::Cartao,
+        Means::Pix,
+        Means::Dinheiro,
+        Means::Maquininha,
+    ];
 
     /// The stored and wire name (`attempts.metodo`, the window's `metodo`).
     pub const fn as_str(self) -> &'static str {
@@ -34,6 +42,7 @@ impl Means {
             Means::Cartao => "cartao",
             Means::Pix => "pix",
             Means::Dinheiro => "dinheiro",
+            Means::Maquininha => "maquininha",
         }
     }
 
@@ -51,6 +60,7 @@ impl Means {
             Means::Cartao => "Cartão",
             Means::Pix => "Pix",
             Means::Dinheiro => "Dinheiro",
+            Means::Maquininha => "Cartão na maquininha",
         }
     }
 
@@ -79,6 +89,14 @@ pub enum PayMethod {
         /// What the customer handed over.
         recebido: Centavos,
     },
+    /// A card at the card machine `maquininha`, offered first as `plano` (`None`: the customer
+    /// chooses at the machine).
+    Machine {
+        /// The machine's id at its provider.
+        maquininha: String,
+        /// What the machine offers first.
+        plano: Option<CardPlan>,
+    },
 }
 
 impl PayMethod {
@@ -88,6 +106,7 @@ impl PayMethod {
             PayMethod::Card(..) => Means::Cartao,
             PayMethod::Pix => Means::Pix,
             PayMethod::Cash { .. } => Means::Dinheiro,
+            PayMethod::Machine { .. } => Means::Maquininha,
         }
     }
 }

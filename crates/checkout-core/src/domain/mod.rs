@@ -2,6 +2,7 @@
 
 mod capture;
 mod cash;
+mod machine;
 mod means;
 mod money;
 mod pix;
@@ -9,6 +10,7 @@ mod plan;
 
 pub use capture::Capture;
 pub use cash::{change, CashShort};
+pub use machine::{MachineCharge, MachineStatus};
 pub use means::{Means, PayMethod, UnknownMeans};
 pub use money::{format_brl, AmountError, Centavos, Net, Tally, Total};
 pub use pix::{PixCharge, PixStatus};

@@ -116,10 +116,10 @@ async fn next_wake(inner: &Inner) -> Duration {
 async fn run_try(inner: Arc<Inner>, job: SendJob) {
     let lookup_after = inner.config.lookup_after(inner.advertised_retention());
     let lookup_first = now_ms() - job.created_at > lookup_after.as_millis() as UnixMillis;
-    let answer = if let Some(payment) = &job.pix_payment {
-        // A Pix the server answered: read its state (the server holds the read until it
-        // changes), never send it again.
-        inner.client.pix_status(payment, pix_wait(&inner)).await
+    let answer = if let Some(payment) = &job.waiting_payment {
+        // A Pix or a card-machine order the server answered: read its state (the server holds
+        // the read until it changes), never send it again.
+        inner.client.waiting_status(payment, pix_wait(&inner)).await
     } else if lookup_first {
         match inner.client.find(&job.target, job.id.as_ref()).await {
             Ok(Some(found)) => {
@@ -146,6 +146,7 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
     let result = match answer {
         Answer::Final(answer) => TryResult::Final(answer),
         Answer::PixWaiting(pix) => TryResult::PixWaiting(pix),
+        Answer::MachineWaiting(order) => TryResult::MachineWaiting(order),
         Answer::Retry {
             retry_after, error, ..
         } => {

@@ -86,7 +86,7 @@ async fn check_once(inner: &Arc<Inner>, window_ms: UnixMillis) -> Result<Checked
         let Some(pix) = &attempt.pix else { continue };
         let Answer::Final(answer) = inner
             .client
-            .pix_status(&pix.payment_id, Duration::from_secs(1))
+            .waiting_status(&pix.payment_id, Duration::from_secs(1))
             .await
         else {
             checked.unasked += 1;

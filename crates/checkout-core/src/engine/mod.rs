@@ -8,6 +8,7 @@ mod captures;
 mod close;
 mod dispatch;
 mod late_pix;
+mod machine_sales;
 mod pix_sales;
 mod probe;
 mod refunds;

@@ -56,14 +56,14 @@ impl Checkout {
                 "o Pix ainda está sendo gerado no servidor; aguarde o QR para cancelar".into(),
             ));
         };
-        let answer = match self.inner.client.cancel_pix(&pix.payment_id).await {
+        let answer = match self.inner.client.cancel_waiting(&pix.payment_id).await {
             // No answer: the cancel may have been executed and its answer lost, or never have
             // arrived. The server says which, by the charge as it stands.
             Answer::Retry { error, .. } => {
                 match self
                     .inner
                     .client
-                    .pix_status(&pix.payment_id, Duration::ZERO)
+                    .waiting_status(&pix.payment_id, Duration::ZERO)
                     .await
                 {
                     Answer::PixWaiting(_) => {
@@ -85,6 +85,11 @@ impl Checkout {
         let result = match answer {
             Answer::Final(f) => TryResult::Final(f),
             Answer::PixWaiting(c) => TryResult::PixWaiting(c),
+            Answer::MachineWaiting(_) => {
+                return Err(CoreError::Invalid(
+                    "o servidor descreve este Pix como pedido de maquininha".into(),
+                ))
+            }
             Answer::Review { reason, .. } => return Err(CoreError::Invalid(reason)),
             Answer::Retry { error, .. } => return Err(CoreError::PixCancelUnknown(error)),
         };

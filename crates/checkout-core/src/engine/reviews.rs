@@ -71,6 +71,11 @@ impl Inner {
                     "o Pix desta tentativa ainda aguarda o pagamento do cliente".into(),
                 )
             }
+            Ok(Some(Answer::MachineWaiting(_))) | Err(Answer::MachineWaiting(_)) => {
+                return ReviewCheck::Unknown(
+                    "o pedido desta tentativa ainda está na maquininha".into(),
+                )
+            }
             Err(Answer::Final(_)) => return ReviewCheck::Unknown("resposta inesperada".into()),
         };
         self.told(recorded)
@@ -104,7 +109,7 @@ impl Inner {
             Err(Answer::Retry { error, .. } | Answer::Review { reason: error, .. }) => {
                 return ReviewCheck::Unknown(format!("cancelamento da chave: {error}"))
             }
-            Err(Answer::Final(_) | Answer::PixWaiting(_)) => {
+            Err(Answer::Final(_) | Answer::PixWaiting(_) | Answer::MachineWaiting(_)) => {
                 return ReviewCheck::Unknown("resposta inesperada".into())
             }
         };

@@ -34,14 +34,15 @@ use durable_sqlite::{exec, Db, Options};
 use rusqlite::{params, OptionalExtension};
 use schema::{
     after_change, attempt_from_row, get_attempt, migrations, queue, refund_payment,
-    select_attempts, set_till, upsert_pix, ATTEMPT_COLUMNS, BLOCKS_SALE, LIVE_REFUND,
+    select_attempts, set_till, upsert_machine, upsert_pix, ATTEMPT_COLUMNS, BLOCKS_SALE,
+    LIVE_REFUND,
 };
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use wire::{PixRequestBody, RefundBody, RequestBody};
+use wire::{MachineRequestBody, PixRequestBody, RefundBody, RequestBody};
 
 /// The `motivo` of a payment attempt whose key the server cancelled: nothing was charged under
 /// it, and nothing ever will be.

@@ -2,7 +2,7 @@
 
 use crate::domain::{
     AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey,
-    Means, PaymentId, PixCharge, PixStatus, SaleId, Total, UnixMillis,
+    MachineCharge, Means, PaymentId, PixCharge, PixStatus, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use serde::Serialize;
@@ -35,6 +35,9 @@ pub struct Attempt {
     pub plano: Option<CardPlan>,
     /// A Pix: its charge as the server last reported it (`None` until the server answered).
     pub pix: Option<PixCharge>,
+    /// A card at the machine: its order as the server last reported it (`None` until the
+    /// server answered).
+    pub maquininha: Option<MachineCharge>,
     /// Where it stands.
     pub state: AttemptState,
     /// Requests sent so far (including lookups).
@@ -94,6 +97,11 @@ impl Attempt {
     /// True for a Pix.
     pub fn is_pix(&self) -> bool {
         self.metodo == Means::Pix
+    }
+
+    /// True for a card at the card machine.
+    pub fn is_machine(&self) -> bool {
+        self.metodo == Means::Maquininha
     }
 
     /// True for cash: local, approved when made, never sent.
@@ -271,8 +279,9 @@ pub struct SendJob {
     pub created_at: UnixMillis,
     /// Tries so far.
     pub tries: u32,
-    /// A Pix the server has answered: its payment id, read (long poll) instead of sent again.
-    pub pix_payment: Option<String>,
+    /// A Pix or a card-machine order the server has answered: its payment id, read (long poll)
+    /// instead of sent again.
+    pub waiting_payment: Option<String>,
 }
 
 /// The server's final answer to an attempt: `aprovado` (201) or `recusado` (402).
@@ -290,6 +299,8 @@ pub struct FinalAnswer {
     pub motivo: Option<String>,
     /// A Pix: its charge as settled.
     pub pix: Option<PixCharge>,
+    /// A card at the machine: its order as settled.
+    pub maquininha: Option<Box<MachineCharge>>,
     /// Approved as an authorization (`autorizado`): the amount is held, to be captured or
     /// undone.
     pub authorized: bool,
@@ -303,6 +314,9 @@ pub enum TryResult {
     /// A Pix the server made and the customer has not paid yet: kept `pendente`, its charge
     /// recorded, read again at once.
     PixWaiting(PixCharge),
+    /// A card-machine order the server made that no card has paid yet: kept `pendente`, its
+    /// order recorded, read again at once.
+    MachineWaiting(MachineCharge),
     /// Try again at `next_try_at`.
     Retry {
         /// When.

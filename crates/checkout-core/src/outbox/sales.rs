@@ -182,6 +182,21 @@ impl Outbox {
                     "pendente",
                     None,
                 ),
+                PayMethod::Machine { maquininha, plano } => (
+                    MachineRequestBody::bytes(
+                        valor,
+                        maquininha,
+                        *plano,
+                        &id,
+                        sale_ref,
+                        terminal.as_deref(),
+                        sale_total,
+                    ),
+                    "",
+                    plano.map(CardPlan::as_stored),
+                    "pendente",
+                    None,
+                ),
                 // Cash is paid when handed over: nothing to send, so no request bytes.
                 PayMethod::Cash { recebido } => {
                     change(valor, *recebido).map_err(|e| CoreError::Invalid(e.to_string()))?;
@@ -215,7 +230,9 @@ impl Outbox {
             .read(move |c| {
                 let mut st = c.prepare_cached(
                     "SELECT id, idempotency_key, request_body, created_at, tries, refund_payment,
-                            (SELECT payment_id FROM pix WHERE pix.attempt_id = attempts.id) AS pix_payment
+                            COALESCE((SELECT payment_id FROM pix WHERE pix.attempt_id = attempts.id),
+                                     (SELECT payment_id FROM machine_orders m WHERE m.attempt_id = attempts.id))
+                                AS waiting_payment
                      FROM attempts
                      WHERE state = 'pendente' AND next_try_at <= ?1 ORDER BY seq LIMIT ?2",
                 )?;
@@ -228,7 +245,7 @@ impl Outbox {
                             body: r.get(2)?,
                             created_at: r.get(3)?,
                             tries: r.get(4)?,
-                            pix_payment: r.get(6)?,
+                            waiting_payment: r.get(6)?,
                         })
                     })?
                     .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -279,6 +296,7 @@ impl Outbox {
                     payment_id,
                     motivo,
                     pix,
+                    maquininha,
                     authorized,
                 }) => {
                     let n = exec(
@@ -291,6 +309,9 @@ impl Outbox {
                     )?;
                     if let Some(pix) = pix.filter(|_| n == 1) {
                         upsert_pix(c, &id, &pix, now)?;
+                    }
+                    if let Some(order) = maquininha.filter(|_| n == 1) {
+                        upsert_machine(c, &id, &order, now)?;
                     }
                     n
                 }
@@ -305,6 +326,20 @@ impl Outbox {
                     )?;
                     if n == 1 {
                         upsert_pix(c, &id, &pix, now)?;
+                    }
+                    n
+                }
+                TryResult::MachineWaiting(order) => {
+                    // Answered: the next read is due at once (it waits on the server).
+                    let n = exec(
+                        c,
+                        "UPDATE attempts SET payment_id = ?2, next_try_at = ?3, last_error = NULL,
+                                tries = tries + 1, last_tried_at = ?3, updated_at = ?3
+                         WHERE id = ?1 AND state = 'pendente'",
+                        params![id.as_ref(), order.payment_id, now],
+                    )?;
+                    if n == 1 {
+                        upsert_machine(c, &id, &order, now)?;
                     }
                     n
                 }

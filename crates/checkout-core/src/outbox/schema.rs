@@ -4,7 +4,7 @@
 use super::records::{Attempt, QueueSummary};
 use crate::domain::{
     AttemptId, AttemptKind, AttemptState, Capture, CardPlan, CardToken, Centavos, IdempotencyKey,
-    Means, PaymentId, PixCharge, PixStatus, SaleId, UnixMillis,
+    MachineCharge, MachineStatus, Means, PaymentId, PixCharge, PixStatus, SaleId, UnixMillis,
 };
 use crate::error::{CoreError, Result};
 use durable_sqlite::exec;
@@ -26,6 +26,7 @@ pub(super) fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/V8__split_sales.sql")),
         M::up(include_str!("../../migrations/V9__cash.sql")),
         M::up(include_str!("../../migrations/V10__authorizations.sql")),
+        M::up(include_str!("../../migrations/V11__card_machine.sql")),
     ])
 }
 
@@ -48,7 +49,10 @@ pub(super) const ATTEMPT_COLUMNS: &str = "id, kind, refund_of, refund_payment, s
                                (SELECT total FROM sales WHERE sales.sale_id = attempts.sale_id) AS sale_total, \
                                (SELECT json_object('payment_id', payment_id, 'txid', txid, 'copia_e_cola', copia_e_cola, \
                                        'expira_em', expira_em, 'status', status, 'e2eid', e2eid, 'pago_em', pago_em) \
-                                  FROM pix WHERE pix.attempt_id = attempts.id) AS pix";
+                                  FROM pix WHERE pix.attempt_id = attempts.id) AS pix, \
+                               (SELECT json_object('payment_id', payment_id, 'maquininha', maquininha, 'pedido', pedido, \
+                                       'estado', estado, 'status', status, 'motivo', motivo, 'pago_com', pago_com) \
+                                  FROM machine_orders m WHERE m.attempt_id = attempts.id) AS maquininha";
 
 /// A column that a domain type refuses, reported as SQLite's own conversion error.
 fn refused(column: &str, e: impl std::fmt::Display) -> rusqlite::Error {
@@ -85,7 +89,7 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         idempotency_key: IdempotencyKey::from_stored(r.get("idempotency_key")?),
         valor: Centavos::new(r.get("valor")?).map_err(|e| refused("valor", e))?,
         cartao: match metodo {
-            Means::Pix | Means::Dinheiro => None,
+            Means::Pix | Means::Dinheiro | Means::Maquininha => None,
             Means::Cartao => Some(
                 CardToken::parse(&r.get::<_, String>("cartao")?)
                     .map_err(|e| refused("cartao", e))?,
@@ -107,6 +111,10 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         pix: r
             .get::<_, Option<String>>("pix")?
             .map(|j| pix_from_json(&j).ok_or_else(|| refused("pix", &j)))
+            .transpose()?,
+        maquininha: r
+            .get::<_, Option<String>>("maquininha")?
+            .map(|j| machine_from_json(&j).ok_or_else(|| refused("maquininha", &j)))
             .transpose()?,
         state: AttemptState::parse(&state).ok_or_else(|| refused("state", &state))?,
         tries: r.get("tries")?,
@@ -148,6 +156,51 @@ fn pix_from_json(j: &str) -> Option<PixCharge> {
         e2eid: text("e2eid"),
         pago_em: v.get("pago_em").and_then(|x| x.as_i64()),
     })
+}
+
+/// A card-machine row, as the attempt query's `json_object` gives it.
+fn machine_from_json(j: &str) -> Option<MachineCharge> {
+    let v: serde_json::Value = serde_json::from_str(j).ok()?;
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
+    Some(MachineCharge {
+        payment_id: text("payment_id")?,
+        maquininha: text("maquininha")?,
+        pedido: text("pedido")?,
+        estado: text("estado")?,
+        status: MachineStatus::parse(&text("status")?)?,
+        motivo: text("motivo"),
+        pago_com: text("pago_com"),
+    })
+}
+
+/// Writes what the server said of an attempt's card-machine order.
+pub(super) fn upsert_machine(
+    c: &Connection,
+    attempt: &AttemptId,
+    m: &MachineCharge,
+    now: UnixMillis,
+) -> rusqlite::Result<()> {
+    exec(
+        c,
+        "INSERT INTO machine_orders (attempt_id, payment_id, maquininha, pedido, estado, status, motivo, pago_com, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (attempt_id) DO UPDATE SET estado = excluded.estado, status = excluded.status,
+             motivo = COALESCE(excluded.motivo, machine_orders.motivo),
+             pago_com = COALESCE(excluded.pago_com, machine_orders.pago_com),
+             updated_at = excluded.updated_at",
+        params![
+            attempt.as_ref(),
+            m.payment_id,
+            m.maquininha,
+            m.pedido,
+            m.estado,
+            m.status.as_str(),
+            m.motivo,
+            m.pago_com,
+            now
+        ],
+    )?;
+    Ok(())
 }
 
 /// Writes what the server said of an attempt's Pix charge.
@@ -320,6 +373,82 @@ mod tests {
             insert("x3", "pagamento", Some("pay_1")).is_err(),
             "a payment that refunds"
         );
+    }
+
+    #[test]
+    fn rebuilding_attempts_for_the_card_machine_keeps_every_row_its_pix_and_its_rules() {
+        let mut c = Connection::open_in_memory().unwrap();
+        c.pragma_update(None, "foreign_keys", "ON").unwrap();
+        migrations().to_version(&mut c, 10).unwrap();
+        c.execute_batch(
+            "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
+                                   next_try_at, created_at, updated_at, metodo)
+             VALUES ('att_pix', 'venda-1', 'k1', 100, '', x'7b7d', 'pendente', 0, 0, 0, 'pix');
+             INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
+                                   next_try_at, created_at, updated_at, metodo, captura, captura_key)
+             VALUES ('att_card', 'venda-2', 'k2', 200, 'tok_aprovado', x'7b7d', 'aprovado', 0, 0, 0,
+                     'cartao', 'capturar', 'ck-1');
+             INSERT INTO pix (attempt_id, payment_id, txid, copia_e_cola, expira_em, status, updated_at)
+             VALUES ('att_pix', 'pay_1', 'tx1', '000201', 0, 'aguardando', 0);",
+        )
+        .unwrap();
+        migrations().to_latest(&mut c).unwrap();
+        let (rows, key): (i64, String) = c
+            .query_row("SELECT count(*), max(captura_key) FROM attempts", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        let pix: String = c
+            .query_row("SELECT attempt_id FROM pix", [], |r| r.get(0))
+            .unwrap();
+        let queue: (i64, i64) = c
+            .query_row("SELECT count, total FROM queue", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(
+            (rows, key.as_str(), pix.as_str(), queue),
+            (2, "ck-1", "att_pix", (1, 100))
+        );
+        // The rules came with the rows: a decided capture stays decided, an unknown means is
+        // refused on its way in and on an update, and the queue still follows the states.
+        assert!(c
+            .execute(
+                "UPDATE attempts SET captura = 'desfazer' WHERE id = 'att_card'",
+                []
+            )
+            .is_err());
+        assert!(c
+            .execute(
+                "UPDATE attempts SET metodo = 'boleto' WHERE id = 'att_card'",
+                []
+            )
+            .is_err());
+        c.execute(
+            "UPDATE attempts SET state = 'aprovado' WHERE id = 'att_pix'",
+            [],
+        )
+        .unwrap();
+        let after: i64 = c
+            .query_row("SELECT count FROM queue", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(after, 0);
+        // And an order of the machine is kept beside its attempt.
+        c.execute_batch(
+            "INSERT INTO attempts (id, sale_id, idempotency_key, valor, cartao, request_body, state,
+                                   next_try_at, created_at, updated_at, metodo)
+             VALUES ('att_maq', 'venda-3', 'k3', 300, '', x'7b7d', 'pendente', 0, 0, 0, 'maquininha');
+             INSERT INTO machine_orders (attempt_id, payment_id, maquininha, pedido, estado, status, updated_at)
+             VALUES ('att_maq', 'pay_3', 'POS-1', 'ORD1', 'created', 'aguardando', 0);",
+        )
+        .unwrap();
+        assert!(c
+            .execute(
+                "INSERT INTO machine_orders (attempt_id, payment_id, maquininha, pedido, estado, status, updated_at)
+                 VALUES ('att_nobody', 'pay_4', 'POS-1', 'ORD2', 'created', 'aguardando', 0)",
+                []
+            )
+            .is_err(), "an order of no attempt");
     }
 
     #[test]

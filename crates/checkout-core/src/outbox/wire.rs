@@ -109,6 +109,55 @@ impl PixRequestBody<'_> {
     }
 }
 
+/// The request body of a card at the card machine: the machine, what it offers first, and no
+/// card (the customer's is at the machine).
+#[derive(Serialize)]
+pub(super) struct MachineRequestBody<'a> {
+    valor: i64,
+    maquininha: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metodo: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parcelas: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parcelamento: Option<&'static str>,
+    referencia: &'a str,
+    descricao: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    terminal: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    venda: Option<Venda<'a>>,
+}
+
+impl MachineRequestBody<'_> {
+    /// The body of a card-machine attempt (with `sale_total`, one part of a divided sale).
+    pub fn bytes(
+        valor: Centavos,
+        maquininha: &str,
+        plano: Option<CardPlan>,
+        id: &AttemptId,
+        sale: (&SaleId, u32),
+        terminal: Option<&str>,
+        sale_total: Option<Centavos>,
+    ) -> Vec<u8> {
+        serde_json::to_vec(&MachineRequestBody {
+            valor: valor.get(),
+            maquininha,
+            metodo: plano.map(|p| p.method().as_str()),
+            parcelas: plano.map(CardPlan::parcelas),
+            parcelamento: plano.and_then(CardPlan::financing).map(|f| f.as_str()),
+            referencia: id.as_ref(),
+            descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
+            terminal,
+            venda: sale_total.map(|total| Venda {
+                referencia: sale.0.as_ref(),
+                total: total.get(),
+            }),
+        })
+        .expect("a request body always serialises")
+    }
+}
+
 /// The body of a refund: its amount, its attempt id as `referencia` (so a lost answer can be
 /// found among the payment's refunds) and the cashier's reason.
 #[derive(Serialize)]

@@ -5,6 +5,7 @@ mod cash;
 mod closing;
 mod delivery;
 mod helpers;
+mod maquininha;
 mod network;
 mod offline;
 mod pix;
