@@ -4,7 +4,8 @@
 
 import {
   applyEvent, applySaleViews, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
-  FAULTS, pixCancelRefused, pixWaiting, planArgs, shortcut, snapshotMark, splitOf, upsert,
+  FAULTS, machineCancelRefused, machinePanel, pixCancelRefused, pixWaiting, planArgs, shortcut, snapshotMark, splitOf,
+  upsert,
 } from "./state.js";
 import {
   $, drawQr, fillCards, fillPlans, hideDialogs, showDrawer, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
@@ -80,6 +81,26 @@ async function cancelPix() {
   }
 }
 
+/** "Cancelar pedido" (Esc) of a card at the machine: only while the machine has not taken the
+ * order; once it has, the screen says so and follows the order to its end. */
+async function cancelMachine() {
+  const a = current(state);
+  const panel = machinePanel(state, a);
+  if (!panel || panel.cancelDisabled) return;
+  state.machineCancelling = true;
+  state.error = null;
+  state.machineCancel = null;
+  draw();
+  try {
+    upsert(state, await invoke("cancel_maquininha", { attemptId: a.id }));
+  } catch (err) {
+    machineCancelRefused(state, a, err);
+  } finally {
+    state.machineCancelling = false;
+    draw();
+  }
+}
+
 /** QA: the customer pays the Pix on screen at the simulated bank. */
 async function qaPixPay() {
   const a = current(state);
@@ -94,7 +115,15 @@ async function qaPixPay() {
 
 async function press(ev) {
   ev.preventDefault();
-  if (planArgs($("forma").value).forma === "dinheiro") {
+  const chosen = planArgs($("forma").value);
+  if (chosen.maquininha) {
+    await startPayment("pagar", "pay_maquininha", () => ({
+      saleId: state.saleId, valor: $("valor").value, forma: chosen.forma, parcelas: chosen.parcelas,
+      total: state.splitOn ? $("total").value : null,
+    }));
+    return;
+  }
+  if (chosen.forma === "dinheiro") {
     await startPayment("pagar", "pay_cash", () => ({
       saleId: state.saleId, valor: $("valor").value, recebido: $("recebido").value,
       total: state.splitOn ? $("total").value : null,
@@ -115,7 +144,7 @@ async function refreshPlans(keep) {
   try {
     const offers = await invoke("card_plans", { valor: $("valor").value });
     // The choice as it is when the list comes back: one made meanwhile is kept.
-    if (asked === plansAsked) fillPlans(offers, keep ?? $("forma").value);
+    if (asked === plansAsked) fillPlans(offers, keep ?? $("forma").value, state.maquininha);
   } catch (err) {
     state.error = errorText(err);
     draw();
@@ -294,6 +323,7 @@ function onKey(e) {
     "refund-back": refundBack,
     pix: payPix,
     "cancel-pix": cancelPix,
+    "cancel-machine": cancelMachine,
   })[action]();
 }
 
@@ -461,6 +491,7 @@ async function start() {
   $("qa-export-log").addEventListener("click", () => qa(() => invoke("qa_export_log"), (p) => `Log exportado para ${p}`));
   $("comprovante").addEventListener("click", printReceipt);
   $("pix").addEventListener("click", payPix);
+  $("machine-cancel").addEventListener("click", cancelMachine);
   $("pix-cancel").addEventListener("click", cancelPix);
   $("qa-pix-pay").addEventListener("click", qaPixPay);
   $("pix-copy").addEventListener("click", async () => {
@@ -519,6 +550,7 @@ async function start() {
     }
     $("qa-offline").disabled = !info.qa;
     $("qa-pix-pay").hidden = !info.pix_simulado;
+    state.maquininha = info.maquininha;
     await invoke("subscribe");
     await refresh();
     await restoreOpenSale();

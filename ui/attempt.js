@@ -16,6 +16,16 @@ export function pixWaiting(a) {
   return Boolean(isPix(a) && a.state === "pendente" && a.pix && a.pix.status === "aguardando");
 }
 
+/** True for a card at the card machine. */
+export function isMachine(a) {
+  return Boolean(a && a.metodo === "maquininha");
+}
+
+/** A card-machine attempt whose order waits for a card (sent, or on the machine). */
+export function machineWaiting(a) {
+  return Boolean(isMachine(a) && a.state === "pendente" && a.maquininha && a.maquininha.status === "aguardando");
+}
+
 /** A Pix this till closed unpaid that the customer paid after all: money to give back. */
 export function latePix(a) {
   return Boolean(isPix(a) && a.state === "recusado" && a.pix && a.pix.status === "recebido_apos_cancelamento");

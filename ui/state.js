@@ -3,7 +3,7 @@
 // view.js draws what this module decides; app.js wires both to the app's commands.
 
 import { brl, capitalize, clock, count, secondsUntil, storeTime } from "./format.js";
-import { isCash, isPix, isRefund, isUndone, latePix, pixWaiting } from "./attempt.js";
+import { isCash, isMachine, isPix, isRefund, isUndone, latePix, machineWaiting, pixWaiting } from "./attempt.js";
 import { current } from "./store.js";
 
 // The modules this one builds on, re-exported: the window and the tests import from here.
@@ -53,6 +53,7 @@ export function formaText(a) {
   if (!a) return "";
   if (isPix(a)) return "Pix";
   if (isCash(a)) return "Dinheiro";
+  if (isMachine(a)) return a.plano ? `${a.plano.rotulo} na maquininha` : "Cartão na maquininha";
   return a.plano ? a.plano.rotulo : "";
 }
 
@@ -64,8 +65,12 @@ export function planValue(offer) {
 /** The command's arguments for a list value: `{forma, parcelas}` (parcelas only for a
  * parcelado). */
 export function planArgs(value) {
-  const [forma, n] = String(value || "credito:1").split(":");
-  return forma === "parcelado" ? { forma, parcelas: Number(n) } : { forma, parcelas: null };
+  const text = String(value || "credito:1");
+  // A card at the machine: `maq:<forma>:<n>`, or `maq:` when the customer chooses there.
+  const maquininha = text.startsWith("maq:");
+  const [forma, n] = (maquininha ? text.slice(4) : text).split(":");
+  const plan = forma === "parcelado" ? { forma, parcelas: Number(n) } : { forma: forma || null, parcelas: null };
+  return maquininha ? { ...plan, maquininha: true } : plan;
 }
 
 /** A sale paid in parts as the core decided it (`SaleView.divisao`: `{total, pago, falta, partes,
@@ -128,6 +133,80 @@ export function pixPanel(state, a, now) {
     countdown: left > 0 ? `Expira em ${clock(left)}` : "Tempo esgotado — confirmando com o servidor…",
     cancelDisabled: state.pixCancelling || !serverUp(state),
   };
+}
+
+/** The card-machine panel: hidden, or what it shows for the attempt on screen. */
+export function machinePanel(state, a) {
+  if (!isMachine(a) || a.state !== "pendente") return null;
+  const m = a.maquininha;
+  const onMachine = Boolean(m && m.estado === "at_terminal");
+  return {
+    valor: brl(a.valor),
+    maquininha: m ? m.maquininha : (state.maquininha || ""),
+    estado: !m ? "Enviando o pedido à maquininha…"
+      : onMachine ? "Na maquininha: aproxime, insira ou passe o cartão"
+        : "Pedido enviado — aguardando a maquininha pegar",
+    // Once the machine holds it only the machine ends it: the button says so instead.
+    cancelLabel: onMachine ? "Cancele na maquininha" : "Cancelar pedido",
+    cancelDisabled: !m || onMachine || state.machineCancelling || !serverUp(state),
+  };
+}
+
+/** What a decline at the machine says, in words. */
+const MACHINE_REASONS = {
+  insufficient_amount: "saldo insuficiente",
+  invalid_pin: "senha incorreta",
+  canceled_on_terminal: "cancelado na maquininha",
+};
+
+/** The status of a card-machine attempt: [kind, label, detail]. */
+function machineStatus(state, a, now) {
+  const m = a.maquininha;
+  const id = m ? m.maquininha : (state.maquininha || "");
+  switch (a.state) {
+    case "aprovado": {
+      const com = m && m.pago_com ? ` no ${{ debito: "débito", credito: "crédito", voucher: "voucher" }[m.pago_com]}` : "";
+      return ["aprovado", `Pago na maquininha${com}`, `${brl(a.valor)} · ${a.payment_id || ""} · pedido ${m ? m.pedido : ""}`];
+    }
+    case "recusado":
+      if (a.motivo === "maquininha_cancelado" || (m && m.motivo === "canceled_on_terminal")) {
+        return ["recusado", "Pedido na maquininha cancelado — nada foi cobrado", "Pode cobrar de outra forma."];
+      }
+      if (a.motivo === "maquininha_expirado") {
+        return ["recusado", "Tempo esgotado na maquininha — nada foi cobrado", "Cobre de novo ou de outra forma."];
+      }
+      return ["recusado", `Recusado na maquininha: ${MACHINE_REASONS[a.motivo] || a.motivo || "sem motivo"}`,
+        "Nada foi cobrado. Peça outro cartão ou outra forma."];
+    case "pendente":
+      if (!m) {
+        if (a.tries === 0 && !serverDown(state)) return ["pendente", `Enviando à maquininha ${id}…`, "Pedindo ao servidor."];
+        return ["pendente", "Pedido à maquininha pendente — não cobre de novo", pendingWhy(state, a, now)];
+      }
+      if (state.machineCancel && state.machineCancel.id === a.id) {
+        return ["pix", "A maquininha está com o pedido — ele ainda pode ser pago", state.machineCancel.message];
+      }
+      if (serverDown(state)) {
+        return ["pix", `Aguardando a maquininha ${id} — sem conexão`,
+          "Se o cliente já pagou, o pagamento será confirmado quando a rede voltar. Não cobre de novo."];
+      }
+      if (m.estado === "at_terminal") {
+        return ["pix", `Na maquininha ${id}: aproxime, insira ou passe o cartão`,
+          `${brl(a.valor)} · não cobre de novo. Para desistir, cancele na maquininha.`];
+      }
+      return ["pix", `Aguardando a maquininha ${id}…`, `${brl(a.valor)} · pedido enviado; Esc cancela enquanto a maquininha não o pegar.`];
+    default:
+      return null;
+  }
+}
+
+/** What a refused cancel of a machine order leaves on screen: the machine holding it, or no
+ * answer, is the order's own state (it may still be paid); anything else is the press's error. */
+export function machineCancelRefused(state, a, err) {
+  if (err && (err.kind === "machine_has_order" || err.kind === "machine_cancel_unknown")) {
+    state.machineCancel = { id: a.id, kind: err.kind, message: errorText(err) };
+  } else {
+    state.error = errorText(err);
+  }
 }
 
 /** The status of a Pix attempt: [kind, label, detail]. */
@@ -240,6 +319,10 @@ export function statusFor(state, a, now) {
   if (isPix(a) && !(a.state === "aprovado" && splitOf(state, a))) {
     const pix = pixStatus(state, a, now);
     if (pix) return pix;
+  }
+  if (isMachine(a) && !(a.state === "aprovado" && splitOf(state, a))) {
+    const machine = machineStatus(state, a, now);
+    if (machine) return machine;
   }
   switch (a.state) {
     case "aprovado": {
@@ -468,7 +551,10 @@ export function shortcut(state, key) {
   if (key === "Escape") {
     if (state.dialog === "refund" && state.refund && state.refund.step === "confirm" && !state.refund.pressing) return "refund-back";
     if (state.dialog) return "close-dialog";
-    return pixWaiting(current(state)) && !state.pixCancelling ? "cancel-pix" : null;
+    const a = current(state);
+    if (pixWaiting(a) && !state.pixCancelling) return "cancel-pix";
+    const panel = machinePanel(state, a);
+    return panel && !panel.cancelDisabled ? "cancel-machine" : null;
   }
   if (state.dialog || !state.ready) return null;
   const c = controls(state, current(state));

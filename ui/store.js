@@ -16,6 +16,11 @@ export function createState() {
     // A cancel of a Pix the server did not confirm: `{id, kind, message}`; shown while that Pix
     // still waits, which then shows its own end (received, cancelled, expired) as it comes.
     pixCancel: null,
+    machineCancelling: false, // between "Cancelar pedido" (the card machine's) and its answer
+    // A cancel of a machine order that did not end it (the machine holds it, or no answer):
+    // `{id, kind, message}`, shown while that order still waits.
+    machineCancel: null,
+    maquininha: null, // the card machine beside this till, if any (the app says)
     anotherCard: false, // after a review found no charge, the cashier chose to try another card
     splitOn: false, // "Dividir pagamento": the sale is paid in parts, against its total
     cancelSale: { armed: false, error: null }, // "Cancelar venda": a first click arms, a second confirms

@@ -3,7 +3,7 @@
 
 import {
   brl, canKeepPix, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
-  capturePill, discrepancyGroups, formaText, isRefund, planArgs, splitOf, trocoText, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, planValue, refundConfirmText,
+  capturePill, discrepancyGroups, formaText, isRefund, planArgs, splitOf, trocoText, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, machinePanel, planValue, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
   unfinishedRefunds, unfinishedSales,
 } from "./state.js";
@@ -56,10 +56,12 @@ export function render(state) {
   $("cartao").disabled = c.cartaoDisabled;
   $("forma").disabled = c.formaDisabled;
   // Cash: what the customer handed over and the change, instead of the card.
-  const cash = planArgs($("forma").value).forma === "dinheiro";
+  const chosen = planArgs($("forma").value);
+  const cash = chosen.forma === "dinheiro";
   $("cash-fields").hidden = !cash;
-  $("cartao-label").hidden = cash;
-  $("cartao").hidden = cash;
+  // Cash and a card at the machine name no card token here.
+  $("cartao-label").hidden = cash || Boolean(chosen.maquininha);
+  $("cartao").hidden = cash || Boolean(chosen.maquininha);
   $("recebido").disabled = c.formaDisabled;
   $("troco").textContent = cash ? trocoText($("valor").value, $("recebido").value) : "";
   $("cancelar-venda").hidden = c.cancelSaleHidden;
@@ -81,8 +83,18 @@ export function render(state) {
   $("pix-why").textContent = c.pixWhy;
   const panel = pixPanel(state, a, now);
   $("pix-panel").hidden = !panel;
-  // While a Pix waits, its QR takes the form's place: nothing else can be charged meanwhile.
-  $("pay-form").hidden = Boolean(panel);
+  const machine = machinePanel(state, a);
+  $("machine-panel").hidden = !machine;
+  // While a Pix or a card at the machine waits, its panel takes the form's place: nothing else
+  // can be charged meanwhile.
+  $("pay-form").hidden = Boolean(panel || machine);
+  if (machine) {
+    $("machine-valor").textContent = machine.valor;
+    $("machine-id").textContent = machine.maquininha;
+    $("machine-estado").textContent = machine.estado;
+    $("machine-cancel").disabled = machine.cancelDisabled;
+    $("machine-cancel-label").textContent = machine.cancelLabel;
+  }
   if (panel) {
     $("pix-valor").textContent = panel.valor;
     if ($("pix-copia").value !== panel.copia) $("pix-copia").value = panel.copia;
@@ -434,22 +446,35 @@ export function showTerminal(name) {
 
 /** Fills the "forma de pagamento" list with the store's plans for the amount typed, keeping
  * the cashier's choice when it is still offered (else crédito à vista). */
-export function fillPlans(offers, keep) {
+export function fillPlans(offers, keep, maquininha) {
   const select = $("forma");
-  const values = offers.map(planValue);
+  // With a card machine beside the till, each card forma again under "Cartão na maquininha".
+  const atMachine = maquininha
+    ? [{ forma: "maquina", rotulo: "Cartão na maquininha (cliente escolhe)", detalhe: "", value: "maq:" },
+      ...offers.filter((o) => o.forma !== "dinheiro").map((o) => ({
+        ...o, forma: "maquina", rotulo: `${o.rotulo} na maquininha`, value: `maq:${planValue(o)}`,
+      }))]
+    : [];
+  offers = [...offers, ...atMachine];
+  const values = offers.map((o) => o.value || planValue(o));
   const same = select.options.length === offers.length
     && offers.every((o, i) => select.options[i].value === values[i] && select.options[i].textContent === o.rotulo);
   if (!same) {
     // The parcelados are listed under one heading, each with its installment.
     const group = document.createElement("optgroup");
     group.label = "Crédito parcelado";
+    const machineGroup = document.createElement("optgroup");
+    machineGroup.label = "Cartão na maquininha";
     const items = [];
     offers.forEach((o, i) => {
       const opt = document.createElement("option");
       opt.value = values[i];
       opt.textContent = o.rotulo;
       opt.dataset.detalhe = o.detalhe;
-      if (o.forma === "parcelado") {
+      if (o.forma === "maquina") {
+        if (!machineGroup.children.length) items.push(machineGroup);
+        machineGroup.append(opt);
+      } else if (o.forma === "parcelado") {
         if (!group.children.length) items.push(group);
         group.append(opt);
       } else {

@@ -277,6 +277,54 @@ pub async fn pay_pix(
     .into())
 }
 
+/// Pays a sale by a card at this till's machine: the server sends the order to the machine and
+/// the window shows it waiting there. `forma`/`parcelas` are what the machine offers first
+/// (none: the customer chooses there). Refused while the server cannot be reached.
+#[tauri::command]
+pub async fn pay_maquininha(
+    session: State<'_, Session>,
+    sale_id: String,
+    valor: String,
+    forma: Option<String>,
+    parcelas: Option<u8>,
+    total: Option<String>,
+) -> Result<PayReply> {
+    let sale = SaleId::parse(&sale_id).map_err(AppError::invalid)?;
+    let valor = Centavos::parse_brl(&valor).map_err(AppError::invalid)?;
+    let total = parse_total(total)?;
+    let running = session.get()?;
+    let plan = forma
+        .map(|f| {
+            running
+                .settings()
+                .plans
+                .plan(&f, parcelas, valor)
+                .map_err(AppError::invalid)
+        })
+        .transpose()?;
+    let checkout = running.checkout().clone();
+    Ok(match total {
+        None => checkout.pay_maquininha(sale, valor, plan).await?,
+        Some(total) => {
+            checkout
+                .pay_maquininha_tender(sale, total, valor, plan)
+                .await?
+        }
+    }
+    .into())
+}
+
+/// Cancels the order of a card-machine attempt no card has paid: only while the machine has not
+/// taken it (otherwise the answer says the machine holds it, and a card may still pay).
+#[tauri::command]
+pub async fn cancel_maquininha(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
+    Ok(session
+        .get()?
+        .checkout()
+        .cancel_maquininha(&AttemptId::from_stored(attempt_id))
+        .await?)
+}
+
 /// Cancels the Pix of an attempt the customer has not paid.
 #[tauri::command]
 pub async fn cancel_pix(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {

@@ -5,7 +5,7 @@
 use crate::error::{AppError, Result};
 use crate::settings::Settings;
 use checkout_core::domain::sale_number;
-use checkout_core::{Attempt, AttemptState, Closing, Net, Tally, Total};
+use checkout_core::{Attempt, AttemptState, Closing, Means, Net, Tally, Total};
 use serde::Serialize;
 
 /// How the receipt names the card of an attempt (a Pix has none).
@@ -112,8 +112,8 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
         line("Data e hora", when),
         line("Pagamento", attempt.payment_id.clone().unwrap_or_default()),
     ]);
-    match (&attempt.cartao, &attempt.pix) {
-        _ if attempt.is_cash() => {
+    match attempt.metodo {
+        Means::Dinheiro => {
             linhas.push(line("Forma", "Dinheiro".into()));
             if let Some(recebido) = attempt.recebido {
                 linhas.push(line("Recebido", recebido.to_string()));
@@ -122,8 +122,10 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
                 linhas.push(line("Troco", troco.to_string()));
             }
         }
-        (Some(card), _) => {
-            linhas.push(line("Cartão", card.masked()));
+        Means::Cartao => {
+            if let Some(card) = &attempt.cartao {
+                linhas.push(line("Cartão", card.masked()));
+            }
             if let Some(plan) = attempt.plano {
                 linhas.push(line("Forma", plan.label()));
                 if let Some(parcelas) = plan.installments_text(attempt.valor) {
@@ -131,9 +133,31 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
                 }
             }
         }
-        (None, pix) => {
+        Means::Maquininha => {
+            let order = attempt.maquininha.as_ref();
+            let paid = order.and_then(|o| o.pago_com.as_deref()).map(|m| match m {
+                "debito" => "Débito",
+                "voucher" => "Voucher",
+                _ => "Crédito",
+            });
+            linhas.push(line(
+                "Forma",
+                format!("Cartão na maquininha ({})", paid.unwrap_or("cartão")),
+            ));
+            let credit = paid == Some("Crédito");
+            if let Some(plan) = attempt.plano.filter(|p| credit && p.parcelas() > 1) {
+                if let Some(parcelas) = plan.installments_text(attempt.valor) {
+                    linhas.push(line("Parcelas", parcelas));
+                }
+            }
+            if let Some(o) = order {
+                linhas.push(line("Maquininha", o.maquininha.clone()));
+                linhas.push(line("Pedido", o.pedido.clone()));
+            }
+        }
+        Means::Pix => {
             linhas.push(line("Forma", "Pix".into()));
-            if let Some(e2e) = pix.as_ref().and_then(|p| p.e2eid.clone()) {
+            if let Some(e2e) = attempt.pix.as_ref().and_then(|p| p.e2eid.clone()) {
                 linhas.push(line("ID Pix (E2E)", e2e));
             }
             if attempt.motivo.as_deref() == Some("recebido_apos_cancelamento") {

@@ -89,6 +89,10 @@ pub struct AppInfo {
     pub utc_offset_minutes: i32,
     /// Whether the store takes vouchers (the "forma" list offers one).
     pub aceita_voucher: bool,
+    /// The card machine beside this till, if any (F6 offers "Cartão na maquininha").
+    pub maquininha: Option<String>,
+    /// The simulated machine's page (embedded sandbox only), where QA plays the customer.
+    pub maquininha_pagina: Option<String>,
 }
 
 /// A session that started: what [`Session::get`] gives every command.
@@ -100,6 +104,7 @@ pub struct Running {
     admin: Option<AdminClient>,
     _server: Option<payment_api::RunningServer>,
     pix: Option<PixSandbox>,
+    machine: Option<maquininha::RunningMachine>,
     log: Arc<Mutex<SessionLog>>,
     streams: Streams,
 }
@@ -119,7 +124,7 @@ impl Running {
             .and_then(|()| private::tighten(&settings.config_path(), 0o600))
             .map_err(|e| AppError::Startup(format!("{}: {e}", settings.data_dir.display())))?;
         settings.remember_terminal().map_err(AppError::Startup)?;
-        let (api_url, api_key, admin_token, server, pix) = match &settings.api {
+        let (api_url, api_key, admin_token, server, pix, machine) = match &settings.api {
             ApiTarget::Embedded => {
                 let admin = admin_token();
                 // The Pix provider simulator, on loopback like the API, signing its webhooks
@@ -135,6 +140,21 @@ impl Running {
                 ))
                 .await
                 .map_err(|e| AppError::Startup(format!("simulador Pix embutido: {e}")))?;
+                // The card machine's simulator, its notifications signed with a secret made for
+                // this run, playing the machine this till names.
+                let machine_token = format!("mq_{}", uuid::Uuid::new_v4().simple());
+                let machine_secret = format!("mqs_{}", uuid::Uuid::new_v4().simple());
+                let mut machine_config = maquininha::Config::sandbox(
+                    settings.data_dir.join("sandbox").join("maquininha.db"),
+                    &machine_token,
+                    &machine_secret,
+                );
+                if let Some(m) = &settings.maquininha {
+                    machine_config.terminals = m.clone();
+                }
+                let machine = maquininha::start(machine_config).await.map_err(|e| {
+                    AppError::Startup(format!("simulador de maquininha embutido: {e}"))
+                })?;
                 // A fresh key each run: nothing outside this process can pay on the sandbox.
                 let sandbox_key = format!("sk_sandbox_{}", uuid::Uuid::new_v4().simple());
                 let mut config = payment_api::Config::sandbox(
@@ -152,9 +172,14 @@ impl Running {
                 config.pix.pix_webhook_secrets = secret;
                 config.pix.pix_webhook_url = Some("auto".into());
                 config.pix.pix_poll_ms = 2_000;
+                config.maquininha.maquininha_url = Some(machine.url());
+                config.maquininha.maquininha_token = machine_token;
+                config.maquininha.maquininha_secret = machine_secret;
+                config.maquininha.maquininha_poll_ms = 1_000;
                 let server = payment_api::start(config)
                     .await
                     .map_err(|e| AppError::Startup(format!("API embutida: {e}")))?;
+                tell_machine_where(&machine, &server.url()).await?;
                 let pix = PixSandbox {
                     provider,
                     token: pix_token,
@@ -170,6 +195,7 @@ impl Running {
                     Some(admin),
                     Some(server),
                     Some(pix),
+                    Some(machine),
                 )
             }
             ApiTarget::External {
@@ -180,6 +206,7 @@ impl Running {
                 url.trim_end_matches('/').to_string(),
                 key.clone(),
                 admin_token.clone(),
+                None,
                 None,
                 None,
             ),
@@ -208,6 +235,7 @@ impl Running {
         config.terminal = Some(settings.terminal.clone());
         config.utc_offset = settings.utc_offset;
         config.confirm_after_receipt = settings.confirm_after_receipt;
+        config.maquininha = settings.maquininha.clone();
         config.probe_interval = Duration::from_secs(1);
         config.probe_timeout = Duration::from_millis(1500);
         config.connect_timeout = Duration::from_secs(2);
@@ -229,9 +257,17 @@ impl Running {
             admin,
             _server: server,
             pix,
+            machine,
             log,
             streams: Streams::default(),
         })
+    }
+
+    /// The simulated machine's page, when the sandbox runs one.
+    pub fn machine_page(&self) -> Option<String> {
+        let machine = self.machine.as_ref()?;
+        let id = self.settings.maquininha.as_deref()?;
+        Some(format!("{}/terminais/{id}", machine.url()))
     }
 
     /// QA: the customer pays the Pix `txid` at the embedded sandbox's simulated bank.
@@ -283,6 +319,8 @@ impl Running {
             loja: self.settings.loja.clone(),
             utc_offset_minutes: self.settings.utc_offset.whole_minutes().into(),
             aceita_voucher: self.settings.plans.voucher,
+            maquininha: self.settings.maquininha.clone(),
+            maquininha_pagina: self.machine_page(),
         }
     }
 
@@ -467,6 +505,27 @@ fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<SessionLog>>) {
 /// A random token for the embedded API's admin routes (never leaves this process).
 fn admin_token() -> String {
     format!("adm_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Tells the embedded machine simulator where the embedded API takes its notifications.
+async fn tell_machine_where(machine: &maquininha::RunningMachine, api: &str) -> Result<()> {
+    let res = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| AppError::Startup(e.to_string()))?
+        .put(format!("{}/qa/notificacoes", machine.url()))
+        .json(&serde_json::json!({"url": format!("{api}/webhooks/maquininha")}))
+        .send()
+        .await
+        .map_err(|e| AppError::Startup(format!("simulador de maquininha embutido: {e}")))?;
+    if !res.status().is_success() {
+        return Err(AppError::Startup(format!(
+            "simulador de maquininha embutido: {}",
+            res.status()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

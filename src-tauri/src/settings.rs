@@ -26,11 +26,17 @@
 //!   card payment is authorized only and captured once its receipt is on screen; one left
 //!   unconfirmed (the till stopped first) is undone. Off, only the card parts of a divided sale
 //!   are.
+//! - `maquininha` (`PAGAR_MAQUININHA`): the id of the card machine beside this till at its
+//!   provider (e.g. `PAGAR_SIM__POS-1`); F6 then offers "Cartão na maquininha". The embedded
+//!   sandbox runs a simulated machine, `PAGAR_SIM__POS-1`, unless this says another.
 
 use checkout_core::domain::MAX_PARCELAS;
 use checkout_core::{Centavos, Financing, PlanRules};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+
+/// The simulated card machine of the embedded sandbox.
+pub const SANDBOX_MACHINE: &str = "PAGAR_SIM__POS-1";
 
 /// The API the app pays against. Its `Debug` never shows the key or the token.
 #[derive(Clone, PartialEq, Eq)]
@@ -77,6 +83,8 @@ pub struct Settings {
     pub plans: PlanRules,
     /// Every card payment authorized first, captured once its receipt is shown.
     pub confirm_after_receipt: bool,
+    /// The card machine beside this till (its id at the machine's provider), if any.
+    pub maquininha: Option<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -97,6 +105,7 @@ struct FileConfig {
     parcela_minima: Option<String>,
     aceita_voucher: Option<bool>,
     confirmar_apos_comprovante: Option<bool>,
+    maquininha: Option<String>,
 }
 
 impl std::fmt::Debug for ApiTarget {
@@ -244,9 +253,23 @@ impl Settings {
         let confirm_after_receipt = flag("PAGAR_CONFIRMAR_APOS_COMPROVANTE")?
             .or(file.confirmar_apos_comprovante)
             .unwrap_or(false);
+        let maquininha = env("PAGAR_MAQUININHA")
+            .or(file.maquininha.clone())
+            .or_else(|| embedded.then(|| SANDBOX_MACHINE.to_string()));
+        if let Some(m) = &maquininha {
+            let ok = (1..=64).contains(&m.len())
+                && m.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !ok {
+                return Err(format!(
+                    "maquininha {m:?}: use o id da maquininha no provedor (1 a 64 letras, dígitos, _ ou -)"
+                ));
+            }
+        }
         Ok(Self {
             plans,
             confirm_after_receipt,
+            maquininha,
             data_dir,
             api,
             ca_cert: env("PAGAR_CA_CERT").map(PathBuf::from).or(file.ca_cert),

@@ -30,6 +30,7 @@ fn app() -> Mocked {
         utc_offset: time::macros::offset!(-3),
         plans: checkout_core::PlanRules::default(),
         confirm_after_receipt: false,
+        maquininha: None,
     };
     let app = pagar_lib::with_commands(mock_builder())
         .build(mock_context(noop_assets()))
@@ -211,6 +212,7 @@ fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
             utc_offset: time::macros::offset!(-3),
             plans: checkout_core::PlanRules::default(),
             confirm_after_receipt: false,
+            maquininha: None,
         })
     };
     let first = tauri::async_runtime::block_on(Session::start(settings()));
@@ -250,6 +252,7 @@ fn plain_http_to_a_host_that_is_not_loopback_is_refused_at_start_with_the_reason
             utc_offset: time::macros::offset!(-3),
             plans: checkout_core::PlanRules::default(),
             confirm_after_receipt: false,
+            maquininha: None,
         })
     };
     let refused = tauri::async_runtime::block_on(Session::start(settings()));

@@ -7,7 +7,7 @@ import {
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
   connectivityText, pixCancelRefused, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
-  parseBrl, trocoText, isCash, capturePill, applySaleViews, prune,
+  parseBrl, trocoText, isCash, capturePill, applySaleViews, prune, machinePanel, machineCancelRefused,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -747,4 +747,54 @@ test("the window keeps the newer of two views of a sale and forgets those of sal
   applySaleViews(s, [{ sale_id: "venda-9", divisao: null, estornos: [], manter_pix: [], as_of: 1 }]);
   prune(s, 0);
   assert.deepEqual([...s.sales.keys()], ["venda-1"], "only the sales of the attempts kept");
+});
+
+function atMachine(over = {}, order = {}) {
+  return attempt({
+    metodo: "maquininha", cartao: null, tries: 1,
+    maquininha: { payment_id: "pay_1", maquininha: "POS-1", pedido: "ORD1", estado: "created", status: "aguardando", motivo: null, pago_com: null, ...order },
+    ...over,
+  });
+}
+
+test("a card at the machine reads its plan from the list, and the customer may choose there", () => {
+  assert.deepEqual(planArgs("maq:parcelado:3"), { forma: "parcelado", parcelas: 3, maquininha: true });
+  assert.deepEqual(planArgs("maq:debito:1"), { forma: "debito", parcelas: null, maquininha: true });
+  assert.deepEqual(planArgs("maq:"), { forma: null, parcelas: null, maquininha: true });
+  assert.equal(planArgs("debito:1").maquininha, undefined);
+});
+
+test("an order at the machine can be cancelled until the machine takes it, and never reads as cancelled while a card can pay", () => {
+  const sent = ready(atMachine());
+  const panel = machinePanel(sent, current(sent));
+  assert.equal(panel.cancelDisabled, false);
+  assert.match(panel.estado, /aguardando a maquininha/);
+  assert.equal(shortcut(sent, "Escape"), "cancel-machine");
+  assert.match(statusFor(sent, current(sent), NOW)[1], /Aguardando a maquininha POS-1/);
+
+  const taken = ready(atMachine({}, { estado: "at_terminal" }));
+  const held = machinePanel(taken, current(taken));
+  assert.equal(held.cancelDisabled, true, "only the machine ends it now");
+  assert.equal(held.cancelLabel, "Cancele na maquininha");
+  assert.equal(shortcut(taken, "Escape"), null);
+  assert.match(statusFor(taken, current(taken), NOW)[1], /aproxime, insira ou passe o cartão/);
+
+  // A cancel the machine refused leaves the order's own state on screen, never "cancelado".
+  machineCancelRefused(taken, current(taken), { kind: "machine_has_order", message: "a maquininha já está com o pedido" });
+  const [kind, label] = statusFor(taken, current(taken), NOW);
+  assert.equal(kind, "pix");
+  assert.doesNotMatch(label, /cancelado/i);
+  assert.equal(taken.error, null);
+});
+
+test("how a card at the machine ended says what happened, and the history names it", () => {
+  const paid = ready(atMachine({ state: "aprovado", payment_id: "pay_1" }, { status: "aprovado", estado: "processed", pago_com: "debito" }));
+  assert.deepEqual(statusFor(paid, current(paid), NOW).slice(0, 2), ["aprovado", "Pago na maquininha no débito"]);
+  assert.equal(machinePanel(paid, current(paid)), null);
+  const declined = ready(atMachine({ state: "recusado", motivo: "insufficient_amount" }, { status: "recusado", estado: "failed" }));
+  assert.equal(statusFor(declined, current(declined), NOW)[1], "Recusado na maquininha: saldo insuficiente");
+  const cancelled = ready(atMachine({ state: "recusado", motivo: "maquininha_cancelado" }, { status: "cancelado", estado: "canceled" }));
+  assert.match(statusFor(cancelled, current(cancelled), NOW)[1], /cancelado — nada foi cobrado/);
+  assert.equal(formaText(atMachine({ plano: { rotulo: "Débito" } })), "Débito na maquininha");
+  assert.equal(formaText(atMachine()), "Cartão na maquininha");
 });

@@ -218,6 +218,9 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn open(path: &Path) -> rusqlite::Result<Self> {
+        // The owner's alone before SQLite opens it (its -wal and -shm files take the same mode);
+        // a path SQLite cannot open either is its error to report.
+        let _ = provider_kit::own_file(path);
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;

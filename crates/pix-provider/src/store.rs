@@ -154,17 +154,9 @@ pub struct PixDb(Mutex<Connection>);
 impl PixDb {
     /// Opens (and creates) the file.
     pub fn open(path: &Path) -> rusqlite::Result<Self> {
-        // Made the owner's alone before SQLite opens it: its -wal and -shm files take the same
-        // mode.
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            let _ = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(path);
-        }
+        // Made the owner's alone before SQLite opens it (its -wal and -shm files take the same
+        // mode); a path SQLite cannot open either is its error to report.
+        let _ = provider_kit::own_file(path);
         let c = Connection::open(path)?;
         c.pragma_update(None, "journal_mode", "WAL")?;
         c.pragma_update(None, "synchronous", "FULL")?;

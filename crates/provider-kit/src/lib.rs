@@ -8,6 +8,24 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// Makes `path` the owner's alone (mode 0600) before SQLite opens it, creating it empty when it
+/// is missing: the `-wal` and `-shm` files SQLite makes beside it take the same mode. A
+/// simulator's ledger is data at rest like the till's.
+pub fn own_file(path: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
 /// A router being served, until [`Served::shutdown`].
 pub struct Served {
     addr: SocketAddr,

@@ -7,6 +7,7 @@ mod data_at_rest;
 mod day;
 mod faults;
 mod harness;
+mod maquininha;
 mod package;
 mod pix;
 mod plans;

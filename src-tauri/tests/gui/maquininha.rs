@@ -1,0 +1,125 @@
+//! A card at the card machine in the real window, on the embedded sandbox (`make run`'s default):
+//! F6 offers "Cartão na maquininha", the screen follows the order to the machine ("Aguardando a
+//! maquininha…", then "Na maquininha: aproxime…"), its cancel works only until the machine takes
+//! the order, and the customer's card at the simulated machine pays the sale. Orders and payments
+//! are counted in the machine simulator's own ledger.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+
+/// The simulated machine's page, as the app says it.
+async fn machine_page(app: &GuiApp) -> String {
+    let info = app.invoke("app_info", json!({})).await;
+    info["ok"]["maquininha_pagina"]
+        .as_str()
+        .expect("the sandbox runs a simulated machine")
+        .to_string()
+}
+
+/// The machine looks for its order (what moves it to the machine's screen).
+async fn machine_looks(page: &str) -> Value {
+    reqwest::get(format!("{page}/pedido"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The customer does `act` at the machine.
+async fn customer(page: &str, act: Value) {
+    let res = reqwest::Client::new()
+        .post(format!("{page}/acao"))
+        .json(&act)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+}
+
+/// The simulator's own counts.
+async fn counts(page: &str) -> Value {
+    let base = page.split("/terminais/").next().unwrap();
+    reqwest::get(format!("{base}/qa/contagens"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_cashier_takes_a_card_at_the_machine_and_can_cancel_only_until_the_machine_takes_the_order(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch(dir.path()).await;
+    app.wait_until("online", |a| async move { a.badge().await == "Online" })
+        .await;
+    let page = machine_page(&app).await;
+
+    // A sale of R$ 45,90 on débito at the machine.
+    app.type_into("valor", "45,90").await;
+    app.wait_until("the machine's formas listed", |a| async move {
+        a.js("return [...document.getElementById('forma').options].some(o => o.value === 'maq:debito:1')")
+            .await
+            == json!(true)
+    })
+    .await;
+    app.select("forma", "maq:debito:1").await;
+    assert!(app.hidden("cartao").await, "no card token at the machine");
+    app.press(ENTER).await;
+    app.wait_status("Aguardando a maquininha PAGAR_SIM__POS-1")
+        .await;
+    assert!(!app.hidden("machine-panel").await);
+    assert!(
+        app.hidden("pay-form").await,
+        "nothing else is charged meanwhile"
+    );
+    app.screenshot("maquininha-enviado").await;
+
+    // The machine takes it: the cancel is off, and says where to cancel now.
+    assert_eq!(machine_looks(&page).await["pedido"]["centavos"], 4590);
+    app.wait_status("Na maquininha PAGAR_SIM__POS-1: aproxime, insira ou passe o cartão")
+        .await;
+    assert!(!app.enabled("machine-cancel").await);
+    assert_eq!(
+        app.prop("machine-cancel-label", "textContent")
+            .await
+            .as_deref(),
+        Some("Cancele na maquininha")
+    );
+    app.press(ESC).await;
+    app.screenshot("maquininha-na-maquininha").await;
+    assert!(
+        app.status().await.starts_with("Na maquininha"),
+        "Esc did not cancel"
+    );
+
+    // The customer pays: the sale is paid, once.
+    customer(&page, json!({"acao": "aprovar"})).await;
+    app.wait_status("Pago na maquininha no débito").await;
+    app.screenshot("maquininha-pago").await;
+
+    // The next sale: the order is cancelled before the machine takes it.
+    app.next_sale().await;
+    app.type_into("valor", "12,00").await;
+    app.select("forma", "maq:").await;
+    app.press(ENTER).await;
+    app.wait_status("Aguardando a maquininha PAGAR_SIM__POS-1")
+        .await;
+    app.wait_until("the cancel on", |a| async move {
+        a.enabled("machine-cancel").await
+    })
+    .await;
+    app.press(ESC).await;
+    app.wait_status("Pedido na maquininha cancelado — nada foi cobrado")
+        .await;
+    assert!(machine_looks(&page).await["pedido"].is_null());
+
+    let c = counts(&page).await;
+    assert_eq!(
+        (&c["orders"], &c["paid"], &c["canceled"]),
+        (&json!(2), &json!(1), &json!(1))
+    );
+    app.close().await;
+}
