@@ -21,6 +21,7 @@ pub mod maquininha;
 pub mod metrics;
 pub mod payments;
 pub mod pix;
+pub mod provider_http;
 pub mod redact;
 pub mod refunds;
 pub mod schema;

@@ -72,16 +72,7 @@ pub(crate) async fn pix_webhook(State(state): State<AppState>, req: Request) -> 
         Ok::<_, ApiError>(())
     }
     .await;
-    match result {
-        Ok(()) => logged(StatusCode::OK.into_response(), None, None, "webhook"),
-        Err(e) => {
-            let (_, slug, _, _) = e.describe();
-            if matches!(e, ApiError::WebhookRejected(_)) {
-                tracing::warn!(error = %e, "Pix webhook refused");
-            }
-            logged(e.into_response(), None, None, slug)
-        }
-    }
+    webhook_reply(result, "Pix webhook")
 }
 
 /// The card machine's provider's notification (`?data.id=<order>&type=order`, Mercado Pago's
@@ -127,12 +118,18 @@ pub(crate) async fn machine_notification(
         Ok::<_, ApiError>(())
     }
     .await;
+    webhook_reply(result, "card machine notification")
+}
+
+/// A provider's webhook answered: 200 once recorded, the problem otherwise (a refused signature
+/// logged as such), with the request's log line.
+fn webhook_reply(result: Result<()>, what: &str) -> Response {
     match result {
         Ok(()) => logged(StatusCode::OK.into_response(), None, None, "webhook"),
         Err(e) => {
             let (_, slug, _, _) = e.describe();
             if matches!(e, ApiError::WebhookRejected(_)) {
-                tracing::warn!(error = %e, "card machine notification refused");
+                tracing::warn!(error = %e, "{what} refused");
             }
             logged(e.into_response(), None, None, slug)
         }

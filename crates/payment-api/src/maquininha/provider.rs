@@ -5,8 +5,8 @@
 //! configuration (its URL and access token).
 
 use crate::domain::{CardMethod, CardPlan, Centavos, MachineId, OrderKey};
+use crate::provider_http::ProviderHttp;
 use serde::Deserialize;
-use std::time::Duration;
 
 /// What the provider answered.
 #[derive(Debug, thiserror::Error)]
@@ -155,22 +155,14 @@ pub trait MachineProvider: Send + Sync + std::fmt::Debug {
 /// The Orders API over HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpMachineProvider {
-    base: String,
-    token: String,
-    http: reqwest::Client,
+    http: ProviderHttp,
 }
 
 impl HttpMachineProvider {
     /// A client of the provider at `base`.
     pub fn new(base: &str, token: &str) -> Self {
         Self {
-            base: base.trim_end_matches('/').to_string(),
-            token: token.to_string(),
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .connect_timeout(Duration::from_secs(3))
-                .build()
-                .expect("HTTP client"),
+            http: ProviderHttp::new(base, token),
         }
     }
 
@@ -178,31 +170,14 @@ impl HttpMachineProvider {
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<(reqwest::StatusCode, String), ProviderError> {
-        let res = req
-            .bearer_auth(&self.token)
-            .send()
+        self.http
+            .send(req)
             .await
-            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
-        let status = res.status();
-        let body = res
-            .text()
-            .await
-            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
-        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            return Err(ProviderError::Unavailable(format!("{status}: {body}")));
-        }
-        if status == reqwest::StatusCode::FORBIDDEN || status == reqwest::StatusCode::UNAUTHORIZED {
-            return Err(ProviderError::Unavailable(format!(
-                "acesso negado pela maquininha ({status}): confira o token"
-            )));
-        }
-        Ok((status, body))
+            .map_err(ProviderError::Unavailable)
     }
 
     fn order_of(body: &str) -> Result<Order, ProviderError> {
-        serde_json::from_str(body).map_err(|e| {
-            ProviderError::Unavailable(format!("resposta da maquininha ilegível: {e}"))
-        })
+        ProviderHttp::json(body).map_err(ProviderError::Unavailable)
     }
 
     /// The provider's error code and message.
@@ -272,7 +247,8 @@ impl MachineProvider for HttpMachineProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .post(format!("{}/v1/orders", self.base))
+                    .client()
+                    .post(self.http.url("/v1/orders"))
                     .header("X-Idempotency-Key", key.as_ref())
                     .json(&body),
             )
@@ -288,7 +264,11 @@ impl MachineProvider for HttpMachineProvider {
 
     async fn get(&self, id: &str) -> Result<Option<Order>, ProviderError> {
         let (status, text) = self
-            .send(self.http.get(format!("{}/v1/orders/{id}", self.base)))
+            .send(
+                self.http
+                    .client()
+                    .get(self.http.url(&format!("/v1/orders/{id}"))),
+            )
             .await?;
         match status.as_u16() {
             200 => Self::order_of(&text).map(Some),
@@ -301,7 +281,8 @@ impl MachineProvider for HttpMachineProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .post(format!("{}/v1/orders/{id}/cancel", self.base))
+                    .client()
+                    .post(self.http.url(&format!("/v1/orders/{id}/cancel")))
                     .header("X-Idempotency-Key", key.as_ref()),
             )
             .await?;
@@ -327,7 +308,8 @@ impl MachineProvider for HttpMachineProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .post(format!("{}/v1/orders/{id}/refund", self.base))
+                    .client()
+                    .post(self.http.url(&format!("/v1/orders/{id}/refund")))
                     .header("X-Idempotency-Key", key.as_ref()),
             )
             .await?;

@@ -5,8 +5,8 @@
 //! configuration (its URL and token; its OAuth2 and mTLS set-up is outside this client).
 
 use crate::domain::Txid;
+use crate::provider_http::ProviderHttp;
 use serde::Deserialize;
-use std::time::Duration;
 
 /// What the provider answered.
 #[derive(Debug, thiserror::Error)]
@@ -158,24 +158,16 @@ pub trait PixProvider: Send + Sync + std::fmt::Debug + 'static {
 /// The API Pix over HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpPixProvider {
-    base: String,
-    token: String,
+    http: ProviderHttp,
     chave: String,
-    http: reqwest::Client,
 }
 
 impl HttpPixProvider {
     /// A client of the provider at `base`, for the Pix key `chave`.
     pub fn new(base: &str, token: &str, chave: &str) -> Self {
         Self {
-            base: base.trim_end_matches('/').to_string(),
-            token: token.to_string(),
+            http: ProviderHttp::new(base, token),
             chave: chave.to_string(),
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .connect_timeout(Duration::from_secs(3))
-                .build()
-                .expect("HTTP client"),
         }
     }
 
@@ -183,25 +175,10 @@ impl HttpPixProvider {
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<(reqwest::StatusCode, String), ProviderError> {
-        let res = req
-            .bearer_auth(&self.token)
-            .send()
+        self.http
+            .send(req)
             .await
-            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
-        let status = res.status();
-        let body = res
-            .text()
-            .await
-            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
-        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            return Err(ProviderError::Unavailable(format!("{status}: {body}")));
-        }
-        if status == reqwest::StatusCode::FORBIDDEN || status == reqwest::StatusCode::UNAUTHORIZED {
-            return Err(ProviderError::Unavailable(format!(
-                "acesso negado pelo provedor ({status}): confira o token"
-            )));
-        }
-        Ok((status, body))
+            .map_err(ProviderError::Unavailable)
     }
 
     fn cob_of(body: &str) -> Result<Cob, ProviderError> {
@@ -210,8 +187,7 @@ impl HttpPixProvider {
 
     /// A body the provider answered, read as `T`; one it cannot be is no answer at all.
     fn json_of<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ProviderError> {
-        serde_json::from_str(body)
-            .map_err(|e| ProviderError::Unavailable(format!("resposta do provedor ilegível: {e}")))
+        ProviderHttp::json(body).map_err(ProviderError::Unavailable)
     }
 
     fn detail(body: &str) -> String {
@@ -242,7 +218,8 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .put(format!("{}/cob/{txid}", self.base))
+                    .client()
+                    .put(self.http.url(&format!("/cob/{txid}")))
                     .json(&body),
             )
             .await?;
@@ -256,7 +233,11 @@ impl PixProvider for HttpPixProvider {
 
     async fn get(&self, txid: &Txid) -> Result<Option<Cob>, ProviderError> {
         let (status, text) = self
-            .send(self.http.get(format!("{}/cob/{txid}", self.base)))
+            .send(
+                self.http
+                    .client()
+                    .get(self.http.url(&format!("/cob/{txid}"))),
+            )
             .await?;
         match status.as_u16() {
             200 => Self::cob_of(&text).map(Some),
@@ -270,7 +251,8 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .patch(format!("{}/cob/{txid}", self.base))
+                    .client()
+                    .patch(self.http.url(&format!("/cob/{txid}")))
                     .json(&body),
             )
             .await?;
@@ -285,7 +267,8 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .put(format!("{}/pix/{e2eid}/devolucao/{id}", self.base))
+                    .client()
+                    .put(self.http.url(&format!("/pix/{e2eid}/devolucao/{id}")))
                     .json(&body),
             )
             .await?;
@@ -304,7 +287,8 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .get(format!("{}/pix/{e2eid}/devolucao/{id}", self.base)),
+                    .client()
+                    .get(self.http.url(&format!("/pix/{e2eid}/devolucao/{id}"))),
             )
             .await?;
         match status.as_u16() {
@@ -323,7 +307,7 @@ impl PixProvider for HttpPixProvider {
     ) -> Result<PixConsultados, ProviderError> {
         let (pagina, itens) = (pagina.to_string(), itens.to_string());
         let (status, text) = self
-            .send(self.http.get(format!("{}/pix", self.base)).query(&[
+            .send(self.http.client().get(self.http.url("/pix")).query(&[
                 ("inicio", inicio),
                 ("fim", fim),
                 ("paginacao.paginaAtual", pagina.as_str()),
@@ -341,7 +325,8 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .put(format!("{}/webhook/{}", self.base, self.chave))
+                    .client()
+                    .put(self.http.url(&format!("/webhook/{}", self.chave)))
                     .json(&body),
             )
             .await?;
