@@ -315,31 +315,27 @@ impl Outbox {
                     }
                     n
                 }
-                TryResult::PixWaiting(pix) => {
-                    // Answered: the next read is due at once (it waits on the server).
+                waiting @ (TryResult::PixWaiting(_) | TryResult::MachineWaiting(_)) => {
+                    // Answered: the next read is due at once (it waits on the server); what the
+                    // server said of the resource is kept beside the attempt.
+                    let payment = match &waiting {
+                        TryResult::PixWaiting(pix) => pix.payment_id.clone(),
+                        TryResult::MachineWaiting(order) => order.payment_id.clone(),
+                        _ => unreachable!("matched above"),
+                    };
                     let n = exec(
                         c,
                         "UPDATE attempts SET payment_id = ?2, next_try_at = ?3, last_error = NULL,
                                 tries = tries + 1, last_tried_at = ?3, updated_at = ?3
                          WHERE id = ?1 AND state = 'pendente'",
-                        params![id.as_ref(), pix.payment_id, now],
+                        params![id.as_ref(), payment, now],
                     )?;
-                    if n == 1 {
-                        upsert_pix(c, &id, &pix, now)?;
-                    }
-                    n
-                }
-                TryResult::MachineWaiting(order) => {
-                    // Answered: the next read is due at once (it waits on the server).
-                    let n = exec(
-                        c,
-                        "UPDATE attempts SET payment_id = ?2, next_try_at = ?3, last_error = NULL,
-                                tries = tries + 1, last_tried_at = ?3, updated_at = ?3
-                         WHERE id = ?1 AND state = 'pendente'",
-                        params![id.as_ref(), order.payment_id, now],
-                    )?;
-                    if n == 1 {
-                        upsert_machine(c, &id, &order, now)?;
+                    match waiting {
+                        TryResult::PixWaiting(pix) if n == 1 => upsert_pix(c, &id, &pix, now)?,
+                        TryResult::MachineWaiting(order) if n == 1 => {
+                            upsert_machine(c, &id, &order, now)?
+                        }
+                        _ => {}
                     }
                     n
                 }

@@ -27,9 +27,9 @@ pub(crate) async fn cancel_waiting(
     Path(id): Path<String>,
 ) -> Result<Response> {
     let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
-    if state.store().machine_order(&merchant, &id).await?.is_some() {
+    if let Some(stored) = state.store().machine_order(&merchant, &id).await? {
         let machine = state.machine().ok_or(ApiError::MachineUnavailable)?;
-        let order = machine.settler.cancel(&merchant, &id).await?;
+        let order = machine.settler.cancel(stored).await?;
         return Ok(Json(MachinePaymentBody::from(&order)).into_response());
     }
     let pix = state.pix().ok_or(ApiError::PixUnavailable)?;

@@ -24,39 +24,65 @@ pub(crate) async fn get_payment(
     let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
     // A card payment answers from its row, as before; a Pix is read from its charge and a card
     // at the machine from its order (a paid one is a payment too, but its state is the
-    // resource's).
+    // resource's). With no row yet, it waits for its customer: one resource or the other.
     let payment = state.store().payment(&merchant, &id).await?;
-    let read_from_row = payment.as_ref().is_some_and(|p| match p.meio {
-        Means::Cartao => true,
-        Means::Pix | Means::Maquininha => false,
-    });
-    if let Some(payment) = payment.filter(|_| read_from_row) {
+    let means = payment.as_ref().map(|p| p.meio);
+    if let Some(payment) = payment.filter(|p| p.meio == Means::Cartao) {
         let refunds = state.store().refunds_of(&merchant, &id).await?;
         return Ok(Json(PaymentDetail::new(&payment, &refunds)).into_response());
     }
-    let Some(charge) = state.store().pix_charge(&merchant, &id).await? else {
-        let order = state
-            .store()
-            .machine_order(&merchant, &id)
-            .await?
-            .ok_or(ApiError::NotFound)?;
-        let order = match (wait.aguardar, state.machine()) {
-            (Some(secs), Some(machine)) if order.status == MachineStatus::Aguardando => {
-                wait_for_machine(&state, machine, &merchant, &id, order, secs).await?
+    let charge = match means {
+        Some(Means::Maquininha) => None,
+        Some(Means::Cartao | Means::Pix) | None => state.store().pix_charge(&merchant, &id).await?,
+    };
+    if let Some(charge) = charge {
+        let charge = match (wait.aguardar, state.pix()) {
+            (Some(secs), Some(pix)) if charge.status == PixStatus::Aguardando => {
+                let store = state.store();
+                wait_while(
+                    pix.settler.changed(),
+                    secs,
+                    charge,
+                    |c| c.status == PixStatus::Aguardando,
+                    || async {
+                        store
+                            .pix_charge(&merchant, &id)
+                            .await?
+                            .ok_or(ApiError::NotFound)
+                    },
+                )
+                .await?
             }
-            _ => order,
+            _ => charge,
         };
         let refunds = state.store().refunds_of(&merchant, &id).await?;
-        return Ok(Json(MachinePaymentBody::with_refunds(&order, &refunds)).into_response());
-    };
-    let charge = match (wait.aguardar, state.pix()) {
-        (Some(secs), Some(pix)) if charge.status == PixStatus::Aguardando => {
-            wait_for_change(&state, pix, &merchant, &id, charge, secs).await?
+        return Ok(Json(PixPaymentBody::with_refunds(&charge, &refunds)).into_response());
+    }
+    let order = state
+        .store()
+        .machine_order(&merchant, &id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let order = match (wait.aguardar, state.machine()) {
+        (Some(secs), Some(machine)) if order.status == MachineStatus::Aguardando => {
+            // The machine taking the order (`created` → `at_terminal`) ends the wait too: the
+            // screen shows it.
+            let (store, first) = (state.store(), order.estado.clone());
+            let waiting = |o: &crate::store::MachineOrder| {
+                o.status == MachineStatus::Aguardando && o.estado == first
+            };
+            wait_while(machine.settler.changed(), secs, order, waiting, || async {
+                store
+                    .machine_order(&merchant, &id)
+                    .await?
+                    .ok_or(ApiError::NotFound)
+            })
+            .await?
         }
-        _ => charge,
+        _ => order,
     };
     let refunds = state.store().refunds_of(&merchant, &id).await?;
-    Ok(Json(PixPaymentBody::with_refunds(&charge, &refunds)).into_response())
+    Ok(Json(MachinePaymentBody::with_refunds(&order, &refunds)).into_response())
 }
 
 /// A sale paid in parts, by the till's reference: its total, what its tenders paid and hold,
@@ -113,66 +139,32 @@ pub(crate) struct WaitQuery {
 /// Longest long poll, in seconds.
 pub(super) const MAX_WAIT_SECS: u64 = 30;
 
-/// Re-reads a waiting Pix charge whenever this server settles one, and at least every second
-/// (another replica may have settled it), until it changes or `secs` pass.
-pub(super) async fn wait_for_change(
-    state: &AppState,
-    pix: &crate::state::PixParts,
-    merchant: &MerchantId,
-    id: &PaymentId,
-    mut charge: crate::store::PixCharge,
+/// Re-reads a resource that waits for its customer (`read`) whenever this server settles one
+/// (`changed`), and at least every second (another replica may have settled it), while `waiting`
+/// holds for it and `secs` have not passed; answers it as it then stands.
+pub(super) async fn wait_while<T, Fut>(
+    changed: &tokio::sync::Notify,
     secs: u64,
-) -> Result<crate::store::PixCharge> {
+    mut now: T,
+    waiting: impl Fn(&T) -> bool,
+    read: impl Fn() -> Fut,
+) -> Result<T>
+where
+    Fut: Future<Output = Result<T>>,
+{
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs.min(MAX_WAIT_SECS));
-    while charge.status == PixStatus::Aguardando && tokio::time::Instant::now() < deadline {
-        let changed = pix.settler.changed().notified();
+    while waiting(&now) && tokio::time::Instant::now() < deadline {
+        let notified = changed.notified();
         let tick = tokio::time::sleep_until(
             deadline.min(tokio::time::Instant::now() + Duration::from_secs(1)),
         );
         tokio::select! {
-            _ = changed => {}
+            _ = notified => {}
             _ = tick => {}
         }
-        charge = state
-            .store()
-            .pix_charge(merchant, id)
-            .await?
-            .ok_or(ApiError::NotFound)?;
+        now = read().await?;
     }
-    Ok(charge)
-}
-
-/// Waits up to `secs` for a card-machine order to move: its status, or the machine's own state
-/// (`created` → `at_terminal`: the screen shows the machine took it).
-pub(super) async fn wait_for_machine(
-    state: &AppState,
-    machine: &crate::state::MachineParts,
-    merchant: &MerchantId,
-    id: &PaymentId,
-    mut order: crate::store::MachineOrder,
-    secs: u64,
-) -> Result<crate::store::MachineOrder> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs.min(MAX_WAIT_SECS));
-    let first = order.estado.clone();
-    while order.status == MachineStatus::Aguardando
-        && order.estado == first
-        && tokio::time::Instant::now() < deadline
-    {
-        let changed = machine.settler.changed().notified();
-        let tick = tokio::time::sleep_until(
-            deadline.min(tokio::time::Instant::now() + Duration::from_secs(1)),
-        );
-        tokio::select! {
-            _ = changed => {}
-            _ = tick => {}
-        }
-        order = state
-            .store()
-            .machine_order(merchant, id)
-            .await?
-            .ok_or(ApiError::NotFound)?;
-    }
-    Ok(order)
+    Ok(now)
 }
 
 /// A lookup by exactly one of `referencia` and `idempotency_key`, or a time range (`desde` and

@@ -4,7 +4,7 @@
 
 use super::provider::{CancelAnswer, MachineProvider, Order, OrderState};
 use crate::clock::Millis;
-use crate::domain::{CardPlan, MachineStatus, MerchantId, OrderKey, PaymentId};
+use crate::domain::{CardPlan, MachineStatus, OrderKey};
 use crate::error::{ApiError, Result};
 use crate::settlement::Settlement;
 use crate::store::{MachineOrder, MachineStore, MachineUpdate};
@@ -92,40 +92,40 @@ impl MachineSettler {
             tracing::warn!(order = %order_id, "a notification named an order this server never made");
             return Ok(false);
         };
-        let Some(order) = self.provider.get(order_id).await? else {
-            tracing::warn!(order = %order_id, "the provider has no such order");
+        self.settle_stored(&stored).await
+    }
+
+    /// Asks the provider about a stored order and records what it says.
+    async fn settle_stored(&self, stored: &MachineOrder) -> Result<bool> {
+        let Some(order) = self.provider.get(&stored.order_id).await? else {
+            tracing::warn!(order = %stored.order_id, "the provider has no such order");
             return Ok(false);
         };
-        self.apply(&stored, &order).await
+        self.apply(stored, &order).await
     }
 
     /// The cashier cancels an order: asked of the provider, which cancels it only while no
     /// machine has taken it. Answers the order as it now stands (idempotent); an order the
     /// machine holds is [`ApiError::MachineAtTerminal`]: a card may still pay it, and the
     /// screen must not say "cancelado".
-    pub async fn cancel(&self, merchant: &MerchantId, id: &PaymentId) -> Result<MachineOrder> {
-        let stored = self
-            .store
-            .machine_order(merchant, id)
-            .await?
-            .ok_or(ApiError::NotFound)?;
+    pub async fn cancel(&self, stored: MachineOrder) -> Result<MachineOrder> {
         if stored.status == MachineStatus::Aguardando {
-            let key = OrderKey::derive_cancel(merchant, &stored.idempotency_key);
+            let key = OrderKey::derive_cancel(&stored.merchant, &stored.idempotency_key);
             match self.provider.cancel(&stored.order_id, &key).await? {
                 CancelAnswer::Canceled(order) => {
                     self.apply(&stored, &order).await?;
                 }
                 CancelAnswer::Ended => {
-                    self.settle(&stored.order_id).await?;
+                    self.settle_stored(&stored).await?;
                 }
                 CancelAnswer::AtTerminal => {
-                    self.settle(&stored.order_id).await?;
+                    self.settle_stored(&stored).await?;
                     return Err(ApiError::MachineAtTerminal);
                 }
             }
         }
         self.store
-            .machine_order(merchant, id)
+            .machine_order(&stored.merchant, &stored.id)
             .await?
             .ok_or(ApiError::NotFound)
     }
