@@ -8,6 +8,7 @@
 
 pub mod decimal;
 mod plan;
+mod words;
 
 pub use plan::{installments, CardMethod, Financing, Plan, MAX_PARCELAS};
 

@@ -46,46 +46,34 @@ pub enum Reach {
     Untrusted,
 }
 
-/// A payment's or a refund's status as the server reports it in listings and look-ups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RemoteStatus {
-    /// A refund still being executed.
-    Pendente,
-    /// Charged, or paid back.
-    Aprovado,
-    /// Declined.
-    Recusado,
-    /// Authorized on the card, not captured yet.
-    Autorizado,
-    /// An authorization undone: nothing taken.
-    Desfeito,
-    /// An authorization lapsed before capture: nothing taken.
-    Expirado,
-    /// A Pix paid after its charge was cancelled or expired: money in that is not a sale's
-    /// payment (unless this till kept it as its sale's), to give back.
-    #[serde(rename = "recebido_apos_cancelamento")]
-    RecebidoAposCancelamento,
-    /// A status this till does not know (a newer server): never taken as approved or declined.
-    #[serde(other)]
-    Desconhecido,
+pagar_rules::words! {
+    /// A payment's or a refund's status as the server reports it in listings and look-ups.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum RemoteStatus / UnknownRemoteStatus("status do servidor desconhecido") {
+        /// A refund still being executed.
+        Pendente = "pendente",
+        /// Charged, or paid back.
+        Aprovado = "aprovado",
+        /// Declined.
+        Recusado = "recusado",
+        /// Authorized on the card, not captured yet.
+        Autorizado = "autorizado",
+        /// An authorization undone: nothing taken.
+        Desfeito = "desfeito",
+        /// An authorization lapsed before capture: nothing taken.
+        Expirado = "expirado",
+        /// A Pix paid after its charge was cancelled or expired: money in that is not a sale's
+        /// payment (unless this till kept it as its sale's), to give back.
+        #[serde(rename = "recebido_apos_cancelamento")]
+        RecebidoAposCancelamento = "recebido_apos_cancelamento",
+        /// A status this till does not know (a newer server): never taken as approved or declined.
+        #[serde(other)]
+        Desconhecido = "desconhecido",
+    }
 }
 
 impl RemoteStatus {
-    /// The wire form (`desconhecido` for one this till does not know).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RemoteStatus::Pendente => "pendente",
-            RemoteStatus::Aprovado => "aprovado",
-            RemoteStatus::Recusado => "recusado",
-            RemoteStatus::Autorizado => "autorizado",
-            RemoteStatus::Desfeito => "desfeito",
-            RemoteStatus::Expirado => "expirado",
-            RemoteStatus::RecebidoAposCancelamento => "recebido_apos_cancelamento",
-            RemoteStatus::Desconhecido => "desconhecido",
-        }
-    }
-
     /// Whether the till's final state says the same. A Pix received after its cancellation
     /// agrees with the attempt the till closed (`recusado`, the money listed apart until given
     /// back) and with one it kept as its sale's payment (`aprovado`).
@@ -104,12 +92,6 @@ impl RemoteStatus {
                     AttemptState::Aprovado | AttemptState::Recusado
                 )
         )
-    }
-}
-
-impl std::fmt::Display for RemoteStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -4,52 +4,27 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Where an authorized tender's capture stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Capture {
-    /// Authorized: the amount is held on the card; nothing decided yet.
-    Pendente,
-    /// Decided: capture (written ahead with its own key; being sent).
-    Capturar,
-    /// Decided: undo (written ahead with its own key; being sent).
-    Desfazer,
-    /// Captured: the money is taken.
-    Capturada,
-    /// Undone: nothing was taken.
-    Desfeita,
-    /// Lapsed before capture: nothing was taken.
-    Expirada,
+pagar_rules::words! {
+    /// Where an authorized tender's capture stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Capture / UnknownCapture("estado de captura desconhecido") {
+        /// Authorized: the amount is held on the card; nothing decided yet.
+        Pendente = "pendente",
+        /// Decided: capture (written ahead with its own key; being sent).
+        Capturar = "capturar",
+        /// Decided: undo (written ahead with its own key; being sent).
+        Desfazer = "desfazer",
+        /// Captured: the money is taken.
+        Capturada = "capturada",
+        /// Undone: nothing was taken.
+        Desfeita = "desfeita",
+        /// Lapsed before capture: nothing was taken.
+        Expirada = "expirada",
+    }
 }
 
 impl Capture {
-    /// Every state.
-    pub const ALL: [Capture; 6] = [
-        Capture::Pendente,
-        Capture::Capturar,
-        Capture::Desfazer,
-        Capture::Capturada,
-        Capture::Desfeita,
-        Capture::Expirada,
-    ];
-
-    /// The stored form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Capture::Pendente => "pendente",
-            Capture::Capturar => "capturar",
-            Capture::Desfazer => "desfazer",
-            Capture::Capturada => "capturada",
-            Capture::Desfeita => "desfeita",
-            Capture::Expirada => "expirada",
-        }
-    }
-
-    /// Parses the stored form.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
     /// True when the tender still pays its sale: held, being captured or captured. An undo
     /// decided (even before the server confirmed it) no longer does.
     pub fn pays(self) -> bool {
@@ -84,7 +59,7 @@ mod tests {
     #[test]
     fn every_state_round_trips_and_only_held_or_captured_pays() {
         for c in Capture::ALL {
-            assert_eq!(Capture::parse(c.as_str()), Some(c));
+            assert_eq!(Capture::parse(c.as_str()), Ok(c));
             assert_eq!(
                 c.pays(),
                 matches!(
@@ -93,6 +68,6 @@ mod tests {
                 )
             );
         }
-        assert_eq!(Capture::parse("autorizado"), None);
+        assert!(Capture::parse("autorizado").is_err());
     }
 }

@@ -2,49 +2,24 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Where a card-machine payment stands on the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MachineStatus {
-    /// Sent to the machine; no card has paid it yet.
-    Aguardando,
-    /// A card paid it: the sale is paid.
-    Aprovado,
-    /// The card was declined at the machine.
-    Recusado,
-    /// Cancelled before any card paid it (by the cashier, or on the machine).
-    Cancelado,
-    /// Nobody paid it in time.
-    Expirado,
-    /// A status this till does not know (a newer server): never taken as paid or unpaid.
-    #[serde(other)]
-    Desconhecido,
-}
-
-impl MachineStatus {
-    /// The stored form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MachineStatus::Aguardando => "aguardando",
-            MachineStatus::Aprovado => "aprovado",
-            MachineStatus::Recusado => "recusado",
-            MachineStatus::Cancelado => "cancelado",
-            MachineStatus::Expirado => "expirado",
-            MachineStatus::Desconhecido => "desconhecido",
-        }
-    }
-
-    /// Parses the stored form.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            MachineStatus::Aguardando,
-            MachineStatus::Aprovado,
-            MachineStatus::Recusado,
-            MachineStatus::Cancelado,
-            MachineStatus::Expirado,
-        ]
-        .into_iter()
-        .find(|p| p.as_str() == s)
+pagar_rules::words! {
+    /// Where a card-machine payment stands on the server.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum MachineStatus / UnknownMachineStatus("status de pagamento na maquininha desconhecido") {
+        /// Sent to the machine; no card has paid it yet.
+        Aguardando = "aguardando",
+        /// A card paid it: the sale is paid.
+        Aprovado = "aprovado",
+        /// The card was declined at the machine.
+        Recusado = "recusado",
+        /// Cancelled before any card paid it (by the cashier, or on the machine).
+        Cancelado = "cancelado",
+        /// Nobody paid it in time.
+        Expirado = "expirado",
+        /// A status this till does not know (a newer server): never taken as paid or unpaid.
+        #[serde(other)]
+        Desconhecido = "desconhecido",
     }
 }
 

@@ -5,55 +5,25 @@
 
 use super::{CardPlan, CardToken, Centavos};
 use serde::Serialize;
-use std::fmt;
 
-/// A means of payment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Means {
-    /// A card, charged through the payment API (`cartao`).
-    Cartao,
-    /// A Pix: a dynamic QR the payment API makes and settles later.
-    Pix,
-    /// Cash at the till: local, never sent.
-    Dinheiro,
-    /// A card at the card machine beside the cashier: the payment API orders it there and
-    /// settles it later (`maquininha`).
-    Maquininha,
+pagar_rules::words! {
+    /// A means of payment.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Means / UnknownMeans("meio de pagamento desconhecido") {
+        /// A card, charged through the payment API (`cartao`).
+        Cartao = "cartao",
+        /// A Pix: a dynamic QR the payment API makes and settles later.
+        Pix = "pix",
+        /// Cash at the till: local, never sent.
+        Dinheiro = "dinheiro",
+        /// A card at the card machine beside the cashier: the payment API orders it there and
+        /// settles it later (`maquininha`).
+        Maquininha = "maquininha",
+    }
 }
 
-/// A stored `metodo` this till does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("meio de pagamento desconhecido: {0:?}")]
-pub struct UnknownMeans(pub String);
-
 impl Means {
-    /// Every means, in the order the window offers them.
-    pub const ALL: [Means; 4] = [
-        Means::Cartao,
-        Means::Pix,
-        Means::Dinheiro,
-        Means::Maquininha,
-    ];
-
-    /// The stored and wire name (`attempts.metodo`, the window's `metodo`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Means::Cartao => "cartao",
-            Means::Pix => "pix",
-            Means::Dinheiro => "dinheiro",
-            Means::Maquininha => "maquininha",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(s: &str) -> Result<Self, UnknownMeans> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| UnknownMeans(s.to_string()))
-    }
-
     /// How the cashier and the receipt name it.
     pub fn label(self) -> &'static str {
         match self {
@@ -67,12 +37,6 @@ impl Means {
     /// True when its attempts go to the payment API (cash is approved when made, never sent).
     pub fn is_sent(self) -> bool {
         !matches!(self, Means::Dinheiro)
-    }
-}
-
-impl fmt::Display for Means {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

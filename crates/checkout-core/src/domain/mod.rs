@@ -19,7 +19,6 @@ pub use plan::{
 };
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// Milliseconds since the Unix epoch: every instant the engine stores or compares.
 pub type UnixMillis = i64;
@@ -94,17 +93,7 @@ impl From<SaleId> for String {
     }
 }
 
-impl AsRef<str> for SaleId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for SaleId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pagar_rules::text_newtype!(SaleId);
 
 /// A card token as the payment API knows it (`tok_…`): 1–64 of `[A-Za-z0-9_]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,17 +170,7 @@ impl AttemptId {
     }
 }
 
-impl AsRef<str> for AttemptId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for AttemptId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pagar_rules::text_newtype!(AttemptId);
 
 /// The `Idempotency-Key` of one attempt: a random UUIDv4, made once when the attempt is stored
 /// and carried by every try of it. There is no other way to make one.
@@ -211,17 +190,7 @@ impl IdempotencyKey {
     }
 }
 
-impl AsRef<str> for IdempotencyKey {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for IdempotencyKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pagar_rules::text_newtype!(IdempotencyKey);
 
 /// Where an attempt stands. Labels are pt-BR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -402,17 +371,7 @@ impl From<PaymentId> for String {
     }
 }
 
-impl AsRef<str> for PaymentId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for PaymentId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pagar_rules::text_newtype!(PaymentId);
 
 #[cfg(test)]
 mod tests {

@@ -85,18 +85,7 @@ fn brl_centavos(input: &str) -> Result<i64, AmountError> {
     Ok(total)
 }
 
-impl TryFrom<i64> for Centavos {
-    type Error = AmountError;
-    fn try_from(v: i64) -> Result<Self, AmountError> {
-        Self::new(v)
-    }
-}
-
-impl From<Centavos> for i64 {
-    fn from(c: Centavos) -> i64 {
-        c.0
-    }
-}
+pagar_rules::i64_newtype!(Centavos, AmountError);
 
 /// Formats centavos the Brazilian way: `R$ 1.234,56`.
 pub fn format_brl(centavos: i64) -> String {
@@ -173,18 +162,7 @@ impl Total {
     }
 }
 
-impl TryFrom<i64> for Total {
-    type Error = NegativeTotal;
-    fn try_from(v: i64) -> Result<Self, NegativeTotal> {
-        Self::new(v)
-    }
-}
-
-impl From<Total> for i64 {
-    fn from(t: Total) -> i64 {
-        t.0
-    }
-}
+pagar_rules::i64_newtype!(Total, NegativeTotal);
 
 impl From<Centavos> for Total {
     fn from(c: Centavos) -> Total {

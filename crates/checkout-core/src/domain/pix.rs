@@ -3,49 +3,24 @@
 use super::UnixMillis;
 use serde::{Deserialize, Serialize};
 
-/// Where a Pix charge stands on the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PixStatus {
-    /// Shown to the customer, not paid yet.
-    Aguardando,
-    /// Paid: the sale is paid.
-    Aprovado,
-    /// Its time ran out unpaid.
-    Expirado,
-    /// The cashier cancelled it.
-    Cancelado,
-    /// Paid after it expired or was cancelled: the money arrived and must not be lost.
-    RecebidoAposCancelamento,
-    /// A status this till does not know (a newer server): never taken as paid or unpaid.
-    #[serde(other)]
-    Desconhecido,
-}
-
-impl PixStatus {
-    /// The stored form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PixStatus::Aguardando => "aguardando",
-            PixStatus::Aprovado => "aprovado",
-            PixStatus::Expirado => "expirado",
-            PixStatus::Cancelado => "cancelado",
-            PixStatus::RecebidoAposCancelamento => "recebido_apos_cancelamento",
-            PixStatus::Desconhecido => "desconhecido",
-        }
-    }
-
-    /// Parses the stored form.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            PixStatus::Aguardando,
-            PixStatus::Aprovado,
-            PixStatus::Expirado,
-            PixStatus::Cancelado,
-            PixStatus::RecebidoAposCancelamento,
-        ]
-        .into_iter()
-        .find(|p| p.as_str() == s)
+pagar_rules::words! {
+    /// Where a Pix charge stands on the server.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum PixStatus / UnknownPixStatus("status de Pix desconhecido") {
+        /// Shown to the customer, not paid yet.
+        Aguardando = "aguardando",
+        /// Paid: the sale is paid.
+        Aprovado = "aprovado",
+        /// Its time ran out unpaid.
+        Expirado = "expirado",
+        /// The cashier cancelled it.
+        Cancelado = "cancelado",
+        /// Paid after it expired or was cancelled: the money arrived and must not be lost.
+        RecebidoAposCancelamento = "recebido_apos_cancelamento",
+        /// A status this till does not know (a newer server): never taken as paid or unpaid.
+        #[serde(other)]
+        Desconhecido = "desconhecido",
     }
 }
 

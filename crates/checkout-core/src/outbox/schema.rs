@@ -131,7 +131,7 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<Attempt> {
         sale_day: r.get("sale_day")?,
         captura: r
             .get::<_, Option<String>>("captura")?
-            .map(|c| Capture::parse(&c).ok_or_else(|| refused("captura", &c)))
+            .map(|c| Capture::parse(&c).map_err(|_| refused("captura", &c)))
             .transpose()?,
         captura_por: match r.get::<_, Option<String>>("captura_por")?.as_deref() {
             None => None,
@@ -152,7 +152,7 @@ fn pix_from_json(j: &str) -> Option<PixCharge> {
         txid: text("txid")?,
         copia_e_cola: text("copia_e_cola")?,
         expira_em: v.get("expira_em")?.as_i64()?,
-        status: PixStatus::parse(&text("status")?)?,
+        status: PixStatus::parse(&text("status")?).ok()?,
         e2eid: text("e2eid"),
         pago_em: v.get("pago_em").and_then(|x| x.as_i64()),
     })
@@ -167,7 +167,7 @@ fn machine_from_json(j: &str) -> Option<MachineCharge> {
         maquininha: text("maquininha")?,
         pedido: text("pedido")?,
         estado: text("estado")?,
-        status: MachineStatus::parse(&text("status")?)?,
+        status: MachineStatus::parse(&text("status")?).ok()?,
         motivo: text("motivo"),
         pago_com: text("pago_com"),
     })

@@ -2,53 +2,22 @@
 //! two-step payments, the TEF rule of Brazilian terminals (final only once confirmed; an
 //! unconfirmed one is undone).
 
-use std::fmt;
-
-/// Where an authorization stands. A payment captured with its charge (the default) has none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CaptureState {
-    /// Authorized: the amount is held on the card, not taken; capture or undo decides.
-    Pendente,
-    /// Captured: the amount is taken, like a payment captured at once.
-    Capturada,
-    /// Undone before capture: nothing was taken, and nothing can be.
-    Desfeita,
-    /// Not captured in time: the hold lapsed at the gateway; nothing was taken, nothing can be.
-    Expirada,
+pagar_rules::words! {
+    /// Where an authorization stands. A payment captured with its charge (the default) has none.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum CaptureState / UnknownCapture("estado de captura desconhecido") {
+        /// Authorized: the amount is held on the card, not taken; capture or undo decides.
+        Pendente = "pendente",
+        /// Captured: the amount is taken, like a payment captured at once.
+        Capturada = "capturada",
+        /// Undone before capture: nothing was taken, and nothing can be.
+        Desfeita = "desfeita",
+        /// Not captured in time: the hold lapsed at the gateway; nothing was taken, nothing can be.
+        Expirada = "expirada",
+    }
 }
 
-/// A stored capture state no variant spells.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("estado de captura desconhecido: {0:?}")]
-pub struct UnknownCapture(pub String);
-
 impl CaptureState {
-    /// Every state.
-    pub const ALL: [CaptureState; 4] = [
-        CaptureState::Pendente,
-        CaptureState::Capturada,
-        CaptureState::Desfeita,
-        CaptureState::Expirada,
-    ];
-
-    /// The wire and column form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CaptureState::Pendente => "pendente",
-            CaptureState::Capturada => "capturada",
-            CaptureState::Desfeita => "desfeita",
-            CaptureState::Expirada => "expirada",
-        }
-    }
-
-    /// Parses the wire and column form.
-    pub fn parse(s: &str) -> Result<Self, UnknownCapture> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| UnknownCapture(s.to_string()))
-    }
-
     /// True once nothing can change it any more (every state but `pendente`).
     pub fn is_final(self) -> bool {
         self != CaptureState::Pendente
@@ -57,12 +26,6 @@ impl CaptureState {
     /// True when the amount was or may still be taken (what a sale's tender holds).
     pub fn holds_money(self) -> bool {
         matches!(self, CaptureState::Pendente | CaptureState::Capturada)
-    }
-}
-
-impl fmt::Display for CaptureState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

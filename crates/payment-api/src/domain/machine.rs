@@ -6,7 +6,6 @@ use super::request::{
 };
 use super::{CardPlan, Centavos, FieldError, IdempotencyKey, MerchantId, SaleRef, TerminalId};
 use sha2::{Digest, Sha256};
-use std::fmt;
 
 /// The `X-Idempotency-Key` of a key's order at the machine's provider, derived from (merchant,
 /// key): a retry, or a takeover after a crash, asks for the same order, and the provider answers
@@ -46,60 +45,21 @@ impl AsRef<str> for OrderKey {
     }
 }
 
-/// Where a card-machine payment stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MachineStatus {
-    /// Sent to the machine; no card has paid it yet (the first answer, replayed for the key).
-    Aguardando,
-    /// A card paid it at the machine: the sale is paid.
-    Aprovado,
-    /// The card was declined at the machine.
-    Recusado,
-    /// Cancelled before any card paid it, by the cashier (before the machine took it) or on the
-    /// machine; it can no longer be paid.
-    Cancelado,
-    /// Nobody paid it in time; it can no longer be paid.
-    Expirado,
-}
-
-/// A stored status no [`MachineStatus`] has.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("status de pagamento na maquininha desconhecido: {0:?}")]
-pub struct UnknownMachineStatus(pub String);
-
-impl MachineStatus {
-    /// Every status.
-    pub const ALL: [MachineStatus; 5] = [
-        MachineStatus::Aguardando,
-        MachineStatus::Aprovado,
-        MachineStatus::Recusado,
-        MachineStatus::Cancelado,
-        MachineStatus::Expirado,
-    ];
-
-    /// The wire and column form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MachineStatus::Aguardando => "aguardando",
-            MachineStatus::Aprovado => "aprovado",
-            MachineStatus::Recusado => "recusado",
-            MachineStatus::Cancelado => "cancelado",
-            MachineStatus::Expirado => "expirado",
-        }
-    }
-
-    /// Parses the wire and column form.
-    pub fn parse(s: &str) -> Result<Self, UnknownMachineStatus> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| UnknownMachineStatus(s.to_string()))
-    }
-}
-
-impl fmt::Display for MachineStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+pagar_rules::words! {
+    /// Where a card-machine payment stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum MachineStatus / UnknownMachineStatus("status de pagamento na maquininha desconhecido") {
+        /// Sent to the machine; no card has paid it yet (the first answer, replayed for the key).
+        Aguardando = "aguardando",
+        /// A card paid it at the machine: the sale is paid.
+        Aprovado = "aprovado",
+        /// The card was declined at the machine.
+        Recusado = "recusado",
+        /// Cancelled before any card paid it, by the cashier (before the machine took it) or on the
+        /// machine; it can no longer be paid.
+        Cancelado = "cancelado",
+        /// Nobody paid it in time; it can no longer be paid.
+        Expirado = "expirado",
     }
 }
 
@@ -118,17 +78,7 @@ impl MachineId {
     }
 }
 
-impl AsRef<str> for MachineId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for MachineId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pagar_rules::text_newtype!(MachineId);
 
 /// A validated `POST /pagamentos` body that names a `maquininha`: the card is the customer's, at
 /// the machine, so there is no `cartao` token.

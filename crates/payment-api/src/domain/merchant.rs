@@ -1,7 +1,5 @@
 //! The merchant an API key belongs to.
 
-use std::fmt;
-
 /// A merchant id that is not 1–64 characters of `[A-Za-z0-9_-]`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("merchant id inválido: {0:?} (1–64 caracteres de A-Z, a-z, 0-9, _ ou -)")]
@@ -26,14 +24,4 @@ impl MerchantId {
     }
 }
 
-impl AsRef<str> for MerchantId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for MerchantId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pagar_rules::text_newtype!(MerchantId);

@@ -67,18 +67,7 @@ impl Centavos {
     }
 }
 
-impl TryFrom<i64> for Centavos {
-    type Error = AmountError;
-    fn try_from(v: i64) -> Result<Self, AmountError> {
-        Self::new(v)
-    }
-}
-
-impl From<Centavos> for i64 {
-    fn from(c: Centavos) -> i64 {
-        c.0
-    }
-}
+pagar_rules::i64_newtype!(Centavos, AmountError);
 
 impl fmt::Display for Centavos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

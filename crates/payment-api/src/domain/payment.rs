@@ -1,53 +1,23 @@
 //! A payment's identity and outcome.
 
-use std::fmt;
-
-/// The two outcomes of a charge. A payment is final when it exists: there is no pending payment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PaymentStatus {
-    /// The gateway approved the charge (answered 201).
-    Aprovado,
-    /// The gateway declined it (answered 402).
-    Recusado,
+pagar_rules::words! {
+    /// The two outcomes of a charge. A payment is final when it exists: there is no pending payment.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum PaymentStatus / UnknownStatus("status de pagamento desconhecido") {
+        /// The gateway approved the charge (answered 201).
+        Aprovado = "aprovado",
+        /// The gateway declined it (answered 402).
+        Recusado = "recusado",
+    }
 }
 
-/// A stored status that is neither `aprovado` nor `recusado`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("status de pagamento desconhecido: {0:?}")]
-pub struct UnknownStatus(pub String);
-
 impl PaymentStatus {
-    /// Every status, for exhaustiveness checks against the schema.
-    pub const ALL: [PaymentStatus; 2] = [PaymentStatus::Aprovado, PaymentStatus::Recusado];
-
-    /// The wire and column form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PaymentStatus::Aprovado => "aprovado",
-            PaymentStatus::Recusado => "recusado",
-        }
-    }
-
-    /// Parses the wire and column form.
-    pub fn parse(s: &str) -> Result<Self, UnknownStatus> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| UnknownStatus(s.to_string()))
-    }
-
     /// The HTTP status a first execution answers with, and its replays repeat.
     pub fn http_status(self) -> u16 {
         match self {
             PaymentStatus::Aprovado => 201,
             PaymentStatus::Recusado => 402,
         }
-    }
-}
-
-impl fmt::Display for PaymentStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -84,17 +54,7 @@ impl Default for PaymentId {
     }
 }
 
-impl AsRef<str> for PaymentId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for PaymentId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pagar_rules::text_newtype!(PaymentId);
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,6 @@ use super::request::{
 };
 use super::{Centavos, FieldError, IdempotencyKey, MerchantId, SaleRef, TerminalId};
 use sha2::{Digest, Sha256};
-use std::fmt;
 
 /// The txid of a charge at the Pix provider (`[a-zA-Z0-9]{26,35}`, unique per receiver): derived
 /// from (merchant, idempotency key), so every try of one key, and a takeover after a crash, asks
@@ -31,80 +30,33 @@ impl Txid {
     }
 }
 
-impl AsRef<str> for Txid {
-    fn as_ref(&self) -> &str {
-        &self.0
+pagar_rules::text_newtype!(Txid);
+
+pagar_rules::words! {
+    /// Where a Pix charge stands.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum PixStatus / UnknownPixStatus("status de Pix desconhecido") {
+        /// Shown to the customer, not paid yet (the first answer, replayed for the key).
+        Aguardando = "aguardando",
+        /// Paid while it was waiting: the sale is paid.
+        Aprovado = "aprovado",
+        /// Its time ran out unpaid; it was removed at the provider.
+        Expirado = "expirado",
+        /// The cashier cancelled it; it was removed at the provider.
+        Cancelado = "cancelado",
+        /// Paid after it expired or was cancelled: the money is the merchant's and must be kept as
+        /// the payment or given back, never dropped.
+        RecebidoAposCancelamento = "recebido_apos_cancelamento",
     }
 }
-
-impl fmt::Display for Txid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Where a Pix charge stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PixStatus {
-    /// Shown to the customer, not paid yet (the first answer, replayed for the key).
-    Aguardando,
-    /// Paid while it was waiting: the sale is paid.
-    Aprovado,
-    /// Its time ran out unpaid; it was removed at the provider.
-    Expirado,
-    /// The cashier cancelled it; it was removed at the provider.
-    Cancelado,
-    /// Paid after it expired or was cancelled: the money is the merchant's and must be kept as
-    /// the payment or given back, never dropped.
-    RecebidoAposCancelamento,
-}
-
-/// A stored status no [`PixStatus`] has.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("status de Pix desconhecido: {0:?}")]
-pub struct UnknownPixStatus(pub String);
 
 impl PixStatus {
-    /// Every status.
-    pub const ALL: [PixStatus; 5] = [
-        PixStatus::Aguardando,
-        PixStatus::Aprovado,
-        PixStatus::Expirado,
-        PixStatus::Cancelado,
-        PixStatus::RecebidoAposCancelamento,
-    ];
-
-    /// The wire and column form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PixStatus::Aguardando => "aguardando",
-            PixStatus::Aprovado => "aprovado",
-            PixStatus::Expirado => "expirado",
-            PixStatus::Cancelado => "cancelado",
-            PixStatus::RecebidoAposCancelamento => "recebido_apos_cancelamento",
-        }
-    }
-
-    /// Parses the wire and column form.
-    pub fn parse(s: &str) -> Result<Self, UnknownPixStatus> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| UnknownPixStatus(s.to_string()))
-    }
-
     /// True once money was received for it.
     pub fn received(self) -> bool {
         matches!(
             self,
             PixStatus::Aprovado | PixStatus::RecebidoAposCancelamento
         )
-    }
-}
-
-impl fmt::Display for PixStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

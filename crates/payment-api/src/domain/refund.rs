@@ -2,7 +2,6 @@
 
 use super::request::{json_object, optional_text, required_valor, unknown_fields};
 use super::{Centavos, FieldError};
-use std::fmt;
 
 /// A validated `POST /pagamentos/{id}/estornos` body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,72 +56,29 @@ impl Default for RefundId {
     }
 }
 
-impl AsRef<str> for RefundId {
-    fn as_ref(&self) -> &str {
-        &self.0
+pagar_rules::text_newtype!(RefundId);
+
+pagar_rules::words! {
+    /// Where a refund stands. `pendente` only while its key is being executed: its amount is then
+    /// held against the payment, so no concurrent refund can take it too.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RefundStatus / UnknownRefundStatus("status de estorno desconhecido") {
+        /// Amount held; the gateway has not answered yet.
+        Pendente = "pendente",
+        /// The gateway paid it back (answered 201).
+        Aprovado = "aprovado",
+        /// The gateway refused (answered 402); the amount is free again.
+        Recusado = "recusado",
     }
 }
-
-impl fmt::Display for RefundId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Where a refund stands. `pendente` only while its key is being executed: its amount is then
-/// held against the payment, so no concurrent refund can take it too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RefundStatus {
-    /// Amount held; the gateway has not answered yet.
-    Pendente,
-    /// The gateway paid it back (answered 201).
-    Aprovado,
-    /// The gateway refused (answered 402); the amount is free again.
-    Recusado,
-}
-
-/// A stored refund status that is not one of [`RefundStatus::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("status de estorno desconhecido: {0:?}")]
-pub struct UnknownRefundStatus(pub String);
 
 impl RefundStatus {
-    /// Every status, for exhaustiveness checks against the schema.
-    pub const ALL: [RefundStatus; 3] = [
-        RefundStatus::Pendente,
-        RefundStatus::Aprovado,
-        RefundStatus::Recusado,
-    ];
-
-    /// The wire and column form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefundStatus::Pendente => "pendente",
-            RefundStatus::Aprovado => "aprovado",
-            RefundStatus::Recusado => "recusado",
-        }
-    }
-
-    /// Parses the wire and column form.
-    pub fn parse(s: &str) -> Result<Self, UnknownRefundStatus> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| UnknownRefundStatus(s.to_string()))
-    }
-
     /// The HTTP status a finished refund is answered with (a pending one is never answered).
     pub fn http_status(self) -> u16 {
         match self {
             RefundStatus::Aprovado | RefundStatus::Pendente => 201,
             RefundStatus::Recusado => 402,
         }
-    }
-}
-
-impl fmt::Display for RefundStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

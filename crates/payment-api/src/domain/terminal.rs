@@ -1,7 +1,5 @@
 //! The till a payment came from: a store's terminals told apart on the server.
 
-use std::fmt;
-
 /// A terminal id that is not 1–64 characters of `[A-Za-z0-9_.-]`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("terminal deve ter de 1 a 64 caracteres de A-Z, a-z, 0-9, _, . ou -")]
@@ -26,17 +24,7 @@ impl TerminalId {
     }
 }
 
-impl AsRef<str> for TerminalId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for TerminalId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pagar_rules::text_newtype!(TerminalId);
 
 #[cfg(test)]
 mod tests {
