@@ -19,6 +19,12 @@ mod replies;
 
 pub use replies::*;
 
+/// What a command about one attempt works on: the till's checkout and the attempt's id.
+fn attempt_of(session: &Session, attempt_id: String) -> Result<(Checkout, AttemptId)> {
+    let checkout = session.get()?.checkout().clone();
+    Ok((checkout, AttemptId::from_stored(attempt_id)))
+}
+
 /// Session facts.
 #[tauri::command]
 pub async fn app_info(session: State<'_, Session>) -> Result<AppInfo> {
@@ -318,32 +324,23 @@ pub async fn pay_maquininha(
 /// taken it (otherwise the answer says the machine holds it, and a card may still pay).
 #[tauri::command]
 pub async fn cancel_maquininha(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
-    Ok(session
-        .get()?
-        .checkout()
-        .cancel_maquininha(&AttemptId::from_stored(attempt_id))
-        .await?)
+    let (checkout, id) = attempt_of(&session, attempt_id)?;
+    Ok(checkout.cancel_maquininha(&id).await?)
 }
 
 /// Cancels the Pix of an attempt the customer has not paid.
 #[tauri::command]
 pub async fn cancel_pix(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
-    Ok(session
-        .get()?
-        .checkout()
-        .cancel_pix(&AttemptId::from_stored(attempt_id))
-        .await?)
+    let (checkout, id) = attempt_of(&session, attempt_id)?;
+    Ok(checkout.cancel_pix(&id).await?)
 }
 
 /// Keeps a Pix the customer paid after it was cancelled as its sale's payment (the sale was not
 /// paid another way); refused, with the reason, otherwise.
 #[tauri::command]
 pub async fn keep_late_pix(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
-    Ok(session
-        .get()?
-        .checkout()
-        .keep_late_pix(&AttemptId::from_stored(attempt_id))
-        .await?)
+    let (checkout, id) = attempt_of(&session, attempt_id)?;
+    Ok(checkout.keep_late_pix(&id).await?)
 }
 
 /// The QR code of a text (a Pix's "copia e cola"), medium error correction.
@@ -538,11 +535,8 @@ pub async fn export_attempts(session: State<'_, Session>, format: String) -> Res
 /// Sends an attempt in review again with its same key.
 #[tauri::command]
 pub async fn retry_review(session: State<'_, Session>, attempt_id: String) -> Result<Attempt> {
-    Ok(session
-        .get()?
-        .checkout()
-        .retry_review(&AttemptId::from_stored(attempt_id))
-        .await?)
+    let (checkout, id) = attempt_of(&session, attempt_id)?;
+    Ok(checkout.retry_review(&id).await?)
 }
 
 /// QA: cuts (or restores) the app's network path to the API.

@@ -4,6 +4,7 @@
 //! for byte; a unique constraint decides which of two concurrent duplicates runs. See
 //! `ARCHITECTURE.md` for the invariants and `../shared/SPEC.md` §2 for the contract.
 
+pub mod awaited;
 pub mod cancel;
 pub mod captures;
 pub mod clock;

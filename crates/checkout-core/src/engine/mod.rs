@@ -288,8 +288,9 @@ impl Checkout {
                     }
                 }
                 outbox
-                    .pay_in(sale, valor, cartao, sale_total, caps, now_ms())
+                    .pay_unless(sale, valor, cartao, sale_total, caps, now_ms(), false)
                     .await?
+                    .done()
             }
         };
         if let PayOutcome::Created(a) = &outcome {

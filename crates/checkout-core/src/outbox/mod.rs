@@ -42,7 +42,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use wire::{MachineRequestBody, PixRequestBody, RefundBody, RequestBody};
+use wire::{PaymentBody, RefundBody};
 
 /// The `motivo` of a payment attempt whose key the server cancelled: nothing was charged under
 /// it, and nothing ever will be.

@@ -264,6 +264,16 @@ pub(crate) enum Paid {
     ReviewFirst(Vec<Attempt>),
 }
 
+impl Paid {
+    /// What a write asked not to stop for reviews gave.
+    pub(crate) fn done(self) -> (PayOutcome, QueueSummary) {
+        match self {
+            Paid::Done(outcome, queue) => (outcome, queue),
+            Paid::ReviewFirst(_) => unreachable!("not asked to stop for reviews"),
+        }
+    }
+}
+
 /// The bytes one try sends.
 #[derive(Debug, Clone)]
 pub struct SendJob {

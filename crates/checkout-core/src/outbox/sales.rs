@@ -18,8 +18,9 @@ impl Outbox {
         caps: Option<OfflineCaps>,
         now: UnixMillis,
     ) -> Result<(PayOutcome, QueueSummary)> {
-        self.pay_in(sale, valor, method, Some(total), caps, now)
+        self.pay_unless(sale, valor, method, Some(total), caps, now, false)
             .await
+            .map(Paid::done)
     }
 
     /// Returns the sale's live or approved attempt, or durably creates a new one. `caps` are
@@ -32,27 +33,9 @@ impl Outbox {
         caps: Option<OfflineCaps>,
         now: UnixMillis,
     ) -> Result<(PayOutcome, QueueSummary)> {
-        self.pay_in(sale, valor, method, None, caps, now).await
-    }
-
-    /// [`Outbox::pay`] (`sale_total` none) or [`Outbox::pay_tender`] (`sale_total`: the sale's
-    /// total).
-    pub(crate) async fn pay_in(
-        &self,
-        sale: SaleId,
-        valor: Centavos,
-        method: PayMethod,
-        sale_total: Option<Centavos>,
-        caps: Option<OfflineCaps>,
-        now: UnixMillis,
-    ) -> Result<(PayOutcome, QueueSummary)> {
-        match self
-            .pay_unless(sale, valor, method, sale_total, caps, now, false)
-            .await?
-        {
-            Paid::Done(outcome, queue) => Ok((outcome, queue)),
-            Paid::ReviewFirst(_) => unreachable!("not asked to stop for reviews"),
-        }
+        self.pay_unless(sale, valor, method, None, caps, now, false)
+            .await
+            .map(Paid::done)
     }
 
     /// [`Outbox::pay`], except that with `stop_for_reviews` a sale that would get a new attempt
@@ -160,38 +143,23 @@ impl Outbox {
             let sale_ref = (&sale, number);
             let (body, cartao, plano, state, recebido) = match &method {
                 PayMethod::Card(cartao, plano) => (
-                    RequestBody::bytes(
-                        valor,
-                        cartao,
-                        *plano,
-                        &id,
-                        sale_ref,
-                        terminal.as_deref(),
-                        sale_total,
-                        authorize,
-                    ),
+                    PaymentBody::new(valor, &id, sale_ref, terminal.as_deref(), sale_total)
+                        .card(cartao, *plano, authorize),
                     cartao.as_ref(),
                     plano.map(CardPlan::as_stored),
                     "pendente",
                     None,
                 ),
                 PayMethod::Pix => (
-                    PixRequestBody::bytes(valor, &id, sale_ref, terminal.as_deref(), sale_total),
+                    PaymentBody::new(valor, &id, sale_ref, terminal.as_deref(), sale_total).pix(),
                     "",
                     None,
                     "pendente",
                     None,
                 ),
                 PayMethod::Machine { maquininha, plano } => (
-                    MachineRequestBody::bytes(
-                        valor,
-                        maquininha,
-                        *plano,
-                        &id,
-                        sale_ref,
-                        terminal.as_deref(),
-                        sale_total,
-                    ),
+                    PaymentBody::new(valor, &id, sale_ref, terminal.as_deref(), sale_total)
+                        .machine(maquininha, *plano),
                     "",
                     plano.map(CardPlan::as_stored),
                     "pendente",

@@ -1,13 +1,20 @@
 //! The bytes an attempt sends: made once, when the attempt is stored, and never again.
 
-use crate::domain::{sale_number, AttemptId, CardMethod, CardPlan, CardToken, Centavos, SaleId};
+use crate::domain::{
+    sale_number, AttemptId, CardMethod, CardPlan, CardToken, Centavos, Means, SaleId,
+};
 use serde::Serialize;
 
-/// The request body the payment API receives. Field order is fixed, so the bytes are too.
+/// The request body of a payment the payment API receives, for every means: a card (`cartao`),
+/// a Pix (`"metodo": "pix"`, no card) or a card at the machine (`maquininha`, no card: the
+/// customer's is at the machine). Field order is fixed, so the bytes are too.
 #[derive(Serialize)]
-pub(super) struct RequestBody<'a> {
+pub(super) struct PaymentBody<'a> {
     valor: i64,
-    cartao: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cartao: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    maquininha: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metodo: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -20,141 +27,95 @@ pub(super) struct RequestBody<'a> {
     terminal: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     venda: Option<Venda<'a>>,
-    /// `false` for a tender of a divided sale (and every card payment when the store confirms
-    /// after the receipt): authorized now, captured once the sale is paid and its receipt
-    /// shown, undone if it is not.
+    /// `false` for a card part of a divided sale (and every card payment when the store
+    /// confirms after the receipt): authorized now, captured once the sale is paid and its
+    /// receipt shown, undone if it is not.
     #[serde(skip_serializing_if = "Option::is_none")]
     captura: Option<bool>,
 }
 
-/// `venda` of a tender: the sale it is part of and the sale's total, which the server holds
-/// its tenders to.
+/// `venda` of a part of a divided sale: the sale it is part of and the sale's total, which the
+/// server holds its parts to.
 #[derive(Serialize)]
 struct Venda<'a> {
     referencia: &'a str,
     total: i64,
 }
 
-impl RequestBody<'_> {
-    /// The body of an attempt: its amount, card and plan (`metodo`, and for crédito `parcelas`
-    /// and a parcelado's `parcelamento`), its id as `referencia` (so a lost answer can be found
-    /// by it), the sale's number and id in `descricao`, and the till as `terminal`.
-    // Each argument is one field of the body; a struct for them would be this struct again.
-    #[allow(clippy::too_many_arguments)]
-    pub fn bytes(
+impl<'a> PaymentBody<'a> {
+    /// What every payment says: its amount, its attempt id as `referencia` (so a lost answer can
+    /// be found by it), the sale's number and id in `descricao`, the till as `terminal`, and
+    /// with `sale_total` the divided sale it is a part of.
+    pub fn new(
         valor: Centavos,
-        cartao: &CardToken,
-        plano: Option<CardPlan>,
-        id: &AttemptId,
-        sale: (&SaleId, u32),
-        terminal: Option<&str>,
+        id: &'a AttemptId,
+        sale: (&'a SaleId, u32),
+        terminal: Option<&'a str>,
         sale_total: Option<Centavos>,
-        authorize: bool,
-    ) -> Vec<u8> {
-        serde_json::to_vec(&RequestBody {
+    ) -> Self {
+        PaymentBody {
             valor: valor.get(),
-            cartao: cartao.as_ref(),
-            metodo: plano.map(|p| p.method().as_str()),
+            cartao: None,
+            maquininha: None,
+            metodo: None,
+            parcelas: None,
+            parcelamento: None,
+            referencia: id.as_ref(),
+            descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
+            terminal,
+            venda: sale_total.map(|total| Venda {
+                referencia: sale.0.as_ref(),
+                total: total.get(),
+            }),
+            captura: None,
+        }
+    }
+
+    /// A card's: its token and plan (`metodo`, and for crédito `parcelas` and a parcelado's
+    /// `parcelamento`); authorized only (`"captura": false`) when asked or a part of a sale.
+    pub fn card(self, cartao: &'a CardToken, plano: Option<CardPlan>, authorize: bool) -> Vec<u8> {
+        let captura = (authorize || self.venda.is_some()).then_some(false);
+        PaymentBody {
+            cartao: Some(cartao.as_ref()),
             parcelas: plano
                 .filter(|p| p.method() == CardMethod::Credito)
                 .map(CardPlan::parcelas),
-            parcelamento: plano.and_then(CardPlan::financing).map(|f| f.as_str()),
-            referencia: id.as_ref(),
-            descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
-            terminal,
-            venda: sale_total.map(|total| Venda {
-                referencia: sale.0.as_ref(),
-                total: total.get(),
-            }),
-            captura: (authorize || sale_total.is_some()).then_some(false),
-        })
-        .expect("a request body always serialises")
+            captura,
+            ..self.planned(plano)
+        }
+        .bytes()
     }
-}
 
-/// The request body of a Pix: like a card payment's, with `"metodo": "pix"` and no card.
-#[derive(Serialize)]
-pub(super) struct PixRequestBody<'a> {
-    valor: i64,
-    metodo: &'static str,
-    referencia: &'a str,
-    descricao: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    terminal: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    venda: Option<Venda<'a>>,
-}
-
-impl PixRequestBody<'_> {
-    /// The body of a Pix attempt (with `sale_total`, one tender of a divided sale of that total).
-    pub fn bytes(
-        valor: Centavos,
-        id: &AttemptId,
-        sale: (&SaleId, u32),
-        terminal: Option<&str>,
-        sale_total: Option<Centavos>,
-    ) -> Vec<u8> {
-        serde_json::to_vec(&PixRequestBody {
-            valor: valor.get(),
-            metodo: crate::domain::Means::Pix.as_str(),
-            referencia: id.as_ref(),
-            descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
-            terminal,
-            venda: sale_total.map(|total| Venda {
-                referencia: sale.0.as_ref(),
-                total: total.get(),
-            }),
-        })
-        .expect("a request body always serialises")
+    /// A Pix's: `"metodo": "pix"` and no card.
+    pub fn pix(self) -> Vec<u8> {
+        PaymentBody {
+            metodo: Some(Means::Pix.as_str()),
+            ..self
+        }
+        .bytes()
     }
-}
 
-/// The request body of a card at the card machine: the machine, what it offers first, and no
-/// card (the customer's is at the machine).
-#[derive(Serialize)]
-pub(super) struct MachineRequestBody<'a> {
-    valor: i64,
-    maquininha: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    metodo: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parcelas: Option<u8>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parcelamento: Option<&'static str>,
-    referencia: &'a str,
-    descricao: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    terminal: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    venda: Option<Venda<'a>>,
-}
-
-impl MachineRequestBody<'_> {
-    /// The body of a card-machine attempt (with `sale_total`, one part of a divided sale).
-    pub fn bytes(
-        valor: Centavos,
-        maquininha: &str,
-        plano: Option<CardPlan>,
-        id: &AttemptId,
-        sale: (&SaleId, u32),
-        terminal: Option<&str>,
-        sale_total: Option<Centavos>,
-    ) -> Vec<u8> {
-        serde_json::to_vec(&MachineRequestBody {
-            valor: valor.get(),
-            maquininha,
-            metodo: plano.map(|p| p.method().as_str()),
+    /// A card at the machine's: the machine, and the plan it offers first (none: the customer
+    /// chooses there).
+    pub fn machine(self, maquininha: &'a str, plano: Option<CardPlan>) -> Vec<u8> {
+        PaymentBody {
+            maquininha: Some(maquininha),
             parcelas: plano.map(CardPlan::parcelas),
+            ..self.planned(plano)
+        }
+        .bytes()
+    }
+
+    fn planned(self, plano: Option<CardPlan>) -> Self {
+        PaymentBody {
+            metodo: plano.map(|p| p.method().as_str()),
             parcelamento: plano.and_then(CardPlan::financing).map(|f| f.as_str()),
-            referencia: id.as_ref(),
-            descricao: format!("Venda nº {} ({})", sale_number(sale.1), sale.0.as_ref()),
-            terminal,
-            venda: sale_total.map(|total| Venda {
-                referencia: sale.0.as_ref(),
-                total: total.get(),
-            }),
-        })
-        .expect("a request body always serialises")
+            ..self
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a request body always serialises")
     }
 }
 

@@ -22,6 +22,7 @@ pub use provider::{
 };
 pub use settle::{MachinePoll, MachineSettler, NotificationVerifier};
 
+use crate::awaited::{self, Awaited};
 use crate::clock::Millis;
 use crate::domain::{
     CancelByKey, FieldError, IdempotencyKey, KeyOperation, MachineRequest, MachineStatus,
@@ -31,10 +32,7 @@ use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Completed, Held, KeyResource, Keyed, Operation, Recovery, ResourceState};
 use crate::schema::MachinePaymentBody;
-use crate::store::{
-    FinishOutcome, MachineCompletion, MachineOrder, MachineStore, PaymentField, SaleStore,
-    StoredResponse,
-};
+use crate::store::{MachineOrder, MachineStore, PaymentField, SaleStore};
 use std::sync::Arc;
 
 impl From<ProviderError> for ApiError {
@@ -122,58 +120,35 @@ impl Maquininha {
             updated_at: now,
         }
     }
-
-    /// Writes the order and its first answer under the key's fence.
-    async fn finish(&self, held: &Held<'_>, order: MachineOrder) -> Result<Completed> {
-        let response = response_for(&order);
-        let finished = self
-            .store
-            .finish_machine(MachineCompletion {
-                fence: held.fence,
-                order: order.clone(),
-                response: response.clone(),
-                fingerprint: held.fingerprint.clone(),
-            })
-            .await?;
-        if finished == FinishOutcome::Stored {
-            tracing::info!(payment = %order.id, order = %order.order_id, machine = %order.maquininha, "card machine order sent");
-        }
-        Ok(Completed::first(finished, response, order.created_at))
-    }
-
-    /// The key's order is already stored (the key was purged and the same request came again,
-    /// or another worker stored it): the same request gets it as a replay, another one a 422.
-    async fn existing(&self, held: &Held<'_>, order_id: &str) -> Result<Option<Completed>> {
-        let Some((order, fingerprint)) = self.store.machine_by_order(order_id).await? else {
-            return Ok(None);
-        };
-        if fingerprint.is_some_and(|fp| fp != *held.fingerprint) {
-            held.forget().await?;
-            return Err(ApiError::FingerprintMismatch);
-        }
-        let first = first_answer(&order);
-        held.complete_with_existing(order.id.as_ref(), first)
-            .await
-            .map(Some)
-    }
 }
 
-/// The answer of an order as it stands.
-fn response_for(order: &MachineOrder) -> StoredResponse {
-    StoredResponse {
-        status: 201,
-        body: MachinePaymentBody::bytes_of(order),
-    }
-}
+impl Awaited for MachineOrder {
+    const WHAT: &'static str = "card machine order";
 
-/// The first answer of an order (`aguardando`), whatever it is now.
-fn first_answer(order: &MachineOrder) -> StoredResponse {
-    response_for(&MachineOrder {
-        status: MachineStatus::Aguardando,
-        motivo: None,
-        plano_pago: None,
-        ..order.clone()
-    })
+    fn payment_id(&self) -> &PaymentId {
+        &self.id
+    }
+
+    fn provider_id(&self) -> &str {
+        &self.order_id
+    }
+
+    fn created_at(&self) -> Millis {
+        self.created_at
+    }
+
+    fn body(&self) -> Vec<u8> {
+        MachinePaymentBody::bytes_of(self)
+    }
+
+    fn as_first(&self) -> Self {
+        MachineOrder {
+            status: MachineStatus::Aguardando,
+            motivo: None,
+            plano_pago: None,
+            ..self.clone()
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -213,11 +188,13 @@ impl Operation for Maquininha {
             }
         };
         faults.after_charge();
-        if let Some(done) = self.existing(held, &order.id).await? {
+        if let Some(done) =
+            awaited::existing(held, self.store.machine_by_order(&order.id).await?).await?
+        {
             return Ok(done);
         }
         let stored = self.order_of(held, request, &order);
-        self.finish(held, stored).await
+        awaited::finish(held, stored, |c| self.store.finish_machine(c)).await
     }
 
     /// Settled by asking the provider again under the key's order key: it answers the order it
@@ -247,11 +224,16 @@ impl Operation for Maquininha {
             }
             Err(e) => return Err(e.into()),
         };
-        if self.existing(held, &order.id).await?.is_some() {
+        if awaited::existing(held, self.store.machine_by_order(&order.id).await?)
+            .await?
+            .is_some()
+        {
             return Ok(Recovery::Completed);
         }
         let stored = self.order_of(held, &request, &order);
-        if let Completed::LeaseLost = self.finish(held, stored).await? {
+        if let Completed::LeaseLost =
+            awaited::finish(held, stored, |c| self.store.finish_machine(c)).await?
+        {
             return Ok(Recovery::Nothing);
         }
         tracing::warn!(merchant = %held.merchant, key = held.key.as_ref(), order = %order.id, "recovery: card machine order made before a crash; stored");

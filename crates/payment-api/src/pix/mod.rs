@@ -23,6 +23,7 @@ pub mod webhook;
 pub use poll::PixPoll;
 pub use settle::{PollReport, Settler};
 
+use crate::awaited::{self, Awaited};
 use crate::clock::{parse_rfc3339, Millis};
 use crate::domain::{
     CancelByKey, IdempotencyKey, KeyOperation, MerchantId, PaymentId, PixRequest, PixStatus, Txid,
@@ -31,9 +32,7 @@ use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Completed, Held, KeyResource, Keyed, Operation, Recovery, ResourceState};
 use crate::schema::PixPaymentBody;
-use crate::store::{
-    FinishOutcome, PaymentField, PixCharge, PixCompletion, PixStore, SaleStore, StoredResponse,
-};
+use crate::store::{PaymentField, PixCharge, PixStore, SaleStore};
 use provider::{Cob, PixProvider, ProviderError};
 use std::sync::Arc;
 
@@ -139,59 +138,36 @@ impl Pix {
             other => other,
         }
     }
-
-    /// Writes the charge and its first answer under the key's fence.
-    async fn finish(&self, held: &Held<'_>, charge: PixCharge) -> Result<Completed> {
-        let response = response_for(&charge);
-        let finished = self
-            .store
-            .finish_pix(PixCompletion {
-                fence: held.fence,
-                charge: charge.clone(),
-                response: response.clone(),
-                fingerprint: held.fingerprint.clone(),
-            })
-            .await?;
-        if finished == FinishOutcome::Stored {
-            tracing::info!(payment = %charge.id, txid = %charge.txid, "Pix charge created");
-        }
-        Ok(Completed::first(finished, response, charge.created_at))
-    }
-
-    /// The key's charge is already stored (the key was purged and the same request came again,
-    /// or another worker stored it): the same request gets it as a replay, another one a 422.
-    async fn existing(&self, held: &Held<'_>, txid: &Txid) -> Result<Option<Completed>> {
-        let Some((charge, fingerprint)) = self.store.pix_by_txid(txid).await? else {
-            return Ok(None);
-        };
-        if fingerprint.is_some_and(|fp| fp != *held.fingerprint) {
-            held.forget().await?;
-            return Err(ApiError::FingerprintMismatch);
-        }
-        let first = first_answer(&charge);
-        held.complete_with_existing(charge.id.as_ref(), first)
-            .await
-            .map(Some)
-    }
 }
 
-/// The answer of a charge as it stands.
-fn response_for(charge: &PixCharge) -> StoredResponse {
-    StoredResponse {
-        status: 201,
-        body: PixPaymentBody::bytes_of(charge),
-    }
-}
+impl Awaited for PixCharge {
+    const WHAT: &'static str = "Pix charge";
 
-/// The first answer of a charge (`aguardando`), whatever it is now.
-fn first_answer(charge: &PixCharge) -> StoredResponse {
-    response_for(&PixCharge {
-        status: PixStatus::Aguardando,
-        e2eid: None,
-        pago_em: None,
-        valor_recebido: None,
-        ..charge.clone()
-    })
+    fn payment_id(&self) -> &PaymentId {
+        &self.id
+    }
+
+    fn provider_id(&self) -> &str {
+        self.txid.as_ref()
+    }
+
+    fn created_at(&self) -> Millis {
+        self.created_at
+    }
+
+    fn body(&self) -> Vec<u8> {
+        PixPaymentBody::bytes_of(self)
+    }
+
+    fn as_first(&self) -> Self {
+        PixCharge {
+            status: PixStatus::Aguardando,
+            e2eid: None,
+            pago_em: None,
+            valor_recebido: None,
+            ..self.clone()
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -232,11 +208,11 @@ impl Operation for Pix {
             }
         };
         faults.after_charge();
-        if let Some(done) = self.existing(held, &txid).await? {
+        if let Some(done) = awaited::existing(held, self.store.pix_by_txid(&txid).await?).await? {
             return Ok(done);
         }
         let charge = self.charge_of(held, request, &cob)?;
-        self.finish(held, charge).await
+        awaited::finish(held, charge, |c| self.store.finish_pix(c)).await
     }
 
     /// Settled by what the provider says of the key's txid: a charge there is stored the way the
@@ -252,7 +228,10 @@ impl Operation for Pix {
             held.release().await?;
             return Ok(Recovery::Released);
         };
-        if self.existing(held, &txid).await?.is_some() {
+        if awaited::existing(held, self.store.pix_by_txid(&txid).await?)
+            .await?
+            .is_some()
+        {
             return Ok(Recovery::Completed);
         }
         let request = held
@@ -264,13 +243,15 @@ impl Operation for Pix {
             return Ok(Recovery::Released);
         };
         let charge = self.charge_of(held, &request, &cob)?;
-        Ok(match self.finish(held, charge).await? {
-            Completed::LeaseLost => Recovery::Nothing,
-            _ => {
-                tracing::warn!(merchant = %held.merchant, key = held.key.as_ref(), %txid, "recovery: Pix charge made before a crash; stored");
-                Recovery::Completed
-            }
-        })
+        Ok(
+            match awaited::finish(held, charge, |c| self.store.finish_pix(c)).await? {
+                Completed::LeaseLost => Recovery::Nothing,
+                _ => {
+                    tracing::warn!(merchant = %held.merchant, key = held.key.as_ref(), %txid, "recovery: Pix charge made before a crash; stored");
+                    Recovery::Completed
+                }
+            },
+        )
     }
 }
 

@@ -100,20 +100,6 @@ impl MachineColumns {
     }
 }
 
-/// The write that completes a card-machine key: the order and the first answer, in one
-/// transaction.
-#[derive(Debug, Clone)]
-pub struct MachineCompletion {
-    /// The key's fencing token.
-    pub fence: i64,
-    /// The order to insert (its merchant and key are the key's).
-    pub order: MachineOrder,
-    /// The first answer, replayed from now on.
-    pub response: StoredResponse,
-    /// The request's fingerprint, kept with the order.
-    pub fingerprint: Fingerprint,
-}
-
 /// What the provider says of an order now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineUpdate {
@@ -131,7 +117,10 @@ pub struct MachineUpdate {
 #[async_trait::async_trait]
 pub trait MachineStore: Clocked {
     /// Stores the order and the first answer if `fence` still holds the key.
-    async fn finish_machine(&self, completion: MachineCompletion) -> StoreResult<FinishOutcome>;
+    async fn finish_machine(
+        &self,
+        completion: AwaitedCompletion<MachineOrder>,
+    ) -> StoreResult<FinishOutcome>;
     /// An order by payment id, for its merchant.
     async fn machine_order(
         &self,

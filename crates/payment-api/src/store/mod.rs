@@ -37,6 +37,20 @@ use crate::domain::{
     Means, MerchantId, PaymentId, PaymentStatus, RefundId, RefundStatus, TerminalId,
 };
 
+/// The write that completes the key of a resource a customer pays later (a Pix charge, a
+/// card-machine order): the resource and the key's first answer, in one transaction.
+#[derive(Debug, Clone)]
+pub struct AwaitedCompletion<R> {
+    /// The key's fencing token.
+    pub fence: i64,
+    /// The resource to insert (its merchant and key are the key's).
+    pub resource: R,
+    /// The first answer, replayed from now on.
+    pub response: StoredResponse,
+    /// The request's fingerprint, kept with the resource.
+    pub fingerprint: Fingerprint,
+}
+
 /// Result of store operations.
 pub type StoreResult<T> = std::result::Result<T, StoreError>;
 

@@ -99,19 +99,6 @@ impl PixColumns {
     }
 }
 
-/// The write that completes a Pix key: the charge and the first answer, in one transaction.
-#[derive(Debug, Clone)]
-pub struct PixCompletion {
-    /// The key's fencing token.
-    pub fence: i64,
-    /// The charge to insert (its merchant and key are the key's).
-    pub charge: PixCharge,
-    /// The first answer, replayed from now on.
-    pub response: StoredResponse,
-    /// The request's fingerprint, kept with the charge.
-    pub fingerprint: Fingerprint,
-}
-
 /// How a Pix received was learned of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
@@ -149,7 +136,10 @@ pub struct PixReceived {
 #[async_trait::async_trait]
 pub trait PixStore: Clocked {
     /// Stores the charge and the first answer if `fence` still holds the key.
-    async fn finish_pix(&self, completion: PixCompletion) -> StoreResult<FinishOutcome>;
+    async fn finish_pix(
+        &self,
+        completion: AwaitedCompletion<PixCharge>,
+    ) -> StoreResult<FinishOutcome>;
     /// A charge by id, for its merchant.
     async fn pix_charge(
         &self,

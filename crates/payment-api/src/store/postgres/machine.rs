@@ -26,9 +26,12 @@ fn machine_from_row(r: &Row) -> StoreResult<MachineOrder> {
 
 #[async_trait::async_trait]
 impl MachineStore for PgStore {
-    async fn finish_machine(&self, done: MachineCompletion) -> StoreResult<FinishOutcome> {
+    async fn finish_machine(
+        &self,
+        done: AwaitedCompletion<MachineOrder>,
+    ) -> StoreResult<FinishOutcome> {
         let c = self.conn().await?;
-        let o = &done.order;
+        let o = &done.resource;
         let st = c
             .prepare_cached(&format!(
                 "WITH done AS (

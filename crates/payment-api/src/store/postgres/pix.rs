@@ -28,9 +28,9 @@ fn pix_from_row(r: &Row) -> StoreResult<PixCharge> {
 
 #[async_trait::async_trait]
 impl PixStore for PgStore {
-    async fn finish_pix(&self, done: PixCompletion) -> StoreResult<FinishOutcome> {
+    async fn finish_pix(&self, done: AwaitedCompletion<PixCharge>) -> StoreResult<FinishOutcome> {
         let c = self.conn().await?;
-        let p = &done.charge;
+        let p = &done.resource;
         let st = c
             .prepare_cached(&format!(
                 "WITH done AS (

@@ -29,11 +29,14 @@ fn collect(rows: Vec<MachineColumns>) -> StoreResult<Vec<MachineOrder>> {
 
 #[async_trait::async_trait]
 impl MachineStore for SqliteStore {
-    async fn finish_machine(&self, done: MachineCompletion) -> StoreResult<FinishOutcome> {
+    async fn finish_machine(
+        &self,
+        done: AwaitedCompletion<MachineOrder>,
+    ) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
         self.db
             .write(move |c| {
-                let o = &done.order;
+                let o = &done.resource;
                 let (m, k) = (o.merchant.as_ref(), o.idempotency_key.as_ref());
                 if !complete_key(c, m, k, done.fence, &done.response, o.id.as_ref(), now)? {
                     return Ok(FinishOutcome::LeaseLost);

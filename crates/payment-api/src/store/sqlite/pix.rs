@@ -31,11 +31,11 @@ fn collect(rows: Vec<PixColumns>) -> StoreResult<Vec<PixCharge>> {
 
 #[async_trait::async_trait]
 impl PixStore for SqliteStore {
-    async fn finish_pix(&self, done: PixCompletion) -> StoreResult<FinishOutcome> {
+    async fn finish_pix(&self, done: AwaitedCompletion<PixCharge>) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
         self.db
             .write(move |c| {
-                let p = &done.charge;
+                let p = &done.resource;
                 let (m, k) = (p.merchant.as_ref(), p.idempotency_key.as_ref());
                 if !complete_key(c, m, k, done.fence, &done.response, p.id.as_ref(), now)? {
                     return Ok(FinishOutcome::LeaseLost);
