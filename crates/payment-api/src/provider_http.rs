@@ -32,9 +32,9 @@ impl ProviderHttp {
         format!("{}{path}", self.base)
     }
 
-    /// The client, to build a request with.
-    pub fn client(&self) -> &reqwest::Client {
-        &self.http
+    /// A request of `method` to `path`, to send with [`ProviderHttp::send`].
+    pub fn at(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, self.url(path))
     }
 
     /// Sends `req` with the token and reads the answer: its status and body, or why there is no

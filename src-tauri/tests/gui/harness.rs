@@ -221,6 +221,15 @@ impl GuiApp {
 
     /// Kills the app process with SIGKILL and starts it again on the same data folder.
     pub async fn kill_and_relaunch(self) -> Self {
+        self.kill_and_relaunch_after(async {}).await
+    }
+
+    /// [`GuiApp::kill_and_relaunch`], with `meanwhile` done while no app runs (a customer paying
+    /// at the machine while the till is down, say).
+    pub async fn kill_and_relaunch_after(
+        self,
+        meanwhile: impl std::future::Future<Output = ()>,
+    ) -> Self {
         let pid = app_pid(&self.data_dir).expect("the app process is running");
         let status = Command::new("kill")
             .args(["-s", "KILL", &pid.to_string()])
@@ -237,6 +246,7 @@ impl GuiApp {
         } = self;
         drop(driver); // the session died with the app
         drop(xvfb);
+        meanwhile.await;
         Self::launch_locked(&data_dir, env, _lock, true).await
     }
 

@@ -123,3 +123,84 @@ async fn the_cashier_takes_a_card_at_the_machine_and_can_cancel_only_until_the_m
     );
     app.close().await;
 }
+
+/// The till is killed (`kill -9`) while the card is at the machine; the customer pays while no
+/// till runs; the relaunched till comes back to that sale as paid, once — never offering to
+/// charge it again. The API and the machine's simulator run apart from the app, as deployed: the
+/// API as its own process, the machine in this test's.
+#[tokio::test]
+async fn a_till_killed_while_the_card_is_at_the_machine_comes_back_to_the_sale_the_customer_paid_meanwhile(
+) {
+    let machine_dir = tempfile::tempdir().unwrap();
+    let secret = "mqs_gui_kill";
+    let machine = maquininha::start(maquininha::Config::sandbox(
+        machine_dir.path().join("maquininha.db"),
+        "mq_gui_kill",
+        secret,
+    ))
+    .await
+    .unwrap();
+    let api = pagar_testkit::ApiProcess::start(&[
+        "--maquininha-url",
+        &machine.url(),
+        "--maquininha-token",
+        "mq_gui_kill",
+        "--maquininha-secret",
+        secret,
+        "--maquininha-poll-ms",
+        "500",
+    ]);
+    let res = reqwest::Client::new()
+        .put(format!("{}/qa/notificacoes", machine.url()))
+        .json(&json!({"url": format!("{}/webhooks/maquininha", api.url())}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    let page = format!("{}/terminais/PAGAR_SIM__POS-1", machine.url());
+
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch_with(
+        dir.path(),
+        &[
+            ("PAGAR_API_URL", &api.url()),
+            ("PAGAR_API_KEY", pagar_testkit::API_KEY),
+            ("PAGAR_MAQUININHA", "PAGAR_SIM__POS-1"),
+        ],
+    )
+    .await;
+    app.wait_until("online", |a| async move { a.badge().await == "Online" })
+        .await;
+    app.type_into("valor", "45,90").await;
+    app.wait_until("the machine's formas listed", |a| async move {
+        a.js("return [...document.getElementById('forma').options].some(o => o.value === 'maq:credito:1')")
+            .await
+            == json!(true)
+    })
+    .await;
+    app.select("forma", "maq:credito:1").await;
+    app.press(ENTER).await;
+    app.wait_status("Aguardando a maquininha PAGAR_SIM__POS-1")
+        .await;
+    assert_eq!(machine_looks(&page).await["pedido"]["centavos"], 4590);
+    app.wait_status("Na maquininha PAGAR_SIM__POS-1").await;
+    let sale = app.sale_id().await;
+
+    // Killed with the card at the machine; the customer pays while no till runs.
+    let app = app
+        .kill_and_relaunch_after(async {
+            customer(&page, json!({"acao": "aprovar"})).await;
+        })
+        .await;
+    app.wait_status("Pago na maquininha no crédito").await;
+    app.screenshot("maquininha-pago-com-o-caixa-fora").await;
+    assert_eq!(app.sale_id().await, sale, "the same sale came back");
+
+    // Once: one order, one payment at the machine, and the sale not offered to be charged again.
+    let c = machine.counts();
+    assert_eq!((c.orders, c.paid), (1, 1), "{c:?}");
+    assert!(app.hidden("pay-form").await || !app.enabled("pagar").await);
+    app.close().await;
+    drop(api);
+    machine.shutdown().await;
+}

@@ -6,6 +6,7 @@
 
 use crate::domain::{CardMethod, CardPlan, Centavos, MachineId, OrderKey};
 use crate::provider_http::ProviderHttp;
+use reqwest::Method;
 use serde::Deserialize;
 
 /// What the provider answered.
@@ -247,8 +248,7 @@ impl MachineProvider for HttpMachineProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .client()
-                    .post(self.http.url("/v1/orders"))
+                    .at(Method::POST, "/v1/orders")
                     .header("X-Idempotency-Key", key.as_ref())
                     .json(&body),
             )
@@ -264,11 +264,7 @@ impl MachineProvider for HttpMachineProvider {
 
     async fn get(&self, id: &str) -> Result<Option<Order>, ProviderError> {
         let (status, text) = self
-            .send(
-                self.http
-                    .client()
-                    .get(self.http.url(&format!("/v1/orders/{id}"))),
-            )
+            .send(self.http.at(Method::GET, &format!("/v1/orders/{id}")))
             .await?;
         match status.as_u16() {
             200 => Self::order_of(&text).map(Some),
@@ -281,8 +277,7 @@ impl MachineProvider for HttpMachineProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .client()
-                    .post(self.http.url(&format!("/v1/orders/{id}/cancel")))
+                    .at(Method::POST, &format!("/v1/orders/{id}/cancel"))
                     .header("X-Idempotency-Key", key.as_ref()),
             )
             .await?;
@@ -308,8 +303,7 @@ impl MachineProvider for HttpMachineProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .client()
-                    .post(self.http.url(&format!("/v1/orders/{id}/refund")))
+                    .at(Method::POST, &format!("/v1/orders/{id}/refund"))
                     .header("X-Idempotency-Key", key.as_ref()),
             )
             .await?;

@@ -6,6 +6,7 @@
 
 use crate::domain::Txid;
 use crate::provider_http::ProviderHttp;
+use reqwest::Method;
 use serde::Deserialize;
 
 /// What the provider answered.
@@ -218,8 +219,7 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .client()
-                    .put(self.http.url(&format!("/cob/{txid}")))
+                    .at(Method::PUT, &format!("/cob/{txid}"))
                     .json(&body),
             )
             .await?;
@@ -233,11 +233,7 @@ impl PixProvider for HttpPixProvider {
 
     async fn get(&self, txid: &Txid) -> Result<Option<Cob>, ProviderError> {
         let (status, text) = self
-            .send(
-                self.http
-                    .client()
-                    .get(self.http.url(&format!("/cob/{txid}"))),
-            )
+            .send(self.http.at(Method::GET, &format!("/cob/{txid}")))
             .await?;
         match status.as_u16() {
             200 => Self::cob_of(&text).map(Some),
@@ -251,8 +247,7 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .client()
-                    .patch(self.http.url(&format!("/cob/{txid}")))
+                    .at(Method::PATCH, &format!("/cob/{txid}"))
                     .json(&body),
             )
             .await?;
@@ -267,8 +262,7 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .client()
-                    .put(self.http.url(&format!("/pix/{e2eid}/devolucao/{id}")))
+                    .at(Method::PUT, &format!("/pix/{e2eid}/devolucao/{id}"))
                     .json(&body),
             )
             .await?;
@@ -287,8 +281,7 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .client()
-                    .get(self.http.url(&format!("/pix/{e2eid}/devolucao/{id}"))),
+                    .at(Method::GET, &format!("/pix/{e2eid}/devolucao/{id}")),
             )
             .await?;
         match status.as_u16() {
@@ -306,13 +299,14 @@ impl PixProvider for HttpPixProvider {
         itens: u32,
     ) -> Result<PixConsultados, ProviderError> {
         let (pagina, itens) = (pagina.to_string(), itens.to_string());
+        let query = [
+            ("inicio", inicio),
+            ("fim", fim),
+            ("paginacao.paginaAtual", pagina.as_str()),
+            ("paginacao.itensPorPagina", itens.as_str()),
+        ];
         let (status, text) = self
-            .send(self.http.client().get(self.http.url("/pix")).query(&[
-                ("inicio", inicio),
-                ("fim", fim),
-                ("paginacao.paginaAtual", pagina.as_str()),
-                ("paginacao.itensPorPagina", itens.as_str()),
-            ]))
+            .send(self.http.at(Method::GET, "/pix").query(&query))
             .await?;
         match status.as_u16() {
             200 => Self::json_of(&text),
@@ -325,8 +319,7 @@ impl PixProvider for HttpPixProvider {
         let (status, text) = self
             .send(
                 self.http
-                    .client()
-                    .put(self.http.url(&format!("/webhook/{}", self.chave)))
+                    .at(Method::PUT, &format!("/webhook/{}", self.chave))
                     .json(&body),
             )
             .await?;
