@@ -23,7 +23,8 @@ use crate::idempotency::{
 };
 use crate::payments::Payments;
 pub use crate::payments::Voided as Cancellation;
-use crate::store::{CancelClaim, KeyStore, PaymentField, PaymentStore};
+use crate::store::Lookup;
+use crate::store::{CancelClaim, KeyStore, PaymentStore};
 use std::sync::Arc;
 
 /// Cancellation by key, with what it needs: the key table, the payments, the payment
@@ -77,7 +78,7 @@ impl Cancel {
         // A key purged after it completed still has its payment, kept forever.
         if let Some(payment) = self
             .stored
-            .payments_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
+            .payments_by(merchant, Lookup::key(key))
             .await?
             .into_iter()
             .next()

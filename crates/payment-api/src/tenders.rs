@@ -4,7 +4,7 @@
 use crate::domain::{Centavos, SaleRef, TerminalId};
 use crate::error::{ApiError, Result};
 use crate::idempotency::Held;
-use crate::store::{SaleStore, TenderHold};
+use crate::store::{SaleStore, TenderAsk, TenderHold};
 
 /// Holds `valor` of the sale `venda` (the request is a part of it; `None`: a sale paid at once,
 /// nothing to hold) for the key `held` holds, or refuses the request: nothing was held or
@@ -20,9 +20,15 @@ pub(crate) async fn hold(
     let Some(venda) = venda else {
         return Ok(());
     };
-    let hold = sales
-        .hold_tender(held.merchant, terminal, held.key, held.fence, venda, valor)
-        .await?;
+    let ask = TenderAsk {
+        merchant: held.merchant.clone(),
+        terminal: terminal.cloned(),
+        key: held.key.clone(),
+        fence: held.fence,
+        venda: venda.clone(),
+        valor,
+    };
+    let hold = sales.hold_tender(&ask).await?;
     let refused = match hold {
         TenderHold::Held => return Ok(()),
         TenderHold::LeaseLost => return Err(ApiError::LeaseLost),

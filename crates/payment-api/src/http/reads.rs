@@ -2,6 +2,7 @@
 //! listings by reference, key or range.
 
 use super::*;
+use crate::store::Lookup;
 
 /// One payment of the caller's merchant.
 #[utoipa::path(
@@ -261,15 +262,16 @@ pub(crate) async fn list_payments(
                 .into(),
         )),
     };
+    let by = Lookup {
+        field,
+        value: &value,
+    };
     // Executions first: one that completes between the two reads is then seen as a payment (or
     // still as in progress), never as neither.
-    let executing = state
-        .store()
-        .keys_in_progress(&merchant, field, &value)
-        .await?;
-    let pagamentos = state.store().payments_by(&merchant, field, &value).await?;
-    let pix = state.store().pix_by(&merchant, field, &value).await?;
-    let machine = state.store().machine_by(&merchant, field, &value).await?;
+    let executing = state.store().keys_in_progress(&merchant, by).await?;
+    let pagamentos = state.store().payments_by(&merchant, by).await?;
+    let pix = state.store().pix_by(&merchant, by).await?;
+    let machine = state.store().machine_by(&merchant, by).await?;
     Ok(Json(PaymentList {
         pagamentos: pagamentos.iter().map(PaymentBody::from).collect(),
         proximo: None,

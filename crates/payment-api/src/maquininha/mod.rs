@@ -32,7 +32,8 @@ use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Completed, Held, KeyResource, Keyed, Operation, Recovery, ResourceState};
 use crate::schema::MachinePaymentBody;
-use crate::store::{MachineOrder, MachineStore, PaymentField, SaleStore};
+use crate::store::Lookup;
+use crate::store::{MachineOrder, MachineStore, SaleStore};
 use std::sync::Arc;
 
 impl From<ProviderError> for ApiError {
@@ -266,7 +267,7 @@ impl KeyResource for MachineKeys {
     ) -> Result<ResourceState> {
         let order = self
             .0
-            .machine_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
+            .machine_by(merchant, Lookup::key(key))
             .await?
             .into_iter()
             .next();

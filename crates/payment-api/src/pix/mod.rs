@@ -32,7 +32,8 @@ use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Completed, Held, KeyResource, Keyed, Operation, Recovery, ResourceState};
 use crate::schema::PixPaymentBody;
-use crate::store::{PaymentField, PixCharge, PixStore, SaleStore};
+use crate::store::Lookup;
+use crate::store::{PixCharge, PixStore, SaleStore};
 use provider::{Cob, PixProvider, ProviderError};
 use std::sync::Arc;
 
@@ -275,7 +276,7 @@ impl KeyResource for PixKeys {
     ) -> Result<ResourceState> {
         let charge = self
             .0
-            .pix_by(merchant, PaymentField::IdempotencyKey, key.as_ref())
+            .pix_by(merchant, Lookup::key(key))
             .await?
             .into_iter()
             .next();

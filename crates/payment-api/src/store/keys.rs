@@ -327,8 +327,7 @@ pub trait KeyStore: Clocked {
     async fn keys_in_progress(
         &self,
         merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
+        by: Lookup<'_>,
     ) -> StoreResult<Vec<InProgressKey>>;
     /// The claim of a cancellation: in one transaction, inserts the key held for cancelling if
     /// nothing had claimed it, or decides from its row (`claim::decide_cancel`) and takes an

@@ -137,8 +137,7 @@ pub trait MachineStore: Clocked {
     async fn machine_by(
         &self,
         merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
+        by: Lookup<'_>,
     ) -> StoreResult<Vec<MachineOrder>>;
     /// Applies what the provider says to an order still `aguardando` (a final status ends it;
     /// `aguardando` only follows the provider's word); an `aprovado` one becomes a payment

@@ -63,6 +63,25 @@ pub enum PaymentField {
     IdempotencyKey,
 }
 
+/// A look-up of a merchant's payments (and keys still executing) by one field's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lookup<'a> {
+    /// The field.
+    pub field: PaymentField,
+    /// Its value.
+    pub value: &'a str,
+}
+
+impl<'a> Lookup<'a> {
+    /// By the idempotency key that made it.
+    pub fn key(key: &'a IdempotencyKey) -> Self {
+        Lookup {
+            field: PaymentField::IdempotencyKey,
+            value: key.as_ref(),
+        }
+    }
+}
+
 impl PaymentField {
     /// Its column in `payments`.
     fn column(self) -> &'static str {

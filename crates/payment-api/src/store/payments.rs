@@ -370,12 +370,8 @@ pub trait PaymentStore: Clocked {
     /// A payment by id, for its merchant.
     async fn payment(&self, merchant: &MerchantId, id: &PaymentId) -> StoreResult<Option<Payment>>;
     /// Payments whose `field` is `value`, for its merchant, oldest first.
-    async fn payments_by(
-        &self,
-        merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
-    ) -> StoreResult<Vec<Payment>>;
+    async fn payments_by(&self, merchant: &MerchantId, by: Lookup<'_>)
+        -> StoreResult<Vec<Payment>>;
     /// One page of the merchant's payments in a time range (keyset pagination: stable while
     /// payments are added, each existing payment on exactly one page).
     async fn payments_page(

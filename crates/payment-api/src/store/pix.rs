@@ -153,12 +153,7 @@ pub trait PixStore: Clocked {
         txid: &Txid,
     ) -> StoreResult<Option<(PixCharge, Option<Fingerprint>)>>;
     /// A merchant's charges whose `field` is `value`, oldest first.
-    async fn pix_by(
-        &self,
-        merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
-    ) -> StoreResult<Vec<PixCharge>>;
+    async fn pix_by(&self, merchant: &MerchantId, by: Lookup<'_>) -> StoreResult<Vec<PixCharge>>;
     /// Records a Pix received, once per end-to-end id, and in the same transaction moves its
     /// charge: `aguardando` → `aprovado`; `expirado` or `cancelado` →
     /// `recebido_apos_cancelamento`. A Pix seen before its charge was stored is recorded with

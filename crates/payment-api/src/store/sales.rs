@@ -154,21 +154,32 @@ impl Sale {
     }
 }
 
+/// What a part of a divided sale asks to hold: `valor` of the sale `venda` (opened now if the
+/// merchant and terminal have none by that reference), for the key `key` a worker holds under
+/// `fence`.
+#[derive(Debug, Clone)]
+pub struct TenderAsk {
+    /// Owner.
+    pub merchant: MerchantId,
+    /// The till the sale is open at.
+    pub terminal: Option<TerminalId>,
+    /// The part's key.
+    pub key: IdempotencyKey,
+    /// Its fencing token.
+    pub fence: i64,
+    /// The sale and its total.
+    pub venda: SaleRef,
+    /// What the part takes of it.
+    pub valor: Centavos,
+}
+
 /// Sales and their tenders.
 #[async_trait::async_trait]
 pub trait SaleStore: Send + Sync + std::fmt::Debug + 'static {
     /// Holds `valor` of the sale `venda` (opened now if the merchant and terminal have none by
     /// that reference) for the key `key`, which this worker holds under `fence`: refused when
     /// the sale's tenders would hold more than its total.
-    async fn hold_tender(
-        &self,
-        merchant: &MerchantId,
-        terminal: Option<&TerminalId>,
-        key: &IdempotencyKey,
-        fence: i64,
-        venda: &SaleRef,
-        valor: Centavos,
-    ) -> StoreResult<TenderHold>;
+    async fn hold_tender(&self, ask: &TenderAsk) -> StoreResult<TenderHold>;
 
     /// A sale of the merchant by the till's reference.
     async fn sale(

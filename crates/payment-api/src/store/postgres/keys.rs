@@ -317,9 +317,9 @@ impl KeyStore for PgStore {
     async fn keys_in_progress(
         &self,
         merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
+        by: Lookup<'_>,
     ) -> StoreResult<Vec<InProgressKey>> {
+        let (field, value) = (by.field, by.value);
         let column = match field {
             PaymentField::Referencia => "referencia",
             PaymentField::IdempotencyKey => "key",

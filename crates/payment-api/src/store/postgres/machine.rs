@@ -123,18 +123,11 @@ impl MachineStore for PgStore {
     async fn machine_by(
         &self,
         merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
+        by: Lookup<'_>,
     ) -> StoreResult<Vec<MachineOrder>> {
-        let column = field.column();
-        let c = self.conn().await?;
-        let st = c
-            .prepare_cached(&format!(
-                "SELECT {MACHINE_COLUMNS} FROM machine_orders WHERE merchant = $1 AND {column} = $2
-                 ORDER BY created_at, id"
-            ))
-            .await?;
-        let rows = c.query(&st, &[&merchant.as_ref(), &value]).await?;
+        let (field, value) = (by.field, by.value);
+        let from = format!("{MACHINE_COLUMNS} FROM machine_orders");
+        let rows = self.rows_by(&from, merchant, field, value).await?;
         rows.iter().map(machine_from_row).collect()
     }
 

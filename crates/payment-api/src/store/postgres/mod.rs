@@ -90,6 +90,25 @@ impl Drop for AbortOnDrop {
 }
 
 impl PgStore {
+    /// A merchant's rows of `from` (`"<columns> FROM <table>"`) whose `field` is `value`, oldest
+    /// first: what every look-up by `referencia` or key reads.
+    async fn rows_by(
+        &self,
+        from: &str,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+    ) -> StoreResult<Vec<Row>> {
+        let column = field.column();
+        let c = self.conn().await?;
+        let st = c
+            .prepare_cached(&format!(
+                "SELECT {from} WHERE merchant = $1 AND {column} = $2 ORDER BY created_at, id"
+            ))
+            .await?;
+        Ok(c.query(&st, &[&merchant.as_ref(), &value]).await?)
+    }
+
     /// Connects to `url` (`postgres://…`), runs the migrations (one replica at a time) and
     /// measures the offset to the database clock. Fails when the database cannot be reached.
     pub async fn connect(

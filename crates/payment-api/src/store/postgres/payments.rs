@@ -173,18 +173,11 @@ impl PaymentStore for PgStore {
     async fn payments_by(
         &self,
         merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
+        by: Lookup<'_>,
     ) -> StoreResult<Vec<Payment>> {
-        let column = field.column();
-        let c = self.conn().await?;
-        let st = c
-            .prepare_cached(&format!(
-                "SELECT {PAYMENT_READ} FROM payments WHERE merchant = $1 AND {column} = $2
-                 ORDER BY created_at, id"
-            ))
-            .await?;
-        let rows = c.query(&st, &[&merchant.as_ref(), &value]).await?;
+        let (field, value) = (by.field, by.value);
+        let from = format!("{PAYMENT_READ} FROM payments");
+        let rows = self.rows_by(&from, merchant, field, value).await?;
         rows.iter().map(payment_from_row).collect()
     }
 

@@ -120,21 +120,10 @@ impl PixStore for PgStore {
         )))
     }
 
-    async fn pix_by(
-        &self,
-        merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
-    ) -> StoreResult<Vec<PixCharge>> {
-        let column = field.column();
-        let c = self.conn().await?;
-        let st = c
-            .prepare_cached(&format!(
-                "SELECT {PIX_COLUMNS} FROM pix_charges WHERE merchant = $1 AND {column} = $2
-                 ORDER BY created_at, id"
-            ))
-            .await?;
-        let rows = c.query(&st, &[&merchant.as_ref(), &value]).await?;
+    async fn pix_by(&self, merchant: &MerchantId, by: Lookup<'_>) -> StoreResult<Vec<PixCharge>> {
+        let (field, value) = (by.field, by.value);
+        let from = format!("{PIX_COLUMNS} FROM pix_charges");
+        let rows = self.rows_by(&from, merchant, field, value).await?;
         rows.iter().map(pix_from_row).collect()
     }
 

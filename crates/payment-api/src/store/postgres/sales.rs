@@ -3,7 +3,6 @@
 //! before it committed.
 
 use super::*;
-use crate::domain::SaleRef;
 
 async fn tenders(
     c: &impl deadpool_postgres::GenericClient,
@@ -37,15 +36,9 @@ async fn tenders(
 
 #[async_trait::async_trait]
 impl SaleStore for PgStore {
-    async fn hold_tender(
-        &self,
-        merchant: &MerchantId,
-        terminal: Option<&TerminalId>,
-        key: &IdempotencyKey,
-        fence: i64,
-        venda: &SaleRef,
-        valor: Centavos,
-    ) -> StoreResult<TenderHold> {
+    async fn hold_tender(&self, ask: &TenderAsk) -> StoreResult<TenderHold> {
+        let (merchant, terminal, key) = (&ask.merchant, ask.terminal.as_ref(), &ask.key);
+        let (fence, venda, valor) = (ask.fence, &ask.venda, ask.valor);
         let mut c = self.conn().await?;
         let (m, k) = (merchant.as_ref(), key.as_ref());
         let terminal = terminal.map_or("", AsRef::as_ref);

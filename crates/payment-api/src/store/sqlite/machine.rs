@@ -117,22 +117,19 @@ impl MachineStore for SqliteStore {
     async fn machine_by(
         &self,
         merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
+        by: Lookup<'_>,
     ) -> StoreResult<Vec<MachineOrder>> {
-        let column = field.column();
-        let (m, v) = (merchant.to_string(), value.to_string());
-        self.db
-            .read(move |c| {
-                let mut st = c.prepare_cached(&format!(
-                    "SELECT {MACHINE_COLUMNS} FROM machine_orders WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
-                ))?;
-                let rows = st
-                    .query_map(params![m, v], machine_from_row)?
-                    .collect::<Result<Vec<_>, _>>()?;
-                collect(rows)
-            })
-            .await
+        let (field, value) = (by.field, by.value);
+        collect(
+            self.rows_by(
+                format!("{MACHINE_COLUMNS} FROM machine_orders"),
+                merchant,
+                field,
+                value,
+                machine_from_row,
+            )
+            .await?,
+        )
     }
 
     async fn settle_machine(&self, order_id: &str, u: &MachineUpdate) -> StoreResult<bool> {

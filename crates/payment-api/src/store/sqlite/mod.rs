@@ -104,6 +104,31 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// A merchant's rows of `from` (`"<columns> FROM <table>"`) whose `field` is `value`, oldest
+    /// first, each read by `row`: what every look-up by `referencia` or key reads.
+    async fn rows_by<T: Send + 'static>(
+        &self,
+        from: String,
+        merchant: &MerchantId,
+        field: PaymentField,
+        value: &str,
+        row: fn(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> StoreResult<Vec<T>> {
+        let column = field.column();
+        let (m, v) = (merchant.to_string(), value.to_string());
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(&format!(
+                    "SELECT {from} WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
+                ))?;
+                let rows = st.query_map(params![m, v], row)?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+    }
+}
+
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn health(&self) -> StoreResult<()> {

@@ -121,19 +121,20 @@ impl PaymentStore for SqliteStore {
     async fn payments_by(
         &self,
         merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
+        by: Lookup<'_>,
     ) -> StoreResult<Vec<Payment>> {
-        let column = field.column();
-        let (m, v) = (merchant.to_string(), value.to_string());
-        self.db.read(move |c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {PAYMENT_READ} FROM payments WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
-            ))?;
-            let rows = st.query_map(params![m, v], payment_from_row)?.collect::<Result<Vec<_>, _>>()?;
-            rows.into_iter().map(PaymentColumns::parse).collect()
-        })
-        .await
+        let (field, value) = (by.field, by.value);
+        self.rows_by(
+            format!("{PAYMENT_READ} FROM payments"),
+            merchant,
+            field,
+            value,
+            payment_from_row,
+        )
+        .await?
+        .into_iter()
+        .map(PaymentColumns::parse)
+        .collect()
     }
 
     async fn payments_page(

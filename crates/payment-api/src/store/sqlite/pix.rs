@@ -114,25 +114,18 @@ impl PixStore for SqliteStore {
             .await
     }
 
-    async fn pix_by(
-        &self,
-        merchant: &MerchantId,
-        field: PaymentField,
-        value: &str,
-    ) -> StoreResult<Vec<PixCharge>> {
-        let column = field.column();
-        let (m, v) = (merchant.to_string(), value.to_string());
-        self.db
-            .read(move |c| {
-                let mut st = c.prepare_cached(&format!(
-                    "SELECT {PIX_COLUMNS} FROM pix_charges WHERE merchant = ?1 AND {column} = ?2 ORDER BY created_at, id"
-                ))?;
-                let rows = st
-                    .query_map(params![m, v], pix_from_row)?
-                    .collect::<Result<Vec<_>, _>>()?;
-                collect(rows)
-            })
-            .await
+    async fn pix_by(&self, merchant: &MerchantId, by: Lookup<'_>) -> StoreResult<Vec<PixCharge>> {
+        let (field, value) = (by.field, by.value);
+        collect(
+            self.rows_by(
+                format!("{PIX_COLUMNS} FROM pix_charges"),
+                merchant,
+                field,
+                value,
+                pix_from_row,
+            )
+            .await?,
+        )
     }
 
     async fn record_received(&self, received: &PixReceived) -> StoreResult<bool> {

@@ -2,7 +2,6 @@
 //! hold, and the decision reads the sale's tenders inside the writing transaction.
 
 use super::*;
-use crate::domain::SaleRef;
 
 /// The tenders of a sale with what each holds now.
 fn tenders(c: &rusqlite::Connection, venda: &str) -> rusqlite::Result<Vec<SaleTender>> {
@@ -33,15 +32,9 @@ fn tenders(c: &rusqlite::Connection, venda: &str) -> rusqlite::Result<Vec<SaleTe
 
 #[async_trait::async_trait]
 impl SaleStore for SqliteStore {
-    async fn hold_tender(
-        &self,
-        merchant: &MerchantId,
-        terminal: Option<&TerminalId>,
-        key: &IdempotencyKey,
-        fence: i64,
-        venda: &SaleRef,
-        valor: Centavos,
-    ) -> StoreResult<TenderHold> {
+    async fn hold_tender(&self, ask: &TenderAsk) -> StoreResult<TenderHold> {
+        let (merchant, terminal, key) = (&ask.merchant, ask.terminal.as_ref(), &ask.key);
+        let (fence, venda, valor) = (ask.fence, &ask.venda, ask.valor);
         let now = self.now_ms();
         let (m, k) = (merchant.to_string(), key.as_ref().to_string());
         let terminal = terminal.map(ToString::to_string).unwrap_or_default();
