@@ -43,14 +43,16 @@ deps-gui:
 
 ## api: the payment API on $(API_LISTEN) with a sandbox key and admin token, on a sandbox SQLite
 ## database (or on PostgreSQL when DATABASE_URL is set), with its providers' simulators each as a
-## process of its own with its own data in $(SANDBOX_DIR): the Pix provider on $(PIX_LISTEN) and
+## process of its own with its own data in $(SANDBOX_DIR): the Pix provider on $(PIX_LISTEN) (mutual
+## TLS and OAuth2, as PSPs ask; its certificates in $(SANDBOX_DIR)/pix-tls) and
 ## the card machine on $(MAQUININHA_LISTEN) (its page: /terminais/PAGAR_SIM__POS-1). Ctrl-C stops all.
 api:
 	@mkdir -p $(SANDBOX_DIR)
 	$(CARGO) build --release -p payment-api -p pix-provider -p maquininha
 	@trap 'kill 0' INT TERM EXIT; \
 	target/release/pix-provider --listen $(PIX_LISTEN) --database $(SANDBOX_DIR)/pix-provider.db \
-		--webhook-secrets $(SANDBOX_WEBHOOK_SECRET) & \
+		--tls-dir $(SANDBOX_DIR)/pix-tls --webhook-secrets $(SANDBOX_WEBHOOK_SECRET) & \
+	for i in $$(seq 1 100); do [ -f $(SANDBOX_DIR)/pix-tls/cliente.pem ] && break; sleep 0.1; done; \
 	target/release/maquininha --listen $(MAQUININHA_LISTEN) --database $(SANDBOX_DIR)/maquininha.db \
 		--notification-url http://$(API_LISTEN)/webhooks/maquininha --secret $(SANDBOX_MACHINE_SECRET) & \
 	target/release/payment-api \
@@ -58,7 +60,8 @@ api:
 		$(if $(DATABASE_URL),--database-url "$(DATABASE_URL)",--database $(SANDBOX_DIR)/pagar-api.db) \
 		--api-key $(API_KEY)=loja_sandbox \
 		--admin-token $(ADMIN_TOKEN) \
-		--pix-provider-url http://$(PIX_LISTEN) --pix-webhook-secrets $(SANDBOX_WEBHOOK_SECRET) \
+		--pix-provider-url https://$(PIX_LISTEN) --pix-webhook-secrets $(SANDBOX_WEBHOOK_SECRET) \
+		--pix-client-cert $(SANDBOX_DIR)/pix-tls/cliente.pem --pix-ca-cert $(SANDBOX_DIR)/pix-tls/ca.pem \
 		--pix-webhook-url auto \
 		--maquininha-url http://$(MAQUININHA_LISTEN) --maquininha-secret $(SANDBOX_MACHINE_SECRET) & \
 	wait

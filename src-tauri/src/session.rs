@@ -168,7 +168,7 @@ impl Running {
                 // miss reads the database, as after a restart).
                 config.replay_cache_entries = EMBEDDED_REPLAY_CACHE;
                 config.pix.pix_provider_url = Some(provider.url());
-                config.pix.pix_provider_token = pix_token.clone();
+                config.pix.pix_client_secret = pix_token.clone();
                 config.pix.pix_webhook_secrets = secret;
                 config.pix.pix_webhook_url = Some("auto".into());
                 config.pix.pix_poll_ms = 2_000;

@@ -3,7 +3,7 @@
 //! attempt completes with its stored key, and the gateway ledger has exactly one charge for each.
 
 use payment_api::domain::MerchantId;
-use payment_api::store::PaymentField;
+use payment_api::store::{Lookup, PaymentField};
 use payment_api::RunningServer;
 use rand::Rng;
 use std::io::{BufRead, BufReader};
@@ -108,7 +108,13 @@ async fn assert_one_charge_each(outbox: &Path, api: &RunningServer) -> usize {
     for (id, key, state) in &all {
         assert_eq!(state, "aprovado", "attempt {id}");
         let by_ref = store
-            .payments_by(&merchant, PaymentField::Referencia, id)
+            .payments_by(
+                &merchant,
+                Lookup {
+                    field: PaymentField::Referencia,
+                    value: id,
+                },
+            )
             .await
             .unwrap();
         assert_eq!(by_ref.len(), 1, "one payment for attempt {id}");

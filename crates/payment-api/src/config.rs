@@ -155,13 +155,26 @@ pub struct PixConfig {
     /// Without it, a Pix is answered 422 `pix-indisponivel`.
     #[arg(long, env = "PAGAR_PIX_PROVIDER_URL")]
     pub pix_provider_url: Option<String>,
-    /// Bearer token for the provider.
+    /// The merchant's OAuth2 client id at the PSP (client credentials, as the API Pix asks).
+    #[arg(long, env = "PAGAR_PIX_CLIENT_ID", default_value = "pagar-sandbox")]
+    pub pix_client_id: String,
+    /// The merchant's OAuth2 client secret at the PSP.
     #[arg(
         long,
-        env = "PAGAR_PIX_PROVIDER_TOKEN",
-        default_value = "pix_sandbox_token"
+        env = "PAGAR_PIX_CLIENT_SECRET",
+        default_value = "pix_sandbox_secret"
     )]
-    pub pix_provider_token: String,
+    pub pix_client_secret: String,
+    /// The PSP's token endpoint: a path on the provider's URL, or a URL of its own.
+    #[arg(long, env = "PAGAR_PIX_TOKEN_URL", default_value = "/oauth/token")]
+    pub pix_token_url: String,
+    /// The merchant's client certificate for the PSP's mutual TLS: its chain and private key in
+    /// one PEM file.
+    #[arg(long, env = "PAGAR_PIX_CLIENT_CERT")]
+    pub pix_client_cert: Option<std::path::PathBuf>,
+    /// A CA (PEM) to trust for the PSP's server certificate, besides the system's roots.
+    #[arg(long, env = "PAGAR_PIX_CA_CERT")]
+    pub pix_ca_cert: Option<std::path::PathBuf>,
     /// The merchant's Pix key (`chave`) the charges are made to.
     #[arg(
         long,
@@ -196,11 +209,25 @@ pub struct PixConfig {
     pub merchant_city: String,
 }
 
+impl PixConfig {
+    /// The TLS the PSP asks of this server: its client certificate and the PSP's CA.
+    pub fn client_tls(&self) -> crate::provider_http::ClientTls {
+        crate::provider_http::ClientTls {
+            client_pem: self.pix_client_cert.clone(),
+            ca_pem: self.pix_ca_cert.clone(),
+        }
+    }
+}
+
 impl std::fmt::Debug for PixConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PixConfig")
             .field("pix_provider_url", &self.pix_provider_url)
-            .field("pix_provider_token", &"***")
+            .field("pix_client_id", &self.pix_client_id)
+            .field("pix_client_secret", &"***")
+            .field("pix_token_url", &self.pix_token_url)
+            .field("pix_client_cert", &self.pix_client_cert)
+            .field("pix_ca_cert", &self.pix_ca_cert)
             .field("pix_key", &self.pix_key)
             .field("pix_webhook_secrets", &"***")
             .field("pix_webhook_url", &self.pix_webhook_url)
@@ -347,6 +374,10 @@ impl Config {
             ));
         }
         crate::pix::webhook::Verifier::parse(&self.pix.pix_webhook_secrets)?;
+        self.pix
+            .client_tls()
+            .client()
+            .map_err(|e| format!("--pix-client-cert/--pix-ca-cert: {e}"))?;
         self.faults.validate()?;
         if self.embedded && self.faults.crash_after_charge_probability > 0.0 {
             return Err("crash_after_charge não existe na API embutida no app".into());

@@ -18,6 +18,7 @@ use crate::payments::Payments;
 use crate::pix::provider::{HttpPixProvider, PixProvider};
 use crate::pix::webhook::Verifier;
 use crate::pix::{Pix, PixKeys, PixPoll, PixSettings, Settler};
+use crate::provider_http::Credentials;
 use crate::refunds::Refunds;
 use crate::settlement::Settlement;
 use crate::store::Store;
@@ -122,9 +123,16 @@ impl AppState {
         ));
         let provider: Option<Arc<dyn PixProvider>> =
             config.pix.pix_provider_url.as_deref().map(|url| {
+                let credentials = Credentials::OAuth2 {
+                    token_url: config.pix.pix_token_url.clone(),
+                    client_id: config.pix.pix_client_id.clone(),
+                    client_secret: config.pix.pix_client_secret.clone(),
+                    scope: crate::pix::provider::SCOPES.to_string(),
+                };
                 Arc::new(HttpPixProvider::new(
                     url,
-                    &config.pix.pix_provider_token,
+                    credentials,
+                    &config.pix.client_tls(),
                     &config.pix.pix_key,
                 )) as Arc<dyn PixProvider>
             });

@@ -2,9 +2,8 @@
 
 use crate::store::{now_ms, Cob, Devolucao, PixDb, PixRecebido, Refused};
 use crate::webhook::{Dispatcher, Mode};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -16,7 +15,7 @@ use std::time::Duration;
 
 pub(crate) struct Shared {
     pub(crate) store: Arc<PixDb>,
-    pub(crate) token: String,
+    pub(crate) clients: Arc<crate::oauth::Clients>,
     pub(crate) location_base: String,
     pub(crate) webhooks: Arc<Dispatcher>,
 }
@@ -36,25 +35,25 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/qa/cob/{txid}/pagar", post(qa_pay))
         .route("/qa/contagens", get(qa_counts))
         .route("/qa/cobs", get(qa_ledger))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
-        .with_state(state)
-}
-
-async fn auth(State(s): St, req: Request, next: Next) -> Response {
-    let ok = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t == s.token);
-    if !ok {
-        return problem(StatusCode::FORBIDDEN, "AcessoNegado", "Requisição de participante autenticado que acessa recurso de outro participante ou sem token válido.");
-    }
-    next.run(req).await
+        .with_state(state.clone())
+        .route(
+            "/oauth/token",
+            post(crate::oauth::token).with_state(state.clients.clone()),
+        )
+        .route(
+            "/qa/tokens",
+            get(crate::oauth::qa_tokens)
+                .delete(crate::oauth::qa_revoke)
+                .with_state(state.clients.clone()),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clients.clone(),
+            crate::oauth::guard,
+        ))
 }
 
 /// An RFC 9457 problem, with the API Pix's `type` URIs.
-fn problem(status: StatusCode, name: &str, detail: &str) -> Response {
+pub(crate) fn problem(status: StatusCode, name: &str, detail: &str) -> Response {
     let body = json!({
         "type": format!("https://pix.bcb.gov.br/api/v2/error/{name}"),
         "title": name,

@@ -17,6 +17,7 @@ const TXID: &str = "pagarTesteProvider0000000000001";
 struct Provider {
     process: PixProcess,
     http: reqwest::Client,
+    token: tokio::sync::OnceCell<String>,
 }
 
 impl Provider {
@@ -24,14 +25,26 @@ impl Provider {
         Self {
             process: PixProcess::start_binary(Path::new(env!("CARGO_BIN_EXE_pix-provider")), None),
             http: reqwest::Client::new(),
+            token: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The QA token for the QA controls, an OAuth2 token of the sandbox client for the API Pix.
+    async fn bearer(&self, path: &str) -> String {
+        if path.starts_with("/qa/") {
+            return TOKEN.to_string();
+        }
+        self.token
+            .get_or_init(|| pagar_testkit::pix_oauth_token(self.process.url(), TOKEN))
+            .await
+            .clone()
     }
 
     async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.process.url()))
-            .bearer_auth(TOKEN);
+            .bearer_auth(self.bearer(path).await);
         if let Some(b) = body {
             req = req.json(&b);
         }
@@ -45,6 +58,102 @@ impl Provider {
         self.send(reqwest::Method::PUT, &format!("/cob/{txid}"), Some(body))
             .await
     }
+}
+
+/// `POST /oauth/token` as the API Pix's PSPs answer it, with `auth` as the Authorization header.
+async fn ask_token(psp: &Provider, auth: Option<&str>, form: &[(&str, &str)]) -> (u16, Value) {
+    let mut req = psp
+        .http
+        .post(format!("{}/oauth/token", psp.process.url()))
+        .form(form);
+    if let Some(a) = auth {
+        req = req.header("authorization", a);
+    }
+    let res = req.send().await.unwrap();
+    (
+        res.status().as_u16(),
+        res.json().await.unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn the_api_pix_wants_an_oauth2_token_with_the_routes_scope_and_only_the_client_gets_one() {
+    use base64::Engine as _;
+    let psp = Provider::start();
+    let basic = |id: &str, secret: &str| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"))
+        )
+    };
+    let grant = [("grant_type", "client_credentials")];
+    let cob = format!("{}/cob/{TXID}", psp.process.url());
+
+    // No token, an unknown one, or the QA token: 401 with the RFC 6750 challenge; nothing made.
+    for bearer in [None, Some("pxt_desconhecido"), Some(TOKEN)] {
+        let mut req = psp.http.get(&cob);
+        if let Some(b) = bearer {
+            req = req.bearer_auth(b);
+        }
+        let res = req.send().await.unwrap();
+        assert_eq!(res.status(), 401, "{bearer:?}");
+        let challenge = res.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(challenge.contains("invalid_token"), "{challenge}");
+    }
+
+    // The client is who it says, or no token: a wrong secret, no Basic, another grant.
+    let (s, body) = ask_token(&psp, Some(&basic("pagar-sandbox", "errado")), &grant).await;
+    assert_eq!((s, body["error"].as_str()), (401, Some("invalid_client")));
+    let (s, _) = ask_token(&psp, None, &grant).await;
+    assert_eq!(s, 401);
+    let pw = [("grant_type", "password")];
+    let (s, body) = ask_token(&psp, Some(&basic("pagar-sandbox", TOKEN)), &pw).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (400, Some("unsupported_grant_type"))
+    );
+    let bad_scope = [
+        ("grant_type", "client_credentials"),
+        ("scope", "cob.read cobv.write"),
+    ];
+    let (s, body) = ask_token(&psp, Some(&basic("pagar-sandbox", TOKEN)), &bad_scope).await;
+    assert_eq!((s, body["error"].as_str()), (400, Some("invalid_scope")));
+
+    // A token for cob.read only reads charges; making one needs cob.write.
+    let read_only = [("grant_type", "client_credentials"), ("scope", "cob.read")];
+    let (s, granted) = ask_token(&psp, Some(&basic("pagar-sandbox", TOKEN)), &read_only).await;
+    assert_eq!(s, 200, "{granted}");
+    assert_eq!(granted["token_type"], "Bearer");
+    assert_eq!(granted["scope"], "cob.read");
+    assert_eq!(granted["expires_in"], 3600);
+    let reader = granted["access_token"].as_str().unwrap();
+    let made = psp
+        .http
+        .put(&cob)
+        .bearer_auth(reader)
+        .json(&json!({"calendario": {"expiracao": 600}, "valor": {"original": "1.00"}, "chave": "loja@pagar.dev"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 403);
+    let read = psp.http.get(&cob).bearer_auth(reader).send().await.unwrap();
+    assert_eq!(read.status(), 404, "allowed in, and nothing was made");
+    assert_eq!(psp.process.counts().await["cobrancas"], 0);
+
+    // Revoked by the PSP: the token is refused from then on.
+    let res = psp
+        .http
+        .delete(format!("{}/qa/tokens", psp.process.url()))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let read = psp.http.get(&cob).bearer_auth(reader).send().await.unwrap();
+    assert_eq!(read.status(), 401);
 }
 
 #[tokio::test]
@@ -357,7 +466,7 @@ async fn bad_input_is_refused_with_the_api_pix_problem_and_changes_nothing() {
         .send()
         .await
         .unwrap();
-    assert_eq!(anonymous.status().as_u16(), 403);
+    assert_eq!(anonymous.status().as_u16(), 401, "no token: RFC 6750's 401");
     assert_eq!(psp.process.counts().await["cobrancas"], 0);
 }
 

@@ -2,6 +2,10 @@
 //! served on a bound address until shut down ([`Served`]), and the body of its `main`
 //! ([`run_until_signal`]). The simulators' own routes, ledgers and rules stay in their crates.
 
+mod tls;
+
+pub use tls::TlsFiles;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
@@ -29,6 +33,7 @@ pub fn own_file(path: &std::path::Path) -> std::io::Result<()> {
 /// A router being served, until [`Served::shutdown`].
 pub struct Served {
     addr: SocketAddr,
+    scheme: &'static str,
     stop: Option<oneshot::Sender<()>>,
     serve: Option<JoinHandle<()>>,
 }
@@ -47,14 +52,44 @@ impl Served {
         });
         Ok(Self {
             addr,
+            scheme: "http",
             stop: Some(stop),
             serve: Some(serve),
         })
     }
 
-    /// Its base URL (`http://127.0.0.1:port`).
+    /// Serves `app` on `listener` over mutual TLS with `files` (every client must present a
+    /// certificate the files' CA signed), in the background.
+    pub fn start_tls(
+        listener: TcpListener,
+        app: axum::Router,
+        files: &TlsFiles,
+    ) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(files.server_config()?);
+        let tls = tls::TlsListener {
+            tcp: listener,
+            acceptor,
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serve = tokio::spawn(async move {
+            let _ = axum::serve(tls, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Self {
+            addr,
+            scheme: "https",
+            stop: Some(stop),
+            serve: Some(serve),
+        })
+    }
+
+    /// Its base URL (`http://127.0.0.1:port`, or `https://` over TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// The address it listens on.

@@ -23,5 +23,5 @@ pub use api_process::{
     payment_api_binary, ApiDatabase, ApiOptions, ApiProcess, ADMIN_TOKEN, API_KEY, MERCHANT,
 };
 pub use fault_proxy::{Fault, FaultProxy};
-pub use pix_process::{PixProcess, PIX_SECRET, PIX_TOKEN};
+pub use pix_process::{pix_oauth_token, PixProcess, PIX_SECRET, PIX_TOKEN};
 pub use tls_front::TlsFront;

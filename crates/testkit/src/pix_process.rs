@@ -19,6 +19,25 @@ pub struct PixProcess {
     _dir: tempfile::TempDir,
 }
 
+/// A token of the API Pix's OAuth2 client credentials from the simulator at `base`, for the
+/// sandbox client (`pagar-sandbox`) with `secret`, every scope: what a test asking the
+/// simulator as a PSP's client (not through its QA controls) sends.
+pub async fn pix_oauth_token(base: &str, secret: &str) -> String {
+    let res = reqwest::Client::new()
+        .post(format!("{base}/oauth/token"))
+        .basic_auth("pagar-sandbox", Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .expect("the simulator answers");
+    assert!(res.status().is_success(), "token refused: {}", res.status());
+    let body: Value = res.json().await.expect("JSON");
+    body["access_token"]
+        .as_str()
+        .expect("an access token")
+        .to_string()
+}
+
 impl PixProcess {
     /// Starts the simulator on a free port; its log goes to the test's stderr.
     pub fn start() -> Self {
@@ -46,7 +65,8 @@ impl PixProcess {
             None => Stdio::inherit(),
         };
         let mut child = Command::new(bin)
-            .args(["--listen", "127.0.0.1:0", "--token", PIX_TOKEN])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--client-secret", PIX_TOKEN, "--qa-token", PIX_TOKEN])
             .args(["--webhook-secrets", PIX_SECRET])
             .arg("--database")
             .arg(dir.path().join("psp.db"))
@@ -82,7 +102,7 @@ impl PixProcess {
         [
             "--pix-provider-url",
             &self.url,
-            "--pix-provider-token",
+            "--pix-client-secret",
             PIX_TOKEN,
             "--pix-webhook-secrets",
             PIX_SECRET,
@@ -135,7 +155,11 @@ impl PixProcess {
     async fn get(&self, path: &str) -> Value {
         reqwest::Client::new()
             .get(format!("{}{path}", self.url))
-            .bearer_auth(PIX_TOKEN)
+            .bearer_auth(if path.starts_with("/qa/") {
+                PIX_TOKEN.to_string()
+            } else {
+                pix_oauth_token(&self.url, PIX_TOKEN).await
+            })
             .send()
             .await
             .expect("the simulator answers")

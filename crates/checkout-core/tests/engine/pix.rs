@@ -27,7 +27,7 @@ impl PixStack {
         let url = psp.url();
         let api = Api::start_with(move |c| {
             c.pix.pix_provider_url = Some(url.clone());
-            c.pix.pix_provider_token = PIX_TOKEN.into();
+            c.pix.pix_client_secret = PIX_TOKEN.into();
             c.pix.pix_webhook_secrets = SECRET.into();
             c.pix.pix_webhook_url = Some("auto".into());
             c.pix.pix_poll_ms = 200;

@@ -6,6 +6,7 @@
 
 use crate::domain::Txid;
 use crate::provider_http::ProviderHttp;
+use crate::provider_http::{ClientTls, Credentials};
 use reqwest::Method;
 use serde::Deserialize;
 
@@ -163,11 +164,17 @@ pub struct HttpPixProvider {
     chave: String,
 }
 
+/// The API Pix scopes this client asks its token for: immediate charges, Pix and devoluções,
+/// and the webhook.
+pub const SCOPES: &str = "cob.write cob.read pix.write pix.read webhook.write webhook.read";
+
 impl HttpPixProvider {
-    /// A client of the provider at `base`, for the Pix key `chave`.
-    pub fn new(base: &str, token: &str, chave: &str) -> Self {
+    /// A client of the PSP at `base` that proves itself with `credentials` (OAuth2 client
+    /// credentials for the scopes of [`SCOPES`]) and `tls` (the merchant's certificate), for
+    /// the Pix key `chave`.
+    pub fn new(base: &str, credentials: Credentials, tls: &ClientTls, chave: &str) -> Self {
         Self {
-            http: ProviderHttp::new(base, token),
+            http: ProviderHttp::with(base, credentials, tls),
             chave: chave.to_string(),
         }
     }

@@ -21,6 +21,7 @@ pub(crate) struct Provider {
     running: Option<pix_provider::RunningProvider>,
     pub(crate) url: String,
     client: reqwest::Client,
+    token: tokio::sync::OnceCell<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -33,6 +34,7 @@ impl Provider {
             url: running.url(),
             running: Some(running),
             client: reqwest::Client::new(),
+            token: tokio::sync::OnceCell::new(),
             _dir: dir,
         }
     }
@@ -45,7 +47,7 @@ impl Provider {
         poll_ms: u64,
     ) {
         c.pix.pix_provider_url = Some(self.url.clone());
-        c.pix.pix_provider_token = PIX_TOKEN.into();
+        c.pix.pix_client_secret = PIX_TOKEN.into();
         c.pix.pix_webhook_secrets = server_secrets.into();
         c.pix.pix_webhook_url = Some("auto".into());
         c.pix.pix_poll_ms = poll_ms;
@@ -61,12 +63,33 @@ impl Provider {
         let url = format!("{}/webhook/{chave}", self.url);
         assert!(
             crate::helpers::eventually(Duration::from_secs(20), || async {
-                let res = self.client.get(&url).bearer_auth(PIX_TOKEN).send().await;
+                let token = self.token().await;
+                let res = self.client.get(&url).bearer_auth(token).send().await;
                 res.is_ok_and(|r| r.status() == StatusCode::OK)
             })
             .await,
             "the server never registered its webhook at the provider"
         );
+    }
+
+    /// An OAuth2 token of the sandbox client (every scope, asked once), to ask the simulator as
+    /// a PSP's client would.
+    pub(crate) async fn token(&self) -> String {
+        self.token.get_or_init(|| self.new_token()).await.clone()
+    }
+
+    async fn new_token(&self) -> String {
+        let res = self
+            .client
+            .post(format!("{}/oauth/token", self.url))
+            .basic_auth(pix_provider::SANDBOX_CLIENT_ID, Some(PIX_TOKEN))
+            .form(&[("grant_type", "client_credentials")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let body: Value = res.json().await.unwrap();
+        body["access_token"].as_str().unwrap().to_string()
     }
 
     pub(crate) fn counts(&self) -> pix_provider::Counts {
@@ -87,7 +110,7 @@ impl Provider {
     async fn cob(&self, txid: &str) -> Value {
         self.client
             .get(format!("{}/cob/{txid}", self.url))
-            .bearer_auth(PIX_TOKEN)
+            .bearer_auth(self.token().await)
             .send()
             .await
             .unwrap()
@@ -213,6 +236,71 @@ async fn a_pix_is_answered_waiting_with_a_valid_br_code_and_paid_by_the_customer
     assert_eq!((counts.cobrancas, counts.pix), (1, 1));
 }
 
+/// The PSP's token counts (`GET /qa/tokens`): issued since start, and live.
+async fn tokens(psp: &Provider) -> (u64, u64) {
+    let res = psp
+        .client
+        .get(format!("{}/qa/tokens", psp.url))
+        .bearer_auth(PIX_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let t: Value = res.json().await.unwrap();
+    (
+        t["emitidos"].as_u64().unwrap(),
+        t["vivos"].as_u64().unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn the_server_keeps_one_oauth2_token_and_asks_for_a_new_one_when_the_psp_revokes_it() {
+    let psp = Provider::start(SECRET).await;
+    let app = spawn(Backend::Sqlite, &psp, 60_000).await;
+    // Registering the webhook took a token; two charges reuse it.
+    for n in 0..2 {
+        let res = app
+            .pay(&new_key(), &pix(100 + n, &format!("tok-{n}")))
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+    }
+    // One token is the server's, kept; the other this test's own (it asked whether the webhook
+    // was registered).
+    assert_eq!(tokens(&psp).await, (2, 2), "one token each, kept");
+
+    // The PSP revokes it (credential rotation): the next charge is refused once, a new token
+    // is asked for, and the charge is made — the cashier never sees the refusal.
+    let res = psp
+        .client
+        .delete(format!("{}/qa/tokens", psp.url))
+        .bearer_auth(PIX_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = app.pay(&new_key(), &pix(300, "tok-depois")).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(tokens(&psp).await, (3, 1), "the server asked for one more");
+    assert_eq!(psp.counts().cobrancas, 3);
+}
+
+/// A server whose client secret the PSP does not know makes no charge and says why.
+#[tokio::test]
+async fn a_wrong_client_secret_makes_no_charge_and_the_pix_is_answered_unavailable() {
+    let psp = Provider::start(SECRET).await;
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| {
+        psp.configure(c, SECRET, 60_000);
+        c.pix.pix_client_secret = "errado".into();
+    })
+    .await;
+    let res = app.pay(&new_key(), &pix(100, "tok-errado")).await;
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["retryable"], true);
+    assert_eq!(psp.counts().cobrancas, 0);
+    assert_eq!(tokens(&psp).await, (0, 0));
+}
+
 #[apply(stores)]
 async fn concurrent_duplicates_of_one_pix_make_one_charge_at_the_provider(
     #[case] backend: Backend,
@@ -308,7 +396,7 @@ async fn a_pix_seen_before_its_charge_was_stored_is_applied_to_it_by_the_next_po
     let made = psp
         .client
         .put(format!("{}/cob/{txid}", psp.url))
-        .bearer_auth(PIX_TOKEN)
+        .bearer_auth(psp.token().await)
         .json(&json!({"calendario": {"expiracao": 600}, "valor": {"original": "5.00"}, "chave": "pagar-sandbox@pix.example"}))
         .send()
         .await
@@ -679,7 +767,7 @@ async fn a_server_that_dies_after_the_provider_charged_makes_no_second_charge(
     let pix_args = [
         "--pix-provider-url",
         psp.url.as_str(),
-        "--pix-provider-token",
+        "--pix-client-secret",
         PIX_TOKEN,
         "--pix-webhook-secrets",
         SECRET,
@@ -794,7 +882,7 @@ async fn a_server_that_dies_after_a_devolucao_makes_no_second_one(#[case] backen
     let pix_args = [
         "--pix-provider-url",
         psp.url.as_str(),
-        "--pix-provider-token",
+        "--pix-client-secret",
         PIX_TOKEN,
         "--pix-webhook-secrets",
         SECRET,
@@ -869,4 +957,52 @@ async fn a_server_that_dies_after_a_devolucao_makes_no_second_one(#[case] backen
     );
     let c = psp.counts();
     assert_eq!((c.devolucoes, c.devolvido), (1, 2000));
+}
+
+/// A PSP that asks for the merchant's certificate (mutual TLS, as the API Pix's PSPs do): a
+/// client without it never gets past the handshake; the server with it and the PSP's CA makes
+/// the charge; a server without it makes none and says the provider is unavailable.
+#[tokio::test]
+async fn over_mutual_tls_only_a_server_with_the_merchants_certificate_reaches_the_psp() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = pix_provider::Config::sandbox(dir.path().join("psp.db"), PIX_TOKEN, SECRET);
+    config.tls_dir = Some(dir.path().join("tls"));
+    let psp = pix_provider::start(config).await.unwrap();
+    let url = psp.url();
+    assert!(url.starts_with("https://"), "{url}");
+    let files = psp.tls().unwrap().clone();
+
+    // No client certificate: refused in the handshake, even with the right client secret.
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(&files.ca).unwrap()).unwrap();
+    let anonymous = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .unwrap();
+    let refused = anonymous
+        .post(format!("{url}/oauth/token"))
+        .basic_auth(pix_provider::SANDBOX_CLIENT_ID, Some(PIX_TOKEN))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+
+    // The server with the merchant's certificate and the PSP's CA: the charge is made.
+    let configure = |c: &mut payment_api::Config, cert: bool| {
+        c.pix.pix_provider_url = Some(url.clone());
+        c.pix.pix_client_secret = PIX_TOKEN.into();
+        c.pix.pix_ca_cert = Some(files.ca.clone());
+        c.pix.pix_client_cert = cert.then(|| files.client.clone());
+        c.pix.pix_poll_ms = 60_000;
+    };
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| configure(c, true)).await;
+    let res = app.pay(&new_key(), &pix(990, "mtls-1")).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(psp.counts().cobrancas, 1);
+
+    // A server without it: nothing is charged; the Pix is answered unavailable, to try again.
+    let without = TestApp::spawn_with(Backend::Sqlite, |c| configure(c, false)).await;
+    let res = without.pay(&new_key(), &pix(990, "mtls-2")).await;
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(psp.counts().cobrancas, 1);
+    psp.shutdown().await;
 }

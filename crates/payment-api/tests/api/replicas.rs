@@ -541,7 +541,7 @@ async fn a_pix_across_three_replicas_is_one_charge_settled_by_the_webhook_to_one
     let flags = [
         "--pix-provider-url",
         psp.url.as_str(),
-        "--pix-provider-token",
+        "--pix-client-secret",
         crate::pix::PIX_TOKEN,
         "--pix-webhook-secrets",
         crate::pix::SECRET,
