@@ -4,8 +4,8 @@
 
 import {
   applyEvent, applySaleViews, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
-  FAULTS, machineCancelRefused, machinePanel, pixCancelRefused, pixWaiting, planArgs, shortcut, snapshotMark, splitOf,
-  upsert,
+  FAULTS, machineCancelRefused, machinePanel, pixCancelRefused, pixWaiting, planArgs, restoredPlanValue, shortcut,
+  snapshotMark, splitOf, upsert,
 } from "./state.js";
 import {
   $, drawQr, fillCards, fillPlans, hideDialogs, showDrawer, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
@@ -419,8 +419,7 @@ async function restoreOpenSale() {
     state.splitOn = true;
     $("total").value = brlInput(open.attempt.sale_total);
   }
-  const p = open.attempt && open.attempt.plano;
-  await refreshPlans(p ? `${p.metodo === "credito" && p.parcelas > 1 ? "parcelado" : p.metodo}:${p.parcelas}` : "credito:1");
+  await refreshPlans(restoredPlanValue(open.attempt));
 }
 
 async function exportAttempts(format) {

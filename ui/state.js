@@ -59,6 +59,16 @@ export function planValue(offer) {
   return `${offer.forma}:${offer.parcelas}`;
 }
 
+/** The list value an open sale's attempt was paid with, to show it again after a start, a crash
+ * or a reload: its plan (a parcelado by its installments), under `maq:` for the card machine
+ * (`maq:` alone when the customer chose there); `credito:1` when it names none. */
+export function restoredPlanValue(a) {
+  const p = a && a.plano;
+  const plan = p ? `${p.metodo === "credito" && p.parcelas > 1 ? "parcelado" : p.metodo}:${p.parcelas}` : null;
+  if (isMachine(a)) return `maq:${plan || ""}`;
+  return plan || "credito:1";
+}
+
 /** The command's arguments for a list value: `{forma, parcelas}` (parcelas only for a
  * parcelado). */
 export function planArgs(value) {

@@ -7,7 +7,7 @@ import {
   STATES, statusFor, unfinishedSales, upsert, KEEP_ATTEMPTS, newest, canRefund, offlineBanner,
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
   connectivityText, pixCancelRefused, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
-  parseBrl, trocoText, isCash, capturePill, applySaleViews, prune, machinePanel, machineCancelRefused,
+  parseBrl, trocoText, isCash, capturePill, applySaleViews, prune, machinePanel, machineCancelRefused, restoredPlanValue,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -797,4 +797,15 @@ test("how a card at the machine ended says what happened, and the history names 
   assert.match(statusFor(cancelled, current(cancelled), NOW)[1], /cancelado — nada foi cobrado/);
   assert.equal(formaText(atMachine({ plano: { rotulo: "Débito" } })), "Débito na maquininha");
   assert.equal(formaText(atMachine()), "Cartão na maquininha");
+});
+
+test("an open sale comes back with the forma it was paid with, the card machine's under maq:", () => {
+  assert.equal(restoredPlanValue(null), "credito:1");
+  assert.equal(restoredPlanValue(attempt()), "credito:1");
+  assert.equal(restoredPlanValue(attempt({ plano: { metodo: "debito", parcelas: 1 } })), "debito:1");
+  assert.equal(restoredPlanValue(attempt({ plano: { metodo: "credito", parcelas: 3 } })), "parcelado:3");
+  const machine = { metodo: "maquininha", cartao: null };
+  assert.equal(restoredPlanValue(attempt({ ...machine, plano: { metodo: "credito", parcelas: 1 } })), "maq:credito:1");
+  assert.equal(restoredPlanValue(attempt({ ...machine, plano: { metodo: "credito", parcelas: 6 } })), "maq:parcelado:6");
+  assert.equal(restoredPlanValue(attempt({ ...machine, plano: null })), "maq:");
 });

@@ -491,9 +491,21 @@ async fn qa_orders(State(s): St) -> Response {
     }
 }
 
-/// `PUT /qa/notificacoes {"url": …}`: where notifications go from now on (`null`: nowhere).
+/// `PUT /qa/notificacoes {"url": …, "modo"?: "entregue" | "perdida" | "duplicada"}`: where
+/// notifications go from now on (`null`: nowhere), and how they are delivered.
 async fn qa_notification_url(State(s): St, Json(body): Json<Value>) -> Response {
+    let delivery = match body.get("modo") {
+        None => None,
+        Some(m) => match m.as_str().and_then(crate::notify::Delivery::parse) {
+            Some(d) => Some(d),
+            None => return bad("modo: entregue, perdida or duplicada").into_response(),
+        },
+    };
+    if let Some(d) = delivery {
+        s.notifier.set_delivery(d);
+    }
     match body.get("url") {
+        None if delivery.is_some() => StatusCode::NO_CONTENT.into_response(),
         Some(Value::String(u)) if u.starts_with("http://") || u.starts_with("https://") => {
             s.notifier.set_url(Some(u.clone()));
             StatusCode::NO_CONTENT.into_response()

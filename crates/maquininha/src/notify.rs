@@ -26,11 +26,35 @@ pub fn signature(secret: &str, data_id: &str, request_id: &str, ts: i64) -> Stri
     format!("ts={ts},v1={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// How notifications are delivered from now on (a QA control: `PUT /qa/notificacoes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Each once (tried again until answered 2xx), as the provider does.
+    Entregue,
+    /// None: the network lost them (the client's `GET` or poll must find the change).
+    Perdida,
+    /// Each twice, as two deliveries (a provider's retry whose first answer was lost).
+    Duplicada,
+}
+
+impl Delivery {
+    /// Parses the QA word.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "entregue" => Some(Delivery::Entregue),
+            "perdida" => Some(Delivery::Perdida),
+            "duplicada" => Some(Delivery::Duplicada),
+            _ => None,
+        }
+    }
+}
+
 /// Sends the notifications.
 pub struct Notifier {
     store: Arc<Ledger>,
     secret: String,
     url: Mutex<Option<String>>,
+    delivery: Mutex<Delivery>,
     client: reqwest::Client,
 }
 
@@ -40,6 +64,7 @@ impl Notifier {
             store,
             secret,
             url: Mutex::new(url),
+            delivery: Mutex::new(Delivery::Entregue),
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(5))
                 .build()
@@ -51,10 +76,22 @@ impl Notifier {
         *self.url.lock().unwrap_or_else(|p| p.into_inner()) = url;
     }
 
+    pub fn set_delivery(&self, delivery: Delivery) {
+        *self.delivery.lock().unwrap_or_else(|p| p.into_inner()) = delivery;
+    }
+
     /// Tells the application that `order` changed, in the background.
     pub fn notify(&self, order: &Order) {
         let Some(url) = self.url.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
             return;
+        };
+        let copies = match *self.delivery.lock().unwrap_or_else(|p| p.into_inner()) {
+            Delivery::Entregue => 1,
+            Delivery::Duplicada => 2,
+            Delivery::Perdida => {
+                tracing::info!(order = %order.id, "QA: notification lost on purpose");
+                return;
+            }
         };
         let action = format!("order.{}", order.status.as_str());
         let body = json!({
@@ -74,9 +111,15 @@ impl Notifier {
             },
         })
         .to_string();
+        for _ in 0..copies {
+            self.deliver(url.clone(), order.id.clone(), action.clone(), body.clone());
+        }
+    }
+
+    /// One delivery of a notification, tried until answered 2xx, in the background.
+    fn deliver(&self, url: String, id: String, action: String, body: String) {
         let (store, client, secret) =
             (self.store.clone(), self.client.clone(), self.secret.clone());
-        let id = order.id.clone();
         tokio::spawn(async move {
             let target = format!("{url}?data.id={id}&type=order");
             for attempt in 0..TRIES {

@@ -467,3 +467,58 @@ async fn every_change_is_notified_signed_as_mercado_pago_signs_and_tried_again_u
         "the refused try was tried again"
     );
 }
+
+#[tokio::test]
+async fn qa_loses_or_duplicates_notifications_on_purpose_and_refuses_an_unknown_mode() {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let receiver = axum::Router::new().route(
+        "/mp",
+        axum::routing::post(move |headers: HeaderMap| {
+            let tx = tx.clone();
+            async move {
+                let request = headers["x-request-id"].to_str().unwrap().to_string();
+                let _ = tx.send(request);
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/mp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, receiver).await });
+    let m = Machine::start_with(|c| c.notification_url = Some(hook)).await;
+    let mode = |modo: &'static str| {
+        let (http, url) = (m.http.clone(), m.url.clone());
+        async move {
+            http.put(format!("{url}/qa/notificacoes"))
+                .json(&json!({"modo": modo}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(mode("talvez").await, 400, "an unknown mode is refused");
+
+    // Lost: the order is paid, and nobody is told.
+    assert_eq!(mode("perdida").await, 204);
+    m.create("k-lost", order("5.00", "venda-lost", POS)).await;
+    m.machine_looks(POS).await;
+    m.at_machine(POS, json!({"acao": "aprovar"})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.try_recv().is_err(), "no notification was sent");
+
+    // Duplicated: the next change is told twice, as two deliveries.
+    assert_eq!(mode("duplicada").await, 204);
+    m.create("k-dup", order("6.00", "venda-dup", POS)).await;
+    m.machine_looks(POS).await;
+    m.at_machine(POS, json!({"acao": "aprovar"})).await;
+    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(first, second, "two deliveries, each its own x-request-id");
+}

@@ -195,6 +195,12 @@ async fn a_till_killed_while_the_card_is_at_the_machine_comes_back_to_the_sale_t
     app.wait_status("Pago na maquininha no crédito").await;
     app.screenshot("maquininha-pago-com-o-caixa-fora").await;
     assert_eq!(app.sale_id().await, sale, "the same sale came back");
+    assert_eq!(
+        app.prop("forma", "value").await.as_deref(),
+        Some("maq:credito:1"),
+        "with the forma it was paid with"
+    );
+    assert!(app.hidden("cartao").await, "no card token at the machine");
 
     // Once: one order, one payment at the machine, and the sale not offered to be charged again.
     let c = machine.counts();
