@@ -23,6 +23,7 @@
 //! checks (`GET /qa/contagens`) are this simulator's own, never the API's.
 
 mod oauth;
+mod problem;
 mod routes;
 mod store;
 mod webhook;

@@ -109,7 +109,7 @@ impl Clients {
                 "invalid_token",
                 "token ausente, desconhecido ou expirado",
             )),
-            Some(i) if !i.scopes.iter().any(|s| s == scope) => Some(crate::routes::problem(
+            Some(i) if !i.scopes.iter().any(|s| s == scope) => Some(crate::problem::problem(
                 StatusCode::FORBIDDEN,
                 "AcessoNegado",
                 &format!("o token não tem o escopo {scope}"),
@@ -152,7 +152,7 @@ pub(crate) async fn guard(State(c): State<Arc<Clients>>, req: Request, next: Nex
         Needs::Nothing => {}
         Needs::Qa if bearer(&req) == Some(c.qa_token.as_str()) => {}
         Needs::Qa => {
-            return crate::routes::problem(
+            return crate::problem::problem(
                 StatusCode::FORBIDDEN,
                 "AcessoNegado",
                 "controles de QA: token de QA ausente ou errado",

@@ -1,9 +1,10 @@
 //! The HTTP surface: the API Pix routes Pagar uses, and the QA controls.
 
+use crate::problem::problem;
 use crate::store::{now_ms, Cob, Devolucao, PixDb, PixRecebido, Refused};
 use crate::webhook::{Dispatcher, Mode};
 use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -50,22 +51,6 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
             state.clients.clone(),
             crate::oauth::guard,
         ))
-}
-
-/// An RFC 9457 problem, with the API Pix's `type` URIs.
-pub(crate) fn problem(status: StatusCode, name: &str, detail: &str) -> Response {
-    let body = json!({
-        "type": format!("https://pix.bcb.gov.br/api/v2/error/{name}"),
-        "title": name,
-        "status": status.as_u16(),
-        "detail": detail,
-    });
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/problem+json")],
-        body.to_string(),
-    )
-        .into_response()
 }
 
 fn refused(e: Refused, name: &str) -> Response {

@@ -210,3 +210,44 @@ async fn a_till_killed_while_the_card_is_at_the_machine_comes_back_to_the_sale_t
     drop(api);
     machine.shutdown().await;
 }
+
+/// A divided sale takes one part at the machine: R$ 40,00 by débito on the machine, the rest in
+/// cash; the sale is paid once the machine says so, and the machine charged that part once.
+#[tokio::test]
+async fn a_divided_sale_takes_one_part_at_the_machine_and_the_rest_in_cash() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch(dir.path()).await;
+    app.wait_until("online", |a| async move { a.badge().await == "Online" })
+        .await;
+    let page = machine_page(&app).await;
+
+    app.press(F7).await;
+    app.press(&format!("100,00{ENTER}40,00")).await;
+    app.wait_until("the machine's formas listed", |a| async move {
+        a.js("return [...document.getElementById('forma').options].some(o => o.value === 'maq:debito:1')")
+            .await
+            == json!(true)
+    })
+    .await;
+    app.select("forma", "maq:debito:1").await;
+    app.press(ENTER).await;
+    app.wait_status("Aguardando a maquininha PAGAR_SIM__POS-1")
+        .await;
+    assert_eq!(machine_looks(&page).await["pedido"]["centavos"], 4000);
+    customer(&page, json!({"acao": "aprovar"})).await;
+    app.wait_status("Pagamento aprovado — falta R$ 60,00").await;
+
+    app.select("forma", "dinheiro:1").await;
+    app.click("recebido").await;
+    app.press(&format!("100,00{ENTER}")).await;
+    app.wait_status("Venda paga — troco R$ 40,00").await;
+    let detail = app.prop("status-detail", "textContent").await.unwrap();
+    assert!(
+        detail.contains("R$ 40,00 + Dinheiro R$ 60,00) · falta R$ 0,00"),
+        "{detail}"
+    );
+    app.screenshot("venda-maquininha-mais-dinheiro").await;
+    let c = counts(&page).await;
+    assert_eq!((&c["orders"], &c["paid"]), (&json!(1), &json!(1)), "{c}");
+    app.close().await;
+}
