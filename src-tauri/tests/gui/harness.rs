@@ -486,6 +486,14 @@ impl GuiApp {
     pub async fn screenshot(&self, name: &str) -> PathBuf {
         // WebKitWebDriver's screenshot command never answers under Xvfb here; ImageMagick's
         // `import` grabs the same pixels from the X server.
+        // What the DOM says is on screen only once WebKit has painted it: wait two frames
+        // (the first may be the one already under way), then grab the X screen.
+        self.execute_async(
+            "const done = arguments[arguments.length - 1];
+             requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 50)));",
+            json!([]),
+        )
+        .await;
         let dir = screenshot_dir();
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{name}.png"));
