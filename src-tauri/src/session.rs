@@ -133,13 +133,24 @@ impl Running {
                 let secret = format!("whsec_{}", uuid::Uuid::new_v4().simple());
                 private::create_dir(&settings.data_dir.join("sandbox"))
                     .map_err(|e| AppError::Startup(e.to_string()))?;
-                let provider = pix_provider::start(pix_provider::Config::sandbox(
+                // As PSPs ask it: the API Pix over mutual TLS with the merchant's certificate
+                // (made once in the sandbox folder) and OAuth2 client credentials.
+                let mut pix_config = pix_provider::Config::sandbox(
                     settings.data_dir.join("sandbox").join("pix-provider.db"),
                     &pix_token,
                     &secret,
-                ))
-                .await
-                .map_err(|e| AppError::Startup(format!("simulador Pix embutido: {e}")))?;
+                );
+                pix_config.tls_dir = Some(settings.data_dir.join("sandbox").join("pix-tls"));
+                let provider = pix_provider::start(pix_config)
+                    .await
+                    .map_err(|e| AppError::Startup(format!("simulador Pix embutido: {e}")))?;
+                let pix_tls = provider
+                    .tls()
+                    .map(|files| payment_api::provider_http::ClientTls {
+                        client_pem: Some(files.client.clone()),
+                        ca_pem: Some(files.ca.clone()),
+                    })
+                    .unwrap_or_default();
                 // The card machine's simulator, its notifications signed with a secret made for
                 // this run, playing the machine this till names.
                 let machine_token = format!("mq_{}", uuid::Uuid::new_v4().simple());
@@ -169,6 +180,8 @@ impl Running {
                 config.replay_cache_entries = EMBEDDED_REPLAY_CACHE;
                 config.pix.pix_provider_url = Some(provider.url());
                 config.pix.pix_client_secret = pix_token.clone();
+                config.pix.pix_client_cert = pix_tls.client_pem.clone();
+                config.pix.pix_ca_cert = pix_tls.ca_pem.clone();
                 config.pix.pix_webhook_secrets = secret;
                 config.pix.pix_webhook_url = Some("auto".into());
                 config.pix.pix_poll_ms = 2_000;
@@ -180,14 +193,12 @@ impl Running {
                     .await
                     .map_err(|e| AppError::Startup(format!("API embutida: {e}")))?;
                 tell_machine_where(&machine, &server.url()).await?;
+                // Its QA controls sit behind the same mutual TLS: the window's "customer pays"
+                // presents the merchant's certificate too.
                 let pix = PixSandbox {
                     provider,
                     token: pix_token,
-                    http: reqwest::Client::builder()
-                        .no_proxy()
-                        .timeout(Duration::from_secs(5))
-                        .build()
-                        .map_err(|e| AppError::Startup(e.to_string()))?,
+                    http: pix_tls.client().map_err(AppError::Startup)?,
                 };
                 (
                     server.url(),

@@ -31,7 +31,7 @@ pub struct TlsFiles {
 }
 
 impl TlsFiles {
-    /// The files in `dir`, made there (the folder `0700`, the keys `0600`) when missing: a CA,
+    /// The files in `dir`, made there (the folder `0700`, each file `0600`) when missing: a CA,
     /// a server certificate for `localhost` and `127.0.0.1`, and a client certificate for
     /// `client_name`.
     pub fn ensure(dir: &Path, client_name: &str) -> std::io::Result<Self> {
@@ -80,8 +80,8 @@ impl TlsFiles {
         let client = client_params
             .signed_by(&client_key, &ca, &ca_key)
             .map_err(bad)?;
-        std::fs::write(&files.ca, ca.pem())?;
-        std::fs::write(&files.server_cert, server.pem())?;
+        write_secret(&files.ca, &ca.pem())?;
+        write_secret(&files.server_cert, &server.pem())?;
         write_secret(&files.server_key, &server_key.serialize_pem())?;
         write_secret(
             &files.client,
