@@ -16,14 +16,20 @@
 //!   file) and off, the peer's, and the ceiling's; then 50 concurrent requests with one key
 //!   against each, counting charges.
 
+#[path = "api/measure.rs"]
+mod measure;
 #[path = "api/peer.rs"]
 mod peer;
 #[path = "api/postgres.rs"]
 mod postgres;
 #[path = "api/processes.rs"]
 mod processes;
+#[path = "api/reference.rs"]
+mod reference;
 
+use measure::*;
 use payment_api::Config;
+use reference::*;
 use rusqlite::{params, Connection};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,108 +53,6 @@ impl Row {
     pub(crate) fn rate(&self) -> f64 {
         self.count as f64 / self.elapsed.as_secs_f64()
     }
-}
-
-fn open_raw(path: &std::path::Path) -> Connection {
-    let c = Connection::open(path).unwrap();
-    c.pragma_update(None, "journal_mode", "WAL").unwrap();
-    c.pragma_update(None, "synchronous", "FULL").unwrap();
-    c.busy_timeout(Duration::from_secs(5)).unwrap();
-    c.execute_batch(
-        "CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, merchant TEXT NOT NULL, valor INTEGER NOT NULL,
-                                      cartao TEXT NOT NULL, created_at INTEGER NOT NULL)",
-    )
-    .unwrap();
-    c
-}
-
-fn insert(c: &Connection, valor: i64) {
-    c.execute(
-        "INSERT INTO t VALUES (?1, 'loja', ?2, 'tok_aprovado', ?3)",
-        params![uuid::Uuid::new_v4().to_string(), valor, valor],
-    )
-    .unwrap();
-}
-
-fn raw_commits(dir: &std::path::Path) -> Row {
-    use durable_sqlite::reference::{percentile_ms, raw_commit_latencies};
-    let start = Instant::now();
-    let latencies = raw_commit_latencies(&dir.join("raw.db"), RAW_COMMITS).unwrap();
-    Row {
-        name: "raw SQLite durable commit (1 row/commit)",
-        count: RAW_COMMITS,
-        elapsed: start.elapsed(),
-        p50_ms: percentile_ms(&latencies, 0.50),
-        p99_ms: percentile_ms(&latencies, 0.99),
-    }
-}
-
-async fn bare_server(dir: &std::path::Path) -> String {
-    use axum::routing::post;
-    let conn = Arc::new(Mutex::new(open_raw(&dir.join("bare.db"))));
-    let app = axum::Router::new().route(
-        "/bare",
-        post(move |body: axum::Json<serde_json::Value>| {
-            let conn = conn.clone();
-            async move {
-                let valor = body["valor"].as_i64().unwrap_or(1);
-                tokio::task::spawn_blocking(move || insert(&conn.lock().unwrap(), valor))
-                    .await
-                    .unwrap();
-                (axum::http::StatusCode::CREATED, "{}")
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/bare", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
-}
-
-/// The ceiling of a replay on this machine: an axum route that answers every request with one
-/// fixed stored answer (Pagar's replay headers and a body of its size) and does nothing else —
-/// no authentication, no key, no lookup, no log. It runs as a process of its own
-/// (`processes::ceiling`), like Pagar, sharing the two cores with wrk: what is left between this
-/// and a server is all that the server itself can still gain. Serves until killed.
-pub(crate) async fn serve_constant(body: Vec<u8>) {
-    use axum::http::{header, HeaderValue, StatusCode};
-    use axum::response::IntoResponse;
-    use axum::routing::post;
-    let body = axum::body::Bytes::from(body);
-    let app = axum::Router::new().route(
-        "/pagamentos",
-        post(move || {
-            let body = body.clone();
-            async move {
-                let mut res = (StatusCode::CREATED, body).into_response();
-                let h = res.headers_mut();
-                h.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                h.insert("idempotent-replayed", HeaderValue::from_static("true"));
-                res
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    println!("listening on http://{}", listener.local_addr().unwrap());
-    axum::serve(listener, app).await.unwrap();
-}
-
-/// The body Pagar replays for one of the keys the replay runs cycle through.
-async fn replay_body(url: &str) -> Vec<u8> {
-    let res = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(API_KEY)
-        .header("Idempotency-Key", "k-0-1")
-        .header("Content-Type", "application/json")
-        .body(r#"{"valor":2,"cartao":"tok_aprovado"}"#)
-        .send()
-        .await
-        .expect("the server answers");
-    assert!(res.headers().contains_key("idempotent-replayed"));
-    res.bytes().await.unwrap().to_vec()
 }
 
 /// wrk script: every request gets a key of its own (`prefix-thread-n`), or, with `cycle` > 0, one
@@ -177,106 +81,6 @@ function done(summary, latency, requests)
     latency:percentile(50), latency:percentile(99), e.connect, e.read, e.write, e.status, e.timeout))
 end
 "#;
-
-/// Runs wrk with 32 connections for `secs` seconds against `url`.
-fn wrk(
-    name: &'static str,
-    script: &std::path::Path,
-    url: &str,
-    secs: u64,
-    prefix: &str,
-    cycle: usize,
-) -> Row {
-    wrk_with(name, script, url, secs, prefix, cycle, CONCURRENCY, "")
-}
-
-// One wrk run is these eight settings; a struct for them would only be passed along once.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn wrk_with(
-    name: &'static str,
-    script: &std::path::Path,
-    url: &str,
-    secs: u64,
-    prefix: &str,
-    cycle: usize,
-    connections: usize,
-    cookie: &str,
-) -> Row {
-    let threads = connections.clamp(1, 2);
-    let out = std::process::Command::new("wrk")
-        .args([
-            &format!("-t{threads}"),
-            &format!("-c{connections}"),
-            &format!("-d{secs}s"),
-            "--timeout",
-            "10s",
-            "-s",
-        ])
-        .arg(script)
-        .arg(url)
-        .args(["--", prefix, &cycle.to_string(), API_KEY, cookie])
-        .output()
-        .expect("wrk is installed (make bench installs it)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("WRK "))
-        .unwrap_or_else(|| {
-            panic!(
-                "wrk printed no summary:\n{text}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect();
-    let errors: u64 = f[4..9].iter().sum();
-    assert_eq!(
-        errors, 0,
-        "{name}: wrk saw errors: connect {} read {} write {} non-2xx {} timeout {}",
-        f[4], f[5], f[6], f[7], f[8]
-    );
-    Row {
-        name,
-        count: f[0] as usize,
-        elapsed: Duration::from_micros(f[1]),
-        p50_ms: f[2] as f64 / 1_000.0,
-        p99_ms: f[3] as f64 / 1_000.0,
-    }
-}
-
-/// The scenario table: count, rate and latency percentiles, one row each.
-fn print_table(rows: &[&Row]) {
-    println!(
-        "{:<46} {:>8} {:>10} {:>9} {:>9}",
-        "scenario", "n", "per s", "p50 ms", "p99 ms"
-    );
-    for r in rows {
-        println!(
-            "{:<46} {:>8} {:>10.0} {:>9.2} {:>9.2}",
-            r.name,
-            r.count,
-            r.rate(),
-            r.p50_ms,
-            r.p99_ms
-        );
-    }
-}
-
-/// The median of three or more rows' rates, as a row named `name`.
-fn median(name: &'static str, rows: &[Row]) -> Row {
-    let mut sorted: Vec<&Row> = rows.iter().collect();
-    sorted.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
-    let m = sorted[sorted.len() / 2];
-    Row {
-        name,
-        count: m.count,
-        elapsed: m.elapsed,
-        p50_ms: m.p50_ms,
-        p99_ms: m.p99_ms,
-    }
-}
 
 /// Sends `n` requests with one key at once; returns how many got an answer the client can act on.
 async fn burst(url: &str, cookie: &str, key: &str, n: usize) {
@@ -346,89 +150,6 @@ pub(crate) fn target(what: &str, figure: f64, goal: f64) {
 const SLOW_FSYNC_MS: u64 = 2;
 /// Durable commits made alone on the slow disk before its server starts, for its floor.
 const RAW_ON_DISK: usize = 300;
-
-/// What a run cost the machine: the server process's CPU per request, and the share of the
-/// machine's CPU time left idle (wrk and the server share its cores).
-#[derive(Clone, Copy)]
-struct Cpu {
-    per_request_us: f64,
-    /// The whole machine's busy CPU per request (the server, wrk, the kernel), µs.
-    machine_us: f64,
-    idle: f64,
-    /// The busiest SQLite writer thread of the server (`durable-sqlite`'s one writer per
-    /// database file): its share of one core during the run, and its CPU per request (µs).
-    writer: (f64, f64),
-}
-
-/// Runs `run` against the server process `pid`, measuring its CPU and the machine's.
-fn with_cpu(pid: u32, run: impl FnOnce() -> Row) -> (Row, Cpu) {
-    let (ticks, machine) = (postgres::process_ticks(pid), postgres::machine_ticks());
-    let writers = postgres::thread_ticks(pid, "sqlite-writer");
-    let row = run();
-    let spent = postgres::process_ticks(pid).saturating_sub(ticks);
-    let writer = postgres::thread_ticks(pid, "sqlite-writer")
-        .into_iter()
-        .map(|(tid, now)| {
-            let then = writers.iter().find(|(t, _)| *t == tid).map_or(0, |w| w.1);
-            now.saturating_sub(then)
-        })
-        .max()
-        .unwrap_or(0) as f64;
-    let (busy, idle) = postgres::machine_ticks();
-    let (busy, idle) = (
-        busy.saturating_sub(machine.0) as f64,
-        idle.saturating_sub(machine.1) as f64,
-    );
-    // USER_HZ is 100 on every Linux this runs on (`getconf CLK_TCK`): a tick is 10 ms.
-    let cpu = Cpu {
-        per_request_us: spent as f64 * 10_000.0 / row.count.max(1) as f64,
-        machine_us: busy * 10_000.0 / row.count.max(1) as f64,
-        idle: idle / (busy + idle).max(1.0),
-        writer: (
-            writer / 100.0 / row.elapsed.as_secs_f64().max(1e-9),
-            writer * 10_000.0 / row.count.max(1) as f64,
-        ),
-    };
-    (row, cpu)
-}
-
-/// The middle of `v` (the upper one of an even count; 0 for none).
-fn mid(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|x, y| x.total_cmp(y));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
-/// Each step's mean over the runs (the median of the runs' means), as `op 1.23 ms, …`.
-fn steps_median(runs: &[Vec<(String, f64, u64)>]) -> String {
-    let ops = runs.first().map(|s| s.iter().map(|(op, ..)| op.as_str()));
-    ops.into_iter()
-        .flatten()
-        .map(|op| format!("{op} {:.2} ms", step_median(runs, op)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// One step's mean over the runs (the median of the runs' means), in ms.
-fn step_median(runs: &[Vec<(String, f64, u64)>], op: &str) -> f64 {
-    mid(runs
-        .iter()
-        .filter_map(|s| s.iter().find(|(o, ..)| o == op))
-        .map(|(_, ms, _)| *ms)
-        .collect())
-}
-
-/// The median of the runs' CPU figures, each figure on its own.
-fn median_cpu(runs: &[Cpu]) -> Cpu {
-    Cpu {
-        per_request_us: mid(runs.iter().map(|c| c.per_request_us).collect()),
-        machine_us: mid(runs.iter().map(|c| c.machine_us).collect()),
-        writer: (
-            mid(runs.iter().map(|c| c.writer.0).collect()),
-            mid(runs.iter().map(|c| c.writer.1).collect()),
-        ),
-        idle: mid(runs.iter().map(|c| c.idle).collect()),
-    }
-}
 
 /// What one run of Pagar's first executions with slow fsyncs ([`processes::SlowSync`]) measured.
 struct DiskRun {
