@@ -48,6 +48,7 @@ impl ClientTls {
             .timeout(Duration::from_secs(10))
             .connect_timeout(Duration::from_secs(3));
         if let Some(path) = &self.client_pem {
+            private_to_owner(path)?;
             let pem = std::fs::read(path)
                 .map_err(|e| format!("certificado do cliente {}: {e}", path.display()))?;
             let identity = reqwest::Identity::from_pem(&pem)
@@ -63,6 +64,27 @@ impl ClientTls {
         }
         builder.build().map_err(|e| e.to_string())
     }
+}
+
+/// Refuses a file holding a private key that others than its owner may read (data at rest, like
+/// the stores' files): a merchant's certificate key is a credential.
+fn private_to_owner(path: &std::path::Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|e| format!("certificado do cliente {}: {e}", path.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "certificado do cliente {}: a chave privada pode ser lida por outros (modo {:o}); use chmod 600",
+                path.display(),
+                mode & 0o777
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A token in hand and when to stop using it.
@@ -228,5 +250,40 @@ impl ProviderHttp {
     /// A body the provider answered, read as `T`; one it cannot be is no answer at all (`Err`).
     pub fn json<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, String> {
         serde_json::from_str(body).map_err(|e| format!("resposta do provedor ilegível: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_client_certificate_others_may_read_missing_or_not_pem_is_refused_with_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = |path: &std::path::Path| ClientTls {
+            client_pem: Some(path.to_path_buf()),
+            ca_pem: None,
+        };
+        let missing = dir.path().join("nada.pem");
+        assert!(tls(&missing).client().unwrap_err().contains("nada.pem"));
+
+        let open = dir.path().join("aberto.pem");
+        std::fs::write(&open, "não é PEM").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let why = tls(&open).client().unwrap_err();
+        assert!(why.contains("chmod 600") && why.contains("644"), "{why}");
+
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let why = tls(&open).client().unwrap_err();
+        assert!(
+            why.contains("aberto.pem") && !why.contains("chmod"),
+            "{why}"
+        );
+
+        assert!(
+            ClientTls::default().client().is_ok(),
+            "no TLS asked: a plain client"
+        );
     }
 }
