@@ -22,9 +22,10 @@ struct Provider {
 
 impl Provider {
     fn start() -> Self {
+        let process = PixProcess::start_binary(Path::new(env!("CARGO_BIN_EXE_pix-provider")), None);
         Self {
-            process: PixProcess::start_binary(Path::new(env!("CARGO_BIN_EXE_pix-provider")), None),
-            http: reqwest::Client::new(),
+            http: process.client().clone(),
+            process,
             token: tokio::sync::OnceCell::new(),
         }
     }
@@ -35,7 +36,7 @@ impl Provider {
             return TOKEN.to_string();
         }
         self.token
-            .get_or_init(|| pagar_testkit::pix_oauth_token(self.process.url(), TOKEN))
+            .get_or_init(|| pagar_testkit::pix_oauth_token(&self.http, self.process.url(), TOKEN))
             .await
             .clone()
     }
@@ -88,6 +89,20 @@ async fn the_api_pix_wants_an_oauth2_token_with_the_routes_scope_and_only_the_cl
     };
     let grant = [("grant_type", "client_credentials")];
     let cob = format!("{}/cob/{TXID}", psp.process.url());
+
+    // No client certificate: refused in the TLS handshake, whatever the request.
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(psp.process.ca()).unwrap()).unwrap();
+    let no_cert = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .unwrap();
+    let refused = no_cert
+        .post(format!("{}/oauth/token", psp.process.url()))
+        .header("authorization", basic("pagar-sandbox", TOKEN))
+        .form(&grant)
+        .send()
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
 
     // No token, an unknown one, or the QA token: 401 with the RFC 6750 challenge; nothing made.
     for bearer in [None, Some("pxt_desconhecido"), Some(TOKEN)] {
@@ -461,7 +476,8 @@ async fn bad_input_is_refused_with_the_api_pix_problem_and_changes_nothing() {
         .await;
     assert_eq!(typo, 400, "a misspelt QA order is refused, not ignored");
 
-    let anonymous = reqwest::Client::new()
+    let anonymous = psp
+        .http
         .get(format!("{}/cob/{TXID}", psp.process.url()))
         .send()
         .await

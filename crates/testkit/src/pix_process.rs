@@ -12,18 +12,20 @@ pub const PIX_TOKEN: &str = "pix_token_testkit";
 /// The secret every [`PixProcess`] signs webhooks with (Standard Webhooks' example secret).
 pub const PIX_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// The simulator on a loopback port of its own, with its own database. Killed when dropped.
+/// The simulator on a loopback port of its own, with its own database, serving over mutual TLS
+/// as PSPs do (its CA and the merchant's client certificate in its folder). Killed when dropped.
 pub struct PixProcess {
     child: Child,
     url: String,
-    _dir: tempfile::TempDir,
+    http: reqwest::Client,
+    dir: tempfile::TempDir,
 }
 
 /// A token of the API Pix's OAuth2 client credentials from the simulator at `base`, for the
 /// sandbox client (`pagar-sandbox`) with `secret`, every scope: what a test asking the
 /// simulator as a PSP's client (not through its QA controls) sends.
-pub async fn pix_oauth_token(base: &str, secret: &str) -> String {
-    let res = reqwest::Client::new()
+pub async fn pix_oauth_token(client: &reqwest::Client, base: &str, secret: &str) -> String {
+    let res = client
         .post(format!("{base}/oauth/token"))
         .basic_auth("pagar-sandbox", Some(secret))
         .form(&[("grant_type", "client_credentials")])
@@ -67,6 +69,8 @@ impl PixProcess {
         let mut child = Command::new(bin)
             .args(["--listen", "127.0.0.1:0"])
             .args(["--client-secret", PIX_TOKEN, "--qa-token", PIX_TOKEN])
+            .arg("--tls-dir")
+            .arg(dir.path().join("tls"))
             .args(["--webhook-secrets", PIX_SECRET])
             .arg("--database")
             .arg(dir.path().join("psp.db"))
@@ -84,11 +88,28 @@ impl PixProcess {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("pix-provider did not start: {line:?}"))
             .to_string();
+        let http = merchant_client(&dir.path().join("tls"));
         Self {
             child,
             url,
-            _dir: dir,
+            http,
+            dir,
         }
+    }
+
+    /// The merchant's client: its certificate presented, the simulator's CA trusted.
+    pub fn client(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The merchant's client certificate and key (PEM), as the payment API is given it.
+    pub fn client_cert(&self) -> std::path::PathBuf {
+        self.dir.path().join("tls").join("cliente.pem")
+    }
+
+    /// The simulator's CA (PEM), for a client to trust.
+    pub fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("tls").join("ca.pem")
     }
 
     /// Its base URL.
@@ -96,14 +117,20 @@ impl PixProcess {
         &self.url
     }
 
-    /// The `payment-api` flags that make Pix charges here, webhooks registered to that API and
-    /// checked with [`PIX_SECRET`], and a poll every `poll_ms`.
+    /// The `payment-api` flags that make Pix charges here (the merchant's certificate and
+    /// client secret), webhooks registered to that API and checked with [`PIX_SECRET`], and a
+    /// poll every `poll_ms`.
     pub fn api_flags(&self, poll_ms: u64) -> Vec<String> {
+        let (cert, ca) = (self.client_cert(), self.ca());
         [
             "--pix-provider-url",
             &self.url,
             "--pix-client-secret",
             PIX_TOKEN,
+            "--pix-client-cert",
+            &cert.to_string_lossy(),
+            "--pix-ca-cert",
+            &ca.to_string_lossy(),
             "--pix-webhook-secrets",
             PIX_SECRET,
             "--pix-webhook-url",
@@ -118,7 +145,8 @@ impl PixProcess {
     /// The customer pays the charge `txid` (`order`: `{"webhook": "perdido"}`,
     /// `{"aceitar_inativa": true}`…); the simulator's answer status and body.
     pub async fn customer_pays(&self, txid: &str, order: Value) -> (u16, Value) {
-        let res = reqwest::Client::new()
+        let res = self
+            .http
             .post(format!("{}/qa/cob/{txid}/pagar", self.url))
             .bearer_auth(PIX_TOKEN)
             .json(&order)
@@ -137,7 +165,8 @@ impl PixProcess {
     /// Every charge to the Pix key `chave` as the simulator has it, with its Pix and devoluções
     /// (`GET /qa/cobs?chave=…`).
     pub async fn ledger(&self, chave: &str) -> Value {
-        let res = reqwest::Client::new()
+        let res = self
+            .http
             .get(format!("{}/qa/cobs", self.url))
             .query(&[("chave", chave)])
             .bearer_auth(PIX_TOKEN)
@@ -153,12 +182,12 @@ impl PixProcess {
     }
 
     async fn get(&self, path: &str) -> Value {
-        reqwest::Client::new()
+        self.http
             .get(format!("{}{path}", self.url))
             .bearer_auth(if path.starts_with("/qa/") {
                 PIX_TOKEN.to_string()
             } else {
-                pix_oauth_token(&self.url, PIX_TOKEN).await
+                pix_oauth_token(&self.http, &self.url, PIX_TOKEN).await
             })
             .send()
             .await
@@ -167,6 +196,20 @@ impl PixProcess {
             .await
             .expect("JSON")
     }
+}
+
+/// A client presenting the merchant's certificate in `tls` and trusting its CA.
+fn merchant_client(tls: &Path) -> reqwest::Client {
+    let read =
+        |name: &str| std::fs::read(tls.join(name)).expect("the simulator made its certificates");
+    reqwest::Client::builder()
+        .identity(
+            reqwest::Identity::from_pem(&read("cliente.pem")).expect("the client certificate"),
+        )
+        .add_root_certificate(reqwest::Certificate::from_pem(&read("ca.pem")).expect("the CA"))
+        .no_proxy()
+        .build()
+        .expect("an HTTP client")
 }
 
 impl Drop for PixProcess {
