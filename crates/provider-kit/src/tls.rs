@@ -41,15 +41,15 @@ impl TlsFiles {
             server_key: dir.join("servidor.key"),
             client: dir.join("cliente.pem"),
         };
-        if [
+        // Made before and whole: kept. Missing or unreadable (a power cut while they were
+        // written, a file removed): made again, all four, so they fit together.
+        let all = [
             &files.ca,
             &files.server_cert,
             &files.server_key,
             &files.client,
-        ]
-        .iter()
-        .all(|p| p.exists())
-        {
+        ];
+        if all.iter().all(|p| p.exists()) && files.server_config().is_ok() && files.client_whole() {
             return Ok(files);
         }
         std::fs::create_dir_all(dir)?;
@@ -90,6 +90,14 @@ impl TlsFiles {
         Ok(files)
     }
 
+    /// True when the client's file holds a certificate and its key.
+    fn client_whole(&self) -> bool {
+        let certs = CertificateDer::pem_file_iter(&self.client)
+            .map(|certs| certs.filter_map(Result::ok).count())
+            .unwrap_or(0);
+        certs > 0 && PrivateKeyDer::from_pem_file(&self.client).is_ok()
+    }
+
     /// A server configuration that asks every client for a certificate signed by the CA.
     pub fn server_config(&self) -> std::io::Result<Arc<ServerConfig>> {
         let invalid = |e: &dyn std::fmt::Display| {
@@ -121,11 +129,18 @@ impl TlsFiles {
     }
 }
 
-/// Writes a key's file `0600`, whole or not at all (a reader waiting for it never sees half).
+/// Writes a file `0600`, whole or not at all (a reader waiting for it never sees half, and it is
+/// on disk before its name is).
 fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
     let partial = path.with_extension("parcial");
     crate::own_file(&partial)?;
-    std::fs::write(&partial, text)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&partial)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
     std::fs::rename(&partial, path)
 }
 
@@ -161,5 +176,45 @@ impl axum::serve::Listener for TlsListener {
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         self.tcp.local_addr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificates_are_made_once_kept_and_made_again_when_one_is_broken() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = dir.path().join("tls");
+        let made = TlsFiles::ensure(&tls, "loja").unwrap();
+        let ca = std::fs::read(&made.ca).unwrap();
+        made.server_config().unwrap();
+        // Kept as they are.
+        TlsFiles::ensure(&tls, "loja").unwrap();
+        assert_eq!(std::fs::read(&made.ca).unwrap(), ca);
+        // A client file cut short, then a key left empty (a power cut): all made again, and
+        // they fit.
+        std::fs::write(&made.client, "-----BEGIN CERTIFICATE-----\n").unwrap();
+        let again = TlsFiles::ensure(&tls, "loja").unwrap();
+        assert!(again.client_whole());
+        let ca = std::fs::read(&again.ca).unwrap();
+        std::fs::write(&made.server_key, "").unwrap();
+        let again = TlsFiles::ensure(&tls, "loja").unwrap();
+        assert_ne!(std::fs::read(&again.ca).unwrap(), ca);
+        again.server_config().unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            for f in [
+                &again.ca,
+                &again.server_cert,
+                &again.server_key,
+                &again.client,
+            ] {
+                let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode, 0o600, "{}", f.display());
+            }
+        }
     }
 }
