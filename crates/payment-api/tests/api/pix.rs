@@ -212,7 +212,9 @@ async fn a_pix_is_answered_waiting_with_a_valid_br_code_and_paid_by_the_customer
     assert!(code.contains(&location), "{code} / {location}");
     assert_eq!(psp.counts().cobrancas, 1);
 
-    // Act: the customer pays; the webhook settles it.
+    // Act: the customer pays (after the reconciliation at start, which would otherwise race the
+    // webhook to record it); the webhook settles it.
+    reconciled_once(&app).await;
     let paid = psp.customer_pays(&txid, json!({})).await;
     assert_eq!(paid.status(), StatusCode::CREATED);
     let e2eid = paid.json::<Value>().await.unwrap()["endToEndId"]
