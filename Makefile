@@ -12,6 +12,7 @@ API_KEY ?= sk_test_sandbox_local
 ADMIN_TOKEN ?= qa-admin-local
 PIX_LISTEN ?= 127.0.0.1:8090
 MAQUININHA_LISTEN ?= 127.0.0.1:8091
+ADQUIRENTE_LISTEN ?= 127.0.0.1:8092
 # Sandbox secrets only (Standard Webhooks' own example secret; a machine secret for the sandbox).
 SANDBOX_WEBHOOK_SECRET ?= whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
 SANDBOX_MACHINE_SECRET ?= maquininha_sandbox_secret
@@ -23,7 +24,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring zbar-tools
 
-.PHONY: run api maquininha deps-browser replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
+.PHONY: run api maquininha adquirente deps-browser replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -45,11 +46,13 @@ deps-gui:
 ## database (or on PostgreSQL when DATABASE_URL is set), with its providers' simulators each as a
 ## process of its own with its own data in $(SANDBOX_DIR): the Pix provider on $(PIX_LISTEN) (mutual
 ## TLS and OAuth2, as PSPs ask; its certificates in $(SANDBOX_DIR)/pix-tls) and
-## the card machine on $(MAQUININHA_LISTEN) (its page: /terminais/PAGAR_SIM__POS-1). Ctrl-C stops all.
+## the card machine on $(MAQUININHA_LISTEN) (its page: /terminais/PAGAR_SIM__POS-1), and the card
+## acquirer (card not present) on $(ADQUIRENTE_LISTEN). Ctrl-C stops all.
 api:
 	@mkdir -p $(SANDBOX_DIR)
-	$(CARGO) build --release -p payment-api -p pix-provider -p maquininha
+	$(CARGO) build --release -p payment-api -p pix-provider -p maquininha -p adquirente
 	@trap 'kill 0' INT TERM EXIT; \
+	target/release/adquirente --listen $(ADQUIRENTE_LISTEN) --database $(SANDBOX_DIR)/adquirente.db & \
 	target/release/pix-provider --listen $(PIX_LISTEN) --database $(SANDBOX_DIR)/pix-provider.db \
 		--tls-dir $(SANDBOX_DIR)/pix-tls --webhook-secrets $(SANDBOX_WEBHOOK_SECRET) & \
 	for i in $$(seq 1 100); do [ -f $(SANDBOX_DIR)/pix-tls/cliente.pem ] && break; sleep 0.1; done; \
@@ -63,7 +66,8 @@ api:
 		--pix-provider-url https://$(PIX_LISTEN) --pix-webhook-secrets $(SANDBOX_WEBHOOK_SECRET) \
 		--pix-client-cert $(SANDBOX_DIR)/pix-tls/cliente.pem --pix-ca-cert $(SANDBOX_DIR)/pix-tls/ca.pem \
 		--pix-webhook-url auto \
-		--maquininha-url http://$(MAQUININHA_LISTEN) --maquininha-secret $(SANDBOX_MACHINE_SECRET) & \
+		--maquininha-url http://$(MAQUININHA_LISTEN) --maquininha-secret $(SANDBOX_MACHINE_SECRET) \
+		--gateway-url http://$(ADQUIRENTE_LISTEN) & \
 	wait
 
 ## replicas: two API replicas on 127.0.0.1:8081 and :8082 sharing one PostgreSQL database.
@@ -88,6 +92,12 @@ deps-browser:
 maquininha:
 	@mkdir -p $(SANDBOX_DIR)
 	$(CARGO) run -p maquininha -- --database $(SANDBOX_DIR)/maquininha.db
+
+## adquirente: the card acquirer simulator (card not present) on $(ADQUIRENTE_LISTEN), its
+## ledger in $(SANDBOX_DIR)/adquirente.db; `GET /qa/ledger` lists its charges and refunds.
+adquirente:
+	@mkdir -p $(SANDBOX_DIR)
+	$(CARGO) run -p adquirente -- --listen $(ADQUIRENTE_LISTEN) --database $(SANDBOX_DIR)/adquirente.db
 
 ## deps-pg: PostgreSQL for the multi-replica store and its tests, running on 127.0.0.1:5432.
 deps-pg:

@@ -33,6 +33,18 @@ pub struct Config {
     /// trials lose the server's unsynced writes and not the gateway's. SQLite store only.
     #[arg(long, env = "PAGAR_GATEWAY_DATABASE", conflicts_with = "database_url")]
     pub gateway_database: Option<PathBuf>,
+    /// Base URL of the card acquirer the card-not-present charges go to (Mercado Pago's Orders
+    /// API for online payments, or the bundled `adquirente` simulator in its own process).
+    /// Unset: the gateway simulator runs inside this process (tests, and the QA ledger route).
+    #[arg(long, env = "PAGAR_GATEWAY_URL", conflicts_with = "gateway_database")]
+    pub gateway_url: Option<String>,
+    /// The acquirer's access token (`Authorization: Bearer …`).
+    #[arg(
+        long,
+        env = "PAGAR_GATEWAY_TOKEN",
+        default_value = "adquirente_sandbox_token"
+    )]
+    pub gateway_token: String,
     /// Most PostgreSQL connections this replica opens.
     #[arg(long, env = "PAGAR_PG_MAX_CONNECTIONS", default_value_t = 16)]
     pub pg_max_connections: usize,
@@ -123,6 +135,8 @@ impl std::fmt::Debug for Config {
                 &self.database_url.as_deref().map(crate::redact::redact_url),
             )
             .field("gateway_database", &self.gateway_database)
+            .field("gateway_url", &self.gateway_url)
+            .field("gateway_token", &"***")
             .field("pg_max_connections", &self.pg_max_connections)
             .field("api_keys", &format_args!("*** for {merchants:?}"))
             .field("api_keys_file", &self.api_keys_file)

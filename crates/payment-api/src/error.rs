@@ -132,7 +132,7 @@ pub enum ApiError {
     #[error("armazenamento indisponível")]
     Store(#[from] StoreError),
     /// The gateway could not be asked; nothing is known to have happened there (its downstream
-    /// key makes the retry safe). Answered like a store failure: 503, retry with the same key.
+    /// key makes the retry safe): 503 `gateway-unavailable`, retry with the same key.
     #[error("gateway indisponível")]
     GatewayUnavailable(String),
     /// A Pix webhook whose signature or timestamp does not check out; nothing recorded.
@@ -342,10 +342,16 @@ impl ApiError {
                 "Método não permitido",
                 false,
             ),
-            Store(_) | GatewayUnavailable(_) => (
+            Store(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store-unavailable",
                 "Armazenamento indisponível",
+                true,
+            ),
+            GatewayUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "gateway-unavailable",
+                "Adquirente indisponível",
                 true,
             ),
             WebhookRejected(_) => (

@@ -4,7 +4,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::conn::{ConnHandle, CuttableListener};
 use crate::error::{ApiError, Result};
+use crate::gateway::http::HttpGateway;
 use crate::gateway::simulator::{SimulatedGateway, SimulatorLedger};
+use crate::gateway::Gateway;
 #[cfg(feature = "postgres")]
 use crate::redact::redact_url as redact;
 use crate::state::AppState;
@@ -151,12 +153,15 @@ async fn open_postgres(
     Ok(Arc::new(store))
 }
 
-/// Starts serving on a given database, charging through the gateway simulator whose ledger it
-/// keeps, or keeps in a SQLite file of its own with `--gateway-database` (tests pass a store
-/// with a manual clock).
-pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<RunningServer> {
-    config.validate().map_err(ApiError::Startup)?;
-    let api_keys = config.load_api_keys().map_err(ApiError::Startup)?;
+/// The gateway the server charges through, and the simulator's ledger when it is the simulator
+/// in this process (the admin routes read it; an acquirer keeps its own).
+type GatewayParts = (Arc<dyn Gateway>, Option<Arc<dyn SimulatorLedger>>);
+
+fn gateway_of(config: &Config, db: &Arc<dyn Database>) -> Result<GatewayParts> {
+    if let Some(url) = &config.gateway_url {
+        tracing::info!(url = %url, "gateway: the acquirer over HTTP");
+        return Ok((Arc::new(HttpGateway::new(url, &config.gateway_token)), None));
+    }
     let ledger: Arc<dyn SimulatorLedger> = match &config.gateway_database {
         Some(path) => {
             let clock: Arc<dyn Clock> = Arc::new(SystemClock::with_offset(config.clock_offset_ms));
@@ -166,14 +171,22 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
         }
         None => db.clone(),
     };
-    let gateway = Arc::new(
-        SimulatedGateway::new(
-            ledger.clone(),
-            Duration::from_millis(config.slow_gateway_ms),
-        )
-        .with_authorization_ttl(Duration::from_millis(config.authorization_ttl_ms)),
-    );
-    let state = AppState::new(&config, api_keys, db, gateway, Some(ledger));
+    let gateway = SimulatedGateway::new(
+        ledger.clone(),
+        Duration::from_millis(config.slow_gateway_ms),
+    )
+    .with_authorization_ttl(Duration::from_millis(config.authorization_ttl_ms));
+    Ok((Arc::new(gateway), Some(ledger)))
+}
+
+/// Starts serving on a given database, charging through the acquirer at `--gateway-url`, or
+/// else through the gateway simulator whose ledger it keeps, or keeps in a SQLite file of its own
+/// with `--gateway-database` (tests pass a store with a manual clock).
+pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<RunningServer> {
+    config.validate().map_err(ApiError::Startup)?;
+    let api_keys = config.load_api_keys().map_err(ApiError::Startup)?;
+    let (gateway, ledger) = gateway_of(&config, &db)?;
+    let state = AppState::new(&config, api_keys, db, gateway, ledger);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| {

@@ -13,12 +13,14 @@
 //!
 //! Everything listens on loopback only.
 
+mod acquirer_process;
 mod api_process;
 mod fault_proxy;
 mod pix_process;
 mod tls_front;
 pub mod webdriver;
 
+pub use acquirer_process::{AcquirerProcess, ACQUIRER_TOKEN};
 pub use api_process::{
     payment_api_binary, ApiDatabase, ApiOptions, ApiProcess, ADMIN_TOKEN, API_KEY, MERCHANT,
 };

@@ -102,6 +102,13 @@ impl DownstreamKey {
         Self(format!("dk_{}", hex::encode(&h.finalize()[..16])))
     }
 
+    /// A key as a gateway receives it on the wire (an `X-Idempotency-Key`): 1 to 255 visible
+    /// ASCII characters; `None` for anything else.
+    pub fn received(s: &str) -> Option<Self> {
+        (!s.is_empty() && s.len() <= 255 && s.bytes().all(|b| b.is_ascii_graphic()))
+            .then(|| Self(s.to_string()))
+    }
+
     /// The key of a refund the gateway is asked for under (merchant, idempotency key): another
     /// namespace than charges, so a key used for a charge and for a refund never collide.
     pub fn derive_refund(merchant: &MerchantId, key: &IdempotencyKey) -> Self {

@@ -1,6 +1,8 @@
 //! The card gateway the server charges through ([`Gateway`]), and the bundled simulator
 //! ([`simulator::SimulatedGateway`]) with its own ledger.
 
+pub mod http;
+pub mod online_orders;
 pub mod simulator;
 
 use crate::clock::Millis;

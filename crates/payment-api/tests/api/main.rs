@@ -13,6 +13,7 @@ use rstest_reuse::template;
 #[tokio::test]
 async fn stores(#[case] backend: crate::helpers::Backend) {}
 
+mod acquirer;
 mod bad_input;
 mod cancel;
 mod captures;

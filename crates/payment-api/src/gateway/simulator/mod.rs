@@ -21,6 +21,25 @@ use std::time::Duration;
 /// of charges leave these rows out.
 pub(crate) const VOID_STATUS: &str = "anulado";
 
+/// How a charge is found in the ledger.
+#[derive(Debug, Clone, Copy)]
+pub enum ChargeRef<'a> {
+    /// By the downstream key it was made under.
+    Key(&'a DownstreamKey),
+    /// By the gateway's charge id.
+    Id(&'a str),
+}
+
+impl<'a> ChargeRef<'a> {
+    /// The ledger column it is found by, and the value.
+    pub(crate) fn column(self) -> (&'static str, &'a str) {
+        match self {
+            ChargeRef::Key(k) => ("downstream_key", k.as_ref()),
+            ChargeRef::Id(id) => ("cobranca_id", id),
+        }
+    }
+}
+
 /// What the gateway's ledger holds for a charge call.
 #[derive(Debug, Clone)]
 pub struct Charged {
@@ -212,8 +231,9 @@ pub trait SimulatorLedger: Send + Sync + std::fmt::Debug + 'static {
     /// Records a charge once per downstream key; returns the row that holds it (new or earlier),
     /// or `None` when the key was voided (it can never charge).
     async fn ledger_charge(&self, charge: LedgerCharge) -> StoreResult<Option<Charged>>;
-    /// The ledger row of a downstream key, if it was ever charged (a void is not a charge).
-    async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>>;
+    /// The ledger row of a charge, by its downstream key or its id, if it was ever charged (a
+    /// void is not a charge).
+    async fn ledger_row(&self, charge: ChargeRef<'_>) -> StoreResult<Option<LedgerRow>>;
     /// Every ledger row, oldest first (charges only: a void is not a charge).
     async fn ledger(&self) -> StoreResult<Vec<LedgerRow>>;
     /// Voids a downstream key at the simulator: a row under the ledger's `UNIQUE (downstream_key)`
@@ -376,7 +396,7 @@ impl Gateway for SimulatedGateway {
     ) -> Result<Option<GatewayResult>, GatewayError> {
         Ok(self
             .ledger
-            .ledger_row(downstream_key)
+            .ledger_row(ChargeRef::Key(downstream_key))
             .await?
             .map(|row| GatewayResult::from_ledger(row, false)))
     }

@@ -101,14 +101,15 @@ impl SimulatorLedger for PgStore {
         }))
     }
 
-    async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>> {
+    async fn ledger_row(&self, charge: ChargeRef<'_>) -> StoreResult<Option<LedgerRow>> {
+        let (column, value) = charge.column();
         let c = self.conn().await?;
         let select = c
             .prepare_cached(&format!(
-                "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE downstream_key = $1 AND status <> $2"
+                "SELECT {LEDGER_COLUMNS} FROM gateway_ledger WHERE {column} = $1 AND status <> $2"
             ))
             .await?;
-        c.query_opt(&select, &[&downstream_key.as_ref(), &VOID_STATUS])
+        c.query_opt(&select, &[&value, &VOID_STATUS])
             .await?
             .map(|r| ledger_from_row(&r))
             .transpose()

@@ -76,14 +76,15 @@ impl SimulatorLedger for SqliteStore {
         .await
     }
 
-    async fn ledger_row(&self, downstream_key: &DownstreamKey) -> StoreResult<Option<LedgerRow>> {
-        let dk = downstream_key.as_ref().to_string();
+    async fn ledger_row(&self, charge: ChargeRef<'_>) -> StoreResult<Option<LedgerRow>> {
+        let (column, value) = charge.column();
+        let value = value.to_string();
         self.db()
             .read(move |c| {
-                c.prepare_cached(
-                    "SELECT * FROM gateway_ledger WHERE downstream_key = ?1 AND status <> ?2",
-                )?
-                .query_row(params![dk, VOID_STATUS], ledger_from_row)
+                c.prepare_cached(&format!(
+                    "SELECT * FROM gateway_ledger WHERE {column} = ?1 AND status <> ?2"
+                ))?
+                .query_row(params![value, VOID_STATUS], ledger_from_row)
                 .optional()?
                 .map(LedgerColumns::parse)
                 .transpose()
