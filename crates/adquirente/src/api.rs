@@ -2,9 +2,8 @@
 //! Refusals are Mercado Pago's error body: `{"errors": [{"code", "message"}]}`.
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::Next;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -14,7 +13,7 @@ use payment_api::gateway::online_orders::{
 };
 use payment_api::gateway::simulator::{ChargeRef, LedgerRow, SimulatedGateway, SimulatorLedger};
 use payment_api::gateway::{ChargeOrder, Gateway, GatewayError, GatewayResult};
-use payment_api::schema::{Ledger, LedgerEntry, RefundLedgerEntry};
+use payment_api::schema::Ledger;
 use payment_api::store::SqliteStore;
 use serde_json::json;
 use std::sync::Arc;
@@ -38,28 +37,10 @@ pub fn router(state: Arc<Shared>) -> Router {
         .route("/v1/orders/{id}/refund", post(refund_order))
         .route("/qa/ledger", get(qa_ledger))
         .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            require_token,
+            provider_kit::AccessToken(state.token.as_str().into()),
+            provider_kit::require_access_token,
         ))
         .with_state(state)
-}
-
-async fn require_token(State(s): St, req: Request, next: Next) -> Response {
-    let ok = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t == s.token);
-    if !ok {
-        return Refusal::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "invalid access token",
-        )
-        .into_response();
-    }
-    next.run(req).await
 }
 
 /// A refusal, answered in Mercado Pago's error body.
@@ -349,24 +330,5 @@ async fn void_key(State(s): St, body: Bytes) -> Answer {
 }
 
 async fn qa_ledger(State(s): St) -> Answer {
-    let cobrancas: Vec<LedgerEntry> = s
-        .ledger
-        .ledger()
-        .await?
-        .iter()
-        .map(LedgerEntry::from)
-        .collect();
-    let estornos = s
-        .ledger
-        .refund_ledger()
-        .await?
-        .iter()
-        .map(RefundLedgerEntry::from)
-        .collect();
-    Ok(Json(Ledger {
-        total: cobrancas.len(),
-        cobrancas,
-        estornos,
-    })
-    .into_response())
+    Ok(Json(Ledger::read(s.ledger.as_ref()).await?).into_response())
 }

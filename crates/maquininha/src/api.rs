@@ -3,9 +3,8 @@
 
 use crate::notify::Notifier;
 use crate::store::{now_ms, Answer, Created, Ledger, NewOrder, Order, Refused, Status};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -35,8 +34,8 @@ pub fn router(state: Arc<Shared>) -> Router {
         .route("/v1/orders/{id}/cancel", post(cancel_order))
         .route("/v1/orders/{id}/refund", post(refund_order))
         .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            require_token,
+            provider_kit::AccessToken(state.token.as_str().into()),
+            provider_kit::require_access_token,
         ));
     Router::new()
         .merge(api)
@@ -44,23 +43,6 @@ pub fn router(state: Arc<Shared>) -> Router {
         .route("/qa/orders", get(qa_orders))
         .route("/qa/notificacoes", put(qa_notification_url))
         .with_state(state)
-}
-
-async fn require_token(State(s): St, req: Request, next: Next) -> Response {
-    let ok = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t == s.token);
-    if !ok {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "invalid access token",
-        );
-    }
-    next.run(req).await
 }
 
 /// A refusal, answered in Mercado Pago's error body: `{"errors": [{"code", "message", "details"}]}`.

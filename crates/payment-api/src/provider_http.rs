@@ -87,6 +87,21 @@ fn private_to_owner(path: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The code and message of a refusal in Mercado Pago's error body (`{"errors": [{"code",
+/// "message"}]}`: the card machine's and the acquirer's); an empty code and the body itself (its
+/// start) when it is not one.
+pub fn mercado_pago_error(body: &str) -> (String, String) {
+    let v = serde_json::from_str::<serde_json::Value>(body).unwrap_or_default();
+    let first = &v["errors"][0];
+    (
+        first["code"].as_str().unwrap_or_default().to_string(),
+        first["message"]
+            .as_str()
+            .map(String::from)
+            .unwrap_or_else(|| body.chars().take(200).collect()),
+    )
+}
+
 /// A token in hand and when to stop using it.
 #[derive(Debug)]
 struct Token {

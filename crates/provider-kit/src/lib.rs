@@ -1,6 +1,7 @@
-//! What every provider simulator (`pix-provider`, `maquininha`) shares as a process: a router
-//! served on a bound address until shut down ([`Served`]), and the body of its `main`
-//! ([`run_until_signal`]). The simulators' own routes, ledgers and rules stay in their crates.
+//! What every provider simulator (`pix-provider`, `maquininha`, `adquirente`) shares as a
+//! process: a router served on a bound address until shut down ([`Served`]), the body of its
+//! `main` ([`run_until_signal`]), and the access token Mercado Pago's APIs ask of every request
+//! ([`require_access_token`]). The simulators' own routes, ledgers and rules stay in their crates.
 
 mod tls;
 
@@ -28,6 +29,36 @@ pub fn own_file(path: &std::path::Path) -> std::io::Result<()> {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     }
     Ok(())
+}
+
+/// The access token a simulator in Mercado Pago's shape asks of every request of its API.
+#[derive(Debug, Clone)]
+pub struct AccessToken(pub std::sync::Arc<str>);
+
+/// Middleware (`axum::middleware::from_fn_with_state(AccessToken(..), require_access_token)`):
+/// a request without `Authorization: Bearer <the token>` is answered 401 in Mercado Pago's
+/// error body, and goes no further.
+pub async fn require_access_token(
+    axum::extract::State(token): axum::extract::State<AccessToken>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let ok = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t == &*token.0);
+    if !ok {
+        return (
+            axum::http::StatusCode::UNAUTHORIZED,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            r#"{"errors":[{"code":"unauthorized","message":"invalid access token","details":[]}]}"#,
+        )
+            .into_response();
+    }
+    next.run(req).await
 }
 
 /// A router being served, until [`Served::shutdown`].

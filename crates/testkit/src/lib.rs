@@ -27,3 +27,17 @@ pub use api_process::{
 pub use fault_proxy::{Fault, FaultProxy};
 pub use pix_process::{pix_oauth_token, PixProcess, PIX_SECRET, PIX_TOKEN};
 pub use tls_front::TlsFront;
+
+/// The URL a simulator started as `child` prints on its first line (`listening on <url>`), read
+/// from its piped stdout; a start that failed (its stderr says why) panics naming `name`.
+pub(crate) fn listening_url(child: &mut std::process::Child, name: &str) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{name}'s first line: {e}"));
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{name} did not start: {line:?}"))
+        .to_string()
+}

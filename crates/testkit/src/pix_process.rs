@@ -3,7 +3,6 @@
 
 use crate::api_process::workspace_binary;
 use serde_json::Value;
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -79,15 +78,7 @@ impl PixProcess {
             .stderr(stderr)
             .spawn()
             .expect("pix-provider starts");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("pix-provider's first line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("pix-provider did not start: {line:?}"))
-            .to_string();
+        let url = crate::listening_url(&mut child, "pix-provider");
         let http = merchant_client(&dir.path().join("tls"));
         Self {
             child,

@@ -11,7 +11,7 @@ use super::online_orders::{
 };
 use super::{ChargeOrder, Gateway, GatewayError, GatewayRefund, GatewayResult};
 use crate::domain::{CaptureState, CaptureStep, Centavos, DownstreamKey, MerchantId};
-use crate::provider_http::ProviderHttp;
+use crate::provider_http::{mercado_pago_error, ProviderHttp};
 use reqwest::{Method, StatusCode};
 
 /// The acquirer at a base URL, with its access token.
@@ -38,11 +38,7 @@ impl HttpGateway {
 
     /// The acquirer's error code in a refusal.
     fn code(body: &str) -> String {
-        let v = serde_json::from_str::<serde_json::Value>(body).unwrap_or_default();
-        v["errors"][0]["code"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
+        mercado_pago_error(body).0
     }
 
     /// A refusal the server has no move for: the acquirer did nothing, and says why.

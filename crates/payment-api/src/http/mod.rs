@@ -24,9 +24,9 @@ use crate::payments::Payments;
 use crate::pix::Pix;
 use crate::refunds::Refunds;
 use crate::schema::{
-    CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, MachinePaymentBody,
-    NovoCancelamento, NovoEstorno, NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail,
-    PaymentList, PaymentRead, PixPaymentBody, Problem, RefundBody, RefundLedgerEntry, VendaBody,
+    CancelamentoBody, EmAndamento, Health, Ledger, MachinePaymentBody, NovoCancelamento,
+    NovoEstorno, NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail, PaymentList,
+    PaymentRead, PixPaymentBody, Problem, RefundBody, VendaBody,
 };
 use crate::state::AppState;
 use crate::store::{PaymentField, StoredResponse};

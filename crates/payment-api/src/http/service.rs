@@ -43,23 +43,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
 pub(crate) async fn admin_ledger(State(state): State<AppState>, _: Admin) -> Result<Json<Ledger>> {
     // Only the gateway simulator keeps a ledger the server can read.
     let ledger = state.ledger().ok_or(ApiError::NotFound)?;
-    let cobrancas: Vec<LedgerEntry> = ledger
-        .ledger()
-        .await?
-        .iter()
-        .map(LedgerEntry::from)
-        .collect();
-    let estornos = ledger
-        .refund_ledger()
-        .await?
-        .iter()
-        .map(RefundLedgerEntry::from)
-        .collect();
-    Ok(Json(Ledger {
-        total: cobrancas.len(),
-        cobrancas,
-        estornos,
-    }))
+    Ok(Json(Ledger::read(ledger.as_ref()).await?))
 }
 
 /// QA: the fault profile in force.

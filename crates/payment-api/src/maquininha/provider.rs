@@ -5,7 +5,7 @@
 //! configuration (its URL and access token).
 
 use crate::domain::{CardMethod, CardPlan, Centavos, MachineId, OrderKey};
-use crate::provider_http::ProviderHttp;
+use crate::provider_http::{mercado_pago_error, ProviderHttp};
 use reqwest::Method;
 use serde::Deserialize;
 
@@ -180,19 +180,6 @@ impl HttpMachineProvider {
     fn order_of(body: &str) -> Result<Order, ProviderError> {
         ProviderHttp::json(body).map_err(ProviderError::Unavailable)
     }
-
-    /// The provider's error code and message.
-    fn detail(body: &str) -> (String, String) {
-        let v = serde_json::from_str::<serde_json::Value>(body).unwrap_or_default();
-        let first = &v["errors"][0];
-        (
-            first["code"].as_str().unwrap_or_default().to_string(),
-            first["message"]
-                .as_str()
-                .map(String::from)
-                .unwrap_or_else(|| body.chars().take(200).collect()),
-        )
-    }
 }
 
 /// What the cashier reads of a refused order: the provider's codes a till meets, in words; any
@@ -256,7 +243,7 @@ impl MachineProvider for HttpMachineProvider {
         match status.as_u16() {
             200 | 201 => Self::order_of(&text),
             _ => {
-                let (code, message) = Self::detail(&text);
+                let (code, message) = mercado_pago_error(&text);
                 Err(ProviderError::Refused(refusal_in_words(&code, &message)))
             }
         }
@@ -269,7 +256,7 @@ impl MachineProvider for HttpMachineProvider {
         match status.as_u16() {
             200 => Self::order_of(&text).map(Some),
             404 => Ok(None),
-            _ => Err(ProviderError::Refused(Self::detail(&text).1)),
+            _ => Err(ProviderError::Refused(mercado_pago_error(&text).1)),
         }
     }
 
@@ -295,7 +282,7 @@ impl MachineProvider for HttpMachineProvider {
                     _ => CancelAnswer::Ended,
                 })
             }
-            _ => Err(ProviderError::Refused(Self::detail(&text).1)),
+            _ => Err(ProviderError::Refused(mercado_pago_error(&text).1)),
         }
     }
 
@@ -309,7 +296,7 @@ impl MachineProvider for HttpMachineProvider {
             .await?;
         match status.as_u16() {
             200 | 201 => Self::order_of(&text),
-            _ => Err(ProviderError::Refused(Self::detail(&text).1)),
+            _ => Err(ProviderError::Refused(mercado_pago_error(&text).1)),
         }
     }
 }

@@ -91,3 +91,23 @@ pub struct Ledger {
     /// Refunds, oldest first.
     pub estornos: Vec<RefundLedgerEntry>,
 }
+
+impl Ledger {
+    /// Every charge and refund a gateway simulator's ledger holds, oldest first.
+    pub async fn read(
+        ledger: &dyn crate::gateway::simulator::SimulatorLedger,
+    ) -> crate::store::StoreResult<Self> {
+        let cobrancas: Vec<LedgerEntry> = ledger.ledger().await?.iter().map(From::from).collect();
+        let estornos = ledger
+            .refund_ledger()
+            .await?
+            .iter()
+            .map(From::from)
+            .collect();
+        Ok(Self {
+            total: cobrancas.len(),
+            cobrancas,
+            estornos,
+        })
+    }
+}
