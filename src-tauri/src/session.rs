@@ -105,6 +105,7 @@ pub struct Running {
     _server: Option<payment_api::RunningServer>,
     pix: Option<PixSandbox>,
     machine: Option<maquininha::RunningMachine>,
+    _acquirer: Option<adquirente::RunningAcquirer>,
     log: Arc<Mutex<SessionLog>>,
     streams: Streams,
 }
@@ -124,7 +125,7 @@ impl Running {
             .and_then(|()| private::tighten(&settings.config_path(), 0o600))
             .map_err(|e| AppError::Startup(format!("{}: {e}", settings.data_dir.display())))?;
         settings.remember_terminal().map_err(AppError::Startup)?;
-        let (api_url, api_key, admin_token, server, pix, machine) = match &settings.api {
+        let (api_url, api_key, admin_token, server, pix, machine, acquirer) = match &settings.api {
             ApiTarget::Embedded => {
                 let admin = admin_token();
                 // The Pix provider simulator, on loopback like the API, signing its webhooks
@@ -166,6 +167,15 @@ impl Running {
                 let machine = maquininha::start(machine_config).await.map_err(|e| {
                     AppError::Startup(format!("simulador de maquininha embutido: {e}"))
                 })?;
+                // The card acquirer (card not present), its ledger a file of its own beside the
+                // API's, reached over loopback HTTP as a real acquirer is.
+                let acquirer_token = format!("aq_{}", uuid::Uuid::new_v4().simple());
+                let acquirer = adquirente::start(adquirente::Config::sandbox(
+                    settings.data_dir.join("sandbox").join("adquirente.db"),
+                    &acquirer_token,
+                ))
+                .await
+                .map_err(|e| AppError::Startup(format!("simulador do adquirente embutido: {e}")))?;
                 // A fresh key each run: nothing outside this process can pay on the sandbox.
                 let sandbox_key = format!("sk_sandbox_{}", uuid::Uuid::new_v4().simple());
                 let mut config = payment_api::Config::sandbox(
@@ -189,6 +199,8 @@ impl Running {
                 config.maquininha.maquininha_token = machine_token;
                 config.maquininha.maquininha_secret = machine_secret;
                 config.maquininha.maquininha_poll_ms = 1_000;
+                config.gateway_url = Some(acquirer.url());
+                config.gateway_token = acquirer_token;
                 let server = payment_api::start(config)
                     .await
                     .map_err(|e| AppError::Startup(format!("API embutida: {e}")))?;
@@ -207,6 +219,7 @@ impl Running {
                     Some(server),
                     Some(pix),
                     Some(machine),
+                    Some(acquirer),
                 )
             }
             ApiTarget::External {
@@ -217,6 +230,7 @@ impl Running {
                 url.trim_end_matches('/').to_string(),
                 key.clone(),
                 admin_token.clone(),
+                None,
                 None,
                 None,
                 None,
@@ -269,6 +283,7 @@ impl Running {
             _server: server,
             pix,
             machine,
+            _acquirer: acquirer,
             log,
             streams: Streams::default(),
         })

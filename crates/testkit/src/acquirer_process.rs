@@ -3,7 +3,6 @@
 
 use crate::api_process::workspace_binary;
 use serde_json::Value;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -17,26 +16,30 @@ pub struct AcquirerProcess {
     child: Child,
     url: String,
     dir: PathBuf,
+    slow_ms: u64,
     http: reqwest::Client,
 }
 
 impl AcquirerProcess {
-    /// Starts the simulator on a free port with its ledger in `dir`.
+    /// Starts the simulator on a free port with its ledger in `dir`; `tok_lento` takes 1.5 s.
     pub fn start(dir: &Path) -> Self {
-        Self::start_on(dir, "127.0.0.1:0")
+        Self::start_on(dir, "127.0.0.1:0", 1_500)
     }
 
-    /// Starts the simulator on `listen` (`127.0.0.1:0`: a free port) with its ledger in `dir`.
-    pub fn start_on(dir: &Path, listen: &str) -> Self {
+    /// Starts the simulator on a free port with its ledger in `dir`; `tok_lento` takes `slow_ms`.
+    pub fn start_slow(dir: &Path, slow_ms: u64) -> Self {
+        Self::start_on(dir, "127.0.0.1:0", slow_ms)
+    }
+
+    /// The ledger's file (SQLite; tables `gateway_ledger` and `gateway_refunds`).
+    pub fn ledger_file(&self) -> PathBuf {
+        self.dir.join("adquirente.db")
+    }
+
+    fn start_on(dir: &Path, listen: &str, slow_ms: u64) -> Self {
         let mut child = Command::new(workspace_binary("adquirente", "PAGAR_ADQUIRENTE_BIN"))
-            .args([
-                "--listen",
-                listen,
-                "--token",
-                ACQUIRER_TOKEN,
-                "--slow-ms",
-                "1500",
-            ])
+            .args(["--listen", listen, "--token", ACQUIRER_TOKEN])
+            .args(["--slow-ms", &slow_ms.to_string()])
             .arg("--database")
             .arg(dir.join("adquirente.db"))
             .env("RUST_LOG", "warn")
@@ -44,19 +47,12 @@ impl AcquirerProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("adquirente starts");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("adquirente's first line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("adquirente did not start: {line:?}"))
-            .to_string();
+        let url = crate::listening_url(&mut child, "adquirente");
         Self {
             child,
             url,
             dir: dir.to_path_buf(),
+            slow_ms,
             http: reqwest::Client::new(),
         }
     }
@@ -83,7 +79,7 @@ impl AcquirerProcess {
     pub fn kill_and_restart(&mut self) {
         self.kill();
         let listen = self.url.trim_start_matches("http://").to_string();
-        let again = Self::start_on(&self.dir, &listen);
+        let again = Self::start_on(&self.dir, &listen, self.slow_ms);
         *self = again;
     }
 

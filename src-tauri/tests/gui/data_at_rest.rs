@@ -53,6 +53,7 @@ async fn under_a_permissive_umask_every_folder_is_0700_and_every_file_0600() {
         "outbox.db-wal",
         "outbox.db.lock",
         "pagar-api.db",
+        "adquirente.db",
         "exports",
     ] {
         assert!(

@@ -506,21 +506,24 @@ impl GuiApp {
         path
     }
 
-    /// Charges in the embedded sandbox's gateway ledger, read from its database file.
-    pub fn ledger_rows(&self) -> i64 {
-        let db = self.data_dir.join("sandbox").join("pagar-api.db");
+    /// The embedded sandbox's acquirer ledger: its own database file, beside the API's.
+    pub fn acquirer_ledger(&self) -> rusqlite::Connection {
+        let db = self.data_dir.join("sandbox").join("adquirente.db");
         let c = rusqlite::Connection::open(db).unwrap();
         c.busy_timeout(Duration::from_secs(5)).unwrap();
-        c.query_row("SELECT count(*) FROM gateway_ledger", [], |r| r.get(0))
+        c
+    }
+
+    /// Charges in the embedded sandbox's acquirer ledger.
+    pub fn ledger_rows(&self) -> i64 {
+        self.acquirer_ledger()
+            .query_row("SELECT count(*) FROM gateway_ledger", [], |r| r.get(0))
             .unwrap()
     }
 
-    /// Refunds in the embedded sandbox's gateway ledger, oldest first: `(valor, status)`.
-    /// The embedded gateway's authorizations: `(valor, captura)`, oldest first.
+    /// The embedded acquirer's authorizations: `(valor, captura)`, oldest first.
     pub fn authorizations(&self) -> Vec<(i64, String)> {
-        let db = self.data_dir.join("sandbox").join("pagar-api.db");
-        let c = rusqlite::Connection::open(db).unwrap();
-        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        let c = self.acquirer_ledger();
         let mut st = c
             .prepare(
                 "SELECT valor, captura FROM gateway_ledger WHERE captura IS NOT NULL ORDER BY seq",
@@ -532,10 +535,9 @@ impl GuiApp {
             .unwrap()
     }
 
+    /// Refunds in the embedded acquirer's ledger, oldest first: `(valor, status)`.
     pub fn refund_ledger(&self) -> Vec<(i64, String)> {
-        let db = self.data_dir.join("sandbox").join("pagar-api.db");
-        let c = rusqlite::Connection::open(db).unwrap();
-        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        let c = self.acquirer_ledger();
         let mut st = c
             .prepare("SELECT valor, status FROM gateway_refunds ORDER BY seq")
             .unwrap();

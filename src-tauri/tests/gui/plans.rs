@@ -1,14 +1,12 @@
 //! "Débito ou crédito? À vista ou parcelado?" in the real window, with the keyboard: the forma
 //! list follows the amount, the plan chosen is the one charged (counted in the sandbox's
-//! ledger), printed on the receipt and counted apart in the closing.
+//! acquirer's ledger), printed on the receipt and counted apart in the closing.
 
 use crate::harness::*;
 
 /// The plans the gateway's ledger recorded, oldest first.
 fn ledger_plans(app: &GuiApp) -> Vec<Option<String>> {
-    let db = app.data_dir.join("sandbox").join("pagar-api.db");
-    let c = rusqlite::Connection::open(db).unwrap();
-    c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    let c = app.acquirer_ledger();
     let mut st = c
         .prepare("SELECT plano FROM gateway_ledger ORDER BY rowid")
         .unwrap();

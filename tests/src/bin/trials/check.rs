@@ -5,12 +5,16 @@ use super::*;
 pub(crate) async fn check(
     out: &mut Outcome,
     database: &ApiDatabase,
-    gateway_db: Option<&Path>,
+    gateway_db: &Path,
     merchant: &str,
     tills: &[Till],
     log: &Path,
 ) {
-    let (ledger, payments) = match server_rows(database, gateway_db, merchant).await {
+    let rows = match acquirer_rows(gateway_db, merchant) {
+        Ok(ledger) => payment_rows(database, merchant).await.map(|p| (ledger, p)),
+        Err(e) => Err(e),
+    };
+    let (ledger, payments) = match rows {
         Ok(rows) => rows,
         Err(e) => {
             out.notes.push(format!("server database unreadable: {e}"));

@@ -30,8 +30,8 @@ pub(crate) async fn pix_disagreements(
         Ok(rows) => rows,
         Err(e) => return vec![format!("server Pix unreadable: {e}")],
     };
-    let payments = match server_rows(database, None, merchant).await {
-        Ok((_, payments)) => payments,
+    let payments = match payment_rows(database, merchant).await {
+        Ok(payments) => payments,
         Err(e) => return vec![format!("server payments unreadable: {e}")],
     };
     let by_txid: HashMap<&str, &PixChargeRow> =

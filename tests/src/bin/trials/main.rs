@@ -1,7 +1,8 @@
 //! Randomized end-to-end fault trials with a checker, in the manner of Jepsen.
 //!
 //! Each trial draws from its seed: a store (SQLite, or PostgreSQL with 1–3 replicas behind a
-//! round-robin balancer), 1–3 tills (`trial-client` processes, each with its own outbox, some
+//! round-robin balancer) whose card charges go to an acquirer simulator (`adquirente`) in a
+//! process of its own with its ledger on its own file, 1–3 tills (`trial-client` processes, each with its own outbox, some
 //! pressing Pagar twice at once, and paying a sale in review with another card, which cancels the
 //! old key first), their sales (approve, decline, slow cards — in some trials slower than the
 //! tills' request timeout; amounts near the offline caps), and a schedule of faults: the server's fault profile, the TCP fault proxy
@@ -16,7 +17,7 @@
 //! customer is done, every Pix paid reaches a server, the tills ask once more about the Pix they
 //! closed, and the checker reads the databases themselves:
 //!
-//! - (a) at most one ledger charge per (merchant, Idempotency-Key);
+//! - (a) at most one charge in the acquirer's ledger per (merchant, Idempotency-Key);
 //! - (b) at most one approved charge per sale;
 //! - (c) every attempt an outbox accepted is final, or in `revisao` with a reason: none lost;
 //! - (d) every outbox `aprovado` has exactly one server payment with its amount, every server
@@ -53,8 +54,7 @@
 //!
 //! **Power cuts.** Some trials (`--power P`, drawn from a stream of the seed of its own, so the
 //! rest of a seed's plan does not change) run on [`powercut`] filesystems: the SQLite server's
-//! database on one (the gateway simulator's ledger in a file of its own beside it, as a real
-//! gateway keeps its charges), each till's outbox on one of its own; a cut kills the processes
+//! database on one, each till's outbox on one of its own; a cut kills the processes
 //! on it (`SIGKILL`), drops every write they had not synced, mounts it again and starts them
 //! again. PostgreSQL's data folder is not on one (see `docs/testes.md`).
 //!
@@ -63,7 +63,8 @@
 //! kept); trial `i` runs seed `S + i`, and `--seed S --trials 1` replays it with the same schedule.
 
 use pagar_testkit::{
-    ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, PixProcess, ADMIN_TOKEN,
+    AcquirerProcess, ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, PixProcess,
+    ADMIN_TOKEN,
 };
 use powercut::{CutReport, Daemon};
 use rand::rngs::StdRng;
@@ -103,8 +104,22 @@ static RUN_ID: std::sync::LazyLock<u128> = std::sync::LazyLock::new(|| {
 /// This run's PostgreSQL database, made at start and dropped at the end: a run migrates its own
 /// schema, whatever an earlier run (of an earlier build) left, and runs at the same time (the
 /// smoke test and `make trials`) never share one.
-fn pg_database() -> String {
-    format!("pagar_trials_{}", *RUN_ID)
+/// A PostgreSQL trial's own database: one deployment is one database and one acquirer, as its
+/// replicas share both (a replica's recovery worker voids at its acquirer every key of its
+/// database it finds abandoned, so two trials' servers on one database would void each other's
+/// keys at the wrong acquirer).
+fn pg_database(seed: u64) -> String {
+    format!("pagar_trials_{}_{seed}", *RUN_ID)
+}
+
+/// Runs `sql` on the PostgreSQL server's `postgres` database (creating and dropping a trial's).
+fn psql(pg_url: &str, sql: &str) {
+    let _ = Command::new("psql")
+        .arg(format!("{pg_url}/postgres"))
+        .args(["-qtAc", sql])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// How long a trial's Pix QR stays payable.
@@ -234,15 +249,6 @@ fn main() -> std::process::ExitCode {
     };
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     rt.block_on(async move {
-        let needs_pg = args.store != StoreChoice::Sqlite;
-        if needs_pg {
-            let _ = Command::new("psql")
-                .arg(format!("{}/postgres", args.pg_url))
-                .args(["-qtAc", &format!("CREATE DATABASE {}", pg_database())])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
         let root = if Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")
         } else {
@@ -253,8 +259,7 @@ fn main() -> std::process::ExitCode {
             args.trials, args.seed, args.store, args.jobs
         );
         // One Pix provider for the run, as a PSP serves many merchants: each trial has its own
-        // key (its charges, callbacks and ledger), and trials on one PostgreSQL database may
-        // poll each other's charges there, as replicas of one deployment would.
+        // key (its charges, callbacks and ledger).
         let psp_log = tempfile::tempdir_in(&root).expect("a folder for the provider's log");
         let psp = Arc::new(PixProcess::start_logging_to(Some(
             &psp_log.path().join("pix-provider.log"),
@@ -285,17 +290,6 @@ fn main() -> std::process::ExitCode {
         let mut results = Vec::new();
         for h in handles {
             results.push(h.await.expect("a trial task"));
-        }
-        if needs_pg {
-            let _ = Command::new("psql")
-                .arg(format!("{}/postgres", args.pg_url))
-                .args([
-                    "-qtAc",
-                    &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", pg_database()),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
         }
         let code = report(&results, started.elapsed(), args.verbose);
         if !args.expect_violations {

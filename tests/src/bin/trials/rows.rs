@@ -209,29 +209,31 @@ pub(crate) async fn server_refunds(
     }
 }
 
-pub(crate) async fn server_rows(
-    database: &ApiDatabase,
-    gateway_db: Option<&Path>,
+/// The charges the acquirer made for `merchant` (its own ledger file): `(downstream key, charge
+/// id)`.
+pub(crate) fn acquirer_rows(
+    gateway_db: &Path,
     merchant: &str,
-) -> Result<(Vec<(String, String)>, Vec<PaymentRow>), String> {
+) -> Result<Vec<(String, String)>, String> {
+    rusqlite::Connection::open(gateway_db)
+        .and_then(|c| {
+            c.prepare(
+                "SELECT downstream_key, cobranca_id FROM gateway_ledger WHERE merchant = ?1 AND status <> 'anulado'",
+            )?
+            .query_map([merchant], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(|e| format!("livro do adquirente: {e}"))
+}
+
+/// The server's payments of `merchant`.
+pub(crate) async fn payment_rows(
+    database: &ApiDatabase,
+    merchant: &str,
+) -> Result<Vec<PaymentRow>, String> {
     match database {
         ApiDatabase::Sqlite(path) => {
             let c = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
-            let gateway = match gateway_db {
-                Some(g) => Some(rusqlite::Connection::open(g).map_err(|e| e.to_string())?),
-                None => None,
-            };
-            let ledger = gateway
-                .as_ref()
-                .unwrap_or(&c)
-                .prepare(
-                    "SELECT downstream_key, cobranca_id FROM gateway_ledger WHERE merchant = ?1 AND status <> 'anulado'",
-                )
-                .and_then(|mut st| {
-                    st.query_map([merchant], |r| Ok((r.get(0)?, r.get(1)?)))?
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .map_err(|e| e.to_string())?;
             let payments = c
                 .prepare("SELECT id, status, valor, referencia, cobranca_id, captura, meio FROM payments WHERE merchant = ?1")
                 .and_then(|mut st| {
@@ -249,23 +251,13 @@ pub(crate) async fn server_rows(
                     .collect::<Result<Vec<_>, _>>()
                 })
                 .map_err(|e| e.to_string())?;
-            Ok((ledger, payments))
+            Ok(payments)
         }
         ApiDatabase::Postgres(url) => {
             let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
                 .await
                 .map_err(|e| e.to_string())?;
             let driver = tokio::spawn(conn);
-            let ledger = client
-                .query(
-                    "SELECT downstream_key, cobranca_id FROM gateway_ledger WHERE merchant = $1 AND status <> 'anulado'",
-                    &[&merchant],
-                )
-                .await
-                .map_err(|e| e.to_string())?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
             let payments = client
                 .query("SELECT id, status, valor, referencia, cobranca_id, captura, meio FROM payments WHERE merchant = $1", &[&merchant])
                 .await
@@ -283,7 +275,7 @@ pub(crate) async fn server_rows(
                 .collect();
             drop(client);
             let _ = driver.await;
-            Ok((ledger, payments))
+            Ok(payments)
         }
     }
 }

@@ -58,8 +58,8 @@ pub(crate) async fn check_sales(
     if sales.is_empty() {
         return;
     }
-    let payments = match server_rows(database, None, merchant).await {
-        Ok((_, payments)) => payments,
+    let payments = match payment_rows(database, merchant).await {
+        Ok(payments) => payments,
         Err(e) => return violation(format!("server payments unreadable: {e}")),
     };
     let charges = pix_rows(database, merchant)

@@ -46,6 +46,31 @@ pub(crate) fn pix_key(seed: u64) -> String {
     format!("trial-{seed}-{}@pix.example", *RUN_ID)
 }
 
+/// A PostgreSQL trial's own database, dropped when the trial ends.
+struct TrialDatabase {
+    pg_url: String,
+    name: String,
+}
+
+impl TrialDatabase {
+    fn create(pg_url: &str, name: String) -> Self {
+        psql(pg_url, &format!("CREATE DATABASE {name}"));
+        Self {
+            pg_url: pg_url.to_string(),
+            name,
+        }
+    }
+}
+
+impl Drop for TrialDatabase {
+    fn drop(&mut self) {
+        psql(
+            &self.pg_url,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+    }
+}
+
 pub(crate) async fn run_trial(
     plan: Plan,
     pg_url: String,
@@ -65,7 +90,7 @@ pub(crate) async fn run_trial(
     let merchant = format!("m{}_{run}", plan.seed);
     let key = format!("sk_trial_{}_{run}", plan.seed);
     let log = dir.path().join("servers.log");
-    // A SQLite server on power-cut disks: its database on one, the gateway's ledger beside it.
+    // A SQLite server on power-cut disks: its database on one.
     let mut server_disk = None;
     if plan.power == Some(true) {
         match Disk::mount(dir.path(), "server") {
@@ -76,7 +101,13 @@ pub(crate) async fn run_trial(
             }
         }
     }
-    let gateway_db = server_disk.as_ref().map(|_| dir.path().join("gateway.db"));
+    // The acquirer is another machine: its ledger on its own disk, never cut with the server's.
+    let acquirer = AcquirerProcess::start_slow(dir.path(), plan.slow_gateway_ms);
+    let gateway_db = acquirer.ledger_file();
+    // Dropped last, however the trial ends.
+    let _own_database = plan
+        .replicas
+        .map(|_| TrialDatabase::create(&pg_url, pg_database(plan.seed)));
     let database = match plan.replicas {
         None => ApiDatabase::Sqlite(
             server_disk
@@ -84,7 +115,13 @@ pub(crate) async fn run_trial(
                 .map_or(dir.path(), |d| d.mountpoint.as_path())
                 .join("api.db"),
         ),
-        Some(_) => ApiDatabase::Postgres(format!("{pg_url}/{}", pg_database())),
+        Some(_) => {
+            psql(
+                &pg_url,
+                &format!("CREATE DATABASE {}", pg_database(plan.seed)),
+            );
+            ApiDatabase::Postgres(format!("{pg_url}/{}", pg_database(plan.seed)))
+        }
     };
     let options = ApiOptions {
         database: database.clone(),
@@ -102,10 +139,7 @@ pub(crate) async fn run_trial(
         ]
         .map(String::from)
         .into_iter()
-        .chain([
-            "--slow-gateway-ms".to_string(),
-            plan.slow_gateway_ms.to_string(),
-        ])
+        .chain(acquirer.api_flags())
         .chain(
             plan.short_retention
                 .then(|| ["--key-retention-secs".to_string(), "1".to_string()])
@@ -120,11 +154,6 @@ pub(crate) async fn run_trial(
         } else {
             Vec::new()
         })
-        .chain(
-            gateway_db
-                .iter()
-                .flat_map(|g| ["--gateway-database".to_string(), g.display().to_string()]),
-        )
         .collect(),
         log: Some(log.clone()),
         listen: None,
@@ -238,7 +267,7 @@ pub(crate) async fn run_trial(
                         "-qtAc",
                         &format!(
                             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '{}' AND application_name = 'payment-api'",
-                            pg_database()
+                            pg_database(plan.seed)
                         ),
                     ])
                     .stdout(Stdio::null())
@@ -441,15 +470,7 @@ pub(crate) async fn run_trial(
         s.kill();
     }
 
-    check(
-        &mut out,
-        &database,
-        gateway_db.as_deref(),
-        &merchant,
-        &tills,
-        &log,
-    )
-    .await;
+    check(&mut out, &database, &gateway_db, &merchant, &tills, &log).await;
     if let Some(ledger) = pix_ledger {
         check_pix(&mut out, &database, &merchant, &tills, &ledger).await;
     }
