@@ -17,6 +17,19 @@ async fn machine_page(app: &GuiApp) -> String {
 }
 
 /// The machine looks for its order (what moves it to the machine's screen).
+/// Chooses `forma` (`maq:debito:1`, …) once F6's list offers the machine's formas.
+async fn choose_at_machine(app: &GuiApp, forma: &'static str) {
+    let offered = format!(
+        "return [...document.getElementById('forma').options].some(o => o.value === '{forma}')"
+    );
+    app.wait_until("the machine's formas listed", |a| {
+        let offered = offered.clone();
+        async move { a.js(&offered).await == json!(true) }
+    })
+    .await;
+    app.select("forma", forma).await;
+}
+
 async fn machine_looks(page: &str) -> Value {
     reqwest::get(format!("{page}/pedido"))
         .await
@@ -59,13 +72,7 @@ async fn the_cashier_takes_a_card_at_the_machine_and_can_cancel_only_until_the_m
 
     // A sale of R$ 45,90 on débito at the machine.
     app.type_into("valor", "45,90").await;
-    app.wait_until("the machine's formas listed", |a| async move {
-        a.js("return [...document.getElementById('forma').options].some(o => o.value === 'maq:debito:1')")
-            .await
-            == json!(true)
-    })
-    .await;
-    app.select("forma", "maq:debito:1").await;
+    choose_at_machine(&app, "maq:debito:1").await;
     assert!(app.hidden("cartao").await, "no card token at the machine");
     app.press(ENTER).await;
     app.wait_status("Aguardando a maquininha PAGAR_SIM__POS-1")
@@ -172,13 +179,7 @@ async fn a_till_killed_while_the_card_is_at_the_machine_comes_back_to_the_sale_t
     app.wait_until("online", |a| async move { a.badge().await == "Online" })
         .await;
     app.type_into("valor", "45,90").await;
-    app.wait_until("the machine's formas listed", |a| async move {
-        a.js("return [...document.getElementById('forma').options].some(o => o.value === 'maq:credito:1')")
-            .await
-            == json!(true)
-    })
-    .await;
-    app.select("forma", "maq:credito:1").await;
+    choose_at_machine(&app, "maq:credito:1").await;
     app.press(ENTER).await;
     app.wait_status("Aguardando a maquininha PAGAR_SIM__POS-1")
         .await;
@@ -223,13 +224,7 @@ async fn a_divided_sale_takes_one_part_at_the_machine_and_the_rest_in_cash() {
 
     app.press(F7).await;
     app.press(&format!("100,00{ENTER}40,00")).await;
-    app.wait_until("the machine's formas listed", |a| async move {
-        a.js("return [...document.getElementById('forma').options].some(o => o.value === 'maq:debito:1')")
-            .await
-            == json!(true)
-    })
-    .await;
-    app.select("forma", "maq:debito:1").await;
+    choose_at_machine(&app, "maq:debito:1").await;
     app.press(ENTER).await;
     app.wait_status("Aguardando a maquininha PAGAR_SIM__POS-1")
         .await;
