@@ -74,13 +74,18 @@ impl AcquirerProcess {
         .to_vec()
     }
 
-    /// Kills it (SIGKILL) and starts it again on the same port and ledger: what its ledger held
-    /// is what it had made durable.
-    pub fn kill_and_restart(&mut self) {
+    /// Kills it (SIGKILL) if it runs, and starts it again on the same port and ledger: what its
+    /// ledger holds is what it had made durable.
+    pub fn restart(&mut self) {
         self.kill();
         let listen = self.url.trim_start_matches("http://").to_string();
         let again = Self::start_on(&self.dir, &listen, self.slow_ms);
         *self = again;
+    }
+
+    /// True while its process runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Kills it (SIGKILL): the API finds no acquirer until it is started again.

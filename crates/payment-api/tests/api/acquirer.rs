@@ -188,7 +188,7 @@ async fn with_the_acquirer_down_a_charge_is_retryable_and_its_retry_charges_once
     assert_eq!(problem["retryable"], true, "{problem}");
 
     // Back on the same port and ledger (killed -9: what it had written is still there).
-    acq.kill_and_restart();
+    acq.restart();
     let retried = app.pay(&key, &approved(900)).await;
     assert_eq!(retried.status(), StatusCode::CREATED);
     let charges = acq.charges().await;

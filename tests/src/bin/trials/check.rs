@@ -298,16 +298,20 @@ pub(crate) async fn check(
     }
     // (e)
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    // Injected: the crash fault, and PostgreSQL sessions ended by `pg_terminate_backend` (any
-    // PostgreSQL trial's: they share one database), which a request then meets as a closed
-    // connection and answers 503 retryable.
+    // Injected: the crash fault, PostgreSQL sessions ended by `pg_terminate_backend`, which a
+    // request then meets as a closed connection and answers 503 retryable, and, in a trial whose
+    // acquirer was killed or its disk cut, the gateway failures of the requests that found it
+    // down (503 retryable too).
+    let acquirer_down =
+        out.kinds.contains("kill -9 the acquirer") || out.kinds.contains("power cut: the acquirer");
     let injected = [
         "fault: aborting the process",
         "SQLSTATE 57P01",
         "connection closed",
     ];
     for line in text.lines().filter(|l| l.contains("ERROR")) {
-        if !injected.iter().any(|i| line.contains(i)) {
+        let acquirer_was_down = acquirer_down && line.contains("gateway failure");
+        if !acquirer_was_down && !injected.iter().any(|i| line.contains(i)) {
             out.violations[4] += 1;
             out.notes.push(format!("(e) {line}"));
         }

@@ -7,7 +7,8 @@
 //! old key first), their sales (approve, decline, slow cards — in some trials slower than the
 //! tills' request timeout; amounts near the offline caps), and a schedule of faults: the server's fault profile, the TCP fault proxy
 //! between tills and servers (including a middlebox answering 403 to the next POST),
-//! `SIGKILL` of a till, `SIGKILL` and restart of a server or replica,
+//! `SIGKILL` of a till, `SIGKILL` and restart of a server or replica, of the acquirer (a quarter
+//! of the trials, from a stream of the seed's own),
 //! PostgreSQL connections terminated, a till restarted with its wall clock jumped (libfaketime:
 //! an hour back or ahead, or past the server's 24 h key retention). Some trials sell by Pix too:
 //! a `pix-provider` process of their own, the servers' webhooks registered there, tills that
@@ -54,7 +55,8 @@
 //!
 //! **Power cuts.** Some trials (`--power P`, drawn from a stream of the seed of its own, so the
 //! rest of a seed's plan does not change) run on [`powercut`] filesystems: the SQLite server's
-//! database on one, each till's outbox on one of its own; a cut kills the processes
+//! database on one, the acquirer's ledger on one of its own (cut in three in ten of them), each
+//! till's outbox on one of its own; a cut kills the processes
 //! on it (`SIGKILL`), drops every write they had not synced, mounts it again and starts them
 //! again. PostgreSQL's data folder is not on one (see `docs/testes.md`).
 //!
@@ -377,10 +379,11 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
         .filter(|r| r.kinds.iter().any(|k| k.starts_with("power")))
         .count();
     println!(
-        "Power cuts: {} ({} of a server, {} of a till) in {on_disks} trials: {} files put back, {} pages ({} bytes) of unsynced writes dropped; {} outcomes went back to pendente at a till, {} claims lost at a server",
-        power.server + power.tills,
+        "Power cuts: {} ({} of a server, {} of a till, {} of the acquirer) in {on_disks} trials: {} files put back, {} pages ({} bytes) of unsynced writes dropped; {} outcomes went back to pendente at a till, {} claims lost at a server",
+        power.server + power.tills + power.acquirer,
         power.server,
         power.tills,
+        power.acquirer,
         power.files,
         power.pages,
         power.bytes,

@@ -29,6 +29,8 @@ pub(crate) enum Cut {
     Server,
     /// A till: its process and the unsynced writes of its outbox.
     Till(usize),
+    /// The acquirer: its process and the unsynced writes of its ledger (another machine's disk).
+    Acquirer,
 }
 
 #[derive(Debug, Clone)]
@@ -41,6 +43,8 @@ pub(crate) enum Action {
     PgTerminate,
     ClockJump(usize, i64),
     PowerCut(Cut),
+    KillAcquirer,
+    RestartAcquirer,
 }
 
 impl Action {
@@ -54,6 +58,9 @@ impl Action {
             Action::ClockJump(..) => "a till's clock jumps",
             Action::PowerCut(Cut::Server) => "power cut: the server",
             Action::PowerCut(Cut::Till(_)) => "power cut: a till",
+            Action::PowerCut(Cut::Acquirer) => "power cut: the acquirer",
+            Action::KillAcquirer => "kill -9 the acquirer",
+            Action::RestartAcquirer => "restart the acquirer",
         }
     }
 }
@@ -116,6 +123,20 @@ pub(crate) fn draw(seed: u64, store: StoreChoice, power: f64) -> Plan {
         }
         plan.schedule.sort_by_key(|(at, _)| *at);
     }
+    // The acquirer, another machine, goes down too: killed and started again, or (in a power
+    // trial) its disk cut. From a stream of its own, so a seed's other draws stay the same.
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x4143_5155_4952_4552);
+    if rng.gen_bool(0.25) {
+        let at = rng.gen_range(0..plan.window_ms);
+        let back = (at + rng.gen_range(50..400)).min(plan.window_ms);
+        plan.schedule.push((at, Action::KillAcquirer));
+        plan.schedule.push((back, Action::RestartAcquirer));
+    }
+    if plan.power.is_some() && rng.gen_bool(0.3) {
+        let at = rng.gen_range(0..plan.window_ms);
+        plan.schedule.push((at, Action::PowerCut(Cut::Acquirer)));
+    }
+    plan.schedule.sort_by_key(|(at, _)| *at);
     plan
 }
 

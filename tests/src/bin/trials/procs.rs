@@ -79,6 +79,7 @@ impl Disk {
 pub(crate) struct PowerCuts {
     pub(crate) server: u32,
     pub(crate) tills: u32,
+    pub(crate) acquirer: u32,
     pub(crate) files: u64,
     pub(crate) bytes: u64,
     pub(crate) pages: u64,
@@ -93,6 +94,7 @@ impl PowerCuts {
     pub(crate) fn add(&mut self, other: &PowerCuts) {
         self.server += other.server;
         self.tills += other.tills;
+        self.acquirer += other.acquirer;
         self.files += other.files;
         self.bytes += other.bytes;
         self.pages += other.pages;

@@ -101,8 +101,24 @@ pub(crate) async fn run_trial(
             }
         }
     }
-    // The acquirer is another machine: its ledger on its own disk, never cut with the server's.
-    let acquirer = AcquirerProcess::start_slow(dir.path(), plan.slow_gateway_ms);
+    // The acquirer is another machine: its ledger on its own disk (in a power trial, one that
+    // can be cut on its own), never cut with the server's.
+    let mut acquirer_disk = None;
+    if plan.power.is_some() {
+        match Disk::mount(dir.path(), "acquirer") {
+            Ok(disk) => acquirer_disk = Some(disk),
+            Err(e) => {
+                out.notes.push(e);
+                return out;
+            }
+        }
+    }
+    let mut acquirer = AcquirerProcess::start_slow(
+        acquirer_disk
+            .as_ref()
+            .map_or(dir.path(), |d| d.mountpoint.as_path()),
+        plan.slow_gateway_ms,
+    );
     let gateway_db = acquirer.ledger_file();
     // Dropped last, however the trial ends.
     let _own_database = plan
@@ -306,6 +322,25 @@ pub(crate) async fn run_trial(
                 }
                 // The loop below brings the server back, on the same address and files.
             }
+            Action::KillAcquirer => acquirer.kill(),
+            Action::RestartAcquirer => acquirer.restart(),
+            Action::PowerCut(Cut::Acquirer) => {
+                acquirer.kill();
+                if let Some(disk) = acquirer_disk.as_mut() {
+                    cuts += 1;
+                    match disk.cut() {
+                        Ok(r) => {
+                            out.power.acquirer += 1;
+                            out.power.dropped(r);
+                        }
+                        Err(e) => {
+                            broken = Some(e);
+                            break;
+                        }
+                    }
+                }
+                acquirer.restart();
+            }
             Action::PowerCut(Cut::Till(i)) => {
                 let till = &mut tills[*i];
                 if let Some(child) = till.child.as_mut() {
@@ -364,8 +399,12 @@ pub(crate) async fn run_trial(
     tokio::time::sleep(Duration::from_millis(plan.window_ms).saturating_sub(started.elapsed()))
         .await;
 
-    // Heal: faults off, every server up, every till restarted until its queue drained.
+    // Heal: faults off, the acquirer and every server up, every till restarted until its queue
+    // drained.
     proxy.set(Fault::Pass).await;
+    if !acquirer.is_running() {
+        acquirer.restart();
+    }
     for s in servers.iter_mut() {
         if !s.is_running() {
             revive(s, &mut out.notes);
