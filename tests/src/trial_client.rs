@@ -6,8 +6,11 @@
 //! where a plan is `sale:valor:card:presses:delay_ms` items joined by `;` (each paid after its
 //! delay from the start; card `pix` presses F5 instead: a Pix charge; card `split` divides the
 //! sale: a third of it by débito first, the rest by crédito once nothing of it is in flight;
-//! `split-pix` likewise with the first third by Pix).
+//! `split-pix` likewise with the first third by Pix; card `maq` sends it to the card machine
+//! named by `TRIAL_MAQUININHA`, offered as débito).
 //! Prints `stored <attempt>` and `refused <sale> <kind>` per payment, then `drained` or `pending`.
+//! A sale the machine could not take because the server was unreachable is pressed again until
+//! it is taken.
 //! While it waits, a sale whose payment is in review with no charge found is paid again with
 //! another card, as a cashier would ("Outro cartão"): the engine cancels the old key first, and
 //! the sale is settled only once that key can no longer charge. A Pix whose QR has waited
@@ -57,6 +60,7 @@ async fn till() -> std::process::ExitCode {
     config.connect_timeout = Duration::from_millis(300);
     config.request_timeout = Duration::from_millis(1_500);
     config.late_pix_recheck = Duration::from_millis(500);
+    config.maquininha = std::env::var("TRIAL_MAQUININHA").ok();
     let checkout = match Checkout::open(db, config).await {
         Ok(c) => c,
         Err(e) => {
@@ -66,6 +70,9 @@ async fn till() -> std::process::ExitCode {
     };
     let mut out = std::io::stdout().lock();
     let started = tokio::time::Instant::now();
+    // Sales the machine could not take because the server was not reachable: the cashier
+    // presses again once it is.
+    let mut machine_again: Vec<(SaleId, Centavos)> = Vec::new();
     for item in plan.split(';').filter(|s| !s.is_empty() && *s != "-") {
         let parts: Vec<&str> = item.split(':').collect();
         let [sale, valor, card, presses, delay_ms] = parts.as_slice() else {
@@ -82,6 +89,11 @@ async fn till() -> std::process::ExitCode {
             async move {
                 match *card {
                     "pix" => checkout.pay_pix(sale, valor).await,
+                    "maq" => {
+                        checkout
+                            .pay_maquininha(sale, valor, Some(CardPlan::DEBITO))
+                            .await
+                    }
                     "split-pix" => {
                         let part = Centavos::new((valor.get() / 3).max(1)).expect("positive");
                         checkout.pay_pix_tender(sale, valor, part).await
@@ -103,7 +115,14 @@ async fn till() -> std::process::ExitCode {
         for result in futures::future::join_all(pays).await {
             let line = match result {
                 Ok(o) => format!("stored {}", attempt_of(o).id),
-                Err(e) => format!("refused {} {}", sale.as_ref(), kind(&e)),
+                Err(e) => {
+                    if matches!(e, CoreError::MachineOffline)
+                        && !machine_again.iter().any(|(s, _)| *s == sale)
+                    {
+                        machine_again.push((sale.clone(), valor));
+                    }
+                    format!("refused {} {}", sale.as_ref(), kind(&e))
+                }
             };
             writeln!(out, "{line}").expect("stdout");
         }
@@ -120,6 +139,27 @@ async fn till() -> std::process::ExitCode {
         let pressing = tokio::time::Instant::now() >= next_press;
         if pressing {
             next_press = tokio::time::Instant::now() + Duration::from_millis(200);
+        }
+        // A sale the machine could not take: pressed again until the server takes it.
+        if pressing && !machine_again.is_empty() {
+            let mut out = std::io::stdout().lock();
+            let mut still = Vec::new();
+            for (sale, valor) in machine_again.drain(..) {
+                match checkout
+                    .pay_maquininha(sale.clone(), valor, Some(CardPlan::DEBITO))
+                    .await
+                {
+                    Ok(o) => writeln!(out, "stored {}", attempt_of(o).id),
+                    Err(CoreError::MachineOffline) => {
+                        still.push((sale, valor));
+                        Ok(())
+                    }
+                    Err(e) => writeln!(out, "refused {} {}", sale.as_ref(), kind(&e)),
+                }
+                .expect("stdout");
+            }
+            out.flush().expect("stdout");
+            machine_again = still;
         }
         // A divided sale with nothing in flight and something missing: the rest by crédito.
         for (sale, total, rest) in missing_parts(&attempts).into_iter().filter(|_| pressing) {
@@ -208,7 +248,8 @@ async fn till() -> std::process::ExitCode {
         let attempts = checkout.attempts().await.unwrap_or_default();
         // Settled: final, or a refund in review with no refund found (a payment in review is
         // settled only by its payment or its cancelled key).
-        let settled = missing_parts(&attempts).is_empty()
+        let settled = machine_again.is_empty()
+            && missing_parts(&attempts).is_empty()
             && to_refund(&attempts).is_empty()
             && paid_unconfirmed(&attempts).is_empty()
             && attempts
@@ -325,6 +366,8 @@ fn kind(e: &CoreError) -> &'static str {
         CoreError::ReviewUnresolved { .. } => "review_unresolved",
         CoreError::KeyNotCancelled(_) => "key_not_cancelled",
         CoreError::PixOffline => "pix_offline",
+        CoreError::MachineOffline => "machine_offline",
+        CoreError::NoMachine => "no_machine",
         CoreError::Unreachable(_) => "unreachable",
         _ => "other",
     }

@@ -8,6 +8,8 @@
 //!   plain-HTTP API, so a client can be made to trust it through a `ca_cert` file;
 //! - [`ApiProcess`]: the `payment-api` binary started as its own process on port 0;
 //! - [`PixProcess`]: the `pix-provider` simulator as its own process, with its QA controls;
+//! - [`AcquirerProcess`] and [`MachineProcess`]: the acquirer and the card machine simulators as
+//!   processes of their own;
 //! - [`webdriver::Chromium`]: headless Chromium through `chromedriver`, for the simulators' web
 //!   pages.
 //!
@@ -16,6 +18,7 @@
 mod acquirer_process;
 mod api_process;
 mod fault_proxy;
+mod machine_process;
 mod pix_process;
 mod tls_front;
 pub mod webdriver;
@@ -25,6 +28,7 @@ pub use api_process::{
     payment_api_binary, ApiDatabase, ApiOptions, ApiProcess, ADMIN_TOKEN, API_KEY, MERCHANT,
 };
 pub use fault_proxy::{Fault, FaultProxy};
+pub use machine_process::{MachineProcess, MACHINE_SECRET, MACHINE_TOKEN};
 pub use pix_process::{pix_oauth_token, PixProcess, PIX_SECRET, PIX_TOKEN};
 pub use tls_front::TlsFront;
 

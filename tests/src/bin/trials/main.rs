@@ -45,6 +45,10 @@
 //!   a replay of its key with its bytes answers the same status and the same bytes (the same
 //!   payment and amount where the till learnt it by a look-up instead);
 //! - (k) every attempt a till reported stored (it prints each) is still in its outbox;
+//! - (m) every order paid at a card machine (a third of the trials give each till a terminal
+//!   of the trial's `maquininha` process, and send half their approving sales there; the
+//!   customer at the machine approves, is declined or walks away) is exactly one server payment
+//!   of its amount, and every machine payment an order a card paid;
 //! - (l) every divided sale (its first part by débito or by Pix) shows on the server
 //!   (`GET /vendas`) as paid exactly what its card parts hold and its Pix paid while their charge
 //!   was open, never more than its total, and as to give back exactly the Pix paid after their
@@ -65,8 +69,8 @@
 //! kept); trial `i` runs seed `S + i`, and `--seed S --trials 1` replays it with the same schedule.
 
 use pagar_testkit::{
-    AcquirerProcess, ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, PixProcess,
-    ADMIN_TOKEN,
+    AcquirerProcess, ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, MachineProcess,
+    PixProcess, ADMIN_TOKEN,
 };
 use powercut::{CutReport, Daemon};
 use rand::rngs::StdRng;
@@ -80,6 +84,7 @@ use std::time::{Duration, Instant};
 
 mod answers;
 mod check;
+mod check_machine;
 mod check_pix;
 mod plan;
 mod procs;
@@ -89,6 +94,7 @@ mod trial;
 
 use answers::*;
 use check::*;
+use check_machine::*;
 use check_pix::*;
 use plan::*;
 use procs::*;
@@ -127,7 +133,7 @@ fn psql(pg_url: &str, sql: &str) {
 /// How long a trial's Pix QR stays payable.
 const PIX_EXPIRY_SECS: u64 = 30;
 
-const INVARIANTS: [&str; 12] = [
+const INVARIANTS: [&str; 13] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
     "(c) every attempt final or in review",
@@ -140,6 +146,7 @@ const INVARIANTS: [&str; 12] = [
     "(j) every answer found again, replayed the same",
     "(k) every attempt reported stored is kept",
     "(l) a divided sale's money: paid + to give back",
+    "(m) card machine: each paid order one payment",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,6 +410,13 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
         answers[0],
         answers[2],
         answers[1]
+    );
+    let machine = results
+        .iter()
+        .fold([0u32; 2], |t, r| [t[0] + r.machine[0], t[1] + r.machine[1]]);
+    println!(
+        "Card machine: {} orders at the terminals, {} of them paid by a card",
+        machine[0], machine[1]
     );
     println!("\n{:<34} {:>8}", "store", "trials");
     for (s, n) in &by_store {

@@ -20,6 +20,8 @@ pub(crate) struct Plan {
     /// The server keeps completed keys 1 s instead of 24 h: its reaper purges them while Pix
     /// charges wait and authorizations are open.
     pub(crate) short_retention: bool,
+    /// The tills take some sales' cards at a card machine (one terminal each).
+    pub(crate) machine: bool,
 }
 
 /// What a power cut takes down.
@@ -122,6 +124,26 @@ pub(crate) fn draw(seed: u64, store: StoreChoice, power: f64) -> Plan {
             plan.schedule.push((at, Action::PowerCut(cut)));
         }
         plan.schedule.sort_by_key(|(at, _)| *at);
+    }
+    // Some trials' tills take cards at a card machine of their own too (a simulator process for
+    // the trial, a terminal per till): some approving cards' sales go to the machine instead.
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x4d41_5155_494e_494e);
+    if rng.gen_bool(0.3) {
+        plan.machine = true;
+        for till in plan.tills.iter_mut() {
+            *till = till
+                .split(';')
+                .map(|item| {
+                    let mut parts: Vec<String> = item.split(':').map(String::from).collect();
+                    if parts.get(2).map(String::as_str) == Some("tok_aprovado") && rng.gen_bool(0.5)
+                    {
+                        parts[2] = "maq".into();
+                    }
+                    parts.join(":")
+                })
+                .collect::<Vec<_>>()
+                .join(";");
+        }
     }
     // The acquirer, another machine, goes down too: killed and started again, or (in a power
     // trial) its disk cut. From a stream of its own, so a seed's other draws stay the same.
@@ -250,5 +272,6 @@ pub(crate) fn draw_faults(seed: u64, store: StoreChoice) -> Plan {
         pix,
         power: None,
         short_retention: false,
+        machine: false,
     }
 }

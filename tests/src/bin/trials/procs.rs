@@ -11,6 +11,8 @@ pub(crate) struct Till {
     pub(crate) log: PathBuf,
     /// The power-cut filesystem its outbox is on, if the trial has them.
     pub(crate) disk: Option<Disk>,
+    /// The card machine beside it, if the trial has one.
+    pub(crate) machine: Option<String>,
 }
 
 /// A power-cut filesystem: the folder behind it, where it is mounted, and the daemon serving it
@@ -203,6 +205,7 @@ pub(crate) fn start_till_at(
         .arg(key)
         .arg(if plan.is_empty() { "-" } else { plan })
         .arg(drain_secs.to_string())
+        .envs(till.machine.iter().map(|m| ("TRIAL_MAQUININHA", m)))
         .env("RUST_LOG", "off")
         .stdout(log)
         .stderr(Stdio::null())

@@ -18,6 +18,8 @@ pub(crate) struct Outcome {
     pub(crate) power: PowerCuts,
     /// Refunds paid back on the server.
     pub(crate) refunds: u32,
+    /// Orders at the card machine, and those paid.
+    pub(crate) machine: [u32; 2],
     /// Answers replayed by the checker, those of them the same byte for byte, and refunds' among
     /// them.
     pub(crate) answers: [u32; 3],
@@ -120,6 +122,13 @@ pub(crate) async fn run_trial(
         plan.slow_gateway_ms,
     );
     let gateway_db = acquirer.ledger_file();
+    // The card machine's provider, a terminal per till (an order no card pays expires in 3 s).
+    let terminals: Vec<String> = (0..plan.tills.len())
+        .map(|i| format!("PAGAR_SIM__POS-{i}"))
+        .collect();
+    let machine = plan
+        .machine
+        .then(|| Arc::new(MachineProcess::start(dir.path(), &terminals, 3)));
     // Dropped last, however the trial ends.
     let _own_database = plan
         .replicas
@@ -156,6 +165,7 @@ pub(crate) async fn run_trial(
         .map(String::from)
         .into_iter()
         .chain(acquirer.api_flags())
+        .chain(machine.iter().flat_map(|m| m.api_flags(300)))
         .chain(
             plan.short_retention
                 .then(|| ["--key-retention-secs".to_string(), "1".to_string()])
@@ -209,6 +219,7 @@ pub(crate) async fn run_trial(
             child: None,
             log: dir.path().join(format!("till{i}.log")),
             disk,
+            machine: plan.machine.then(|| terminals[i].clone()),
         };
         till.child = Some(start_till(&till, &url, &key, p, 10));
         tills.push(till);
@@ -228,6 +239,11 @@ pub(crate) async fn run_trial(
         (task, stop)
     });
 
+    let at_machine = machine.clone().map(|m| {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(machine_customer(m, terminals.clone(), plan.seed, stopped));
+        (task, stop)
+    });
     if plan.short_retention {
         out.kinds.insert("server: keys kept 1 s");
     }
@@ -393,6 +409,10 @@ pub(crate) async fn run_trial(
             let _ = stop.send(true);
             task.abort();
         }
+        if let Some((task, stop)) = at_machine {
+            let _ = stop.send(true);
+            task.abort();
+        }
         out.notes.push(format!("setup: {e}"));
         return out;
     }
@@ -457,6 +477,12 @@ pub(crate) async fn run_trial(
             kill(&mut child);
         }
     }
+    if let Some((task, stop)) = at_machine {
+        let _ = stop.send(true);
+        if let Ok(kinds) = task.await {
+            out.kinds.extend(kinds);
+        }
+    }
     let mut pix_ledger = None;
     if let Some((task, stop)) = customer {
         // The customer is done; what it scheduled happens; every Pix it paid reaches a server
@@ -512,6 +538,9 @@ pub(crate) async fn run_trial(
     check(&mut out, &database, &gateway_db, &merchant, &tills, &log).await;
     if let Some(ledger) = pix_ledger {
         check_pix(&mut out, &database, &merchant, &tills, &ledger).await;
+    }
+    if let Some(machine) = &machine {
+        check_machine(&mut out, &database, &merchant, machine).await;
     }
     if out.failed() && KEEP.get().is_some() {
         drop(tills); // unmounts the tills' disks (their files stay in `<name>-disk`)
