@@ -1,5 +1,6 @@
 //! State shared by every request of one server.
 
+use crate::awaited::AwaitedKeys;
 use crate::cancel::Cancel;
 use crate::captures::{AuthorizationSteps, Capture, Undo};
 use crate::config::Config;
@@ -8,20 +9,20 @@ use crate::faults::Faults;
 use crate::gateway::simulator::SimulatorLedger;
 use crate::gateway::Gateway;
 use crate::idempotency::replay_cache::ReplayCache;
-use crate::idempotency::{Recover, Runner};
+use crate::idempotency::{Operation, Recover, Runner};
 use crate::maquininha::{
-    HttpMachineProvider, MachineKeys, MachinePoll, MachineProvider, MachineSettler, Maquininha,
+    HttpMachineProvider, MachinePoll, MachineProvider, MachineSettler, Maquininha,
     NotificationVerifier,
 };
 use crate::metrics::Metrics;
 use crate::payments::Payments;
 use crate::pix::provider::{HttpPixProvider, PixProvider};
 use crate::pix::webhook::Verifier;
-use crate::pix::{Pix, PixKeys, PixPoll, PixSettings, Settler};
+use crate::pix::{Pix, PixPoll, PixSettings, Settler};
 use crate::provider_http::Credentials;
 use crate::refunds::Refunds;
 use crate::settlement::Settlement;
-use crate::store::Store;
+use crate::store::{MachineOrder, PixCharge, Store};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -154,8 +155,14 @@ impl AppState {
             metrics.clone(),
         ));
         let cancel = Cancel::new(store.clone(), store.clone(), payments.clone(), lease_ms)
-            .declare::<Pix>(Some(Arc::new(PixKeys(store.clone()))))
-            .declare::<Maquininha>(Some(Arc::new(MachineKeys(store.clone()))));
+            .declare::<Pix>(Some(Arc::new(AwaitedKeys::<PixCharge>::new(
+                Pix::KIND,
+                store.clone(),
+            ))))
+            .declare::<Maquininha>(Some(Arc::new(AwaitedKeys::<MachineOrder>::new(
+                Maquininha::KIND,
+                store.clone(),
+            ))));
         let machine = machine_provider.map(|provider| MachineParts {
             op: Arc::new(Maquininha::new(
                 store.clone(),

@@ -29,7 +29,7 @@ use crate::schema::{
     PaymentRead, PixPaymentBody, Problem, RefundBody, VendaBody,
 };
 use crate::state::AppState;
-use crate::store::{PaymentField, StoredResponse};
+use crate::store::{Awaiting, MachineOrder, PaymentField, PixCharge, StoredResponse};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};

@@ -27,7 +27,11 @@ pub(crate) async fn cancel_waiting(
     Path(id): Path<String>,
 ) -> Result<Response> {
     let id = PaymentId::from_path(&id).ok_or(ApiError::NotFound)?;
-    if let Some(stored) = state.store().machine_order(&merchant, &id).await? {
+    if let Some(stored) = state
+        .store()
+        .awaited_by_id::<MachineOrder>(&merchant, &id)
+        .await?
+    {
         let machine = state.machine().ok_or(ApiError::MachineUnavailable)?;
         let order = machine.settler.cancel(stored).await?;
         return Ok(Json(MachinePaymentBody::from(&order)).into_response());

@@ -34,7 +34,12 @@ pub(crate) async fn get_payment(
     }
     let charge = match means {
         Some(Means::Maquininha) => None,
-        Some(Means::Cartao | Means::Pix) | None => state.store().pix_charge(&merchant, &id).await?,
+        Some(Means::Cartao | Means::Pix) | None => {
+            state
+                .store()
+                .awaited_by_id::<PixCharge>(&merchant, &id)
+                .await?
+        }
     };
     if let Some(charge) = charge {
         let charge = match (wait.aguardar, state.pix()) {
@@ -47,7 +52,7 @@ pub(crate) async fn get_payment(
                     |c| c.status == PixStatus::Aguardando,
                     || async {
                         store
-                            .pix_charge(&merchant, &id)
+                            .awaited_by_id::<PixCharge>(&merchant, &id)
                             .await?
                             .ok_or(ApiError::NotFound)
                     },
@@ -61,7 +66,7 @@ pub(crate) async fn get_payment(
     }
     let order = state
         .store()
-        .machine_order(&merchant, &id)
+        .awaited_by_id::<MachineOrder>(&merchant, &id)
         .await?
         .ok_or(ApiError::NotFound)?;
     let order = match (wait.aguardar, state.machine()) {
@@ -74,7 +79,7 @@ pub(crate) async fn get_payment(
             };
             wait_while(machine.settler.changed(), secs, order, waiting, || async {
                 store
-                    .machine_order(&merchant, &id)
+                    .awaited_by_id::<MachineOrder>(&merchant, &id)
                     .await?
                     .ok_or(ApiError::NotFound)
             })
@@ -270,8 +275,11 @@ pub(crate) async fn list_payments(
     // still as in progress), never as neither.
     let executing = state.store().keys_in_progress(&merchant, by).await?;
     let pagamentos = state.store().payments_by(&merchant, by).await?;
-    let pix = state.store().pix_by(&merchant, by).await?;
-    let machine = state.store().machine_by(&merchant, by).await?;
+    let pix = state.store().awaited_by::<PixCharge>(&merchant, by).await?;
+    let machine = state
+        .store()
+        .awaited_by::<MachineOrder>(&merchant, by)
+        .await?;
     Ok(Json(PaymentList {
         pagamentos: pagamentos.iter().map(PaymentBody::from).collect(),
         proximo: None,

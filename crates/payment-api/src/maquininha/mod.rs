@@ -30,9 +30,8 @@ use crate::domain::{
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::idempotency::{Completed, Held, KeyResource, Keyed, Operation, Recovery, ResourceState};
+use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
 use crate::schema::MachinePaymentBody;
-use crate::store::Lookup;
 use crate::store::{MachineOrder, MachineStore, SaleStore};
 use std::sync::Arc;
 
@@ -126,14 +125,6 @@ impl Maquininha {
 impl Awaited for MachineOrder {
     const WHAT: &'static str = "card machine order";
 
-    fn payment_id(&self) -> &PaymentId {
-        &self.id
-    }
-
-    fn provider_id(&self) -> &str {
-        &self.order_id
-    }
-
     fn created_at(&self) -> Millis {
         self.created_at
     }
@@ -149,6 +140,10 @@ impl Awaited for MachineOrder {
             plano_pago: None,
             ..self.clone()
         }
+    }
+
+    fn still_payable(&self) -> Option<ApiError> {
+        (self.status == MachineStatus::Aguardando).then_some(ApiError::MachineWaiting)
     }
 }
 
@@ -189,13 +184,8 @@ impl Operation for Maquininha {
             }
         };
         faults.after_charge();
-        if let Some(done) =
-            awaited::existing(held, self.store.machine_by_order(&order.id).await?).await?
-        {
-            return Ok(done);
-        }
         let stored = self.order_of(held, request, &order);
-        awaited::finish(held, stored, |c| self.store.finish_machine(c)).await
+        awaited::complete(held, &*self.store, stored).await
     }
 
     /// Settled by asking the provider again under the key's order key: it answers the order it
@@ -225,57 +215,15 @@ impl Operation for Maquininha {
             }
             Err(e) => return Err(e.into()),
         };
-        if awaited::existing(held, self.store.machine_by_order(&order.id).await?)
-            .await?
-            .is_some()
-        {
-            return Ok(Recovery::Completed);
-        }
         let stored = self.order_of(held, &request, &order);
-        if let Completed::LeaseLost =
-            awaited::finish(held, stored, |c| self.store.finish_machine(c)).await?
-        {
-            return Ok(Recovery::Nothing);
-        }
-        tracing::warn!(merchant = %held.merchant, key = held.key.as_ref(), order = %order.id, "recovery: card machine order made before a crash; stored");
-        if stale && order.status == "created" {
+        let done = awaited::complete(held, &*self.store, stored.clone()).await?;
+        let recovery = awaited::recovered(held, &done, &stored);
+        if matches!(done, Completed::First { .. }) && stale && order.status == "created" {
             let cancel = OrderKey::derive_cancel(held.merchant, held.key);
             if let Err(e) = self.provider.cancel(&order.id, &cancel).await {
                 tracing::warn!(order = %order.id, error = %e, "recovery: could not cancel a stale order; it expires at the provider");
             }
         }
-        Ok(Recovery::Completed)
-    }
-}
-
-/// What a cancellation by key sees of a card-machine order (`CancelByKey::AskResource`): the
-/// order outlives its key, and a card may pay it until the provider says otherwise. Needs only
-/// the store: a server whose machine provider is not configured still answers for its orders.
-#[derive(Debug)]
-pub struct MachineKeys(pub Arc<dyn MachineStore>);
-
-#[async_trait::async_trait]
-impl KeyResource for MachineKeys {
-    fn kind(&self) -> KeyOperation {
-        <Maquininha as Operation>::KIND
-    }
-
-    async fn state_for_cancel(
-        &self,
-        merchant: &MerchantId,
-        key: &IdempotencyKey,
-    ) -> Result<ResourceState> {
-        let order = self
-            .0
-            .machine_by(merchant, Lookup::key(key))
-            .await?
-            .into_iter()
-            .next();
-        Ok(match order.map(|o| o.status) {
-            None => ResourceState::None,
-            // Only the order's own cancel, answered by the provider, ends it.
-            Some(MachineStatus::Aguardando) => ResourceState::Open(ApiError::MachineWaiting),
-            Some(_) => ResourceState::Closed,
-        })
+        Ok(recovery)
     }
 }

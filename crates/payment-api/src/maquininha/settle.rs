@@ -7,7 +7,7 @@ use crate::clock::Millis;
 use crate::domain::{CardPlan, MachineStatus, OrderKey};
 use crate::error::{ApiError, Result};
 use crate::settlement::Settlement;
-use crate::store::{MachineOrder, MachineStore, MachineUpdate};
+use crate::store::{Awaiting, MachineOrder, MachineStore, MachineUpdate};
 use axum::http::HeaderMap;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -88,7 +88,11 @@ impl MachineSettler {
     /// Asks the provider about the order `order_id` and records what it says (a notification's
     /// step: its body only names the order). True when something changed.
     pub async fn settle(&self, order_id: &str) -> Result<bool> {
-        let Some((stored, _)) = self.store.machine_by_order(order_id).await? else {
+        let Some((stored, _)) = self
+            .store
+            .awaited_by_provider::<MachineOrder>(order_id)
+            .await?
+        else {
             tracing::warn!(order = %order_id, "a notification named an order this server never made");
             return Ok(false);
         };
@@ -125,7 +129,7 @@ impl MachineSettler {
             }
         }
         self.store
-            .machine_order(&stored.merchant, &stored.id)
+            .awaited_by_id::<MachineOrder>(&stored.merchant, &stored.id)
             .await?
             .ok_or(ApiError::NotFound)
     }

@@ -25,14 +25,11 @@ pub use settle::{PollReport, Settler};
 
 use crate::awaited::{self, Awaited};
 use crate::clock::{parse_rfc3339, Millis};
-use crate::domain::{
-    CancelByKey, IdempotencyKey, KeyOperation, MerchantId, PaymentId, PixRequest, PixStatus, Txid,
-};
+use crate::domain::{CancelByKey, KeyOperation, PaymentId, PixRequest, PixStatus, Txid};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::idempotency::{Completed, Held, KeyResource, Keyed, Operation, Recovery, ResourceState};
+use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
 use crate::schema::PixPaymentBody;
-use crate::store::Lookup;
 use crate::store::{PixCharge, PixStore, SaleStore};
 use provider::{Cob, PixProvider, ProviderError};
 use std::sync::Arc;
@@ -144,14 +141,6 @@ impl Pix {
 impl Awaited for PixCharge {
     const WHAT: &'static str = "Pix charge";
 
-    fn payment_id(&self) -> &PaymentId {
-        &self.id
-    }
-
-    fn provider_id(&self) -> &str {
-        self.txid.as_ref()
-    }
-
     fn created_at(&self) -> Millis {
         self.created_at
     }
@@ -168,6 +157,11 @@ impl Awaited for PixCharge {
             valor_recebido: None,
             ..self.clone()
         }
+    }
+
+    fn still_payable(&self) -> Option<ApiError> {
+        // Paid, its payment answered before this was asked; closed unpaid, nothing to cancel.
+        (self.status == PixStatus::Aguardando).then_some(ApiError::PixWaiting)
     }
 }
 
@@ -209,11 +203,8 @@ impl Operation for Pix {
             }
         };
         faults.after_charge();
-        if let Some(done) = awaited::existing(held, self.store.pix_by_txid(&txid).await?).await? {
-            return Ok(done);
-        }
         let charge = self.charge_of(held, request, &cob)?;
-        awaited::finish(held, charge, |c| self.store.finish_pix(c)).await
+        awaited::complete(held, &*self.store, charge).await
     }
 
     /// Settled by what the provider says of the key's txid: a charge there is stored the way the
@@ -229,12 +220,6 @@ impl Operation for Pix {
             held.release().await?;
             return Ok(Recovery::Released);
         };
-        if awaited::existing(held, self.store.pix_by_txid(&txid).await?)
-            .await?
-            .is_some()
-        {
-            return Ok(Recovery::Completed);
-        }
         let request = held
             .request
             .and_then(|b| crate::domain::parse_json_strict(b).ok())
@@ -244,49 +229,7 @@ impl Operation for Pix {
             return Ok(Recovery::Released);
         };
         let charge = self.charge_of(held, &request, &cob)?;
-        Ok(
-            match awaited::finish(held, charge, |c| self.store.finish_pix(c)).await? {
-                Completed::LeaseLost => Recovery::Nothing,
-                _ => {
-                    tracing::warn!(merchant = %held.merchant, key = held.key.as_ref(), %txid, "recovery: Pix charge made before a crash; stored");
-                    Recovery::Completed
-                }
-            },
-        )
-    }
-}
-
-/// What a cancellation by key sees of a Pix charge (`CancelByKey::AskResource`): its charge
-/// outlives its key (kept while it waits, and a charge is kept forever), and its QR is not a
-/// card charge that voiding the downstream key can stop. Needs only the store: a server whose
-/// Pix provider is not configured still answers for the charges it made.
-#[derive(Debug)]
-pub struct PixKeys(pub Arc<dyn PixStore>);
-
-#[async_trait::async_trait]
-impl KeyResource for PixKeys {
-    fn kind(&self) -> KeyOperation {
-        <Pix as Operation>::KIND
-    }
-
-    async fn state_for_cancel(
-        &self,
-        merchant: &MerchantId,
-        key: &IdempotencyKey,
-    ) -> Result<ResourceState> {
-        let charge = self
-            .0
-            .pix_by(merchant, Lookup::key(key))
-            .await?
-            .into_iter()
-            .next();
-        Ok(match charge.map(|c| c.status) {
-            None => ResourceState::None,
-            // Only the Pix's own cancel removes it at the provider: "cancelled" here would be a
-            // promise nobody keeps.
-            Some(PixStatus::Aguardando) => ResourceState::Open(ApiError::PixWaiting),
-            // Paid, its payment answered before this was asked; closed unpaid, nothing to cancel.
-            Some(_) => ResourceState::Closed,
-        })
+        let done = awaited::complete(held, &*self.store, charge.clone()).await?;
+        Ok(awaited::recovered(held, &done, &charge))
     }
 }

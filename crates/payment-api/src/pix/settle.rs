@@ -9,7 +9,7 @@ use super::provider::{Cob, PixProvider, ProviderError};
 use crate::clock::{parse_rfc3339, Millis};
 use crate::domain::{MerchantId, PaymentId, PixStatus, Txid};
 use crate::error::{ApiError, Result};
-use crate::store::{PixCharge, PixReceived, PixStore, Via};
+use crate::store::{Awaiting, PixCharge, PixReceived, PixStore, Via};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -101,7 +101,11 @@ impl Settler {
             tracing::warn!(%txid, "the provider has no charge for this txid");
             return Ok(false);
         };
-        let charge = self.store.pix_by_txid(txid).await?.map(|(c, _)| c);
+        let charge = self
+            .store
+            .awaited_by_provider::<PixCharge>(txid.as_ref())
+            .await?
+            .map(|(c, _)| c);
         self.apply(txid, charge.as_ref(), &cob, via).await
     }
 
@@ -184,14 +188,14 @@ impl Settler {
     pub async fn cancel(&self, merchant: &MerchantId, id: &PaymentId) -> Result<PixCharge> {
         let charge = self
             .store
-            .pix_charge(merchant, id)
+            .awaited_by_id::<PixCharge>(merchant, id)
             .await?
             .ok_or(ApiError::NotFound)?;
         if charge.status == PixStatus::Aguardando {
             self.remove_and_close(&charge, PixStatus::Cancelado).await?;
         }
         self.store
-            .pix_charge(merchant, id)
+            .awaited_by_id::<PixCharge>(merchant, id)
             .await?
             .ok_or(ApiError::NotFound)
     }
@@ -276,7 +280,11 @@ impl Settler {
                     report.foreign += 1;
                     continue;
                 };
-                match self.store.pix_by_txid(&txid).await? {
+                match self
+                    .store
+                    .awaited_by_provider::<PixCharge>(txid.as_ref())
+                    .await?
+                {
                     None => report.foreign += 1,
                     Some((charge, _)) if charge.e2eid.as_deref() == Some(&item.end_to_end_id) => {}
                     Some(_) => {

@@ -5,9 +5,6 @@
 use super::*;
 use crate::domain::{CardPlan, MachineId, MachineStatus};
 
-/// The columns of `machine_orders`, in the order both stores read and write them.
-pub(crate) const MACHINE_COLUMNS: &str = "id, merchant, idempotency_key, order_id, maquininha, valor, plano, status, estado, motivo, plano_pago, descricao, referencia, terminal, created_at, updated_at";
-
 /// A card-machine payment as it is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineOrder {
@@ -45,57 +42,69 @@ pub struct MachineOrder {
     pub updated_at: Millis,
 }
 
-/// The columns of a `machine_orders` row as a driver reads them.
-#[derive(Debug)]
-pub(crate) struct MachineColumns {
-    pub(crate) id: String,
-    pub(crate) merchant: String,
-    pub(crate) idempotency_key: String,
-    pub(crate) order_id: String,
-    pub(crate) maquininha: String,
-    pub(crate) valor: i64,
-    pub(crate) plano: Option<String>,
-    pub(crate) status: String,
-    pub(crate) estado: String,
-    pub(crate) motivo: Option<String>,
-    pub(crate) plano_pago: Option<String>,
-    pub(crate) descricao: Option<String>,
-    pub(crate) referencia: Option<String>,
-    pub(crate) terminal: Option<String>,
-    pub(crate) created_at: Millis,
-    pub(crate) updated_at: Millis,
-}
-
 fn plan(what: &str, stored: Option<String>) -> StoreResult<Option<CardPlan>> {
     stored
         .map(|p| CardPlan::parse_stored(&p).map_err(|e| corrupt(what, e)))
         .transpose()
 }
 
-impl MachineColumns {
-    pub(crate) fn parse(self) -> StoreResult<MachineOrder> {
+impl AwaitedRecord for MachineOrder {
+    const TABLE: &'static str = "machine_orders";
+    const PROVIDER_ID: &'static str = "order_id";
+
+    fn owner(&self) -> (&MerchantId, &IdempotencyKey, &PaymentId) {
+        (&self.merchant, &self.idempotency_key, &self.id)
+    }
+
+    fn provider_id(&self) -> &str {
+        &self.order_id
+    }
+
+    fn cells(&self) -> Vec<(&'static str, Cell)> {
+        vec![
+            ("id", Cell::text(self.id.as_ref())),
+            ("merchant", Cell::text(self.merchant.as_ref())),
+            ("idempotency_key", Cell::text(self.idempotency_key.as_ref())),
+            ("order_id", Cell::text(&self.order_id)),
+            ("maquininha", Cell::text(self.maquininha.as_ref())),
+            ("valor", Cell::int(self.valor.get())),
+            ("plano", Cell::opt_text(self.plano.map(|p| p.as_stored()))),
+            ("status", Cell::text(self.status.as_str())),
+            ("estado", Cell::text(&self.estado)),
+            ("motivo", Cell::opt_text(self.motivo.as_ref())),
+            (
+                "plano_pago",
+                Cell::opt_text(self.plano_pago.map(|p| p.as_stored())),
+            ),
+            ("descricao", Cell::opt_text(self.descricao.as_ref())),
+            ("referencia", Cell::opt_text(self.referencia.as_ref())),
+            ("terminal", Cell::opt_text(self.terminal.as_ref())),
+            ("created_at", Cell::int(self.created_at)),
+            ("updated_at", Cell::int(self.updated_at)),
+        ]
+    }
+
+    fn read(r: &StoredRow) -> StoreResult<Self> {
         Ok(MachineOrder {
-            id: PaymentId::from_stored(self.id),
-            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
-            idempotency_key: IdempotencyKey::parse(self.idempotency_key.as_bytes())
-                .map_err(|e| corrupt("idempotency_key", e))?,
-            order_id: self.order_id,
-            maquininha: MachineId::parse(&self.maquininha)
-                .ok_or_else(|| corrupt("maquininha", &self.maquininha))?,
-            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
-            plano: plan("plano", self.plano)?,
-            status: MachineStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
-            estado: self.estado,
-            motivo: self.motivo,
-            plano_pago: plan("plano_pago", self.plano_pago)?,
-            descricao: self.descricao,
-            referencia: self.referencia,
-            terminal: self
-                .terminal
-                .map(|t| TerminalId::parse(&t).map_err(|e| corrupt("terminal", e)))
-                .transpose()?,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
+            id: PaymentId::from_stored(r.text("id")?),
+            merchant: r.parsed("merchant", MerchantId::parse)?,
+            idempotency_key: r
+                .parsed("idempotency_key", |k| IdempotencyKey::parse(k.as_bytes()))?,
+            order_id: r.text("order_id")?,
+            maquininha: r.parsed("maquininha", |m| {
+                MachineId::parse(m).ok_or("maquininha inválida")
+            })?,
+            valor: Centavos::new(r.int("valor")?).map_err(|e| corrupt("valor", e))?,
+            plano: plan("plano", r.opt_text("plano")?)?,
+            status: r.parsed("status", MachineStatus::parse)?,
+            estado: r.text("estado")?,
+            motivo: r.opt_text("motivo")?,
+            plano_pago: plan("plano_pago", r.opt_text("plano_pago")?)?,
+            descricao: r.opt_text("descricao")?,
+            referencia: r.opt_text("referencia")?,
+            terminal: r.opt_parsed("terminal", TerminalId::parse)?,
+            created_at: r.int("created_at")?,
+            updated_at: r.int("updated_at")?,
         })
     }
 }
@@ -115,34 +124,15 @@ pub struct MachineUpdate {
 
 /// Card-machine payments.
 #[async_trait::async_trait]
-pub trait MachineStore: Clocked {
-    /// Stores the order and the first answer if `fence` still holds the key.
-    async fn finish_machine(
-        &self,
-        completion: AwaitedCompletion<MachineOrder>,
-    ) -> StoreResult<FinishOutcome>;
-    /// An order by payment id, for its merchant.
-    async fn machine_order(
-        &self,
-        merchant: &MerchantId,
-        id: &PaymentId,
-    ) -> StoreResult<Option<MachineOrder>>;
-    /// The order of a provider order id (any merchant: a notification names only the order),
-    /// with the fingerprint of the request that made it.
-    async fn machine_by_order(
-        &self,
-        order_id: &str,
-    ) -> StoreResult<Option<(MachineOrder, Option<Fingerprint>)>>;
-    /// A merchant's orders whose `field` is `value`, oldest first.
-    async fn machine_by(
-        &self,
-        merchant: &MerchantId,
-        by: Lookup<'_>,
-    ) -> StoreResult<Vec<MachineOrder>>;
+pub trait MachineStore: AwaitedStore {
     /// Applies what the provider says to an order still `aguardando` (a final status ends it;
     /// `aguardando` only follows the provider's word); an `aprovado` one becomes a payment
     /// (`meio` `maquininha`) in the same transaction. True when something changed.
     async fn settle_machine(&self, order_id: &str, update: &MachineUpdate) -> StoreResult<bool>;
     /// Orders still waiting, least recently changed first, at most `limit`.
-    async fn machines_waiting(&self, limit: usize) -> StoreResult<Vec<MachineOrder>>;
+    async fn machines_waiting(&self, limit: usize) -> StoreResult<Vec<MachineOrder>> {
+        let filter = "status = 'aguardando' ORDER BY updated_at, id LIMIT $1";
+        self.awaited_where(filter.into(), vec![Cell::int(limit as i64)])
+            .await
+    }
 }

@@ -6,6 +6,7 @@
 //! A store owns its clock: lease and retention times are read where the data lives, so that
 //! every process sharing one database agrees on them.
 
+mod awaited;
 mod claim;
 mod error;
 mod keys;
@@ -18,6 +19,7 @@ mod refunds;
 mod sales;
 mod sqlite;
 
+pub use awaited::*;
 #[cfg(feature = "postgres")]
 pub use error::describe_postgres;
 pub use error::StoreError;

@@ -7,9 +7,6 @@
 use super::*;
 use crate::domain::{PixStatus, Txid};
 
-/// The columns of `pix_charges`, in the order both stores read and write them.
-pub(crate) const PIX_COLUMNS: &str = "id, merchant, idempotency_key, txid, valor, status, copia_e_cola, location, expira_em, e2eid, pago_em, valor_recebido, descricao, referencia, terminal, created_at, updated_at";
-
 /// A Pix charge as it is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PixCharge {
@@ -49,52 +46,60 @@ pub struct PixCharge {
     pub updated_at: Millis,
 }
 
-/// The columns of a `pix_charges` row as a driver reads them.
-#[derive(Debug)]
-pub(crate) struct PixColumns {
-    pub(crate) id: String,
-    pub(crate) merchant: String,
-    pub(crate) idempotency_key: String,
-    pub(crate) txid: String,
-    pub(crate) valor: i64,
-    pub(crate) status: String,
-    pub(crate) copia_e_cola: String,
-    pub(crate) location: String,
-    pub(crate) expira_em: Millis,
-    pub(crate) e2eid: Option<String>,
-    pub(crate) pago_em: Option<Millis>,
-    pub(crate) valor_recebido: Option<i64>,
-    pub(crate) descricao: Option<String>,
-    pub(crate) referencia: Option<String>,
-    pub(crate) terminal: Option<String>,
-    pub(crate) created_at: Millis,
-    pub(crate) updated_at: Millis,
-}
+impl AwaitedRecord for PixCharge {
+    const TABLE: &'static str = "pix_charges";
+    const PROVIDER_ID: &'static str = "txid";
 
-impl PixColumns {
-    pub(crate) fn parse(self) -> StoreResult<PixCharge> {
+    fn owner(&self) -> (&MerchantId, &IdempotencyKey, &PaymentId) {
+        (&self.merchant, &self.idempotency_key, &self.id)
+    }
+
+    fn provider_id(&self) -> &str {
+        self.txid.as_ref()
+    }
+
+    fn cells(&self) -> Vec<(&'static str, Cell)> {
+        vec![
+            ("id", Cell::text(self.id.as_ref())),
+            ("merchant", Cell::text(self.merchant.as_ref())),
+            ("idempotency_key", Cell::text(self.idempotency_key.as_ref())),
+            ("txid", Cell::text(self.txid.as_ref())),
+            ("valor", Cell::int(self.valor.get())),
+            ("status", Cell::text(self.status.as_str())),
+            ("copia_e_cola", Cell::text(&self.copia_e_cola)),
+            ("location", Cell::text(&self.location)),
+            ("expira_em", Cell::int(self.expira_em)),
+            ("e2eid", Cell::opt_text(self.e2eid.as_ref())),
+            ("pago_em", Cell::Int(self.pago_em)),
+            ("valor_recebido", Cell::Int(self.valor_recebido)),
+            ("descricao", Cell::opt_text(self.descricao.as_ref())),
+            ("referencia", Cell::opt_text(self.referencia.as_ref())),
+            ("terminal", Cell::opt_text(self.terminal.as_ref())),
+            ("created_at", Cell::int(self.created_at)),
+            ("updated_at", Cell::int(self.updated_at)),
+        ]
+    }
+
+    fn read(r: &StoredRow) -> StoreResult<Self> {
         Ok(PixCharge {
-            id: PaymentId::from_stored(self.id),
-            merchant: MerchantId::parse(&self.merchant).map_err(|e| corrupt("merchant", e))?,
-            idempotency_key: IdempotencyKey::parse(self.idempotency_key.as_bytes())
-                .map_err(|e| corrupt("idempotency_key", e))?,
-            txid: Txid::parse(&self.txid).ok_or_else(|| corrupt("txid", &self.txid))?,
-            valor: Centavos::new(self.valor).map_err(|e| corrupt("valor", e))?,
-            status: PixStatus::parse(&self.status).map_err(|e| corrupt("status", e))?,
-            copia_e_cola: self.copia_e_cola,
-            location: self.location,
-            expira_em: self.expira_em,
-            e2eid: self.e2eid,
-            pago_em: self.pago_em,
-            valor_recebido: self.valor_recebido,
-            descricao: self.descricao,
-            referencia: self.referencia,
-            terminal: self
-                .terminal
-                .map(|t| TerminalId::parse(&t).map_err(|e| corrupt("terminal", e)))
-                .transpose()?,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
+            id: PaymentId::from_stored(r.text("id")?),
+            merchant: r.parsed("merchant", MerchantId::parse)?,
+            idempotency_key: r
+                .parsed("idempotency_key", |k| IdempotencyKey::parse(k.as_bytes()))?,
+            txid: r.parsed("txid", |t| Txid::parse(t).ok_or("txid inválido"))?,
+            valor: Centavos::new(r.int("valor")?).map_err(|e| corrupt("valor", e))?,
+            status: r.parsed("status", PixStatus::parse)?,
+            copia_e_cola: r.text("copia_e_cola")?,
+            location: r.text("location")?,
+            expira_em: r.int("expira_em")?,
+            e2eid: r.opt_text("e2eid")?,
+            pago_em: r.opt_int("pago_em")?,
+            valor_recebido: r.opt_int("valor_recebido")?,
+            descricao: r.opt_text("descricao")?,
+            referencia: r.opt_text("referencia")?,
+            terminal: r.opt_parsed("terminal", TerminalId::parse)?,
+            created_at: r.int("created_at")?,
+            updated_at: r.int("updated_at")?,
         })
     }
 }
@@ -134,26 +139,7 @@ pub struct PixReceived {
 
 /// Pix charges, and the Pix received for them.
 #[async_trait::async_trait]
-pub trait PixStore: Clocked {
-    /// Stores the charge and the first answer if `fence` still holds the key.
-    async fn finish_pix(
-        &self,
-        completion: AwaitedCompletion<PixCharge>,
-    ) -> StoreResult<FinishOutcome>;
-    /// A charge by id, for its merchant.
-    async fn pix_charge(
-        &self,
-        merchant: &MerchantId,
-        id: &PaymentId,
-    ) -> StoreResult<Option<PixCharge>>;
-    /// The charge of a txid (any merchant: a webhook names only the txid), with the fingerprint
-    /// of the request that made it.
-    async fn pix_by_txid(
-        &self,
-        txid: &Txid,
-    ) -> StoreResult<Option<(PixCharge, Option<Fingerprint>)>>;
-    /// A merchant's charges whose `field` is `value`, oldest first.
-    async fn pix_by(&self, merchant: &MerchantId, by: Lookup<'_>) -> StoreResult<Vec<PixCharge>>;
+pub trait PixStore: AwaitedStore {
     /// Records a Pix received, once per end-to-end id, and in the same transaction moves its
     /// charge: `aguardando` → `aprovado`; `expirado` or `cancelado` →
     /// `recebido_apos_cancelamento`. A Pix seen before its charge was stored is recorded with
@@ -172,5 +158,18 @@ pub trait PixStore: Clocked {
         closed_since: Millis,
         after: Option<(Millis, String)>,
         limit: usize,
-    ) -> StoreResult<Vec<PixCharge>>;
+    ) -> StoreResult<Vec<PixCharge>> {
+        let (after_at, after_id) = after.unwrap_or((Millis::MIN, String::new()));
+        let filter = "(status = 'aguardando'
+                       OR (status IN ('expirado', 'cancelado') AND updated_at >= $1))
+                      AND (updated_at, id) > ($2, $3)
+                      ORDER BY updated_at, id LIMIT $4";
+        let params = vec![
+            Cell::int(closed_since),
+            Cell::int(after_at),
+            Cell::text(after_id),
+            Cell::int(limit as i64),
+        ];
+        self.awaited_where(filter.into(), params).await
+    }
 }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::{NoTls, Row};
 
+mod awaited;
 mod keys;
 mod machine;
 mod payments;

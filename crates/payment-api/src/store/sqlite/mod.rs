@@ -10,6 +10,7 @@ use rusqlite_migration::{Migrations, M};
 use std::path::Path;
 use std::sync::Arc;
 
+mod awaited;
 mod keys;
 mod machine;
 mod payments;
