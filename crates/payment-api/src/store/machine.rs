@@ -1,5 +1,5 @@
 //! Cards at the card machine: an order per key, written with its key's answer in one transaction
-//! ([`MachineStore::finish_machine`]); what the provider later says of it is applied once
+//! ([`Awaiting::finish_awaited`]); what the provider later says of it is applied once
 //! ([`MachineStore::settle_machine`]): a paid order becomes a payment in the same transaction.
 
 use super::*;

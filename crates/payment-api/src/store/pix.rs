@@ -1,5 +1,5 @@
 //! Pix charges and the Pix received for them. A charge is written with its key's answer in one
-//! transaction ([`PixStore::finish_pix`]); a Pix received is recorded under its end-to-end id
+//! transaction ([`Awaiting::finish_awaited`]); a Pix received is recorded under its end-to-end id
 //! (`PRIMARY KEY`) in the same transaction as its effect on the charge
 //! ([`PixStore::record_received`]), so a webhook delivered three times and a poll that finds the
 //! same Pix apply it once.
