@@ -24,7 +24,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring zbar-tools
 
-.PHONY: run api maquininha adquirente deps-browser replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
+.PHONY: run api maquininha adquirente nfce-sample deps-nfce deps-browser replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -114,7 +114,7 @@ deps-pg:
 
 ## test: formatting, clippy, and every test of the workspace (GUI tests drive the real window;
 ## the API suite also runs on PostgreSQL).
-test: deps-gui deps-browser deps-pg deps-trials deps-openapi deps-node deps-fuse lint ui-test unit mutation-check
+test: deps-gui deps-browser deps-pg deps-trials deps-openapi deps-node deps-fuse deps-nfce lint ui-test unit mutation-check
 
 lint:
 	$(CARGO) fmt --all --check
@@ -215,6 +215,37 @@ deps-openapi:
 	@{ python3 -c 'import openapi_spec_validator' 2>/dev/null && command -v openapi-python-client >/dev/null; } \
 		|| python3 -m pip install --quiet $(OPENAPI_PY) \
 		|| python3 -m pip install --quiet --break-system-packages $(OPENAPI_PY)
+
+## deps-nfce: what the NFC-e is built and checked with: OpenSSL (its certificate and signature),
+## libxml2's xmllint and xmlsec1 (tools Pagar did not write), and the official schemas of
+## leiaute 4.00 in $(NFCE_XSD), taken from PyPI's nfelib, which packages the Portal da NF-e's
+## schema package (its wheel checked against the hash below).
+NFCE_XSD := target/nfce-xsd
+NFELIB_WHEEL := nfelib-3.2.0-py3-none-any.whl
+NFELIB_SHA256 := fbde31b31617e0f1865c3674d953ea4a4424c2dea5aaef001a73c188ec283be2
+deps-nfce:
+	@missing=""; for p in libssl-dev pkg-config openssl libxml2-utils xmlsec1 python3-pip; do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; fi
+	@[ -f $(NFCE_XSD)/nfe_v4.00.xsd ] || { \
+		tmp=$$(mktemp -d) && \
+		python3 -m pip download --quiet --no-deps --only-binary=:all: --dest $$tmp nfelib==3.2.0 && \
+		echo "$(NFELIB_SHA256)  $$tmp/$(NFELIB_WHEEL)" | sha256sum --check --quiet && \
+		mkdir -p $(NFCE_XSD) && \
+		python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(os.path.join(sys.argv[2], os.path.basename(n)), "wb").write(z.read(n)) for n in z.namelist() if n.startswith("nfelib/nfe/schemas/v4_0/") and n.endswith(".xsd")]' \
+			$$tmp/$(NFELIB_WHEEL) $(NFCE_XSD) && \
+		rm -rf $$tmp; }
+
+## nfce-sample: OUT=DIR gets the sandbox sale's NFC-e issued normally and in contingência, signed
+## as they would be sent, and the certificate that signed them; then checks both with the
+## official schema (xmllint) and the signature with xmlsec1.
+OUT ?= nfce-sample
+nfce-sample: deps-nfce
+	$(CARGO) run --quiet -p nfce --bin nfce-sample -- $(OUT)
+	xmllint --noout --schema $(NFCE_XSD)/nfe_v4.00.xsd $(OUT)/nfce-normal.xml $(OUT)/nfce-contingencia.xml
+	for f in normal contingencia; do \
+		xmlsec1 --verify --id-attr:Id infNFe --trusted-pem $(OUT)/certificado.pem $(OUT)/nfce-$$f.xml || exit 1; \
+	done
 
 ## deps-fuse: FUSE's mount helper, for the power-cut filesystem's tests (crates/powercut).
 deps-fuse:
