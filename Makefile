@@ -24,7 +24,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 	libxdo-dev libssl-dev libdbus-1-dev pkg-config xvfb xauth webkit2gtk-driver dbus imagemagick \
 	gnome-keyring zbar-tools
 
-.PHONY: run api maquininha adquirente nfce-sample deps-nfce deps-browser replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
+.PHONY: run api maquininha adquirente sefaz nfce-sample deps-nfce deps-browser replicas test lint unit properties mutation-check ui-test bench trials package package-test deps-bench deps-gui deps-pg deps-fuse deps-trials deps-openapi deps-node deps-package fmt clean-sandbox
 
 TRIALS ?= 10000
 SEED ?= 1
@@ -235,6 +235,12 @@ deps-nfce:
 		python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(os.path.join(sys.argv[2], os.path.basename(n)), "wb").write(z.read(n)) for n in z.namelist() if n.startswith("nfelib/nfe/schemas/v4_0/") and n.endswith(".xsd")]' \
 			$$tmp/$(NFELIB_WHEEL) $(NFCE_XSD) && \
 		rm -rf $$tmp; }
+
+## sefaz: the SEFAZ simulator for NFC-e on 127.0.0.1:8093 (SP, homologação; web services under
+## /ws/, QA under /qa/), its base in $(SANDBOX_DIR)/sefaz.db.
+sefaz: deps-nfce
+	@mkdir -p $(SANDBOX_DIR)
+	$(CARGO) run -p sefaz -- --database $(SANDBOX_DIR)/sefaz.db --xsd-dir $(NFCE_XSD)
 
 ## nfce-sample: OUT=DIR gets the sandbox sale's NFC-e issued normally and in contingência, signed
 ## as they would be sent, and the certificate that signed them; then checks both with the

@@ -13,14 +13,15 @@ mod error;
 pub mod exemplo;
 mod nota;
 pub mod qrcode;
+pub mod soap;
 mod xml;
 
 pub use assinatura::Certificado;
 pub use chave::{Chave, Cnpj, Cpf, PartesChave, TipoEmissao, Uf};
 pub use error::{NfceError, Result};
 pub use nota::{
-    codigo_numerico, Ambiente, Emissao, Emitente, Endereco, Forma, Item, Nota, Pagamento,
-    ResponsavelTecnico, UrlsConsulta, HOMOLOGACAO, NFE_NS,
+    codigo_numerico, data_hora, Ambiente, Emissao, Emitente, Endereco, Forma, Item, Nota,
+    Pagamento, ResponsavelTecnico, UrlsConsulta, HOMOLOGACAO, NFE_NS,
 };
 
 use xml::Xml;

@@ -22,7 +22,7 @@ const DATA_HORA: &[FormatItem<'static>] = format_description!(
 );
 
 /// `dhEmi`, `dhCont`: local time with its offset, whole seconds.
-pub(crate) fn data_hora(t: OffsetDateTime) -> String {
+pub fn data_hora(t: OffsetDateTime) -> String {
     t.format(DATA_HORA)
         .expect("a date of the years a note is issued in formats")
 }

@@ -10,6 +10,8 @@
 //! - [`PixProcess`]: the `pix-provider` simulator as its own process, with its QA controls;
 //! - [`AcquirerProcess`] and [`MachineProcess`]: the acquirer and the card machine simulators as
 //!   processes of their own;
+//! - [`SefazProcess`]: the SEFAZ simulator for NFC-e as its own process, and a client of its
+//!   web services;
 //! - [`webdriver::Chromium`]: headless Chromium through `chromedriver`, for the simulators' web
 //!   pages.
 //!
@@ -20,6 +22,7 @@ mod api_process;
 mod fault_proxy;
 mod machine_process;
 mod pix_process;
+mod sefaz_process;
 mod tls_front;
 pub mod webdriver;
 
@@ -30,6 +33,7 @@ pub use api_process::{
 pub use fault_proxy::{Fault, FaultProxy};
 pub use machine_process::{MachineProcess, MACHINE_SECRET, MACHINE_TOKEN};
 pub use pix_process::{pix_oauth_token, PixProcess, PIX_SECRET, PIX_TOKEN};
+pub use sefaz_process::{nfce_xsd_dir, SefazProcess};
 pub use tls_front::TlsFront;
 
 /// The URL a simulator started as `child` prints on its first line (`listening on <url>`), read

@@ -1,0 +1,484 @@
+//! The SEFAZ web services a till calls, as messages — one definition for the till's client and
+//! the SEFAZ simulator (`crates/sefaz`), so the two cannot drift. SOAP 1.2, leiaute 4.00:
+//!
+//! - `NFeAutorizacao4` (`enviNFe`, one note, `indSinc` 1: the answer carries the note's
+//!   protocol), answered `retEnviNFe`;
+//! - `NFeConsultaProtocolo4` (`consSitNFe` by key), answered `retConsSitNFe`;
+//! - `NFeStatusServico4` (`consStatServ`), answered `retConsStatServ`.
+//!
+//! [`Desfecho::of`] is what a till makes of an authorization's answer: above all, **204
+//! ("Duplicidade de NF-e") means the note is already authorized** — a lost answer sent again —
+//! and is settled by a consulta by key, never by a new note.
+
+use crate::error::{NfceError, Result};
+use crate::nota::NFE_NS;
+use crate::xml::Xml;
+
+const SOAP_NS: &str = "http://www.w3.org/2003/05/soap-envelope";
+const WSDL: &str = "http://www.portalfiscal.inf.br/nfe/wsdl/";
+
+/// A web service of SEFAZ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Servico {
+    /// `NFeAutorizacao4`.
+    Autorizacao,
+    /// `NFeConsultaProtocolo4`.
+    Consulta,
+    /// `NFeStatusServico4`.
+    Status,
+}
+
+impl Servico {
+    /// Its name, the last segment of its address and of its WSDL namespace.
+    pub fn nome(self) -> &'static str {
+        match self {
+            Servico::Autorizacao => "NFeAutorizacao4",
+            Servico::Consulta => "NFeConsultaProtocolo4",
+            Servico::Status => "NFeStatusServico4",
+        }
+    }
+
+    fn operacao(self) -> &'static str {
+        match self {
+            Servico::Autorizacao => "nfeAutorizacaoLote",
+            Servico::Consulta => "nfeConsultaNF",
+            Servico::Status => "nfeStatusServicoNF",
+        }
+    }
+
+    /// The `Content-Type` of a request to it (SOAP 1.2 carries the action there).
+    pub fn content_type(self) -> String {
+        format!(
+            "application/soap+xml; charset=utf-8; action=\"{WSDL}{}/{}\"",
+            self.nome(),
+            self.operacao()
+        )
+    }
+}
+
+fn envelope(servico: Servico, wrapper: &str, body: &str) -> String {
+    let mut x = Xml::default();
+    x.open("soap12:Envelope", &[("xmlns:soap12", SOAP_NS)])
+        .open("soap12:Body", &[])
+        .open(wrapper, &[("xmlns", &format!("{WSDL}{}", servico.nome()))])
+        .raw(body)
+        .close(wrapper)
+        .close("soap12:Body")
+        .close("soap12:Envelope");
+    x.finish()
+}
+
+/// `enviNFe` of one signed note, answered synchronously.
+pub fn pedido_autorizacao(id_lote: u64, nfe: &str) -> String {
+    let mut x = Xml::default();
+    x.open("enviNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
+        .leaf("idLote", &id_lote.to_string())
+        .leaf("indSinc", "1")
+        .raw(nfe)
+        .close("enviNFe");
+    envelope(Servico::Autorizacao, "nfeDadosMsg", &x.finish())
+}
+
+/// `consSitNFe` of a key.
+pub fn pedido_consulta(tp_amb: u8, chave: &str) -> String {
+    let mut x = Xml::default();
+    x.open("consSitNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
+        .leaf("tpAmb", &tp_amb.to_string())
+        .leaf("xServ", "CONSULTAR")
+        .leaf("chNFe", chave)
+        .close("consSitNFe");
+    envelope(Servico::Consulta, "nfeDadosMsg", &x.finish())
+}
+
+/// `consStatServ` of a state.
+pub fn pedido_status(tp_amb: u8, c_uf: u8) -> String {
+    let mut x = Xml::default();
+    x.open("consStatServ", &[("xmlns", NFE_NS), ("versao", "4.00")])
+        .leaf("tpAmb", &tp_amb.to_string())
+        .leaf("cUF", &c_uf.to_string())
+        .leaf("xServ", "STATUS")
+        .close("consStatServ");
+    envelope(Servico::Status, "nfeDadosMsg", &x.finish())
+}
+
+/// A note's protocol: SEFAZ's word on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protocolo {
+    /// The note's key.
+    pub chave: String,
+    /// 100 authorized; any other code a rejection of the note.
+    pub c_stat: u16,
+    /// The reason, in SEFAZ's words.
+    pub x_motivo: String,
+    /// The authorization's protocol number (only when authorized).
+    pub n_prot: Option<String>,
+    /// When SEFAZ received it.
+    pub dh_recbto: String,
+    /// The digest of the note SEFAZ authorized (`digVal`).
+    pub dig_val: Option<String>,
+}
+
+/// An answer of SEFAZ: the code of the request, and the note's protocol when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retorno {
+    /// The request's code (104 "lote processado", 225 schema error, 107 in operation, …).
+    pub c_stat: u16,
+    /// Its reason.
+    pub x_motivo: String,
+    /// The note's protocol (authorization, consulta).
+    pub protocolo: Option<Protocolo>,
+}
+
+/// What a till makes of an authorization's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Desfecho {
+    /// Authorized: keep the protocol with the note.
+    Autorizada(Protocolo),
+    /// 204: the key is already authorized (an earlier send whose answer was lost). Ask for it by
+    /// key and keep that protocol; never issue the note again.
+    JaAutorizada,
+    /// 539: this number is authorized under another key — another note was sent with it. The
+    /// number is spent; the sale needs its note under a new number (and the other key looked
+    /// for).
+    NumeroComOutraChave(String),
+    /// 656: SEFAZ blocks this emitter for repeating rejected requests. Send nothing for an hour.
+    ConsumoIndevido,
+    /// Rejected: the note as it is will never be authorized (code and reason).
+    Rejeitada(u16, String),
+}
+
+impl Desfecho {
+    /// The till's reading of `retorno`.
+    pub fn of(retorno: &Retorno) -> Desfecho {
+        if retorno.c_stat == 656 {
+            return Desfecho::ConsumoIndevido;
+        }
+        let Some(p) = retorno.protocolo.as_ref().filter(|_| retorno.c_stat == 104) else {
+            return Desfecho::Rejeitada(retorno.c_stat, retorno.x_motivo.clone());
+        };
+        match p.c_stat {
+            100 | 150 => Desfecho::Autorizada(p.clone()),
+            204 => Desfecho::JaAutorizada,
+            539 => Desfecho::NumeroComOutraChave(p.x_motivo.clone()),
+            656 => Desfecho::ConsumoIndevido,
+            code => Desfecho::Rejeitada(code, p.x_motivo.clone()),
+        }
+    }
+}
+
+fn child_text<'a>(node: roxmltree::Node<'a, 'a>, name: &str) -> Option<&'a str> {
+    node.children()
+        .find(|c| c.is_element() && c.tag_name().name() == name)
+        .and_then(|c| c.text())
+}
+
+fn find<'a>(doc: &'a roxmltree::Document<'a>, name: &str) -> Option<roxmltree::Node<'a, 'a>> {
+    doc.descendants()
+        .find(|n| n.is_element() && n.tag_name().name() == name)
+}
+
+fn bad(what: &str) -> NfceError {
+    NfceError::Invalid("resposta da SEFAZ", what.to_string())
+}
+
+fn parse_doc(xml: &str) -> Result<roxmltree::Document<'_>> {
+    roxmltree::Document::parse(xml).map_err(|e| bad(&e.to_string()))
+}
+
+fn code(node: roxmltree::Node<'_, '_>) -> Result<u16> {
+    child_text(node, "cStat")
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad("sem cStat"))
+}
+
+fn protocolo(doc: &roxmltree::Document<'_>) -> Result<Option<Protocolo>> {
+    let Some(inf) = find(doc, "infProt") else {
+        return Ok(None);
+    };
+    Ok(Some(Protocolo {
+        chave: child_text(inf, "chNFe")
+            .ok_or_else(|| bad("infProt sem chNFe"))?
+            .to_string(),
+        c_stat: code(inf)?,
+        x_motivo: child_text(inf, "xMotivo").unwrap_or_default().to_string(),
+        n_prot: child_text(inf, "nProt").map(str::to_string),
+        dh_recbto: child_text(inf, "dhRecbto").unwrap_or_default().to_string(),
+        dig_val: child_text(inf, "digVal").map(str::to_string),
+    }))
+}
+
+/// Reads an answer of any of the three services (`retEnviNFe`, `retConsSitNFe`,
+/// `retConsStatServ`).
+pub fn ler_retorno(xml: &str) -> Result<Retorno> {
+    let doc = parse_doc(xml)?;
+    let root = ["retEnviNFe", "retConsSitNFe", "retConsStatServ"]
+        .iter()
+        .find_map(|name| find(&doc, name))
+        .ok_or_else(|| bad("sem retEnviNFe, retConsSitNFe ou retConsStatServ"))?;
+    Ok(Retorno {
+        c_stat: code(root)?,
+        x_motivo: child_text(root, "xMotivo").unwrap_or_default().to_string(),
+        protocolo: protocolo(&doc)?,
+    })
+}
+
+// ---- The SEFAZ side (the simulator) ----
+
+/// A request as SEFAZ reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pedido {
+    /// `enviNFe`: the lote's id, and the `NFe` element exactly as it was sent.
+    Autorizacao {
+        /// `idLote`.
+        id_lote: String,
+        /// `indSinc`.
+        sincrono: bool,
+        /// The note, byte for byte.
+        nfe: String,
+    },
+    /// `consSitNFe`.
+    Consulta {
+        /// `tpAmb`.
+        tp_amb: u8,
+        /// The key asked about.
+        chave: String,
+    },
+    /// `consStatServ`.
+    Status {
+        /// `tpAmb`.
+        tp_amb: u8,
+    },
+}
+
+/// Reads a request's SOAP envelope.
+pub fn ler_pedido(xml: &str) -> Result<Pedido> {
+    let doc =
+        roxmltree::Document::parse(xml).map_err(|e| NfceError::Invalid("pedido", e.to_string()))?;
+    let field = |node, name| {
+        child_text(node, name)
+            .map(str::to_string)
+            .ok_or_else(|| NfceError::Invalid("pedido", format!("sem {name}")))
+    };
+    let amb = |node| {
+        field(node, "tpAmb")?
+            .parse::<u8>()
+            .map_err(|e| NfceError::Invalid("tpAmb", e.to_string()))
+    };
+    if let Some(envi) = find(&doc, "enviNFe") {
+        let nfe = envi
+            .children()
+            .find(|c| c.is_element() && c.tag_name().name() == "NFe")
+            .ok_or_else(|| NfceError::Invalid("pedido", "enviNFe sem NFe".into()))?;
+        return Ok(Pedido::Autorizacao {
+            id_lote: field(envi, "idLote")?,
+            sincrono: child_text(envi, "indSinc") == Some("1"),
+            nfe: xml[nfe.range()].to_string(),
+        });
+    }
+    if let Some(cons) = find(&doc, "consSitNFe") {
+        return Ok(Pedido::Consulta {
+            tp_amb: amb(cons)?,
+            chave: field(cons, "chNFe")?,
+        });
+    }
+    if let Some(cons) = find(&doc, "consStatServ") {
+        return Ok(Pedido::Status { tp_amb: amb(cons)? });
+    }
+    Err(NfceError::Invalid("pedido", "serviço desconhecido".into()))
+}
+
+/// What SEFAZ answers, before it becomes a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resposta {
+    /// `tpAmb`.
+    pub tp_amb: u8,
+    /// `cUF`.
+    pub c_uf: u8,
+    /// `verAplic`.
+    pub ver_aplic: String,
+    /// When it was received.
+    pub dh_recbto: String,
+    /// The request's code and reason.
+    pub c_stat: u16,
+    /// Its reason.
+    pub x_motivo: String,
+    /// The note's protocol.
+    pub protocolo: Option<Protocolo>,
+}
+
+fn prot_nfe(x: &mut Xml, r: &Resposta, p: &Protocolo) {
+    x.open("protNFe", &[("versao", "4.00")])
+        .open("infProt", &[])
+        .leaf("tpAmb", &r.tp_amb.to_string())
+        .leaf("verAplic", &r.ver_aplic)
+        .leaf("chNFe", &p.chave)
+        .leaf("dhRecbto", &p.dh_recbto)
+        .opt("nProt", p.n_prot.as_deref())
+        .opt("digVal", p.dig_val.as_deref())
+        .leaf("cStat", &p.c_stat.to_string())
+        .leaf("xMotivo", &p.x_motivo)
+        .close("infProt")
+        .close("protNFe");
+}
+
+fn resultado(servico: Servico, body: &str) -> String {
+    let mut x = Xml::default();
+    x.open("soap:Envelope", &[("xmlns:soap", SOAP_NS)])
+        .open("soap:Body", &[])
+        .open(
+            "nfeResultMsg",
+            &[("xmlns", &format!("{WSDL}{}", servico.nome()))],
+        )
+        .raw(body)
+        .close("nfeResultMsg")
+        .close("soap:Body")
+        .close("soap:Envelope");
+    x.finish()
+}
+
+/// `retEnviNFe`.
+pub fn resposta_autorizacao(r: &Resposta) -> String {
+    let mut x = Xml::default();
+    x.open("retEnviNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
+        .leaf("tpAmb", &r.tp_amb.to_string())
+        .leaf("verAplic", &r.ver_aplic)
+        .leaf("cStat", &r.c_stat.to_string())
+        .leaf("xMotivo", &r.x_motivo)
+        .leaf("cUF", &r.c_uf.to_string())
+        .leaf("dhRecbto", &r.dh_recbto);
+    if let Some(p) = &r.protocolo {
+        prot_nfe(&mut x, r, p);
+    }
+    x.close("retEnviNFe");
+    resultado(Servico::Autorizacao, &x.finish())
+}
+
+/// `retConsSitNFe` of `chave`.
+pub fn resposta_consulta(r: &Resposta, chave: &str) -> String {
+    let mut x = Xml::default();
+    x.open("retConsSitNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
+        .leaf("tpAmb", &r.tp_amb.to_string())
+        .leaf("verAplic", &r.ver_aplic)
+        .leaf("cStat", &r.c_stat.to_string())
+        .leaf("xMotivo", &r.x_motivo)
+        .leaf("cUF", &r.c_uf.to_string())
+        .leaf("dhRecbto", &r.dh_recbto)
+        .leaf("chNFe", chave);
+    if let Some(p) = &r.protocolo {
+        prot_nfe(&mut x, r, p);
+    }
+    x.close("retConsSitNFe");
+    resultado(Servico::Consulta, &x.finish())
+}
+
+/// `retConsStatServ`.
+pub fn resposta_status(r: &Resposta) -> String {
+    let mut x = Xml::default();
+    x.open("retConsStatServ", &[("xmlns", NFE_NS), ("versao", "4.00")])
+        .leaf("tpAmb", &r.tp_amb.to_string())
+        .leaf("verAplic", &r.ver_aplic)
+        .leaf("cStat", &r.c_stat.to_string())
+        .leaf("xMotivo", &r.x_motivo)
+        .leaf("cUF", &r.c_uf.to_string())
+        .leaf("dhRecbto", &r.dh_recbto)
+        .close("retConsStatServ");
+    resultado(Servico::Status, &x.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resposta(c_stat: u16, protocolo: Option<Protocolo>) -> Resposta {
+        Resposta {
+            tp_amb: 2,
+            c_uf: 35,
+            ver_aplic: "SIM_1.0".into(),
+            dh_recbto: "2026-12-05T18:50:01-03:00".into(),
+            c_stat,
+            x_motivo: "Lote processado".into(),
+            protocolo,
+        }
+    }
+
+    fn prot(c_stat: u16, n_prot: Option<&str>) -> Protocolo {
+        Protocolo {
+            chave: "35261211222333000181650010000000011100000071".into(),
+            c_stat,
+            x_motivo: "Autorizado o uso da NF-e".into(),
+            n_prot: n_prot.map(str::to_string),
+            dh_recbto: "2026-12-05T18:50:01-03:00".into(),
+            dig_val: Some("abc=".into()),
+        }
+    }
+
+    #[test]
+    fn a_request_reads_back_with_the_note_byte_for_byte() {
+        let nfe = "<NFe xmlns=\"http://www.portalfiscal.inf.br/nfe\"><infNFe Id=\"NFe1\" versao=\"4.00\"><x>a &amp; b</x></infNFe></NFe>";
+        let pedido = ler_pedido(&pedido_autorizacao(7, nfe)).unwrap();
+        assert_eq!(
+            pedido,
+            Pedido::Autorizacao {
+                id_lote: "7".into(),
+                sincrono: true,
+                nfe: nfe.into()
+            }
+        );
+        assert_eq!(
+            ler_pedido(&pedido_consulta(2, "35abc")).unwrap(),
+            Pedido::Consulta {
+                tp_amb: 2,
+                chave: "35abc".into()
+            }
+        );
+        assert_eq!(
+            ler_pedido(&pedido_status(2, 35)).unwrap(),
+            Pedido::Status { tp_amb: 2 }
+        );
+    }
+
+    #[test]
+    fn an_answer_reads_back_as_it_was_written() {
+        let r = resposta(104, Some(prot(100, Some("135260000000001"))));
+        let back = ler_retorno(&resposta_autorizacao(&r)).unwrap();
+        assert_eq!(back.c_stat, 104);
+        assert_eq!(back.protocolo, r.protocolo);
+        let c = ler_retorno(&resposta_consulta(
+            &r,
+            "35261211222333000181650010000000011100000071",
+        ))
+        .unwrap();
+        assert_eq!(c.protocolo, r.protocolo);
+        let s = ler_retorno(&resposta_status(&resposta(107, None))).unwrap();
+        assert_eq!((s.c_stat, s.protocolo), (107, None));
+    }
+
+    // Through the wire, as a till reads it.
+    fn lido(r: Resposta) -> Retorno {
+        ler_retorno(&resposta_autorizacao(&r)).unwrap()
+    }
+
+    #[test]
+    fn a_duplicate_is_already_authorized_and_is_never_a_failure() {
+        let dup = resposta(104, Some(prot(204, None)));
+        assert_eq!(Desfecho::of(&lido(dup)), Desfecho::JaAutorizada);
+        let ok = resposta(104, Some(prot(100, Some("1"))));
+        assert!(matches!(Desfecho::of(&lido(ok)), Desfecho::Autorizada(_)));
+        assert!(matches!(
+            Desfecho::of(&lido(resposta(104, Some(prot(539, None))))),
+            Desfecho::NumeroComOutraChave(_)
+        ));
+        assert_eq!(
+            Desfecho::of(&lido(resposta(656, None))),
+            Desfecho::ConsumoIndevido
+        );
+        assert!(matches!(
+            Desfecho::of(&lido(resposta(225, None))),
+            Desfecho::Rejeitada(225, _)
+        ));
+        assert!(matches!(
+            Desfecho::of(&lido(resposta(104, Some(prot(297, None))))),
+            Desfecho::Rejeitada(297, _)
+        ));
+    }
+}

@@ -1,0 +1,170 @@
+//! What SEFAZ checks of a note before its base decides: the official schema (libxml2's
+//! `xmllint`), the XML signature (`xmlsec1`, with the key of the certificate the note carries),
+//! that the certificate is the emitter's (its CNPJ root), and that the note is for this state and
+//! this environment. The checks run the reference tools on the note's exact bytes: a simulator that
+//! re-implemented them would check Pagar against itself.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use std::path::Path;
+use tokio::process::Command;
+
+/// The fields of a note SEFAZ decides on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lida {
+    /// Its key (`Id` without `NFe`).
+    pub chave: String,
+    /// The emitter's CNPJ.
+    pub cnpj: String,
+    /// `mod`.
+    pub modelo: u8,
+    /// `serie`.
+    pub serie: u16,
+    /// `nNF`.
+    pub numero: u32,
+    /// `tpEmis`.
+    pub tp_emis: u8,
+    /// `tpAmb`.
+    pub tp_amb: u8,
+    /// `cUF`.
+    pub c_uf: u8,
+    /// `vNF`.
+    pub valor: String,
+    /// `DigestValue`.
+    pub dig_val: String,
+    /// The CNPJ in the signing certificate's subject (`…:<CNPJ>`), if any.
+    pub cnpj_certificado: Option<String>,
+}
+
+/// A note SEFAZ refuses before its base is asked: the code and reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recusa(pub u16, pub String);
+
+fn text<'a>(doc: &'a roxmltree::Document<'a>, name: &str) -> Option<&'a str> {
+    doc.descendants()
+        .find(|n| n.is_element() && n.tag_name().name() == name)
+        .and_then(|n| n.text())
+}
+
+fn schema_error() -> Recusa {
+    Recusa(225, "Rejeição: Falha no Schema XML da NFe".to_string())
+}
+
+/// The fields of a note, or 225 when it is not even a note.
+pub fn ler(nfe: &str) -> Result<Lida, Recusa> {
+    let doc = roxmltree::Document::parse(nfe).map_err(|_| schema_error())?;
+    let inf = doc
+        .descendants()
+        .find(|n| n.is_element() && n.tag_name().name() == "infNFe")
+        .ok_or_else(schema_error)?;
+    let chave = inf
+        .attribute("Id")
+        .and_then(|id| id.strip_prefix("NFe"))
+        .ok_or_else(schema_error)?
+        .to_string();
+    let field = |name| text(&doc, name).ok_or_else(schema_error);
+    let num = |name| field(name).and_then(|v| v.parse::<u32>().map_err(|_| schema_error()));
+    let cnpj_certificado = text(&doc, "X509Certificate")
+        .and_then(|b64| B64.decode(b64.split_whitespace().collect::<String>()).ok())
+        .and_then(|der| openssl::x509::X509::from_der(&der).ok())
+        .and_then(|cert| {
+            cert.subject_name()
+                .entries_by_nid(openssl::nid::Nid::COMMONNAME)
+                .next()
+                .and_then(|cn| cn.data().to_string().ok())
+                .and_then(|cn| cn.rsplit_once(':').map(|(_, c)| c.to_string()))
+        });
+    Ok(Lida {
+        chave,
+        cnpj: field("CNPJ")?.to_string(),
+        modelo: num("mod")? as u8,
+        serie: num("serie")? as u16,
+        numero: num("nNF")?,
+        tp_emis: num("tpEmis")? as u8,
+        tp_amb: num("tpAmb")? as u8,
+        c_uf: num("cUF")? as u8,
+        valor: field("vNF")?.to_string(),
+        dig_val: field("DigestValue")?.to_string(),
+        cnpj_certificado,
+    })
+}
+
+async fn tool(cmd: &mut Command) -> Result<bool, String> {
+    cmd.kill_on_drop(true)
+        .output()
+        .await
+        .map(|o| o.status.success())
+        .map_err(|e| format!("{cmd:?}: {e} (instale com make deps-nfce)"))
+}
+
+/// Checks the note's bytes with the reference tools: schema (225), then signature (297).
+/// `Err(String)` when a tool could not run (the simulator answers 999, as SEFAZ does when it
+/// fails itself).
+pub async fn ferramentas(nfe: &str, xsd_dir: &Path) -> Result<Option<Recusa>, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let file = dir.path().join("nfe.xml");
+    std::fs::write(&file, nfe).map_err(|e| e.to_string())?;
+    let schema = tool(
+        Command::new("xmllint")
+            .arg("--noout")
+            .arg("--schema")
+            .arg(xsd_dir.join("nfe_v4.00.xsd"))
+            .arg(&file),
+    )
+    .await?;
+    if !schema {
+        return Ok(Some(schema_error()));
+    }
+    // The key of the certificate the note carries; whether that certificate is the emitter's
+    // is checked apart (213), and no chain of authorities is asked of a simulator's notes.
+    let signature = tool(
+        Command::new("xmlsec1")
+            .args(["--verify", "--insecure", "--id-attr:Id", "infNFe"])
+            .arg(&file),
+    )
+    .await?;
+    if !signature {
+        return Ok(Some(Recusa(
+            297,
+            "Rejeição: Assinatura difere do calculado".to_string(),
+        )));
+    }
+    Ok(None)
+}
+
+/// What SEFAZ refuses of a note that passed the tools, for this state and environment.
+pub fn regras(n: &Lida, c_uf: u8, tp_amb: u8) -> Option<Recusa> {
+    if n.tp_amb != tp_amb {
+        return Some(Recusa(
+            252,
+            "Rejeição: Ambiente informado diverge do Ambiente de recebimento".to_string(),
+        ));
+    }
+    if n.c_uf != c_uf {
+        return Some(Recusa(
+            226,
+            "Rejeição: Código da UF do Emitente diverge da UF autorizadora".to_string(),
+        ));
+    }
+    if n.modelo != 65 {
+        return Some(Recusa(
+            247,
+            "Rejeição: Modelo do documento diverge do Web Service".to_string(),
+        ));
+    }
+    let root = |c: &str| c.get(..8).map(str::to_string);
+    if n.cnpj_certificado.as_deref().and_then(root) != root(&n.cnpj) {
+        return Some(Recusa(
+            213,
+            "Rejeição: CNPJ-Base do Emitente difere do CNPJ-Base do Certificado Digital"
+                .to_string(),
+        ));
+    }
+    if nfce::Chave::parse(&n.chave).is_err() {
+        return Some(Recusa(
+            502,
+            "Rejeição: Erro na Chave de Acesso - Campo Id não corresponde à concatenação dos campos correspondentes".to_string(),
+        ));
+    }
+    None
+}
