@@ -336,53 +336,49 @@ fn resultado(servico: Servico, body: &str) -> String {
     x.finish()
 }
 
-/// `retEnviNFe`.
-pub fn resposta_autorizacao(r: &Resposta) -> String {
+/// An answer's root: what every answer starts with, then `extra` (the key a consulta names),
+/// then the note's protocol when there is one.
+fn retorno(servico: Servico, root: &str, r: &Resposta, extra: Option<(&str, &str)>) -> String {
     let mut x = Xml::default();
-    x.open("retEnviNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
+    x.open(root, &[("xmlns", NFE_NS), ("versao", "4.00")])
         .leaf("tpAmb", &r.tp_amb.to_string())
         .leaf("verAplic", &r.ver_aplic)
         .leaf("cStat", &r.c_stat.to_string())
         .leaf("xMotivo", &r.x_motivo)
         .leaf("cUF", &r.c_uf.to_string())
         .leaf("dhRecbto", &r.dh_recbto);
+    if let Some((tag, value)) = extra {
+        x.leaf(tag, value);
+    }
     if let Some(p) = &r.protocolo {
         prot_nfe(&mut x, r, p);
     }
-    x.close("retEnviNFe");
-    resultado(Servico::Autorizacao, &x.finish())
+    x.close(root);
+    resultado(servico, &x.finish())
+}
+
+/// `retEnviNFe`.
+pub fn resposta_autorizacao(r: &Resposta) -> String {
+    retorno(Servico::Autorizacao, "retEnviNFe", r, None)
 }
 
 /// `retConsSitNFe` of `chave`.
 pub fn resposta_consulta(r: &Resposta, chave: &str) -> String {
-    let mut x = Xml::default();
-    x.open("retConsSitNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
-        .leaf("tpAmb", &r.tp_amb.to_string())
-        .leaf("verAplic", &r.ver_aplic)
-        .leaf("cStat", &r.c_stat.to_string())
-        .leaf("xMotivo", &r.x_motivo)
-        .leaf("cUF", &r.c_uf.to_string())
-        .leaf("dhRecbto", &r.dh_recbto)
-        .leaf("chNFe", chave);
-    if let Some(p) = &r.protocolo {
-        prot_nfe(&mut x, r, p);
-    }
-    x.close("retConsSitNFe");
-    resultado(Servico::Consulta, &x.finish())
+    retorno(
+        Servico::Consulta,
+        "retConsSitNFe",
+        r,
+        Some(("chNFe", chave)),
+    )
 }
 
-/// `retConsStatServ`.
+/// `retConsStatServ` (never with a protocol).
 pub fn resposta_status(r: &Resposta) -> String {
-    let mut x = Xml::default();
-    x.open("retConsStatServ", &[("xmlns", NFE_NS), ("versao", "4.00")])
-        .leaf("tpAmb", &r.tp_amb.to_string())
-        .leaf("verAplic", &r.ver_aplic)
-        .leaf("cStat", &r.c_stat.to_string())
-        .leaf("xMotivo", &r.x_motivo)
-        .leaf("cUF", &r.c_uf.to_string())
-        .leaf("dhRecbto", &r.dh_recbto)
-        .close("retConsStatServ");
-    resultado(Servico::Status, &x.finish())
+    let r = Resposta {
+        protocolo: None,
+        ..r.clone()
+    };
+    retorno(Servico::Status, "retConsStatServ", &r, None)
 }
 
 #[cfg(test)]

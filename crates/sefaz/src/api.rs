@@ -1,7 +1,7 @@
 //! The web services, and the QA routes that play SEFAZ's failures.
 
 use crate::checagem::{self, Recusa};
-use crate::store::{now_ms, Base, Registro};
+use crate::store::{now_ms, Autorizada, Base, Registro};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -50,6 +50,20 @@ pub fn router(s: Arc<Shared>) -> Router {
         .route("/qa/notas", get(notas))
         .route("/qa/contagens", get(contagens))
         .with_state(s)
+}
+
+const AUTORIZADO: &str = "Autorizado o uso da NF-e";
+
+/// The protocol of an authorized note.
+fn autorizada(a: Autorizada) -> Protocolo {
+    Protocolo {
+        chave: a.chave,
+        c_stat: 100,
+        x_motivo: AUTORIZADO.to_string(),
+        n_prot: Some(a.n_prot),
+        dh_recbto: a.dh_recbto,
+        dig_val: Some(a.dig_val),
+    }
 }
 
 fn agora() -> String {
@@ -138,15 +152,7 @@ impl Shared {
         match registro {
             Registro::Nova(a) => {
                 tracing::info!(chave = %a.chave, n_prot = %a.n_prot, "NFC-e autorizada");
-                let prot = Protocolo {
-                    chave: a.chave,
-                    c_stat: 100,
-                    x_motivo: "Autorizado o uso da NF-e".to_string(),
-                    n_prot: Some(a.n_prot),
-                    dh_recbto: a.dh_recbto,
-                    dig_val: Some(a.dig_val),
-                };
-                Ok(self.resposta(104, "Lote processado", Some(prot)))
+                Ok(self.resposta(104, "Lote processado", Some(autorizada(a))))
             }
             Registro::MesmaChave(a) => self.rejeicao(
                 &lida.chave,
@@ -182,17 +188,7 @@ impl Shared {
             ));
         }
         Ok(match self.base.nota(chave).map_err(|e| e.to_string())? {
-            Some(a) => {
-                let prot = Protocolo {
-                    chave: a.chave,
-                    c_stat: 100,
-                    x_motivo: "Autorizado o uso da NF-e".to_string(),
-                    n_prot: Some(a.n_prot),
-                    dh_recbto: a.dh_recbto,
-                    dig_val: Some(a.dig_val),
-                };
-                self.resposta(100, "Autorizado o uso da NF-e", Some(prot))
-            }
+            Some(a) => self.resposta(100, AUTORIZADO, Some(autorizada(a))),
             None => self.resposta(
                 217,
                 "Rejeição: NF-e não consta na base de dados da SEFAZ",

@@ -124,8 +124,17 @@ pub trait AwaitedRecord: Sized + Send + Sync + 'static {
     fn owner(&self) -> (&MerchantId, &IdempotencyKey, &PaymentId);
     /// The provider's id for it (a txid, an order id): the value of [`AwaitedRecord::PROVIDER_ID`].
     fn provider_id(&self) -> &str;
-    /// Every column it stores, named beside its value.
+    /// Every column it stores, named beside its value ([`AwaitedRecord::owner_cells`] first).
     fn cells(&self) -> Vec<(&'static str, Cell)>;
+    /// The columns every such table starts with: the payment id and the key that made it.
+    fn owner_cells(&self) -> Vec<(&'static str, Cell)> {
+        let (merchant, key, id) = self.owner();
+        vec![
+            ("id", Cell::text(id.as_ref())),
+            ("merchant", Cell::text(merchant.as_ref())),
+            ("idempotency_key", Cell::text(key.as_ref())),
+        ]
+    }
     /// It again, from a stored row.
     fn read(row: &StoredRow) -> StoreResult<Self>;
 }

@@ -61,10 +61,8 @@ impl AwaitedRecord for MachineOrder {
     }
 
     fn cells(&self) -> Vec<(&'static str, Cell)> {
-        vec![
-            ("id", Cell::text(self.id.as_ref())),
-            ("merchant", Cell::text(self.merchant.as_ref())),
-            ("idempotency_key", Cell::text(self.idempotency_key.as_ref())),
+        let mut cells = self.owner_cells();
+        cells.extend([
             ("order_id", Cell::text(&self.order_id)),
             ("maquininha", Cell::text(self.maquininha.as_ref())),
             ("valor", Cell::int(self.valor.get())),
@@ -81,7 +79,8 @@ impl AwaitedRecord for MachineOrder {
             ("terminal", Cell::opt_text(self.terminal.as_ref())),
             ("created_at", Cell::int(self.created_at)),
             ("updated_at", Cell::int(self.updated_at)),
-        ]
+        ]);
+        cells
     }
 
     fn read(r: &StoredRow) -> StoreResult<Self> {

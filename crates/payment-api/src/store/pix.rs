@@ -59,10 +59,8 @@ impl AwaitedRecord for PixCharge {
     }
 
     fn cells(&self) -> Vec<(&'static str, Cell)> {
-        vec![
-            ("id", Cell::text(self.id.as_ref())),
-            ("merchant", Cell::text(self.merchant.as_ref())),
-            ("idempotency_key", Cell::text(self.idempotency_key.as_ref())),
+        let mut cells = self.owner_cells();
+        cells.extend([
             ("txid", Cell::text(self.txid.as_ref())),
             ("valor", Cell::int(self.valor.get())),
             ("status", Cell::text(self.status.as_str())),
@@ -77,7 +75,8 @@ impl AwaitedRecord for PixCharge {
             ("terminal", Cell::opt_text(self.terminal.as_ref())),
             ("created_at", Cell::int(self.created_at)),
             ("updated_at", Cell::int(self.updated_at)),
-        ]
+        ]);
+        cells
     }
 
     fn read(r: &StoredRow) -> StoreResult<Self> {
