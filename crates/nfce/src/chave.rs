@@ -287,6 +287,18 @@ impl fmt::Display for Chave {
 mod tests {
     use super::*;
 
+    fn partes<'a>(cnpj: &'a Cnpj, uf: &str, serie: u16, numero: u32) -> PartesChave<'a> {
+        PartesChave {
+            uf: Uf::parse(uf).unwrap(),
+            ano_mes: (2026, 12),
+            cnpj,
+            serie,
+            numero,
+            tipo: TipoEmissao::Normal,
+            codigo_numerico: 12_345_678,
+        }
+    }
+
     #[test]
     fn the_digit_of_published_keys_is_the_one_they_carry() {
         // Notes of the NF-e project's public samples (nfelib's test data) and one authorized
@@ -308,15 +320,7 @@ mod tests {
     #[test]
     fn a_key_is_made_of_its_parts_in_order_and_its_type_of_issue_is_inside_it() {
         let cnpj = Cnpj::parse("11.222.333/0001-81").unwrap();
-        let mut partes = PartesChave {
-            uf: Uf::parse("SP").unwrap(),
-            ano_mes: (2026, 12),
-            cnpj: &cnpj,
-            serie: 1,
-            numero: 42,
-            tipo: TipoEmissao::Normal,
-            codigo_numerico: 12_345_678,
-        };
+        let mut partes = partes(&cnpj, "SP", 1, 42);
         let normal = Chave::new(&partes).unwrap();
         assert_eq!(
             &normal.as_ref()[..43],
@@ -336,16 +340,7 @@ mod tests {
         assert!(Cnpj::parse("12.ABC.345/01DE-35").is_ok());
         assert!(Cnpj::parse("12ABC34501DE36").is_err());
         let cnpj = Cnpj::parse("12ABC34501DE35").unwrap();
-        let key = Chave::new(&PartesChave {
-            uf: Uf::parse("PR").unwrap(),
-            ano_mes: (2026, 7),
-            cnpj: &cnpj,
-            serie: 2,
-            numero: 7,
-            tipo: TipoEmissao::Normal,
-            codigo_numerico: 1,
-        })
-        .unwrap();
+        let key = Chave::new(&partes(&cnpj, "PR", 2, 7)).unwrap();
         assert!(Chave::parse(key.as_ref()).is_ok());
         assert_eq!(&key.as_ref()[6..20], "12ABC34501DE35");
     }
@@ -363,17 +358,8 @@ mod tests {
     #[test]
     fn a_number_or_serie_out_of_range_makes_no_key() {
         let cnpj = Cnpj::parse("11222333000181").unwrap();
-        let partes = |serie, numero| PartesChave {
-            uf: Uf::parse("SP").unwrap(),
-            ano_mes: (2026, 12),
-            cnpj: &cnpj,
-            serie,
-            numero,
-            tipo: TipoEmissao::Normal,
-            codigo_numerico: 1,
-        };
-        assert!(Chave::new(&partes(1000, 1)).is_err());
-        assert!(Chave::new(&partes(1, 0)).is_err());
-        assert!(Chave::new(&partes(1, 1_000_000_000)).is_err());
+        assert!(Chave::new(&partes(&cnpj, "SP", 1000, 1)).is_err());
+        assert!(Chave::new(&partes(&cnpj, "SP", 1, 0)).is_err());
+        assert!(Chave::new(&partes(&cnpj, "SP", 1, 1_000_000_000)).is_err());
     }
 }

@@ -100,11 +100,12 @@ impl SefazProcess {
     }
 
     async fn qa(&self, what: &str) -> Value {
-        self.http
+        let r = self
+            .http
             .get(format!("{}/qa/{what}", self.url))
             .send()
-            .await
-            .expect("the simulator answers")
+            .await;
+        r.expect("the simulator answers")
             .json()
             .await
             .expect("JSON")

@@ -64,13 +64,7 @@ impl AwaitedStore for PgStore {
             .map(|(i, (_, cell))| format!("${}::{}", i + 1 + KEY_PARAMS, pg_type(cell)))
             .collect();
         let sql = format!(
-            "WITH done AS (
-                 UPDATE idempotency_keys
-                 SET recovery_point = 'finished', response_status = $4, response_body = $5,
-                     payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
-                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
-                 RETURNING 1
-             )
+            "WITH done AS ({COMPLETE_KEY} RETURNING 1)
              INSERT INTO {} ({}) SELECT {} FROM done",
             row.table,
             row.columns(),

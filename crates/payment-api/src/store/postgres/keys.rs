@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// Completes a key with its answer under its fence — `$1` merchant, `$2` key, `$3` fence, `$4`
+/// status, `$5` body, `$6` payment id, `$7` the clock's shift —: every finish of a key is this
+/// statement, alone or as the `done` step of a larger one.
+pub(super) const COMPLETE_KEY: &str = "UPDATE idempotency_keys
+     SET recovery_point = 'finished', response_status = $4, response_body = $5,
+         payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
+     WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL";
+
 /// True while `fence` still holds the key `k` of `m` and it is not completed, with the key's row
 /// locked (shared) until `tx` ends: a takeover cannot change the fence before this write commits.
 pub(super) async fn fence_holds(
@@ -209,14 +217,7 @@ impl KeyStore for PgStore {
         response: StoredResponse,
     ) -> StoreResult<FinishOutcome> {
         let c = self.conn().await?;
-        let st = c
-            .prepare_cached(
-                "UPDATE idempotency_keys
-                 SET recovery_point = 'finished', response_status = $4, response_body = $5,
-                     payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
-                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
-            )
-            .await?;
+        let st = c.prepare_cached(COMPLETE_KEY).await?;
         let updated = c
             .execute(
                 &st,

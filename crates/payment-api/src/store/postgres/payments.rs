@@ -87,21 +87,15 @@ impl PaymentStore for PgStore {
     async fn finish_capture(&self, done: CaptureCompletion) -> StoreResult<FinishOutcome> {
         let c = self.conn().await?;
         let st = c
-            .prepare_cached(
-                "WITH done AS (
-                     UPDATE idempotency_keys
-                     SET recovery_point = 'finished', response_status = $4, response_body = $5,
-                         payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
-                     WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL
-                     RETURNING 1
-                 ), moved AS (
+            .prepare_cached(&format!(
+                "WITH done AS ({COMPLETE_KEY} RETURNING 1), moved AS (
                      UPDATE payments SET captura = $8
                      WHERE merchant = $1 AND id = $6 AND captura = 'pendente'
                        AND EXISTS (SELECT 1 FROM done)
                      RETURNING 1
                  )
-                 SELECT count(*) FROM done",
-            )
+                 SELECT count(*) FROM done"
+            ))
             .await?;
         let row = c
             .query_one(

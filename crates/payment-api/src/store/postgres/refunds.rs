@@ -146,10 +146,7 @@ impl RefundStore for PgStore {
         }
         let completed = tx
             .execute(
-                "UPDATE idempotency_keys
-                 SET recovery_point = 'finished', response_status = $4, response_body = $5,
-                     payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
-                 WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL",
+                COMPLETE_KEY,
                 &[
                     &m,
                     &k,
