@@ -217,14 +217,15 @@ deps-openapi:
 		|| python3 -m pip install --quiet --break-system-packages $(OPENAPI_PY)
 
 ## deps-nfce: what the NFC-e is built and checked with: OpenSSL (its certificate and signature),
-## libxml2's xmllint and xmlsec1 (tools Pagar did not write), and the official schemas of
+## libxml2's xmllint, xmlsec1 and zbarimg (tools Pagar did not write; the DANFE's test also
+## draws it in Chromium, `make deps-browser`), and the official schemas of
 ## leiaute 4.00 in $(NFCE_XSD), taken from PyPI's nfelib, which packages the Portal da NF-e's
 ## schema package (its wheel checked against the hash below).
 NFCE_XSD := target/nfce-xsd
 NFELIB_WHEEL := nfelib-3.2.0-py3-none-any.whl
 NFELIB_SHA256 := fbde31b31617e0f1865c3674d953ea4a4424c2dea5aaef001a73c188ec283be2
 deps-nfce:
-	@missing=""; for p in libssl-dev pkg-config openssl libxml2-utils xmlsec1 python3-pip; do \
+	@missing=""; for p in libssl-dev pkg-config openssl libxml2-utils xmlsec1 zbar-tools python3-pip; do \
 		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; fi
 	@[ -f $(NFCE_XSD)/nfe_v4.00.xsd ] || { \

@@ -9,6 +9,7 @@
 
 mod assinatura;
 mod chave;
+pub mod danfe;
 mod error;
 pub mod exemplo;
 mod nota;

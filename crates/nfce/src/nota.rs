@@ -406,12 +406,18 @@ impl Nota {
         x.leaf("indIEDest", "9").close("dest");
     }
 
-    fn det(&self, x: &mut Xml, n: usize, item: &Item) {
-        let descricao = if n == 0 && self.ambiente == Ambiente::Homologacao {
+    /// The `xProd` of item `n` (from 0): in homologação the first one says the note has no
+    /// fiscal value, as SEFAZ requires there; the DANFE prints the same.
+    pub fn descricao_no_xml(&self, n: usize) -> &str {
+        if n == 0 && self.ambiente == Ambiente::Homologacao {
             HOMOLOGACAO
         } else {
-            &item.descricao
-        };
+            &self.itens[n].descricao
+        }
+    }
+
+    fn det(&self, x: &mut Xml, n: usize, item: &Item) {
+        let descricao = self.descricao_no_xml(n);
         let quantidade = quantity(item.quantidade_milesimos);
         let unitario = decimal::format(item.valor_unitario);
         let total = decimal::format(item.total());

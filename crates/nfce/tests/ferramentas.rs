@@ -181,3 +181,58 @@ fn decode(b64: &str) -> Vec<u8> {
         .decode(b64)
         .unwrap()
 }
+
+/// The DANFE rendered by Chromium (headless) as a PNG, kept in `target/screenshots`.
+fn screenshot(html: &Path, png: &Path) {
+    let (ok, why) = run(Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=340,1000",
+        ])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.display())));
+    assert!(ok && png.exists(), "chromium: {why}");
+}
+
+#[test]
+fn the_danfe_drawn_by_a_browser_has_a_qr_code_zbarimg_reads_as_the_notes_own() {
+    // Arrange
+    let e = exemplo::emitente();
+    let cert = Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap();
+    let check = Checked::new(&cert);
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let notas = [
+        ("normal", exemplo::nota(1, Emissao::Normal, false)),
+        ("contingencia", exemplo::contingencia(2)),
+    ];
+    for (name, nota) in notas {
+        let assinada = nota.assinar(&cert).unwrap();
+        let page = nfce::danfe::html(&nota, &assinada, None).unwrap();
+        let html = check.write(&format!("danfe-{name}.html"), &page);
+        let png = shots.join(format!("nfce-danfe-{name}.png"));
+        // Act
+        screenshot(&html, &png);
+        let (read, texts) = run(Command::new("zbarimg")
+            .args(["--raw", "-q", "-Sdisable", "-Sqrcode.enable"])
+            .arg(&png));
+        // Assert
+        assert!(
+            read,
+            "zbarimg found no QR Code in {}: {texts}",
+            png.display()
+        );
+        assert_eq!(texts.lines().next(), Some(assinada.qrcode.as_str()));
+        assert!(assinada.qrcode.starts_with(&format!(
+            "{}?p={}|3|2",
+            exemplo::urls().qrcode,
+            assinada.chave
+        )));
+        let contingencia = page.contains("EMITIDA EM CONTINGÊNCIA");
+        assert_eq!(contingencia, name == "contingencia", "{name}");
+        assert!(page.contains(&exemplo::urls().chave));
+    }
+}

@@ -1,8 +1,9 @@
 //! `nfce-sample DIR`: writes into DIR the sandbox sale's note issued normally and in
-//! contingência, signed as they would be sent, and the certificate that signed them — for
+//! contingência, signed as they would be sent, their DANFEs (HTML), and the certificate that
+//! signed them — for
 //! checking with tools Pagar did not write (`xmllint --schema`, `xmlsec1 --verify`).
 
-use nfce::{exemplo, Certificado, Emissao};
+use nfce::{danfe, exemplo, Certificado, Emissao};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -24,17 +25,27 @@ fn run(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
     let emitente = exemplo::emitente();
     let cert = Certificado::sandbox(&emitente.cnpj, &emitente.razao_social)?;
-    let normal = exemplo::nota(1, Emissao::Normal, false).assinar(&cert)?;
-    let contingencia = exemplo::contingencia(2).assinar(&cert)?;
+    let (nota_normal, nota_contingencia) = (
+        exemplo::nota(1, Emissao::Normal, false),
+        exemplo::contingencia(2),
+    );
+    let normal = nota_normal.assinar(&cert)?;
+    let contingencia = nota_contingencia.assinar(&cert)?;
     std::fs::write(dir.join("certificado.pem"), cert.certificate_pem()?)?;
-    for (name, nota) in [("normal", &normal), ("contingencia", &contingencia)] {
+    for (name, nota, assinada) in [
+        ("normal", &nota_normal, &normal),
+        ("contingencia", &nota_contingencia, &contingencia),
+    ] {
         let file = dir.join(format!("nfce-{name}.xml"));
-        std::fs::write(&file, &nota.xml)?;
+        std::fs::write(&file, &assinada.xml)?;
+        // Not authorized by any SEFAZ: the DANFE shows no protocol.
+        let page = danfe::html(nota, assinada, None)?;
+        std::fs::write(dir.join(format!("danfe-{name}.html")), page)?;
         println!(
             "{}: chave {}, QR Code {}",
             file.display(),
-            nota.chave,
-            nota.qrcode
+            assinada.chave,
+            assinada.qrcode
         );
     }
     Ok(())
