@@ -18,7 +18,7 @@ fn brl(centavos: i64) -> String {
     let reais = (centavos / 100).to_string();
     let mut grouped = String::new();
     for (i, c) in reais.chars().enumerate() {
-        if i > 0 && (reais.len() - i) % 3 == 0 {
+        if i > 0 && (reais.len() - i).is_multiple_of(3) {
             grouped.push('.');
         }
         grouped.push(c);
@@ -100,7 +100,7 @@ pub fn html(
     h.push_str("<p class=\"cab\"><span>Código Descrição</span><span>Qtde Un x Vl Unit = Vl Total</span></p>");
     for (n, item) in nota.itens.iter().enumerate() {
         let q = item.quantidade_milesimos;
-        let qtde = if q % 1000 == 0 {
+        let qtde = if q.is_multiple_of(1000) {
             (q / 1000).to_string()
         } else {
             format!("{},{:03}", q / 1000, q % 1000)
