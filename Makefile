@@ -244,8 +244,8 @@ sefaz: deps-nfce
 	$(CARGO) run -p sefaz -- --database $(SANDBOX_DIR)/sefaz.db --xsd-dir $(NFCE_XSD)
 
 ## nfce-sample: OUT=DIR gets the sandbox sale's NFC-e issued normally and in contingência, signed
-## as they would be sent, and the certificate that signed them; then checks both with the
-## official schema (xmllint) and the signature with xmlsec1.
+## as they would be sent, their DANFEs, an inutilização of numbers 3 to 5, and the certificate
+## that signed them; then checks each with the official schema (xmllint) and xmlsec1.
 OUT ?= nfce-sample
 nfce-sample: deps-nfce
 	$(CARGO) run --quiet -p nfce --bin nfce-sample -- $(OUT)
@@ -253,6 +253,8 @@ nfce-sample: deps-nfce
 	for f in normal contingencia; do \
 		xmlsec1 --verify --id-attr:Id infNFe --trusted-pem $(OUT)/certificado.pem $(OUT)/nfce-$$f.xml || exit 1; \
 	done
+	xmllint --noout --schema $(NFCE_XSD)/inutNFe_v4.00.xsd $(OUT)/inutilizacao.xml
+	xmlsec1 --verify --id-attr:Id infInut --trusted-pem $(OUT)/certificado.pem $(OUT)/inutilizacao.xml
 
 ## deps-fuse: FUSE's mount helper, for the power-cut filesystem's tests (crates/powercut).
 deps-fuse:

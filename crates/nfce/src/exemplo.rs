@@ -101,3 +101,16 @@ pub fn contingencia(numero: u32) -> Nota {
         true,
     )
 }
+
+/// The sandbox store declaring série 1's numbers `inicio` to `fim` unused.
+pub fn inutilizacao(inicio: u32, fim: u32) -> crate::inutilizacao::Inutilizacao {
+    crate::inutilizacao::Inutilizacao {
+        emitente: emitente(),
+        ambiente: Ambiente::Homologacao,
+        ano: 2026,
+        serie: 1,
+        inicio,
+        fim,
+        justificativa: "Numeros nao usados: venda cancelada antes da emissao".to_string(),
+    }
+}

@@ -12,6 +12,7 @@ mod chave;
 pub mod danfe;
 mod error;
 pub mod exemplo;
+pub mod inutilizacao;
 mod nota;
 pub mod qrcode;
 pub mod soap;

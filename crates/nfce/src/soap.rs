@@ -26,6 +26,8 @@ pub enum Servico {
     Consulta,
     /// `NFeStatusServico4`.
     Status,
+    /// `NFeInutilizacao4`.
+    Inutilizacao,
 }
 
 impl Servico {
@@ -35,6 +37,7 @@ impl Servico {
             Servico::Autorizacao => "NFeAutorizacao4",
             Servico::Consulta => "NFeConsultaProtocolo4",
             Servico::Status => "NFeStatusServico4",
+            Servico::Inutilizacao => "NFeInutilizacao4",
         }
     }
 
@@ -43,6 +46,7 @@ impl Servico {
             Servico::Autorizacao => "nfeAutorizacaoLote",
             Servico::Consulta => "nfeConsultaNF",
             Servico::Status => "nfeStatusServicoNF",
+            Servico::Inutilizacao => "nfeInutilizacaoNF",
         }
     }
 
@@ -99,6 +103,69 @@ pub fn pedido_status(tp_amb: u8, c_uf: u8) -> String {
         .leaf("xServ", "STATUS")
         .close("consStatServ");
     envelope(Servico::Status, "nfeDadosMsg", &x.finish())
+}
+
+/// `inutNFe`, signed (`crate::inutilizacao::Inutilizacao::assinar`).
+pub fn pedido_inutilizacao(inut: &str) -> String {
+    envelope(Servico::Inutilizacao, "nfeDadosMsg", inut)
+}
+
+/// SEFAZ's answer to an inutilização.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetornoInutilizacao {
+    /// 102 homologated; anything else refused.
+    pub c_stat: u16,
+    /// The reason.
+    pub x_motivo: String,
+    /// The protocol, when homologated.
+    pub n_prot: Option<String>,
+}
+
+/// What a till makes of an inutilização's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DesfechoInutilizacao {
+    /// 102: the numbers are declared unused; keep the protocol.
+    Homologada(String),
+    /// 563: this very range was declared before (an answer lost, the request sent again): done.
+    JaPedida,
+    /// 241: a number of the range is a note SEFAZ authorized — consult it, it is no gap.
+    NumeroUsado,
+    /// 256: part of the range was declared before: declare only what is left.
+    Sobreposta,
+    /// 656: SEFAZ blocks this emitter for repeating rejected requests.
+    ConsumoIndevido,
+    /// Refused as it is (code and reason).
+    Rejeitada(u16, String),
+}
+
+impl DesfechoInutilizacao {
+    /// The till's reading of `r`.
+    pub fn of(r: &RetornoInutilizacao) -> Self {
+        match (r.c_stat, &r.n_prot) {
+            (102, Some(n)) => DesfechoInutilizacao::Homologada(n.clone()),
+            (563, _) => DesfechoInutilizacao::JaPedida,
+            (241, _) => DesfechoInutilizacao::NumeroUsado,
+            (256, _) => DesfechoInutilizacao::Sobreposta,
+            (656, _) => DesfechoInutilizacao::ConsumoIndevido,
+            (code, _) => DesfechoInutilizacao::Rejeitada(code, r.x_motivo.clone()),
+        }
+    }
+}
+
+/// Reads `retInutNFe`.
+pub fn ler_retorno_inutilizacao(xml: &str) -> Result<RetornoInutilizacao> {
+    let doc = parse_doc(xml)?;
+    let inf = find(&doc, "retInutNFe")
+        .and_then(|r| {
+            r.children()
+                .find(|c| c.is_element() && c.tag_name().name() == "infInut")
+        })
+        .ok_or_else(|| bad("sem retInutNFe/infInut"))?;
+    Ok(RetornoInutilizacao {
+        c_stat: code(inf)?,
+        x_motivo: child_text(inf, "xMotivo").unwrap_or_default().to_string(),
+        n_prot: child_text(inf, "nProt").map(str::to_string),
+    })
 }
 
 /// A note's protocol: SEFAZ's word on it.
@@ -248,6 +315,11 @@ pub enum Pedido {
         /// `tpAmb`.
         tp_amb: u8,
     },
+    /// `inutNFe`, byte for byte.
+    Inutilizacao {
+        /// The signed request.
+        inut: String,
+    },
 }
 
 /// Reads a request's SOAP envelope.
@@ -279,6 +351,11 @@ pub fn ler_pedido(xml: &str) -> Result<Pedido> {
         return Ok(Pedido::Consulta {
             tp_amb: amb(cons)?,
             chave: field(cons, "chNFe")?,
+        });
+    }
+    if let Some(inut) = find(&doc, "inutNFe") {
+        return Ok(Pedido::Inutilizacao {
+            inut: xml[inut.range()].to_string(),
         });
     }
     if let Some(cons) = find(&doc, "consStatServ") {
@@ -381,6 +458,23 @@ pub fn resposta_status(r: &Resposta) -> String {
     retorno(Servico::Status, "retConsStatServ", &r, None)
 }
 
+/// `retInutNFe`: its `infInut` carries the code, and the protocol when homologated.
+pub fn resposta_inutilizacao(r: &Resposta, n_prot: Option<&str>) -> String {
+    let mut x = Xml::default();
+    x.open("retInutNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
+        .open("infInut", &[])
+        .leaf("tpAmb", &r.tp_amb.to_string())
+        .leaf("verAplic", &r.ver_aplic)
+        .leaf("cStat", &r.c_stat.to_string())
+        .leaf("xMotivo", &r.x_motivo)
+        .leaf("cUF", &r.c_uf.to_string())
+        .leaf("dhRecbto", &r.dh_recbto)
+        .opt("nProt", n_prot)
+        .close("infInut")
+        .close("retInutNFe");
+    resultado(Servico::Inutilizacao, &x.finish())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,6 +524,26 @@ mod tests {
         assert_eq!(
             ler_pedido(&pedido_status(2, 35)).unwrap(),
             Pedido::Status { tp_amb: 2 }
+        );
+    }
+
+    #[test]
+    fn an_inutilizacao_and_its_answer_read_back_and_a_repeated_range_is_done() {
+        let inut = "<inutNFe xmlns=\"http://www.portalfiscal.inf.br/nfe\" versao=\"4.00\"><infInut Id=\"ID1\"></infInut></inutNFe>";
+        assert_eq!(
+            ler_pedido(&pedido_inutilizacao(inut)).unwrap(),
+            Pedido::Inutilizacao { inut: inut.into() }
+        );
+        let r = resposta(102, None);
+        let back = ler_retorno_inutilizacao(&resposta_inutilizacao(&r, Some("135"))).unwrap();
+        assert_eq!(
+            DesfechoInutilizacao::of(&back),
+            DesfechoInutilizacao::Homologada("135".into())
+        );
+        let again = ler_retorno_inutilizacao(&resposta_inutilizacao(&resposta(563, None), None));
+        assert_eq!(
+            DesfechoInutilizacao::of(&again.unwrap()),
+            DesfechoInutilizacao::JaPedida
         );
     }
 

@@ -45,7 +45,11 @@ impl Checked {
     }
 
     fn schema(&self, file: &Path) -> (bool, String) {
-        let xsd = xsd_dir().join("nfe_v4.00.xsd");
+        self.schema_of("nfe_v4.00.xsd", file)
+    }
+
+    fn schema_of(&self, root: &str, file: &Path) -> (bool, String) {
+        let xsd = xsd_dir().join(root);
         assert!(
             xsd.exists(),
             "{} ausente: rode `make deps-nfce`",
@@ -59,8 +63,12 @@ impl Checked {
     }
 
     fn signature(&self, file: &Path) -> (bool, String) {
+        self.signature_of("infNFe", file)
+    }
+
+    fn signature_of(&self, element: &str, file: &Path) -> (bool, String) {
         run(Command::new("xmlsec1")
-            .args(["--verify", "--id-attr:Id", "infNFe", "--trusted-pem"])
+            .args(["--verify", "--id-attr:Id", element, "--trusted-pem"])
             .arg(&self.cert)
             .arg(file))
     }
@@ -235,4 +243,28 @@ fn the_danfe_drawn_by_a_browser_has_a_qr_code_zbarimg_reads_as_the_notes_own() {
         assert_eq!(contingencia, name == "contingencia", "{name}");
         assert!(page.contains(&exemplo::urls().chave));
     }
+}
+
+#[test]
+fn an_inutilizacao_validates_against_its_schema_and_verifies() {
+    // Arrange
+    let e = exemplo::emitente();
+    let cert = Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap();
+    let check = Checked::new(&cert);
+    // Act
+    let inut = exemplo::inutilizacao(3, 5).assinar(&cert).unwrap();
+    let file = check.write("inutilizacao.xml", &inut);
+    // Assert
+    let (valid, why) = check.schema_of("inutNFe_v4.00.xsd", &file);
+    assert!(valid, "fora do schema: {why}");
+    let (verified, why) = check.signature_of("infInut", &file);
+    assert!(verified, "{why}");
+    assert!(
+        inut.contains("<infInut Id=\"ID35261122233300018165001000000003000000005\">"),
+        "{inut}"
+    );
+    let mut short = exemplo::inutilizacao(3, 5);
+    short.justificativa = "sem motivo".into();
+    assert!(short.assinar(&cert).is_err());
+    assert!(exemplo::inutilizacao(5, 3).assinar(&cert).is_err());
 }

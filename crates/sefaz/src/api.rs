@@ -1,7 +1,7 @@
 //! The web services, and the QA routes that play SEFAZ's failures.
 
 use crate::checagem::{self, Recusa};
-use crate::store::{now_ms, Autorizada, Base, Registro};
+use crate::store::{now_ms, Autorizada, Base, Registro, RegistroInutilizacao};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -165,6 +165,14 @@ impl Shared {
                     ),
                 ),
             ),
+            Registro::Inutilizada => self.rejeicao(
+                &lida.chave,
+                &lida.cnpj,
+                Recusa(
+                    206,
+                    "Rejeição: NF-e já está inutilizada na Base de dados da SEFAZ".to_string(),
+                ),
+            ),
             Registro::OutraChave(a) => self.rejeicao(
                 &lida.chave,
                 &lida.cnpj,
@@ -177,6 +185,61 @@ impl Shared {
                 ),
             ),
         }
+    }
+
+    /// An inutilização: its code, and its protocol when homologated.
+    async fn inutilizar(&self, xml: &str) -> Result<(Resposta, Option<String>), String> {
+        let inut = match checagem::ler_inutilizacao(xml) {
+            Ok(i) => i,
+            Err(Recusa(c, m)) => return Ok((self.resposta(c, &m, None), None)),
+        };
+        let hora_atras = now_ms() - 3_600_000;
+        let rejeicoes =
+            (self.base.rejeicoes_desde(&inut.cnpj, hora_atras)).map_err(|e| e.to_string())?;
+        if rejeicoes >= self.limite_rejeicoes {
+            return Ok((self.resposta(656, "Rejeição: Consumo Indevido", None), None));
+        }
+        let xsd = self.xsd_dir.join("inutNFe_v4.00.xsd");
+        let refused = match checagem::ferramentas_de(xml, &xsd, "infInut").await? {
+            Some(r) => Some(r),
+            None => checagem::regras_inutilizacao(&inut, self.c_uf, self.tp_amb),
+        };
+        let refusal = match refused {
+            Some(r) => r,
+            None => {
+                let faixa = crate::store::Faixa {
+                    cnpj: &inut.cnpj,
+                    modelo: inut.modelo,
+                    serie: inut.serie,
+                    inicio: inut.inicio,
+                    fim: inut.fim,
+                    xml,
+                };
+                let registro = self.base.inutilizar(&faixa, self.c_uf, &agora());
+                match registro.map_err(|e| e.to_string())? {
+                    RegistroInutilizacao::Nova(n_prot) => {
+                        let ok = self.resposta(102, "Inutilização de número homologado", None);
+                        return Ok((ok, Some(n_prot)));
+                    }
+                    RegistroInutilizacao::MesmaFaixa => Recusa(
+                        563,
+                        "Rejeição: Já existe pedido de Inutilização com a mesma faixa de inutilização"
+                            .to_string(),
+                    ),
+                    RegistroInutilizacao::Sobreposta => Recusa(
+                        256,
+                        "Rejeição: Uma NF-e da faixa já está inutilizada na Base de dados da SEFAZ"
+                            .to_string(),
+                    ),
+                    RegistroInutilizacao::NumeroUsado => Recusa(
+                        241,
+                        "Rejeição: Um número da faixa já foi utilizado".to_string(),
+                    ),
+                }
+            }
+        };
+        (self.base.rejeitar(&inut.cnpj, None, refusal.0)).map_err(|e| e.to_string())?;
+        Ok((self.resposta(refusal.0, &refusal.1, None), None))
     }
 
     fn consultar(&self, chave: &str) -> Result<Resposta, String> {
@@ -226,6 +289,10 @@ async fn web_service(
         ("NFeConsultaProtocolo4", Pedido::Consulta { chave, .. }) => s
             .consultar(&chave)
             .map(|r| soap::resposta_consulta(&r, &chave)),
+        ("NFeInutilizacao4", Pedido::Inutilizacao { inut }) => s
+            .inutilizar(&inut)
+            .await
+            .map(|(r, n_prot)| soap::resposta_inutilizacao(&r, n_prot.as_deref())),
         ("NFeStatusServico4", Pedido::Status { .. }) => Ok(soap::resposta_status(&s.resposta(
             107,
             "Serviço em Operação",

@@ -50,6 +50,71 @@ fn schema_error() -> Recusa {
     Recusa(225, "Rejeição: Falha no Schema XML da NFe".to_string())
 }
 
+/// The CNPJ in the subject of the certificate a signed document carries (`…:<CNPJ>`).
+fn cnpj_do_certificado(doc: &roxmltree::Document<'_>) -> Option<String> {
+    text(doc, "X509Certificate")
+        .and_then(|b64| B64.decode(b64.split_whitespace().collect::<String>()).ok())
+        .and_then(|der| openssl::x509::X509::from_der(&der).ok())
+        .and_then(|cert| {
+            cert.subject_name()
+                .entries_by_nid(openssl::nid::Nid::COMMONNAME)
+                .next()
+                .and_then(|cn| cn.data().to_string().ok())
+                .and_then(|cn| cn.rsplit_once(':').map(|(_, c)| c.to_string()))
+        })
+}
+
+/// The fields of an inutilização SEFAZ decides on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inut {
+    /// The emitter.
+    pub cnpj: String,
+    /// `mod`.
+    pub modelo: u8,
+    /// `serie`.
+    pub serie: u16,
+    /// `nNFIni`.
+    pub inicio: u32,
+    /// `nNFFin`.
+    pub fim: u32,
+    /// `tpAmb`.
+    pub tp_amb: u8,
+    /// `cUF`.
+    pub c_uf: u8,
+    /// The CNPJ in the signing certificate's subject.
+    pub cnpj_certificado: Option<String>,
+}
+
+/// The fields of an inutilização, or 225.
+pub fn ler_inutilizacao(xml: &str) -> Result<Inut, Recusa> {
+    let doc = roxmltree::Document::parse(xml).map_err(|_| schema_error())?;
+    let field = |name| text(&doc, name).ok_or_else(schema_error);
+    let num = |name| field(name).and_then(|v| v.parse::<u32>().map_err(|_| schema_error()));
+    Ok(Inut {
+        cnpj: field("CNPJ")?.to_string(),
+        modelo: num("mod")? as u8,
+        serie: num("serie")? as u16,
+        inicio: num("nNFIni")?,
+        fim: num("nNFFin")?,
+        tp_amb: num("tpAmb")? as u8,
+        c_uf: num("cUF")? as u8,
+        cnpj_certificado: cnpj_do_certificado(&doc),
+    })
+}
+
+/// What SEFAZ refuses of an inutilização that passed the tools.
+pub fn regras_inutilizacao(n: &Inut, c_uf: u8, tp_amb: u8) -> Option<Recusa> {
+    comuns(
+        n.tp_amb,
+        n.c_uf,
+        n.modelo,
+        &n.cnpj,
+        n.cnpj_certificado.as_deref(),
+        c_uf,
+        tp_amb,
+    )
+}
+
 /// The fields of a note, or 225 when it is not even a note.
 pub fn ler(nfe: &str) -> Result<Lida, Recusa> {
     let doc = roxmltree::Document::parse(nfe).map_err(|_| schema_error())?;
@@ -64,16 +129,7 @@ pub fn ler(nfe: &str) -> Result<Lida, Recusa> {
         .to_string();
     let field = |name| text(&doc, name).ok_or_else(schema_error);
     let num = |name| field(name).and_then(|v| v.parse::<u32>().map_err(|_| schema_error()));
-    let cnpj_certificado = text(&doc, "X509Certificate")
-        .and_then(|b64| B64.decode(b64.split_whitespace().collect::<String>()).ok())
-        .and_then(|der| openssl::x509::X509::from_der(&der).ok())
-        .and_then(|cert| {
-            cert.subject_name()
-                .entries_by_nid(openssl::nid::Nid::COMMONNAME)
-                .next()
-                .and_then(|cn| cn.data().to_string().ok())
-                .and_then(|cn| cn.rsplit_once(':').map(|(_, c)| c.to_string()))
-        });
+    let cnpj_certificado = cnpj_do_certificado(&doc);
     Ok(Lida {
         chave,
         cnpj: field("CNPJ")?.to_string(),
@@ -101,14 +157,23 @@ async fn tool(cmd: &mut Command) -> Result<bool, String> {
 /// `Err(String)` when a tool could not run (the simulator answers 999, as SEFAZ does when it
 /// fails itself).
 pub async fn ferramentas(nfe: &str, xsd_dir: &Path) -> Result<Option<Recusa>, String> {
+    ferramentas_de(nfe, &xsd_dir.join("nfe_v4.00.xsd"), "infNFe").await
+}
+
+/// [`ferramentas`] for any signed document: its schema `xsd`, the signed `element`.
+pub async fn ferramentas_de(
+    xml: &str,
+    xsd: &Path,
+    element: &str,
+) -> Result<Option<Recusa>, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let file = dir.path().join("nfe.xml");
-    std::fs::write(&file, nfe).map_err(|e| e.to_string())?;
+    let file = dir.path().join("doc.xml");
+    std::fs::write(&file, xml).map_err(|e| e.to_string())?;
     let schema = tool(
         Command::new("xmllint")
             .arg("--noout")
             .arg("--schema")
-            .arg(xsd_dir.join("nfe_v4.00.xsd"))
+            .arg(xsd)
             .arg(&file),
     )
     .await?;
@@ -119,7 +184,7 @@ pub async fn ferramentas(nfe: &str, xsd_dir: &Path) -> Result<Option<Recusa>, St
     // is checked apart (213), and no chain of authorities is asked of a simulator's notes.
     let signature = tool(
         Command::new("xmlsec1")
-            .args(["--verify", "--insecure", "--id-attr:Id", "infNFe"])
+            .args(["--verify", "--insecure", "--id-attr:Id", element])
             .arg(&file),
     )
     .await?;
@@ -134,36 +199,60 @@ pub async fn ferramentas(nfe: &str, xsd_dir: &Path) -> Result<Option<Recusa>, St
 
 /// What SEFAZ refuses of a note that passed the tools, for this state and environment.
 pub fn regras(n: &Lida, c_uf: u8, tp_amb: u8) -> Option<Recusa> {
-    if n.tp_amb != tp_amb {
+    if let Some(r) = comuns(
+        n.tp_amb,
+        n.c_uf,
+        n.modelo,
+        &n.cnpj,
+        n.cnpj_certificado.as_deref(),
+        c_uf,
+        tp_amb,
+    ) {
+        return Some(r);
+    }
+    if nfce::Chave::parse(&n.chave).is_err() {
+        return Some(Recusa(
+            502,
+            "Rejeição: Erro na Chave de Acesso - Campo Id não corresponde à concatenação dos campos correspondentes".to_string(),
+        ));
+    }
+    None
+}
+
+/// The state, environment, model and certificate every signed request is checked for.
+fn comuns(
+    tp: u8,
+    uf: u8,
+    modelo: u8,
+    cnpj: &str,
+    cnpj_certificado: Option<&str>,
+    c_uf: u8,
+    tp_amb: u8,
+) -> Option<Recusa> {
+    if tp != tp_amb {
         return Some(Recusa(
             252,
             "Rejeição: Ambiente informado diverge do Ambiente de recebimento".to_string(),
         ));
     }
-    if n.c_uf != c_uf {
+    if uf != c_uf {
         return Some(Recusa(
             226,
             "Rejeição: Código da UF do Emitente diverge da UF autorizadora".to_string(),
         ));
     }
-    if n.modelo != 65 {
+    if modelo != 65 {
         return Some(Recusa(
             247,
             "Rejeição: Modelo do documento diverge do Web Service".to_string(),
         ));
     }
     let root = |c: &str| c.get(..8).map(str::to_string);
-    if n.cnpj_certificado.as_deref().and_then(root) != root(&n.cnpj) {
+    if cnpj_certificado.and_then(root) != root(cnpj) {
         return Some(Recusa(
             213,
             "Rejeição: CNPJ-Base do Emitente difere do CNPJ-Base do Certificado Digital"
                 .to_string(),
-        ));
-    }
-    if nfce::Chave::parse(&n.chave).is_err() {
-        return Some(Recusa(
-            502,
-            "Rejeição: Erro na Chave de Acesso - Campo Id não corresponde à concatenação dos campos correspondentes".to_string(),
         ));
     }
     None

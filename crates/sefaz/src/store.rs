@@ -31,6 +31,17 @@ CREATE TABLE IF NOT EXISTS rejeicoes (
     em_ms  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS rejeicoes_por_cnpj ON rejeicoes (cnpj, em_ms);
+CREATE TABLE IF NOT EXISTS inutilizadas (
+    n_prot    TEXT PRIMARY KEY,
+    cnpj      TEXT NOT NULL,
+    modelo    INTEGER NOT NULL,
+    serie     INTEGER NOT NULL,
+    inicio    INTEGER NOT NULL,
+    fim       INTEGER NOT NULL CHECK (fim >= inicio),
+    dh_recbto TEXT NOT NULL,
+    xml       TEXT NOT NULL,
+    UNIQUE (cnpj, modelo, serie, inicio, fim)
+);
 ";
 
 /// Milliseconds since the Unix epoch.
@@ -96,6 +107,53 @@ pub enum Registro {
     MesmaChave(Autorizada),
     /// Its number was authorized under another key (539).
     OutraChave(Autorizada),
+    /// Its number was declared unused (206).
+    Inutilizada,
+}
+
+/// A range of numbers to declare unused.
+#[derive(Debug, Clone)]
+pub struct Faixa<'a> {
+    /// Emitter.
+    pub cnpj: &'a str,
+    /// 65.
+    pub modelo: u8,
+    /// Série.
+    pub serie: u16,
+    /// First number.
+    pub inicio: u32,
+    /// Last number.
+    pub fim: u32,
+    /// The request as received.
+    pub xml: &'a str,
+}
+
+/// What the base says of an inutilização.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistroInutilizacao {
+    /// Declared now, under this protocol (102).
+    Nova(String),
+    /// This very range was declared before (563).
+    MesmaFaixa,
+    /// Part of the range was declared before (256).
+    Sobreposta,
+    /// A number of the range is an authorized note (241).
+    NumeroUsado,
+}
+
+fn protocolo(
+    tx: &rusqlite::Transaction<'_>,
+    c_uf: u8,
+    dh_recbto: &str,
+) -> rusqlite::Result<String> {
+    // One sequence for notes and inutilizações, as one authorizer numbers its protocols.
+    let seq: i64 = tx.query_row(
+        "SELECT (SELECT COUNT(*) FROM notas) + (SELECT COUNT(*) FROM inutilizadas) + 1",
+        [],
+        |r| r.get(0),
+    )?;
+    let year = &dh_recbto[2..4];
+    Ok(format!("1{c_uf:02}{year}{seq:010}"))
 }
 
 /// Counts for tests and QA.
@@ -105,6 +163,8 @@ pub struct Contagens {
     pub autorizadas: u64,
     /// Rejections answered.
     pub rejeicoes: u64,
+    /// Ranges declared unused.
+    pub inutilizacoes: u64,
 }
 
 /// The store.
@@ -171,9 +231,16 @@ impl Base {
         if let Some(a) = by_number {
             return Ok(Registro::OutraChave(a));
         }
-        let seq: i64 = tx.query_row("SELECT COUNT(*) + 1 FROM notas", [], |r| r.get(0))?;
-        let year = &dh_recbto[2..4];
-        let n_prot = format!("1{c_uf:02}{year}{seq:010}");
+        let unused: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM inutilizadas WHERE cnpj = ?1 AND modelo = ?2
+                              AND serie = ?3 AND ?4 BETWEEN inicio AND fim)",
+            params![e.cnpj, e.modelo, e.serie, e.numero],
+            |r| r.get(0),
+        )?;
+        if unused {
+            return Ok(Registro::Inutilizada);
+        }
+        let n_prot = protocolo(&tx, c_uf, dh_recbto)?;
         tx.execute(
             "INSERT INTO notas (chave, cnpj, modelo, serie, numero, tp_emis, valor, n_prot,
                                 dh_recbto, dig_val, xml, recebida_ms)
@@ -196,6 +263,53 @@ impl Base {
         let a = tx.query_row("SELECT * FROM notas WHERE chave = ?1", [e.chave], row)?;
         tx.commit()?;
         Ok(Registro::Nova(a))
+    }
+
+    /// Declares a range unused unless a number of it is a note or was declared before, in one
+    /// transaction.
+    pub fn inutilizar(
+        &self,
+        f: &Faixa<'_>,
+        c_uf: u8,
+        dh_recbto: &str,
+    ) -> rusqlite::Result<RegistroInutilizacao> {
+        let mut c = self.conn();
+        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let same: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM inutilizadas WHERE cnpj = ?1 AND modelo = ?2
+                              AND serie = ?3 AND inicio = ?4 AND fim = ?5)",
+            params![f.cnpj, f.modelo, f.serie, f.inicio, f.fim],
+            |r| r.get(0),
+        )?;
+        if same {
+            return Ok(RegistroInutilizacao::MesmaFaixa);
+        }
+        let overlap: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM inutilizadas WHERE cnpj = ?1 AND modelo = ?2
+                              AND serie = ?3 AND inicio <= ?5 AND fim >= ?4)",
+            params![f.cnpj, f.modelo, f.serie, f.inicio, f.fim],
+            |r| r.get(0),
+        )?;
+        if overlap {
+            return Ok(RegistroInutilizacao::Sobreposta);
+        }
+        let used: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM notas WHERE cnpj = ?1 AND modelo = ?2
+                              AND serie = ?3 AND numero BETWEEN ?4 AND ?5)",
+            params![f.cnpj, f.modelo, f.serie, f.inicio, f.fim],
+            |r| r.get(0),
+        )?;
+        if used {
+            return Ok(RegistroInutilizacao::NumeroUsado);
+        }
+        let n_prot = protocolo(&tx, c_uf, dh_recbto)?;
+        tx.execute(
+            "INSERT INTO inutilizadas (n_prot, cnpj, modelo, serie, inicio, fim, dh_recbto, xml)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![n_prot, f.cnpj, f.modelo, f.serie, f.inicio, f.fim, dh_recbto, f.xml],
+        )?;
+        tx.commit()?;
+        Ok(RegistroInutilizacao::Nova(n_prot))
     }
 
     /// The note of a key, if authorized.
@@ -238,6 +352,7 @@ impl Base {
         Ok(Contagens {
             autorizadas: c.query_row("SELECT COUNT(*) FROM notas", [], |r| r.get(0))?,
             rejeicoes: c.query_row("SELECT COUNT(*) FROM rejeicoes", [], |r| r.get(0))?,
+            inutilizacoes: c.query_row("SELECT COUNT(*) FROM inutilizadas", [], |r| r.get(0))?,
         })
     }
 }

@@ -2,7 +2,7 @@
 //! authorization per key and per number, a lost answer found by consulta, the reference tools'
 //! refusals, 656 after repeated rejections, down and restarted on its own base.
 
-use nfce::soap::{self, Desfecho, Retorno, Servico};
+use nfce::soap::{self, Desfecho, DesfechoInutilizacao, Retorno, Servico};
 use nfce::{exemplo, Certificado, Emissao, NotaAssinada};
 use pagar_testkit::SefazProcess;
 use serde_json::json;
@@ -128,7 +128,7 @@ async fn a_note_changed_after_signing_or_out_of_the_schema_or_signed_by_another_
     assert!(matches!(Desfecho::of(&r), Desfecho::Autorizada(_)), "{r:?}");
     assert_eq!(
         s.contagens().await,
-        json!({"autorizadas": 1, "rejeicoes": 3})
+        json!({"autorizadas": 1, "rejeicoes": 3, "inutilizacoes": 0})
     );
 }
 
@@ -211,4 +211,57 @@ async fn down_it_answers_503_and_killed_and_started_again_it_keeps_its_notes() {
     assert_eq!(down.unwrap_err(), "HTTP 503 Service Unavailable");
     assert_eq!(status.c_stat, 107);
     assert_eq!(protocol(&consulta), protocol(&first));
+}
+
+async fn inutilizar(
+    s: &SefazProcess,
+    c: &Certificado,
+    inicio: u32,
+    fim: u32,
+) -> DesfechoInutilizacao {
+    let inut = exemplo::inutilizacao(inicio, fim).assinar(c).unwrap();
+    let r = s
+        .call_inutilizacao(soap::pedido_inutilizacao(&inut), WAIT)
+        .await
+        .unwrap();
+    DesfechoInutilizacao::of(&r)
+}
+
+#[tokio::test]
+async fn a_gap_declared_unused_is_homologated_once_and_its_numbers_never_become_notes() {
+    // Arrange
+    let dir = tempfile::tempdir().unwrap();
+    let s = SefazProcess::start(dir.path(), 20);
+    let c = cert();
+    autorizar(&s, &normal(1, &c)).await;
+    // Act
+    let first = inutilizar(&s, &c, 3, 5).await;
+    let again = inutilizar(&s, &c, 3, 5).await;
+    let overlapping = inutilizar(&s, &c, 5, 6).await;
+    let with_a_note = inutilizar(&s, &c, 1, 2).await;
+    let note_in_gap = autorizar(&s, &normal(4, &c)).await;
+    // Assert
+    assert!(
+        matches!(first, DesfechoInutilizacao::Homologada(_)),
+        "{first:?}"
+    );
+    assert_eq!(
+        again,
+        DesfechoInutilizacao::JaPedida,
+        "a resend after a lost answer is done"
+    );
+    assert_eq!(overlapping, DesfechoInutilizacao::Sobreposta);
+    assert_eq!(with_a_note, DesfechoInutilizacao::NumeroUsado);
+    assert!(
+        matches!(Desfecho::of(&note_in_gap), Desfecho::Rejeitada(206, _)),
+        "{note_in_gap:?}"
+    );
+    let counts = s.contagens().await;
+    assert_eq!(
+        (
+            counts["autorizadas"].as_u64(),
+            counts["inutilizacoes"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
 }

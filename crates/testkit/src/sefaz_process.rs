@@ -2,7 +2,7 @@
 //! folder that outlives it, and a client of its web services made of `nfce::soap`'s messages.
 
 use crate::api_process::workspace_binary;
-use nfce::soap::{self, Retorno, Servico};
+use nfce::soap::{self, Retorno, RetornoInutilizacao, Servico};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -119,6 +119,26 @@ impl SefazProcess {
         body: String,
         timeout: Duration,
     ) -> Result<Retorno, String> {
+        let text = self.post(servico, body, timeout).await?;
+        soap::ler_retorno(&text).map_err(|e| e.to_string())
+    }
+
+    /// Calls `NFeInutilizacao4` with `body`: SEFAZ's answer, or the HTTP failure as text.
+    pub async fn call_inutilizacao(
+        &self,
+        body: String,
+        timeout: Duration,
+    ) -> Result<RetornoInutilizacao, String> {
+        let text = self.post(Servico::Inutilizacao, body, timeout).await?;
+        soap::ler_retorno_inutilizacao(&text).map_err(|e| e.to_string())
+    }
+
+    async fn post(
+        &self,
+        servico: Servico,
+        body: String,
+        timeout: Duration,
+    ) -> Result<String, String> {
         let r = self
             .http
             .post(format!("{}/ws/{}", self.url, servico.nome()))
@@ -131,8 +151,7 @@ impl SefazProcess {
         if !r.status().is_success() {
             return Err(format!("HTTP {}", r.status()));
         }
-        let text = r.text().await.map_err(|e| e.to_string())?;
-        soap::ler_retorno(&text).map_err(|e| e.to_string())
+        r.text().await.map_err(|e| e.to_string())
     }
 }
 

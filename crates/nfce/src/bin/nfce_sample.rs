@@ -1,6 +1,6 @@
 //! `nfce-sample DIR`: writes into DIR the sandbox sale's note issued normally and in
-//! contingência, signed as they would be sent, their DANFEs (HTML), and the certificate that
-//! signed them — for
+//! contingência, signed as they would be sent, their DANFEs (HTML), an inutilização of numbers 3
+//! to 5, and the certificate that signed them — for
 //! checking with tools Pagar did not write (`xmllint --schema`, `xmlsec1 --verify`).
 
 use nfce::{danfe, exemplo, Certificado, Emissao};
@@ -48,5 +48,8 @@ fn run(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
             assinada.qrcode
         );
     }
+    let inut = dir.join("inutilizacao.xml");
+    std::fs::write(&inut, exemplo::inutilizacao(3, 5).assinar(&cert)?)?;
+    println!("{}: série 1, números 3 a 5", inut.display());
     Ok(())
 }
