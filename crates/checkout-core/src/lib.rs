@@ -12,6 +12,7 @@ pub mod drawer;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod fiscal;
 pub mod outbox;
 pub mod sale_view;
 

@@ -4,6 +4,7 @@
 mod cash;
 mod closing;
 mod delivery;
+mod fiscal;
 mod helpers;
 mod maquininha;
 mod network;

@@ -1,0 +1,111 @@
+//! The till's side of SEFAZ's web services for its NFC-e (messages: `nfce::soap`). A note goes
+//! out exactly as it was signed, and every answer the till did not hear — a timeout, a cut
+//! connection, a 204 "Duplicidade de NF-e" — is settled by asking SEFAZ for the note's key,
+//! never by another note: a lost answer is the one way a till would otherwise issue a sale's
+//! note twice.
+
+use nfce::soap::{self, Desfecho, Protocolo, Servico};
+use nfce::NotaAssinada;
+use std::time::Duration;
+
+/// Where a note stands after a send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Situacao {
+    /// Authorized (answered now, or found by a consulta): keep the protocol with the note.
+    Autorizada(Protocolo),
+    /// The note as it is will never be authorized (code and reason): it needs a person.
+    Rejeitada(u16, String),
+    /// SEFAZ has this number under another key (539): the number is spent.
+    NumeroComOutraChave(String),
+    /// SEFAZ blocks the emitter for an hour (656): send nothing until then.
+    ConsumoIndevido,
+    /// No answer heard and no consulta could settle it: send the same note again later (SEFAZ
+    /// answers 204 if the first send had reached it).
+    SemResposta(String),
+}
+
+/// A SEFAZ's web services at a base URL (`…/ws/<service>`).
+#[derive(Debug, Clone)]
+pub struct Sefaz {
+    http: reqwest::Client,
+    base: String,
+    tp_amb: u8,
+    timeout: Duration,
+}
+
+impl Sefaz {
+    /// SEFAZ at `base`, for environment `tp_amb`, each call given at most `timeout`.
+    pub fn new(base: &str, tp_amb: u8, timeout: Duration) -> Self {
+        Sefaz {
+            http: reqwest::Client::new(),
+            base: base.trim_end_matches('/').to_string(),
+            tp_amb,
+            timeout,
+        }
+    }
+
+    async fn post(&self, servico: Servico, body: String) -> Result<String, String> {
+        let r = self
+            .http
+            .post(format!("{}/ws/{}", self.base, servico.nome()))
+            .header(reqwest::header::CONTENT_TYPE, servico.content_type())
+            .body(body)
+            .timeout(self.timeout)
+            .send()
+            .await
+            .map_err(|e| format!("SEFAZ sem resposta: {e}"))?;
+        if !r.status().is_success() {
+            return Err(format!("SEFAZ respondeu HTTP {}", r.status()));
+        }
+        r.text()
+            .await
+            .map_err(|e| format!("resposta da SEFAZ cortada: {e}"))
+    }
+
+    /// The protocol of `chave` if SEFAZ authorized it (`None`: it does not have it, 217).
+    pub async fn consultar(&self, chave: &str) -> Result<Option<Protocolo>, String> {
+        let text = self
+            .post(Servico::Consulta, soap::pedido_consulta(self.tp_amb, chave))
+            .await?;
+        let r = soap::ler_retorno(&text).map_err(|e| e.to_string())?;
+        match (r.c_stat, r.protocolo) {
+            (100 | 150, Some(p)) => Ok(Some(p)),
+            (217, _) => Ok(None),
+            (code, _) => Err(format!("consulta: {code} {}", r.x_motivo)),
+        }
+    }
+
+    /// Asks SEFAZ about a note whose answer was not heard (`why`).
+    async fn settle(&self, nota: &NotaAssinada, why: String) -> Situacao {
+        match self.consultar(nota.chave.as_ref()).await {
+            Ok(Some(p)) => Situacao::Autorizada(p),
+            Ok(None) => Situacao::SemResposta(format!("{why}; a SEFAZ não tem a nota")),
+            Err(e) => Situacao::SemResposta(format!("{why}; consulta: {e}")),
+        }
+    }
+
+    /// Sends the note for authorization (synchronous) and settles what was not heard.
+    pub async fn autorizar(&self, nota: &NotaAssinada, id_lote: u64) -> Situacao {
+        let text = match self
+            .post(
+                Servico::Autorizacao,
+                soap::pedido_autorizacao(id_lote, &nota.xml),
+            )
+            .await
+        {
+            Ok(text) => text,
+            Err(why) => return self.settle(nota, why).await,
+        };
+        let retorno = match soap::ler_retorno(&text) {
+            Ok(r) => r,
+            Err(e) => return self.settle(nota, e.to_string()).await,
+        };
+        match Desfecho::of(&retorno) {
+            Desfecho::Autorizada(p) => Situacao::Autorizada(p),
+            Desfecho::JaAutorizada => self.settle(nota, "204 Duplicidade de NF-e".into()).await,
+            Desfecho::NumeroComOutraChave(why) => Situacao::NumeroComOutraChave(why),
+            Desfecho::ConsumoIndevido => Situacao::ConsumoIndevido,
+            Desfecho::Rejeitada(code, why) => Situacao::Rejeitada(code, why),
+        }
+    }
+}
