@@ -5,7 +5,6 @@
 //! note twice.
 
 use nfce::soap::{self, Desfecho, Protocolo, Servico};
-use nfce::NotaAssinada;
 use std::time::Duration;
 
 /// Where a note stands after a send.
@@ -76,33 +75,29 @@ impl Sefaz {
     }
 
     /// Asks SEFAZ about a note whose answer was not heard (`why`).
-    async fn settle(&self, nota: &NotaAssinada, why: String) -> Situacao {
-        match self.consultar(nota.chave.as_ref()).await {
+    async fn settle(&self, chave: &str, why: String) -> Situacao {
+        match self.consultar(chave).await {
             Ok(Some(p)) => Situacao::Autorizada(p),
             Ok(None) => Situacao::SemResposta(format!("{why}; a SEFAZ não tem a nota")),
             Err(e) => Situacao::SemResposta(format!("{why}; consulta: {e}")),
         }
     }
 
-    /// Sends the note for authorization (synchronous) and settles what was not heard.
-    pub async fn autorizar(&self, nota: &NotaAssinada, id_lote: u64) -> Situacao {
-        let text = match self
-            .post(
-                Servico::Autorizacao,
-                soap::pedido_autorizacao(id_lote, &nota.xml),
-            )
-            .await
-        {
+    /// Sends the note of key `chave`, signed as `xml` (the bytes kept with it), for
+    /// authorization (synchronous) and settles what was not heard.
+    pub async fn autorizar(&self, chave: &str, xml: &str, id_lote: u64) -> Situacao {
+        let pedido = soap::pedido_autorizacao(id_lote, xml);
+        let text = match self.post(Servico::Autorizacao, pedido).await {
             Ok(text) => text,
-            Err(why) => return self.settle(nota, why).await,
+            Err(why) => return self.settle(chave, why).await,
         };
         let retorno = match soap::ler_retorno(&text) {
             Ok(r) => r,
-            Err(e) => return self.settle(nota, e.to_string()).await,
+            Err(e) => return self.settle(chave, e.to_string()).await,
         };
         match Desfecho::of(&retorno) {
             Desfecho::Autorizada(p) => Situacao::Autorizada(p),
-            Desfecho::JaAutorizada => self.settle(nota, "204 Duplicidade de NF-e".into()).await,
+            Desfecho::JaAutorizada => self.settle(chave, "204 Duplicidade de NF-e".into()).await,
             Desfecho::NumeroComOutraChave(why) => Situacao::NumeroComOutraChave(why),
             Desfecho::ConsumoIndevido => Situacao::ConsumoIndevido,
             Desfecho::Rejeitada(code, why) => Situacao::Rejeitada(code, why),

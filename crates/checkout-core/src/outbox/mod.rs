@@ -7,6 +7,7 @@ mod closings;
 mod drawer;
 mod late_pix;
 mod lock;
+mod notas;
 mod open_sale;
 mod records;
 mod refunds;
@@ -18,6 +19,7 @@ mod wire;
 pub use caps::OfflineCaps;
 pub use captures::{CaptureJob, CaptureResult};
 pub use lock::lock_path;
+pub use notas::{EstadoNota, NotaRegistro};
 pub(crate) use records::Paid;
 pub use records::{
     paid_of, Attempt, FinalAnswer, PayOutcome, QueueSummary, RefundBalance, SendJob, Target,
