@@ -104,15 +104,7 @@ pub fn ler_inutilizacao(xml: &str) -> Result<Inut, Recusa> {
 
 /// What SEFAZ refuses of an inutilização that passed the tools.
 pub fn regras_inutilizacao(n: &Inut, c_uf: u8, tp_amb: u8) -> Option<Recusa> {
-    comuns(
-        n.tp_amb,
-        n.c_uf,
-        n.modelo,
-        &n.cnpj,
-        n.cnpj_certificado.as_deref(),
-        c_uf,
-        tp_amb,
-    )
+    comuns(n, c_uf, tp_amb)
 }
 
 /// The fields of a note, or 225 when it is not even a note.
@@ -199,15 +191,7 @@ pub async fn ferramentas_de(
 
 /// What SEFAZ refuses of a note that passed the tools, for this state and environment.
 pub fn regras(n: &Lida, c_uf: u8, tp_amb: u8) -> Option<Recusa> {
-    if let Some(r) = comuns(
-        n.tp_amb,
-        n.c_uf,
-        n.modelo,
-        &n.cnpj,
-        n.cnpj_certificado.as_deref(),
-        c_uf,
-        tp_amb,
-    ) {
+    if let Some(r) = comuns(n, c_uf, tp_amb) {
         return Some(r);
     }
     if nfce::Chave::parse(&n.chave).is_err() {
@@ -219,16 +203,35 @@ pub fn regras(n: &Lida, c_uf: u8, tp_amb: u8) -> Option<Recusa> {
     None
 }
 
+/// Who sent a signed request, and for where: what every request is checked for.
+pub trait Origem {
+    /// `tpAmb`, `cUF`, `mod`.
+    fn destino(&self) -> (u8, u8, u8);
+    /// The emitter's CNPJ, and the one in the signing certificate.
+    fn emitente(&self) -> (&str, Option<&str>);
+}
+
+impl Origem for Lida {
+    fn destino(&self) -> (u8, u8, u8) {
+        (self.tp_amb, self.c_uf, self.modelo)
+    }
+    fn emitente(&self) -> (&str, Option<&str>) {
+        (&self.cnpj, self.cnpj_certificado.as_deref())
+    }
+}
+
+impl Origem for Inut {
+    fn destino(&self) -> (u8, u8, u8) {
+        (self.tp_amb, self.c_uf, self.modelo)
+    }
+    fn emitente(&self) -> (&str, Option<&str>) {
+        (&self.cnpj, self.cnpj_certificado.as_deref())
+    }
+}
+
 /// The state, environment, model and certificate every signed request is checked for.
-fn comuns(
-    tp: u8,
-    uf: u8,
-    modelo: u8,
-    cnpj: &str,
-    cnpj_certificado: Option<&str>,
-    c_uf: u8,
-    tp_amb: u8,
-) -> Option<Recusa> {
+fn comuns(n: &impl Origem, c_uf: u8, tp_amb: u8) -> Option<Recusa> {
+    let ((tp, uf, modelo), (cnpj, cnpj_certificado)) = (n.destino(), n.emitente());
     if tp != tp_amb {
         return Some(Recusa(
             252,

@@ -102,6 +102,16 @@ impl StoredRow {
         parse(&v).map_err(|e| corrupt(column, e))
     }
 
+    /// The `id`, `merchant` and `idempotency_key` every table of a resource paid later starts
+    /// with ([`AwaitedRecord::owner_cells`]).
+    pub fn owner(&self) -> StoreResult<(PaymentId, MerchantId, IdempotencyKey)> {
+        Ok((
+            PaymentId::from_stored(self.text("id")?),
+            self.parsed("merchant", MerchantId::parse)?,
+            self.parsed("idempotency_key", |k| IdempotencyKey::parse(k.as_bytes()))?,
+        ))
+    }
+
     /// A nullable text column parsed into its domain type.
     pub fn opt_parsed<T, E: std::fmt::Display>(
         &self,
@@ -112,6 +122,24 @@ impl StoredRow {
             .map(|v| parse(&v).map_err(|e| corrupt(column, e)))
             .transpose()
     }
+}
+
+/// The columns every request-made resource ends with: the client's free text and reference,
+/// the till that sent it, and the store's times.
+pub fn request_cells(
+    descricao: Option<&String>,
+    referencia: Option<&String>,
+    terminal: Option<&TerminalId>,
+    created_at: Millis,
+    updated_at: Millis,
+) -> [(&'static str, Cell); 5] {
+    [
+        ("descricao", Cell::opt_text(descricao)),
+        ("referencia", Cell::opt_text(referencia)),
+        ("terminal", Cell::opt_text(terminal)),
+        ("created_at", Cell::int(created_at)),
+        ("updated_at", Cell::int(updated_at)),
+    ]
 }
 
 /// A resource paid later, as its table stores it.

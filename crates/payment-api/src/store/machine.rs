@@ -74,21 +74,23 @@ impl AwaitedRecord for MachineOrder {
                 "plano_pago",
                 Cell::opt_text(self.plano_pago.map(|p| p.as_stored())),
             ),
-            ("descricao", Cell::opt_text(self.descricao.as_ref())),
-            ("referencia", Cell::opt_text(self.referencia.as_ref())),
-            ("terminal", Cell::opt_text(self.terminal.as_ref())),
-            ("created_at", Cell::int(self.created_at)),
-            ("updated_at", Cell::int(self.updated_at)),
         ]);
+        cells.extend(request_cells(
+            self.descricao.as_ref(),
+            self.referencia.as_ref(),
+            self.terminal.as_ref(),
+            self.created_at,
+            self.updated_at,
+        ));
         cells
     }
 
     fn read(r: &StoredRow) -> StoreResult<Self> {
+        let (id, merchant, idempotency_key) = r.owner()?;
         Ok(MachineOrder {
-            id: PaymentId::from_stored(r.text("id")?),
-            merchant: r.parsed("merchant", MerchantId::parse)?,
-            idempotency_key: r
-                .parsed("idempotency_key", |k| IdempotencyKey::parse(k.as_bytes()))?,
+            id,
+            merchant,
+            idempotency_key,
             order_id: r.text("order_id")?,
             maquininha: r.parsed("maquininha", |m| {
                 MachineId::parse(m).ok_or("maquininha inválida")

@@ -70,21 +70,23 @@ impl AwaitedRecord for PixCharge {
             ("e2eid", Cell::opt_text(self.e2eid.as_ref())),
             ("pago_em", Cell::Int(self.pago_em)),
             ("valor_recebido", Cell::Int(self.valor_recebido)),
-            ("descricao", Cell::opt_text(self.descricao.as_ref())),
-            ("referencia", Cell::opt_text(self.referencia.as_ref())),
-            ("terminal", Cell::opt_text(self.terminal.as_ref())),
-            ("created_at", Cell::int(self.created_at)),
-            ("updated_at", Cell::int(self.updated_at)),
         ]);
+        cells.extend(request_cells(
+            self.descricao.as_ref(),
+            self.referencia.as_ref(),
+            self.terminal.as_ref(),
+            self.created_at,
+            self.updated_at,
+        ));
         cells
     }
 
     fn read(r: &StoredRow) -> StoreResult<Self> {
+        let (id, merchant, idempotency_key) = r.owner()?;
         Ok(PixCharge {
-            id: PaymentId::from_stored(r.text("id")?),
-            merchant: r.parsed("merchant", MerchantId::parse)?,
-            idempotency_key: r
-                .parsed("idempotency_key", |k| IdempotencyKey::parse(k.as_bytes()))?,
+            id,
+            merchant,
+            idempotency_key,
             txid: r.parsed("txid", |t| Txid::parse(t).ok_or("txid inválido"))?,
             valor: Centavos::new(r.int("valor")?).map_err(|e| corrupt("valor", e))?,
             status: r.parsed("status", PixStatus::parse)?,
