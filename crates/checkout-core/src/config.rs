@@ -69,6 +69,10 @@ pub struct Config {
     pub maquininha: Option<String>,
 }
 
+/// The smallest outbox cap a till accepts: its schema with room for a few hundred attempts
+/// (`outbox::schema`'s tests keep the schema under two thirds of it).
+pub const MIN_OUTBOX_BYTES: u64 = 256 * 1024;
+
 impl Config {
     /// Defaults for an API at `api_url` with `api_key`.
     pub fn new(api_url: impl Into<String>, api_key: impl Into<String>) -> Self {
@@ -114,6 +118,14 @@ impl Config {
     /// Checks the API address: `https://` anywhere, plain `http://` only to a loopback host
     /// unless [`Config::allow_insecure_http`] says otherwise.
     pub fn validate(&self) -> Result<reqwest::Url> {
+        if let Some(max) = self.max_outbox_bytes.filter(|&m| m < MIN_OUTBOX_BYTES) {
+            return Err(CoreError::Config(format!(
+                "limite do banco de pagamentos de {} KiB: o mínimo é {} KiB (a estrutura do banco \
+                 sozinha ocupa cerca de 150 KiB, e nenhum pagamento caberia)",
+                max / 1024,
+                MIN_OUTBOX_BYTES / 1024
+            )));
+        }
         if let Some(t) = &self.terminal {
             let ok = !t.is_empty()
                 && t.len() <= 64
@@ -205,6 +217,16 @@ mod tests {
         let mut c = Config::new(url, "k");
         c.allow_insecure_http = insecure;
         c.validate()
+    }
+
+    #[test]
+    fn an_outbox_cap_the_schema_alone_would_fill_is_refused_with_the_minimum() {
+        let mut c = Config::new("https://api.loja.example", "k");
+        c.max_outbox_bytes = Some(64 * 1024);
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().contains("o mínimo é 256 KiB"), "{err}");
+        c.max_outbox_bytes = Some(MIN_OUTBOX_BYTES);
+        assert!(c.validate().is_ok());
     }
 
     #[test]

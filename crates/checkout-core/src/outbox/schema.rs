@@ -510,6 +510,23 @@ mod tests {
     }
 
     #[test]
+    fn the_schema_leaves_room_for_payments_under_the_smallest_outbox_cap() {
+        // A till at the smallest cap must still take payments: the schema's own pages stay
+        // under the size past which new attempts are refused, with a third of it to spare.
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Connection::open(dir.path().join("o.db")).unwrap();
+        migrations().to_latest(&mut c).unwrap();
+        let pages: u64 = c.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+        let page: u64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+        let soft = crate::config::MIN_OUTBOX_BYTES;
+        assert!(
+            pages * page * 3 / 2 <= soft,
+            "schema {} KiB: raise MIN_OUTBOX_BYTES",
+            pages * page / 1024
+        );
+    }
+
+    #[test]
     fn migrations_are_valid_and_each_state_can_be_stored() {
         let mut c = Connection::open_in_memory().unwrap();
         migrations().validate().unwrap();
