@@ -12,13 +12,17 @@
 //! - `POST /ws/NFeConsultaProtocolo4` (`consSitNFe`): 100 with the protocol, or 217 "NF-e não
 //!   consta na base de dados".
 //! - `POST /ws/NFeStatusServico4`: 107 "Serviço em Operação".
+//! - `POST /ws/NFeInutilizacao4` (`inutNFe`, checked by `xmllint` and `xmlsec1` like a note):
+//!   **102** with a protocol; **563** for a range declared before, **256** for one overlapping
+//!   it, **241** when a number of it is an authorized note; a note whose number was declared
+//!   unused is then refused **206**.
 //!
 //! QA: `PUT /qa/modo` plays SEFAZ down (503), slow, or answering only after the till gave up
 //! (the note authorized, the answer lost); `GET /qa/notas` and `/qa/contagens` read its base.
 //! Where it differs from a real SEFAZ: plain HTTP on loopback (no mutual TLS with the
 //! certificate), one state and environment per process, no asynchronous lote (`indSinc` 0), no
-//! events (cancelamento, substituição), no inutilização, the 656 rule counts every rejection of an
-//! emitter (SEFAZ counts repeated identical ones), and no time rules on `dhEmi`.
+//! events (cancelamento, substituição), the 656 rule counts every rejection of an emitter (SEFAZ
+//! counts repeated identical ones), and no time rules on `dhEmi`.
 
 mod api;
 mod checagem;
