@@ -22,8 +22,8 @@ pub use assinatura::Certificado;
 pub use chave::{Chave, Cnpj, Cpf, PartesChave, TipoEmissao, Uf};
 pub use error::{NfceError, Result};
 pub use nota::{
-    codigo_numerico, data_hora, Ambiente, Emissao, Emitente, Endereco, Forma, Item, Nota,
-    Pagamento, ResponsavelTecnico, UrlsConsulta, HOMOLOGACAO, NFE_NS,
+    data_hora, Ambiente, Emissao, Emitente, Endereco, Forma, Item, Nota, Pagamento,
+    ResponsavelTecnico, UrlsConsulta, HOMOLOGACAO, NFE_NS,
 };
 
 use xml::Xml;

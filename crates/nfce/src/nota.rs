@@ -228,16 +228,6 @@ pub struct Nota {
     pub versao_processo: String,
 }
 
-/// A code for the key that is not the note's own number: SEFAZ refuses a `cNF` equal to `nNF`.
-pub fn codigo_numerico(numero: u32) -> u32 {
-    loop {
-        let c = rand::random::<u32>() % 100_000_000;
-        if c != numero % 100_000_000 {
-            return c;
-        }
-    }
-}
-
 impl Nota {
     /// Its key.
     pub fn chave(&self) -> Result<Chave> {
