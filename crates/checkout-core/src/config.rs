@@ -67,6 +67,9 @@ pub struct Config {
     /// The card machine beside this till (its id at the machine's provider, e.g.
     /// `PAGAR_SIM__POS-1`); `None`: this till takes no card at a machine.
     pub maquininha: Option<String>,
+    /// The store's NFC-e: every sale paid at this till gets its note, issued, signed and sent to
+    /// SEFAZ by the engine. `None`: this till issues no notes.
+    pub fiscal: Option<crate::fiscal::Emissor>,
 }
 
 /// The smallest outbox cap a till accepts: its schema with room for a few hundred attempts
@@ -102,6 +105,7 @@ impl Config {
             late_pix_recheck: Duration::from_secs(10),
             confirm_after_receipt: false,
             maquininha: None,
+            fiscal: None,
         }
     }
 
@@ -196,6 +200,7 @@ impl std::fmt::Debug for Config {
             .field("max_outbox_bytes", &self.max_outbox_bytes)
             .field("terminal", &self.terminal)
             .field("utc_offset", &self.utc_offset)
+            .field("fiscal", &self.fiscal)
             .finish()
     }
 }

@@ -4,7 +4,11 @@
 //! never by another note: a lost answer is the one way a till would otherwise issue a sale's
 //! note twice.
 
-use nfce::soap::{self, Desfecho, Protocolo, Servico};
+mod emissor;
+
+pub use emissor::{agora, Emissor, ItemVenda, VendaPaga, REENVIO_MAX};
+
+use nfce::soap::{self, Desfecho, DesfechoInutilizacao, Protocolo, Servico};
 use std::time::Duration;
 
 /// Where a note stands after a send.
@@ -102,5 +106,27 @@ impl Sefaz {
             Desfecho::ConsumoIndevido => Situacao::ConsumoIndevido,
             Desfecho::Rejeitada(code, why) => Situacao::Rejeitada(code, why),
         }
+    }
+
+    /// Declares numbers unused with the signed `inutilizacao` (`inutNFe`): SEFAZ's word, or
+    /// why none was heard (then the same request is sent again: 563 means it had it).
+    pub async fn inutilizar(&self, inutilizacao: &str) -> Result<DesfechoInutilizacao, String> {
+        let text = self
+            .post(
+                Servico::Inutilizacao,
+                soap::pedido_inutilizacao(inutilizacao),
+            )
+            .await?;
+        let r = soap::ler_retorno_inutilizacao(&text).map_err(|e| e.to_string())?;
+        Ok(DesfechoInutilizacao::of(&r))
+    }
+
+    /// Whether SEFAZ says its authorization service is working (`107`) for state `c_uf`.
+    pub async fn em_operacao(&self, c_uf: u8) -> Result<bool, String> {
+        let text = self
+            .post(Servico::Status, soap::pedido_status(self.tp_amb, c_uf))
+            .await?;
+        let r = soap::ler_retorno(&text).map_err(|e| e.to_string())?;
+        Ok(r.c_stat == 107)
     }
 }

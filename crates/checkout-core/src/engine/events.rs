@@ -74,6 +74,11 @@ pub enum Event {
         /// Why the server cannot be used, in pt-BR, while it cannot.
         problema: Option<String>,
     },
+    /// A sale's NFC-e was issued or changed.
+    NotaChanged {
+        /// It, as it is now (without its XML).
+        nota: Box<crate::outbox::NotaRegistro>,
+    },
 }
 
 /// What the till shows: the open sale and the others still unsettled.

@@ -7,6 +7,7 @@
 mod captures;
 mod close;
 mod dispatch;
+mod fiscal;
 mod late_pix;
 mod machine_sales;
 mod pix_sales;
@@ -64,6 +65,8 @@ struct Inner {
     reviews_due: Notify,
     /// A capture or undo was decided: send it.
     captures_due: Notify,
+    /// A payment was approved: its sale may be paid in full and need its note.
+    notas_due: Notify,
     /// True once the first `/health` probe has answered or failed: the dispatcher waits for it,
     /// so it knows the server's key retention before it decides to resend an old attempt.
     probed: watch::Sender<bool>,
@@ -114,6 +117,7 @@ impl Checkout {
             advertised_retention: AtomicU64::new(0),
             reviews_due: Notify::new(),
             captures_due: Notify::new(),
+            notas_due: Notify::new(),
             probed: watch::channel(false).0,
             stop,
             tasks: Mutex::new(Vec::new()),
@@ -134,6 +138,7 @@ impl Checkout {
                 inner.clone(),
                 inner.stop.subscribe(),
             )),
+            tokio::spawn(fiscal::notas(inner.clone(), inner.stop.subscribe())),
         ];
         inner.tasks.lock().expect("tasks lock").extend(tasks);
         Ok(Self { inner })
@@ -370,6 +375,12 @@ impl Checkout {
         Ok(sale)
     }
 
+    /// The sale's notes (NFC-e), oldest first: the live one last; a note issued normally and set
+    /// aside for one in contingência before it.
+    pub async fn notas_da_venda(&self, sale: &SaleId) -> Result<Vec<crate::outbox::NotaRegistro>> {
+        self.inner.outbox.notas_da_venda(sale).await
+    }
+
     /// Subscribes to events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()
@@ -466,6 +477,9 @@ impl Inner {
 
     /// Tells the app that `attempt` changed and what the queue is now.
     fn announce(&self, attempt: Attempt, queue: QueueSummary) {
+        if attempt.state == AttemptState::Aprovado {
+            self.notas_due.notify_one();
+        }
         self.emit(Event::AttemptChanged {
             attempt: Box::new(attempt),
         });

@@ -1,14 +1,19 @@
 //! The sale's NFC-e, written ahead like a payment attempt: the série's next number is taken and
 //! the note signed and stored in one durable transaction, before any byte of it goes to SEFAZ;
 //! a sale asked for its note again (a retry, a restart) gets the note it has, never a second
-//! number; what SEFAZ says moves it from `pendente` once and only forward.
+//! number; what SEFAZ says moves it from `pendente` once and only forward. A note sent normally
+//! whose answer the customer could not wait for is replaced, in the same transaction that issues
+//! it, by a note in contingência under the next number (`substituida`), and settled later:
+//! SEFAZ never had it (`inutilizada`, its number declared unused) or did authorize it
+//! (`a_cancelar`).
 
 use super::*;
 use crate::fiscal::Situacao;
 use nfce::{NfceError, NotaAssinada};
 
 /// Where a note stands at the till.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EstadoNota {
     /// Signed and stored; SEFAZ has not authorized it yet (or the till has not heard so).
     Pendente,
@@ -18,6 +23,14 @@ pub enum EstadoNota {
     Rejeitada,
     /// SEFAZ has its number under another key: the number is spent.
     NumeroPerdido,
+    /// Sent normally, its answer not heard while the customer waited: the sale got a note in
+    /// contingência instead, and this one is still to settle with SEFAZ.
+    Substituida,
+    /// Replaced, and SEFAZ never had it: its number is declared unused (the protocol kept).
+    Inutilizada,
+    /// Replaced, and SEFAZ had authorized it after all: the sale has two authorized notes until
+    /// this one is cancelled by substitution (evento 110112) — a person's work for now.
+    ACancelar,
 }
 
 impl EstadoNota {
@@ -27,6 +40,9 @@ impl EstadoNota {
             EstadoNota::Autorizada => "autorizada",
             EstadoNota::Rejeitada => "rejeitada",
             EstadoNota::NumeroPerdido => "numero_perdido",
+            EstadoNota::Substituida => "substituida",
+            EstadoNota::Inutilizada => "inutilizada",
+            EstadoNota::ACancelar => "a_cancelar",
         }
     }
 
@@ -36,13 +52,16 @@ impl EstadoNota {
             "autorizada" => EstadoNota::Autorizada,
             "rejeitada" => EstadoNota::Rejeitada,
             "numero_perdido" => EstadoNota::NumeroPerdido,
+            "substituida" => EstadoNota::Substituida,
+            "inutilizada" => EstadoNota::Inutilizada,
+            "a_cancelar" => EstadoNota::ACancelar,
             _ => return None,
         })
     }
 }
 
-/// A note as the outbox keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A note as the outbox keeps it (and the window is told of it, but its XML).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct NotaRegistro {
     /// Its key.
     pub chave: String,
@@ -57,6 +76,7 @@ pub struct NotaRegistro {
     /// `vNF`, in centavos.
     pub total: i64,
     /// The signed XML, as it is sent every time.
+    #[serde(skip)]
     pub xml: String,
     /// The QR Code's text.
     pub qrcode: String,
@@ -72,10 +92,21 @@ pub struct NotaRegistro {
     pub tentativas: u32,
     /// When it was issued (till clock).
     pub emitida_em: UnixMillis,
+    /// When it is due to be sent again (pending notes).
+    pub proxima_tentativa: UnixMillis,
+    /// The note in contingência that replaced it.
+    pub substituta: Option<String>,
+}
+
+impl NotaRegistro {
+    /// Issued in contingência (`tpEmis` 9).
+    pub fn em_contingencia(&self) -> bool {
+        self.tp_emis == 9
+    }
 }
 
 const NOTA_COLUMNS: &str = "chave, sale_id, serie, numero, tp_emis, total, xml, qrcode, estado, \
-     protocolo, c_stat, motivo, tentativas, emitida_em";
+     protocolo, c_stat, motivo, tentativas, emitida_em, proxima_tentativa, substituta";
 
 fn nota_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NotaRegistro> {
     let corrupt = |column: &str, e: String| {
@@ -103,6 +134,8 @@ fn nota_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NotaRegistro> {
         motivo: r.get("motivo")?,
         tentativas: r.get("tentativas")?,
         emitida_em: r.get("emitida_em")?,
+        proxima_tentativa: r.get("proxima_tentativa")?,
+        substituta: r.get("substituta")?,
     })
 }
 
@@ -125,15 +158,39 @@ fn note_by_key(c: &rusqlite::Connection, chave: &str) -> Result<NotaRegistro> {
     .ok_or_else(|| CoreError::Invalid(format!("nota desconhecida: {chave}")))
 }
 
+/// How a replaced note was settled with SEFAZ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Desfecho {
+    /// SEFAZ never had it: its number was declared unused under this protocol.
+    Inutilizada(String),
+    /// SEFAZ had authorized it under this protocol.
+    Autorizada(String),
+}
+
+/// The till's fiscal state: when it began issuing notes, and until when SEFAZ blocks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fiscal {
+    /// Sales paid before this get no note: they were sold before the till issued notes.
+    pub inicio: UnixMillis,
+    /// SEFAZ refused this emitter for consumo indevido (656) until then: send nothing before.
+    pub bloqueada_ate: UnixMillis,
+}
+
 impl Outbox {
     /// The sale's live note, or a new one: série `serie`'s next number is taken, the note made
     /// and signed by `assinar(numero)`, and stored, in one durable transaction — before any byte
     /// of it goes to SEFAZ. A sign that fails takes no number.
+    ///
+    /// With `substitui`, the sale's live note is that pending note, sent normally, whose answer
+    /// the customer could not wait for: it leaves the sale's live notes (`substituida`) in the
+    /// same transaction, and the new note (in contingência) takes its place. If the sale's live
+    /// note is another by then (or it was authorized meanwhile), that one is returned unchanged.
     pub async fn emitir_nota<F>(
         &self,
         sale: SaleId,
         serie: u16,
         now: UnixMillis,
+        substitui: Option<String>,
         assinar: F,
     ) -> Result<NotaRegistro>
     where
@@ -142,7 +199,11 @@ impl Outbox {
         self.db
             .write(move |c| {
                 if let Some(nota) = live_note(c, sale.as_ref())? {
-                    return Ok(nota);
+                    let replaces = substitui.as_deref() == Some(nota.chave.as_str())
+                        && nota.estado == EstadoNota::Pendente;
+                    if !replaces {
+                        return Ok(nota);
+                    }
                 }
                 exec(
                     c,
@@ -157,11 +218,19 @@ impl Outbox {
                 )?;
                 let assinada =
                     assinar(numero).map_err(|e| CoreError::Invalid(format!("NFC-e: {e}")))?;
+                if let Some(old) = &substitui {
+                    exec(
+                        c,
+                        "UPDATE notas SET estado = 'substituida', substituta = ?2
+                         WHERE chave = ?1 AND estado = 'pendente'",
+                        params![old, assinada.chave.as_ref()],
+                    )?;
+                }
                 exec(
                     c,
                     "INSERT INTO notas (chave, sale_id, serie, numero, tp_emis, total, xml, qrcode,
-                                        estado, emitida_em)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pendente', ?9)",
+                                        estado, emitida_em, proxima_tentativa)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pendente', ?9, ?9)",
                     params![
                         assinada.chave.as_ref(),
                         sale.as_ref(),
@@ -190,22 +259,165 @@ impl Outbox {
         self.db.read(move |c| live_note(c, &sale)).await
     }
 
+    /// Every note of the sale, oldest first (a replaced one and the note that replaced it).
+    pub async fn notas_da_venda(&self, sale: &SaleId) -> Result<Vec<NotaRegistro>> {
+        let sale = sale.to_string();
+        self.select_notas(
+            "WHERE sale_id = ?1 ORDER BY emitida_em, numero",
+            vec![sale.into()],
+        )
+        .await
+    }
+
     /// Notes still to send, oldest first.
     pub async fn notas_pendentes(&self) -> Result<Vec<NotaRegistro>> {
+        self.select_notas(
+            "WHERE estado = 'pendente' ORDER BY emitida_em, numero",
+            vec![],
+        )
+        .await
+    }
+
+    /// Pending notes due to be sent at `now`, oldest first (at most `limit`).
+    pub async fn notas_a_enviar(&self, now: UnixMillis, limit: u32) -> Result<Vec<NotaRegistro>> {
+        self.select_notas(
+            "WHERE estado = 'pendente' AND proxima_tentativa <= ?1
+             ORDER BY emitida_em, numero LIMIT ?2",
+            vec![now.into(), i64::from(limit).into()],
+        )
+        .await
+    }
+
+    /// Replaced notes not yet settled with SEFAZ and due to be asked about at `now`, oldest
+    /// first.
+    pub async fn notas_substituidas(&self, now: UnixMillis) -> Result<Vec<NotaRegistro>> {
+        self.select_notas(
+            "WHERE estado = 'substituida' AND proxima_tentativa <= ?1
+             ORDER BY emitida_em, numero",
+            vec![now.into()],
+        )
+        .await
+    }
+
+    /// Counts a try at a note that settled nothing (`motivo`) and makes it due again at
+    /// `proxima`.
+    pub async fn adiar_nota(
+        &self,
+        chave: &str,
+        motivo: String,
+        proxima: UnixMillis,
+    ) -> Result<NotaRegistro> {
+        let chave = chave.to_string();
         self.db
-            .read(|c| {
-                let mut st = c.prepare_cached(&format!(
-                    "SELECT {NOTA_COLUMNS} FROM notas WHERE estado = 'pendente'
-                     ORDER BY emitida_em, numero"
-                ))?;
-                let rows = st.query_map([], nota_from_row)?;
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE notas SET tentativas = tentativas + 1, motivo = ?2,
+                                      proxima_tentativa = ?3
+                     WHERE chave = ?1",
+                    params![chave, motivo, proxima],
+                )?;
+                note_by_key(c, &chave)
+            })
+            .await
+    }
+
+    /// Makes every pending note due at `now` (SEFAZ is back: send what waited).
+    pub async fn notas_ja(&self, now: UnixMillis) -> Result<()> {
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE notas SET proxima_tentativa = ?1
+                     WHERE estado IN ('pendente', 'substituida') AND proxima_tentativa > ?1",
+                    [now],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn select_notas(
+        &self,
+        filter: &'static str,
+        args: Vec<rusqlite::types::Value>,
+    ) -> Result<Vec<NotaRegistro>> {
+        self.db
+            .read(move |c| {
+                let mut st =
+                    c.prepare_cached(&format!("SELECT {NOTA_COLUMNS} FROM notas {filter}"))?;
+                let rows = st.query_map(rusqlite::params_from_iter(args), nota_from_row)?;
                 Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
             })
             .await
     }
 
-    /// Records what a send of a pending note came to; a note no longer pending does not move.
-    pub async fn registrar_envio(&self, chave: &str, situacao: Situacao) -> Result<NotaRegistro> {
+    /// Sales with an approved payment since `inicio` and no note at all, oldest first (at most
+    /// `limit`): the ones to look at for a note. Whether each is paid in full is the caller's.
+    pub async fn vendas_sem_nota(&self, inicio: UnixMillis, limit: u32) -> Result<Vec<SaleId>> {
+        self.db
+            .read(move |c| {
+                let mut st = c.prepare_cached(
+                    "SELECT a.sale_id FROM attempts a
+                     WHERE a.kind = 'pagamento' AND a.state = 'aprovado' AND a.updated_at >= ?1
+                       AND NOT EXISTS (SELECT 1 FROM notas n WHERE n.sale_id = a.sale_id)
+                     GROUP BY a.sale_id ORDER BY min(a.updated_at) LIMIT ?2",
+                )?;
+                let rows = st.query_map(params![inicio, limit], |r| r.get::<_, String>(0))?;
+                rows.map(|s| {
+                    let s = s?;
+                    SaleId::parse(&s).map_err(|e| CoreError::Invalid(format!("{s}: {e}")))
+                })
+                .collect()
+            })
+            .await
+    }
+
+    /// The till's fiscal state; the first call (the till's first with notes) sets `inicio`.
+    pub async fn fiscal(&self, now: UnixMillis) -> Result<Fiscal> {
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "INSERT INTO fiscal (id, inicio) VALUES (1, ?1) ON CONFLICT (id) DO NOTHING",
+                    [now],
+                )?;
+                Ok(c.query_row(
+                    "SELECT inicio, bloqueada_ate FROM fiscal WHERE id = 1",
+                    [],
+                    |r| {
+                        Ok(Fiscal {
+                            inicio: r.get(0)?,
+                            bloqueada_ate: r.get(1)?,
+                        })
+                    },
+                )?)
+            })
+            .await
+    }
+
+    /// Records SEFAZ's block (656) until `ate`.
+    pub async fn bloquear_fiscal(&self, ate: UnixMillis) -> Result<()> {
+        self.db
+            .write(move |c| {
+                exec(
+                    c,
+                    "UPDATE fiscal SET bloqueada_ate = ?1 WHERE id = 1",
+                    [ate],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Records what a send of a pending note came to, and when it is due again if it is still
+    /// pending; a note no longer pending does not move.
+    pub async fn registrar_envio(
+        &self,
+        chave: &str,
+        situacao: Situacao,
+        proxima: UnixMillis,
+    ) -> Result<NotaRegistro> {
         let chave = chave.to_string();
         self.db
             .write(move |c| {
@@ -230,9 +442,34 @@ impl Outbox {
                 exec(
                     c,
                     "UPDATE notas SET estado = ?2, protocolo = ?3, c_stat = COALESCE(?4, c_stat),
-                                      motivo = ?5, tentativas = tentativas + 1
+                                      motivo = ?5, tentativas = tentativas + 1,
+                                      proxima_tentativa = ?6
                      WHERE chave = ?1 AND estado = 'pendente'",
-                    params![chave, estado.as_str(), protocolo, c_stat, motivo],
+                    params![chave, estado.as_str(), protocolo, c_stat, motivo, proxima],
+                )?;
+                note_by_key(c, &chave)
+            })
+            .await
+    }
+
+    /// Records how a replaced note was settled with SEFAZ.
+    pub async fn resolver_substituida(
+        &self,
+        chave: &str,
+        desfecho: Desfecho,
+    ) -> Result<NotaRegistro> {
+        let chave = chave.to_string();
+        self.db
+            .write(move |c| {
+                let (estado, protocolo) = match desfecho {
+                    Desfecho::Inutilizada(p) => (EstadoNota::Inutilizada, p),
+                    Desfecho::Autorizada(p) => (EstadoNota::ACancelar, p),
+                };
+                exec(
+                    c,
+                    "UPDATE notas SET estado = ?2, protocolo = ?3
+                     WHERE chave = ?1 AND estado = 'substituida'",
+                    params![chave, estado.as_str(), protocolo],
                 )?;
                 note_by_key(c, &chave)
             })

@@ -131,19 +131,19 @@ async fn a_sale_gets_one_note_however_often_it_asks_and_numbers_follow_without_g
     let o = outbox(dir.path());
     // Act
     let first = o
-        .emitir_nota(sale("venda-1"), 1, 1_000, signer(&cert))
+        .emitir_nota(sale("venda-1"), 1, 1_000, None, signer(&cert))
         .await
         .unwrap();
     let asked_again = o
-        .emitir_nota(sale("venda-1"), 1, 2_000, signer(&cert))
+        .emitir_nota(sale("venda-1"), 1, 2_000, None, signer(&cert))
         .await
         .unwrap();
     let second = o
-        .emitir_nota(sale("venda-2"), 1, 3_000, signer(&cert))
+        .emitir_nota(sale("venda-2"), 1, 3_000, None, signer(&cert))
         .await
         .unwrap();
     let refused = o
-        .emitir_nota(sale("venda-3"), 1, 4_000, |_| {
+        .emitir_nota(sale("venda-3"), 1, 4_000, None, |_| {
             Err(nfce::NfceError::Sale("sem itens".into()))
         })
         .await;
@@ -152,7 +152,7 @@ async fn a_sale_gets_one_note_however_often_it_asks_and_numbers_follow_without_g
     let o = outbox(dir.path());
     let pending = o.notas_pendentes().await.unwrap();
     let third = o
-        .emitir_nota(sale("venda-3"), 1, 5_000, signer(&cert))
+        .emitir_nota(sale("venda-3"), 1, 5_000, None, signer(&cert))
         .await
         .unwrap();
     // Assert
@@ -180,10 +180,10 @@ async fn pending_notes_are_sent_after_a_restart_authorized_once_and_never_moved_
     let cert = sandbox_cert();
     let o = outbox(dir.path());
     let a = o
-        .emitir_nota(sale("venda-a"), 1, 1_000, signer(&cert))
+        .emitir_nota(sale("venda-a"), 1, 1_000, None, signer(&cert))
         .await
         .unwrap();
-    o.emitir_nota(sale("venda-b"), 1, 2_000, signer(&cert))
+    o.emitir_nota(sale("venda-b"), 1, 2_000, None, signer(&cert))
         .await
         .unwrap();
     sefaz
@@ -191,17 +191,17 @@ async fn pending_notes_are_sent_after_a_restart_authorized_once_and_never_moved_
         .await;
     // Act: the first note's answer is lost (settled by its key); then the till restarts.
     let sent = till.autorizar(&a.chave, &a.xml, 1).await;
-    let recorded = o.registrar_envio(&a.chave, sent).await.unwrap();
+    let recorded = o.registrar_envio(&a.chave, sent, 0).await.unwrap();
     sefaz.modo(json!({"modo": "normal"})).await;
     o.close();
     drop(o);
     let o = outbox(dir.path());
     for nota in o.notas_pendentes().await.unwrap() {
         let sent = till.autorizar(&nota.chave, &nota.xml, 2).await;
-        o.registrar_envio(&nota.chave, sent).await.unwrap();
+        o.registrar_envio(&nota.chave, sent, 0).await.unwrap();
     }
     let late = o
-        .registrar_envio(&a.chave, Situacao::SemResposta("atrasada".into()))
+        .registrar_envio(&a.chave, Situacao::SemResposta("atrasada".into()), 0)
         .await
         .unwrap();
     // Assert

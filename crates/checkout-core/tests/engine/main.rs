@@ -8,6 +8,7 @@ mod fiscal;
 mod helpers;
 mod maquininha;
 mod network;
+mod notas;
 mod offline;
 mod pix;
 mod plans;

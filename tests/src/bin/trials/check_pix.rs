@@ -1,4 +1,5 @@
-//! (g): every Pix agrees between the provider, the servers and the tills.
+//! (g): every Pix agrees between the provider, the servers and the tills; and the customer of a
+//! Pix trial, who pays (or does not) the charges that check then counts.
 
 use super::*;
 
@@ -173,4 +174,124 @@ pub(crate) async fn pix_disagreements(
         }
     }
     found
+}
+
+/// The Pix key of a trial's merchant: its charges, its callbacks and its ledger at the shared
+/// provider are its own.
+pub(crate) fn pix_key(seed: u64) -> String {
+    format!("trial-{seed}-{}@pix.example", *RUN_ID)
+}
+
+/// The customer of a Pix trial: pays each QR of the trial's key as it appears, now or later,
+/// never, or late after it was cancelled (at a bank that ignores removal), with its callback
+/// delivered, lost, repeated or late. Returns what it did and when the last of it will have
+/// happened.
+pub(crate) async fn customer(
+    psp: Arc<PixProcess>,
+    chave: String,
+    seed: u64,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (BTreeSet<&'static str>, Instant) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5049_5821);
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut kinds = BTreeSet::new();
+    let mut done_by = Instant::now();
+    loop {
+        let ledger = psp.ledger(&chave).await;
+        for cob in ledger["cobs"].as_array().into_iter().flatten() {
+            let Some(txid) = cob["txid"].as_str() else {
+                continue;
+            };
+            if !seen.insert(txid.to_string()) {
+                continue;
+            }
+            let soon: u64 = rng.gen_range(0..1_000);
+            let (kind, order) = match rng.gen_range(0..20) {
+                0..=5 => ("pix: paid", json!({"atraso_ms": soon})),
+                6 | 7 => (
+                    "pix: paid, callback lost",
+                    json!({"atraso_ms": soon, "webhook": "perdido"}),
+                ),
+                8 | 9 => (
+                    "pix: paid, callback 2-3 times",
+                    json!({"atraso_ms": soon, "webhook": (["duplicado", "triplicado"][rng.gen_range(0..2)])}),
+                ),
+                10 => (
+                    "pix: paid, callback late",
+                    json!({"atraso_ms": soon, "webhook_atraso_ms": rng.gen_range(300..1_500u64)}),
+                ),
+                11..=13 => ("pix: never paid", Value::Null),
+                _ => (
+                    "pix: paid after cancel",
+                    json!({
+                        "atraso_ms": rng.gen_range(1_200..2_500u64),
+                        "aceitar_inativa": true,
+                        "webhook": (["entregue", "perdido"][rng.gen_range(0..2)]),
+                    }),
+                ),
+            };
+            kinds.insert(kind);
+            if order.is_null() {
+                continue;
+            }
+            let after = order["atraso_ms"].as_u64().unwrap_or(0)
+                + order["webhook_atraso_ms"].as_u64().unwrap_or(0);
+            done_by = done_by.max(Instant::now() + Duration::from_millis(after));
+            psp.customer_pays(txid, order).await;
+        }
+        if *stop.borrow() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = stop.changed() => {}
+        }
+    }
+    (kinds, done_by)
+}
+
+/// Waits (at most 15 s, reviving servers a late crash fault took down) until every Pix the
+/// provider received for this trial is recorded by the server.
+pub(crate) async fn pix_recorded(
+    database: &ApiDatabase,
+    merchant: &str,
+    ledger: &Value,
+    servers: &mut [ApiProcess],
+    notes: &mut Vec<String>,
+) -> bool {
+    let paid: BTreeSet<&str> = provider_pix(ledger).map(|(e2e, _, _)| e2e).collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok((_, received)) = pix_rows(database, merchant).await {
+            let recorded: BTreeSet<&str> = received.iter().map(|r| r.e2eid.as_str()).collect();
+            if paid.is_subset(&recorded) {
+                return true;
+            }
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        for s in servers.iter_mut() {
+            if !s.is_running() {
+                revive(s, notes);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every Pix in a provider ledger: (end-to-end id, txid, centavos).
+pub(crate) fn provider_pix(ledger: &Value) -> impl Iterator<Item = (&str, &str, i64)> {
+    ledger["cobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|cob| cob["pix"].as_array().into_iter().flatten())
+        .filter_map(|p| {
+            Some((
+                p["endToEndId"].as_str()?,
+                p["txid"].as_str()?,
+                pagar_rules::decimal::parse(p["valor"].as_str()?)?,
+            ))
+        })
 }

@@ -1,0 +1,301 @@
+//! The till's notes (NFC-e), when the configuration names an [`Emissor`]. One loop, driven by
+//! what the outbox holds, so a crash anywhere leaves nothing to remember:
+//! - a sale paid in full with no note gets one: numbered, signed and stored before it is sent,
+//!   then sent while the customer waits ([`Emissor::espera`]). An answer not heard (and not
+//!   settled by the key) puts the till in contingência: the sale's note is issued again under
+//!   the next number with `tpEmis` 9, in the transaction that sets the first aside, and printed;
+//! - pending notes are sent with the same bytes, each on its own backoff (doubling to 15
+//!   minutes), nothing at all while SEFAZ blocks the emitter (656) — and in contingência only
+//!   once SEFAZ's status service says it works again;
+//! - a note set aside is asked about by its key: SEFAZ never had it → its number is declared
+//!   unused (inutilização, which also fences a late authorization out: SEFAZ answers 241 to a
+//!   number it authorized); SEFAZ had it → `a_cancelar`, for a person until evento 110112 is
+//!   built.
+
+use super::*;
+use crate::fiscal::{agora, Emissor, Sefaz, Situacao, VendaPaga};
+use crate::outbox::{Desfecho, NotaRegistro};
+use nfce::inutilizacao::Inutilizacao;
+use nfce::soap::DesfechoInutilizacao;
+use nfce::Emissao;
+use rand::Rng;
+
+/// How often the loop looks, when nothing wakes it.
+const TICK: Duration = Duration::from_secs(5);
+/// How long SEFAZ blocks an emitter for consumo indevido.
+const BLOQUEIO: Duration = Duration::from_secs(3600);
+/// Sales looked at, notes sent, per round.
+const LOTE: u32 = 20;
+
+/// Why the till is in contingência, and since when.
+#[derive(Debug, Clone)]
+struct Contingencia {
+    desde: UnixMillis,
+    motivo: String,
+    sondada: UnixMillis,
+}
+
+pub(super) async fn notas(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
+    let Some(emissor) = inner.config.fiscal.clone() else {
+        return;
+    };
+    let sefaz = Sefaz::new(
+        &emissor.sefaz_url,
+        emissor.ambiente.codigo(),
+        emissor.espera,
+    );
+    let mut loop_ = Notas {
+        inner,
+        emissor,
+        sefaz,
+        contingencia: None,
+    };
+    // The loop looks at least as often as it may have something to probe or send again.
+    let tick = TICK.min(loop_.emissor.sondagem).min(loop_.emissor.reenvio);
+    loop {
+        if let Err(e) = loop_.round().await {
+            tracing::warn!(error = %e, "notas fiscais: a volta falhou; tenta de novo");
+        }
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = loop_.inner.notas_due.notified() => {}
+            _ = tokio::time::sleep(tick) => {}
+        }
+    }
+}
+
+struct Notas {
+    inner: Arc<Inner>,
+    emissor: Emissor,
+    sefaz: Sefaz,
+    contingencia: Option<Contingencia>,
+}
+
+impl Notas {
+    async fn round(&mut self) -> Result<()> {
+        let inner = self.inner.clone();
+        let outbox = &inner.outbox;
+        let fiscal = outbox.fiscal(now_ms()).await?;
+        if now_ms() < fiscal.bloqueada_ate && self.contingencia.is_none() {
+            self.enter(format!(
+                "SEFAZ bloqueou o emitente por consumo indevido (656) ate {}",
+                nfce::data_hora(agora(fiscal.bloqueada_ate, self.inner.config.utc_offset))
+            ));
+        }
+        for sale in outbox.vendas_sem_nota(fiscal.inicio, LOTE).await? {
+            let attempts = outbox.attempts_of(&sale).await?;
+            if let Some(venda) = VendaPaga::of(&attempts) {
+                self.issue(sale, venda).await?;
+            }
+        }
+        if now_ms() < fiscal.bloqueada_ate || !self.sefaz_back().await {
+            return Ok(());
+        }
+        self.send_due().await?;
+        if self.contingencia.is_none() {
+            self.settle_replaced().await?;
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self, motivo: String) {
+        if self.contingencia.is_none() {
+            tracing::warn!(%motivo, "NFC-e em contingência");
+            self.contingencia = Some(Contingencia {
+                desde: now_ms(),
+                motivo,
+                sondada: now_ms(),
+            });
+        }
+    }
+
+    /// Out of contingência, or SEFAZ's status service says it works again (asked at most every
+    /// [`Emissor::sondagem`]); then every pending note is due at once.
+    async fn sefaz_back(&mut self) -> bool {
+        let Some(c) = &mut self.contingencia else {
+            return true;
+        };
+        if now_ms() < c.sondada + self.emissor.sondagem.as_millis() as UnixMillis {
+            return false;
+        }
+        c.sondada = now_ms();
+        let uf = self.emissor.emitente.endereco.uf.codigo();
+        match self.sefaz.em_operacao(uf).await {
+            Ok(true) => {
+                tracing::info!("SEFAZ de volta: a contingência acabou");
+                self.contingencia = None;
+                let _ = self.inner.outbox.notas_ja(now_ms()).await;
+                true
+            }
+            Ok(false) | Err(_) => false,
+        }
+    }
+
+    /// Issues the note of a sale paid in full and, out of contingência, sends it while the
+    /// customer waits.
+    async fn issue(&mut self, sale: SaleId, venda: VendaPaga) -> Result<()> {
+        if let Some(c) = self.contingencia.clone() {
+            let nota = self.emit(&sale, &venda, Some(&c), None).await?;
+            self.announce(nota);
+            return Ok(());
+        }
+        let nota = self.emit(&sale, &venda, None, None).await?;
+        if nota.estado != crate::outbox::EstadoNota::Pendente {
+            return Ok(());
+        }
+        match self.sefaz.autorizar(&nota.chave, &nota.xml, lote()).await {
+            Situacao::SemResposta(why) => {
+                // The customer cannot wait longer: the sale's note goes in contingência under the
+                // next number, and this one is settled later by its key.
+                self.enter(format!("SEFAZ sem resposta: {why}"));
+                let c = self.contingencia.clone().expect("just entered");
+                let replacement = self
+                    .emit(&sale, &venda, Some(&c), Some(nota.chave.clone()))
+                    .await?;
+                self.announce(replacement);
+            }
+            situacao => {
+                let nota = self.record(&nota, situacao).await?;
+                self.announce(nota);
+            }
+        }
+        Ok(())
+    }
+
+    async fn emit(
+        &self,
+        sale: &SaleId,
+        venda: &VendaPaga,
+        contingencia: Option<&Contingencia>,
+        substitui: Option<String>,
+    ) -> Result<NotaRegistro> {
+        let offset = self.inner.config.utc_offset;
+        let now = now_ms();
+        let emissao = contingencia.map_or(Emissao::Normal, |c| Emissao::Contingencia {
+            desde: agora(c.desde, offset),
+            justificativa: justificativa(&c.motivo),
+        });
+        let (emissor, venda) = (self.emissor.clone(), venda.clone());
+        // Drawn once: the key is made of it, and the note is stored with its key.
+        let codigo = rand::thread_rng().gen_range(10_000_000..=99_999_999);
+        self.inner
+            .outbox
+            .emitir_nota(sale.clone(), emissor.serie, now, substitui, move |numero| {
+                emissor
+                    .nota(&venda, numero, codigo, agora(now, offset), emissao)
+                    .assinar(&emissor.certificado)
+            })
+            .await
+    }
+
+    async fn send_due(&mut self) -> Result<()> {
+        for nota in self.inner.outbox.notas_a_enviar(now_ms(), LOTE).await? {
+            let situacao = self.sefaz.autorizar(&nota.chave, &nota.xml, lote()).await;
+            let unheard = matches!(situacao, Situacao::SemResposta(_));
+            let blocked = situacao == Situacao::ConsumoIndevido;
+            let nota = self.record(&nota, situacao).await?;
+            self.announce(nota);
+            if blocked {
+                let ate = now_ms() + BLOQUEIO.as_millis() as UnixMillis;
+                self.inner.outbox.bloquear_fiscal(ate).await?;
+                return Ok(());
+            }
+            if unheard {
+                // SEFAZ is not answering: the others wait for its status service.
+                self.enter("SEFAZ sem resposta ao reenviar notas".to_string());
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn record(&self, nota: &NotaRegistro, situacao: Situacao) -> Result<NotaRegistro> {
+        let proxima =
+            now_ms() + self.emissor.reenvio_apos(nota.tentativas + 1).as_millis() as UnixMillis;
+        self.inner
+            .outbox
+            .registrar_envio(&nota.chave, situacao, proxima)
+            .await
+    }
+
+    /// Settles each note set aside: authorized after all, or its number declared unused.
+    async fn settle_replaced(&mut self) -> Result<()> {
+        let outbox = &self.inner.outbox;
+        for nota in outbox.notas_substituidas(now_ms()).await? {
+            let proxima =
+                now_ms() + self.emissor.reenvio_apos(nota.tentativas + 1).as_millis() as UnixMillis;
+            let desfecho = match self.sefaz.consultar(&nota.chave).await {
+                Ok(Some(p)) => Ok(Desfecho::Autorizada(p.n_prot.unwrap_or_default())),
+                Ok(None) => self.declare_unused(&nota).await,
+                Err(e) => Err(e),
+            };
+            let nota = match desfecho {
+                Ok(d) => {
+                    if let Desfecho::Autorizada(_) = d {
+                        tracing::error!(chave = %nota.chave,
+                            "NFC-e substituída foi autorizada: a venda tem duas notas; cancele esta por substituição");
+                    }
+                    outbox.resolver_substituida(&nota.chave, d).await?
+                }
+                Err(why) => outbox.adiar_nota(&nota.chave, why, proxima).await?,
+            };
+            self.announce(nota);
+        }
+        Ok(())
+    }
+
+    async fn declare_unused(&self, nota: &NotaRegistro) -> std::result::Result<Desfecho, String> {
+        let ano = agora(nota.emitida_em, self.inner.config.utc_offset).year() as u16;
+        let pedido = Inutilizacao {
+            emitente: self.emissor.emitente.clone(),
+            ambiente: self.emissor.ambiente,
+            ano,
+            serie: nota.serie,
+            inicio: nota.numero,
+            fim: nota.numero,
+            justificativa: format!(
+                "Nota {} sem resposta da SEFAZ, substituida pela nota emitida em contingencia",
+                nota.numero
+            ),
+        }
+        .assinar(&self.emissor.certificado)
+        .map_err(|e| e.to_string())?;
+        match self.sefaz.inutilizar(&pedido).await? {
+            DesfechoInutilizacao::Homologada(protocolo) => Ok(Desfecho::Inutilizada(protocolo)),
+            DesfechoInutilizacao::JaPedida => Ok(Desfecho::Inutilizada(
+                "inutilização já homologada (563)".to_string(),
+            )),
+            DesfechoInutilizacao::NumeroUsado => {
+                Err("a SEFAZ diz que o número foi usado (241): consultar de novo".to_string())
+            }
+            other => Err(format!("inutilização recusada: {other:?}")),
+        }
+    }
+
+    fn announce(&self, nota: NotaRegistro) {
+        let _ = self.inner.events.send(Event::NotaChanged {
+            nota: Box::new(nota),
+        });
+    }
+}
+
+/// `xJust` (15 to 256 characters, plain text).
+fn justificativa(motivo: &str) -> String {
+    let text: String = format!("Contingencia offline: {motivo}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii() && !c.is_ascii_control() {
+                c
+            } else {
+                ' '
+            }
+        })
+        .take(256)
+        .collect();
+    text.trim().to_string()
+}
+
+/// A fresh `idLote` (15 digits at most).
+fn lote() -> u64 {
+    rand::thread_rng().gen_range(1..999_999_999_999_999)
+}

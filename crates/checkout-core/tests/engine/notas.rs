@@ -1,0 +1,226 @@
+//! The engine issues each paid sale's NFC-e and sends it to a SEFAZ simulator in its own
+//! process: authorized once; with SEFAZ down, issued in contingência under a new number and
+//! sent with the same bytes when SEFAZ is back, the number first tried declared unused; a note
+//! SEFAZ authorized while the till heard nothing is found by its key, never issued twice
+//! unnoticed.
+
+use crate::helpers::*;
+use checkout_core::fiscal::Emissor;
+use checkout_core::outbox::{EstadoNota, NotaRegistro};
+use checkout_core::{Centavos, Checkout, SaleId};
+use pagar_testkit::SefazProcess;
+use serde_json::json;
+use std::time::Duration;
+
+fn c(v: i64) -> Centavos {
+    Centavos::new(v).unwrap()
+}
+
+/// The sandbox store at `sefaz`, with waits short enough for a test.
+fn emissor(sefaz: &SefazProcess) -> Emissor {
+    let mut e = Emissor::sandbox(sefaz.url()).unwrap();
+    e.espera = Duration::from_secs(2);
+    e.sondagem = Duration::from_millis(200);
+    e.reenvio = Duration::from_millis(200);
+    e
+}
+
+/// Waits (at most 30 s) until the sale's notes satisfy `pred`; returns them.
+async fn notas_until(
+    checkout: &Checkout,
+    sale: &SaleId,
+    pred: impl Fn(&[NotaRegistro]) -> bool,
+) -> Vec<NotaRegistro> {
+    let mut last = Vec::new();
+    for _ in 0..300 {
+        last = checkout.notas_da_venda(sale).await.unwrap();
+        if pred(&last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the sale's notes never got there: {last:#?}");
+}
+
+fn estados(notas: &[NotaRegistro]) -> Vec<(u32, u8, EstadoNota)> {
+    notas
+        .iter()
+        .map(|n| (n.numero, n.tp_emis, n.estado))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sale_paid_in_cash_gets_one_note_authorized_with_its_payment_and_change() {
+    // Arrange
+    let api = Api::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sefaz = SefazProcess::start(dir.path(), 20);
+    let mut config = fast_config(&api.url());
+    config.fiscal = Some(emissor(&sefaz));
+    let engine = Engine::open(config).await;
+    let sale = SaleId::parse("venda-nota-1").unwrap();
+    // Act
+    engine
+        .checkout
+        .pay_cash(sale.clone(), c(4_990), c(5_000), None)
+        .await
+        .unwrap();
+    let notas = notas_until(&engine.checkout, &sale, |n| {
+        n.iter().any(|n| n.estado == EstadoNota::Autorizada)
+    })
+    .await;
+    // Assert
+    assert_eq!(estados(&notas), vec![(1, 1, EstadoNota::Autorizada)]);
+    let nota = &notas[0];
+    assert!(nota.protocolo.is_some());
+    assert_eq!(nota.total, 4_990);
+    assert!(
+        nota.xml.contains("<tPag>01</tPag><vPag>50.00</vPag>"),
+        "{}",
+        nota.xml
+    );
+    assert!(nota.xml.contains("<vTroco>0.10</vTroco>"), "{}", nota.xml);
+    assert!(
+        nota.qrcode.contains(&format!("?p={}|3|2", nota.chave)),
+        "{}",
+        nota.qrcode
+    );
+    let at_sefaz = sefaz.notas().await;
+    assert_eq!(at_sefaz.len(), 1);
+    assert_eq!(at_sefaz[0]["chave"], nota.chave.as_str());
+}
+
+#[tokio::test]
+async fn with_sefaz_down_sales_get_notes_in_contingencia_sent_with_the_same_bytes_when_it_is_back()
+{
+    // Arrange
+    let api = Api::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sefaz = SefazProcess::start(dir.path(), 20);
+    let mut config = fast_config(&api.url());
+    config.fiscal = Some(emissor(&sefaz));
+    let engine = Engine::open(config).await;
+    let (one, two) = (
+        SaleId::parse("venda-fora-1").unwrap(),
+        SaleId::parse("venda-fora-2").unwrap(),
+    );
+    sefaz.modo(json!({"modo": "fora"})).await;
+    // Act: the first sale's note is sent normally and unanswered; the till enters contingência.
+    engine
+        .checkout
+        .pay_cash(one.clone(), c(1_000), c(1_000), None)
+        .await
+        .unwrap();
+    let first = notas_until(&engine.checkout, &one, |n| n.len() == 2).await;
+    engine
+        .checkout
+        .pay_cash(two.clone(), c(2_500), c(3_000), None)
+        .await
+        .unwrap();
+    let second = notas_until(&engine.checkout, &two, |n| n.len() == 1).await;
+    let while_down = sefaz.contagens().await;
+    sefaz.modo(json!({"modo": "normal"})).await;
+    let first_after = notas_until(&engine.checkout, &one, |n| {
+        n[0].estado == EstadoNota::Inutilizada && n[1].estado == EstadoNota::Autorizada
+    })
+    .await;
+    let second_after = notas_until(&engine.checkout, &two, |n| {
+        n[0].estado == EstadoNota::Autorizada
+    })
+    .await;
+    // Assert: number 1 tried normally and set aside, 2 and 3 in contingência; nothing at SEFAZ
+    // while it was down.
+    assert_eq!(
+        estados(&first),
+        vec![
+            (1, 1, EstadoNota::Substituida),
+            (2, 9, EstadoNota::Pendente)
+        ]
+    );
+    assert_eq!(
+        first[0].substituta.as_deref(),
+        Some(first[1].chave.as_str())
+    );
+    assert_eq!(estados(&second), vec![(3, 9, EstadoNota::Pendente)]);
+    assert!(second[0].xml.contains("<tpEmis>9</tpEmis>"));
+    assert!(second[0]
+        .xml
+        .contains("<xJust>Contingencia offline: SEFAZ sem resposta"));
+    assert_eq!(while_down["autorizadas"], 0);
+    // Back: the contingência notes authorized with the bytes signed offline, number 1 declared
+    // unused; every number of the série accounted for.
+    assert_eq!(first_after[1].xml, first[1].xml);
+    assert_eq!(second_after[0].xml, second[0].xml);
+    assert!(first_after[0].protocolo.is_some());
+    let counts = sefaz.contagens().await;
+    assert_eq!(
+        (
+            counts["autorizadas"].as_u64(),
+            counts["inutilizacoes"].as_u64()
+        ),
+        (Some(2), Some(1))
+    );
+    let mut at_sefaz: Vec<String> = sefaz
+        .notas()
+        .await
+        .iter()
+        .map(|n| n["chave"].as_str().unwrap().to_string())
+        .collect();
+    at_sefaz.sort();
+    let mut ours = vec![first_after[1].chave.clone(), second_after[0].chave.clone()];
+    ours.sort();
+    assert_eq!(at_sefaz, ours);
+}
+
+#[tokio::test]
+async fn a_note_sefaz_authorized_while_the_till_heard_nothing_is_found_and_marked_to_cancel() {
+    // Arrange
+    let api = Api::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sefaz = SefazProcess::start(dir.path(), 20);
+    let mut config = fast_config(&api.url());
+    config.fiscal = Some(emissor(&sefaz));
+    let engine = Engine::open(config).await;
+    let sale = SaleId::parse("venda-duvida").unwrap();
+    sefaz
+        .modo(json!({"modo": "perde-resposta", "segundos": 5}))
+        .await;
+    // Act: SEFAZ authorizes the note and its answer is late; before the till asks by the key,
+    // SEFAZ goes down, so the customer gets a note in contingência.
+    engine
+        .checkout
+        .pay_cash(sale.clone(), c(700), c(700), None)
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        if sefaz.contagens().await["autorizadas"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sefaz.modo(json!({"modo": "fora"})).await;
+    let replaced = notas_until(&engine.checkout, &sale, |n| n.len() == 2).await;
+    sefaz.modo(json!({"modo": "normal"})).await;
+    let settled = notas_until(&engine.checkout, &sale, |n| {
+        n[0].estado == EstadoNota::ACancelar && n[1].estado == EstadoNota::Autorizada
+    })
+    .await;
+    // Assert: both authorized at SEFAZ, and the till knows which one must be cancelled.
+    assert_eq!(
+        estados(&replaced),
+        vec![
+            (1, 1, EstadoNota::Substituida),
+            (2, 9, EstadoNota::Pendente)
+        ]
+    );
+    assert_eq!(settled[0].chave, replaced[0].chave);
+    assert!(settled[0].protocolo.is_some());
+    let counts = sefaz.contagens().await;
+    assert_eq!(
+        (
+            counts["autorizadas"].as_u64(),
+            counts["inutilizacoes"].as_u64()
+        ),
+        (Some(2), Some(0))
+    );
+}
