@@ -16,6 +16,7 @@ CREATE TABLE notas_v13 (
     estado            TEXT NOT NULL CHECK (estado IN ('pendente', 'autorizada', 'rejeitada',
                           'numero_perdido', 'substituida', 'inutilizada', 'a_cancelar')),
     protocolo         TEXT,
+    autorizada_em     TEXT,
     c_stat            INTEGER,
     motivo            TEXT,
     tentativas        INTEGER NOT NULL DEFAULT 0,

@@ -13,6 +13,7 @@ pub mod danfe;
 mod error;
 pub mod exemplo;
 pub mod inutilizacao;
+mod leitura;
 mod nota;
 pub mod qrcode;
 pub mod soap;
@@ -21,6 +22,7 @@ mod xml;
 pub use assinatura::Certificado;
 pub use chave::{Chave, Cnpj, Cpf, PartesChave, TipoEmissao, Uf};
 pub use error::{NfceError, Result};
+pub use leitura::ler;
 pub use nota::{
     data_hora, Ambiente, Emissao, Emitente, Endereco, Forma, Item, Nota, Pagamento,
     ResponsavelTecnico, UrlsConsulta, HOMOLOGACAO, NFE_NS,

@@ -17,7 +17,7 @@ pub const NFE_NS: &str = "http://www.portalfiscal.inf.br/nfe";
 /// What every product of a note is called in homologação (SEFAZ rejects any other name there).
 pub const HOMOLOGACAO: &str = "NOTA FISCAL EMITIDA EM AMBIENTE DE HOMOLOGACAO - SEM VALOR FISCAL";
 
-const DATA_HORA: &[FormatItem<'static>] = format_description!(
+pub(crate) const DATA_HORA: &[FormatItem<'static>] = format_description!(
     "[year]-[month]-[day]T[hour]:[minute]:[second][offset_hour sign:mandatory]:[offset_minute]"
 );
 
@@ -124,6 +124,21 @@ pub enum Forma {
 }
 
 impl Forma {
+    /// Every form.
+    pub const ALL: [Forma; 6] = [
+        Forma::Dinheiro,
+        Forma::Credito,
+        Forma::Debito,
+        Forma::ValeAlimentacao,
+        Forma::ValeRefeicao,
+        Forma::Pix,
+    ];
+
+    /// The form of `tPag` code `codigo`.
+    pub fn do_codigo(codigo: &str) -> Option<Forma> {
+        Forma::ALL.into_iter().find(|f| f.codigo() == codigo)
+    }
+
     fn codigo(self) -> &'static str {
         match self {
             Forma::Dinheiro => "01",

@@ -381,6 +381,29 @@ impl Checkout {
         self.inner.outbox.notas_da_venda(sale).await
     }
 
+    /// The DANFE NFC-e of the sale's live note (one HTML page, 80 mm wide), made from the note's
+    /// own signed XML and SEFAZ's protocol once it is authorized. `None`: no note yet.
+    pub async fn danfe(&self, sale: &SaleId) -> Result<Option<String>> {
+        let Some(nota) = self.inner.outbox.nota_da_venda(sale).await? else {
+            return Ok(None);
+        };
+        let unreadable =
+            |e: nfce::NfceError| CoreError::Invalid(format!("NFC-e {}: {e}", nota.chave));
+        let (lida, assinada) = nfce::ler(&nota.xml).map_err(unreadable)?;
+        let protocolo =
+            (nota.estado == crate::outbox::EstadoNota::Autorizada).then(|| nfce::soap::Protocolo {
+                chave: nota.chave.clone(),
+                c_stat: nota.c_stat.unwrap_or(100),
+                x_motivo: String::new(),
+                n_prot: nota.protocolo.clone(),
+                dh_recbto: nota.autorizada_em.clone().unwrap_or_default(),
+                dig_val: None,
+            });
+        nfce::danfe::html(&lida, &assinada, protocolo.as_ref())
+            .map(Some)
+            .map_err(unreadable)
+    }
+
     /// Subscribes to events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()

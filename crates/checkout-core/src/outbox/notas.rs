@@ -82,8 +82,10 @@ pub struct NotaRegistro {
     pub qrcode: String,
     /// Where it stands.
     pub estado: EstadoNota,
-    /// SEFAZ's protocol, once authorized.
+    /// SEFAZ's protocol, once authorized (or its number declared unused).
     pub protocolo: Option<String>,
+    /// When SEFAZ authorized it (`dhRecbto`, as SEFAZ wrote it).
+    pub autorizada_em: Option<String>,
     /// SEFAZ's last code for it.
     pub c_stat: Option<u16>,
     /// Why it is not authorized yet, or was refused.
@@ -106,7 +108,7 @@ impl NotaRegistro {
 }
 
 const NOTA_COLUMNS: &str = "chave, sale_id, serie, numero, tp_emis, total, xml, qrcode, estado, \
-     protocolo, c_stat, motivo, tentativas, emitida_em, proxima_tentativa, substituta";
+     protocolo, autorizada_em, c_stat, motivo, tentativas, emitida_em, proxima_tentativa, substituta";
 
 fn nota_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NotaRegistro> {
     let corrupt = |column: &str, e: String| {
@@ -130,6 +132,7 @@ fn nota_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NotaRegistro> {
         estado: EstadoNota::parse(&estado)
             .ok_or_else(|| corrupt("estado", format!("estado de nota desconhecido: {estado}")))?,
         protocolo: r.get("protocolo")?,
+        autorizada_em: r.get("autorizada_em")?,
         c_stat: r.get("c_stat")?,
         motivo: r.get("motivo")?,
         tentativas: r.get("tentativas")?,
@@ -422,9 +425,12 @@ impl Outbox {
         self.db
             .write(move |c| {
                 let (estado, protocolo, c_stat, motivo) = match situacao {
-                    Situacao::Autorizada(p) => {
-                        (EstadoNota::Autorizada, p.n_prot, Some(p.c_stat), None)
-                    }
+                    Situacao::Autorizada(p) => (
+                        EstadoNota::Autorizada,
+                        Some((p.n_prot.unwrap_or_default(), p.dh_recbto)),
+                        Some(p.c_stat),
+                        None,
+                    ),
                     Situacao::Rejeitada(code, why) => {
                         (EstadoNota::Rejeitada, None, Some(code), Some(why))
                     }
@@ -439,13 +445,22 @@ impl Outbox {
                     ),
                     Situacao::SemResposta(why) => (EstadoNota::Pendente, None, None, Some(why)),
                 };
+                let (protocolo, autorizada_em) = protocolo.unzip();
                 exec(
                     c,
                     "UPDATE notas SET estado = ?2, protocolo = ?3, c_stat = COALESCE(?4, c_stat),
                                       motivo = ?5, tentativas = tentativas + 1,
-                                      proxima_tentativa = ?6
+                                      proxima_tentativa = ?6, autorizada_em = ?7
                      WHERE chave = ?1 AND estado = 'pendente'",
-                    params![chave, estado.as_str(), protocolo, c_stat, motivo, proxima],
+                    params![
+                        chave,
+                        estado.as_str(),
+                        protocolo,
+                        c_stat,
+                        motivo,
+                        proxima,
+                        autorizada_em
+                    ],
                 )?;
                 note_by_key(c, &chave)
             })

@@ -88,6 +88,16 @@ async fn a_sale_paid_in_cash_gets_one_note_authorized_with_its_payment_and_chang
     let at_sefaz = sefaz.notas().await;
     assert_eq!(at_sefaz.len(), 1);
     assert_eq!(at_sefaz[0]["chave"], nota.chave.as_str());
+    let danfe = engine.checkout.danfe(&sale).await.unwrap().unwrap();
+    assert!(danfe.contains("NFC-e nº 000000001 Série 001"), "{danfe}");
+    assert!(
+        danfe.contains(&format!(
+            "Protocolo de autorização: {}",
+            nota.protocolo.as_deref().unwrap()
+        )),
+        "{danfe}"
+    );
+    assert!(!danfe.contains("CONTINGÊNCIA"));
 }
 
 #[tokio::test]
@@ -143,6 +153,8 @@ async fn with_sefaz_down_sales_get_notes_in_contingencia_sent_with_the_same_byte
     );
     assert_eq!(estados(&second), vec![(3, 9, EstadoNota::Pendente)]);
     assert!(second[0].xml.contains("<tpEmis>9</tpEmis>"));
+    let offline = engine.checkout.danfe(&two).await.unwrap().unwrap();
+    assert!(offline.contains("EMITIDA EM CONTINGÊNCIA<br>Pendente de autorização"));
     assert!(second[0]
         .xml
         .contains("<xJust>Contingencia offline: SEFAZ sem resposta"));
