@@ -32,7 +32,7 @@ STORE ?= mixed
 JOBS ?= 8
 
 ## run: open the cashier app on its embedded default (in-process payment API, sandbox database).
-run: deps-gui
+run: deps-gui deps-nfce
 	@[ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || echo "make run: no display found; on a headless machine use: xvfb-run make run"
 	$(CARGO) run -p pagar
 

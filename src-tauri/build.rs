@@ -42,5 +42,8 @@ fn pagar_commands() -> &'static [&'static str] {
         "qa_get_faults",
         "qa_set_faults",
         "qa_export_log",
+        "notas",
+        "danfe",
+        "qa_sefaz",
     ]
 }

@@ -3,12 +3,12 @@
 // calls commands and feeds their answers and the engine's events into the state.
 
 import {
-  applyEvent, applySaleViews, applySnapshot, applyOpenSale, brlInput, CARD_LABELS, createState, current, errorText,
+  applyEvent, applyNotas, applySaleViews, applySnapshot, applyOpenSale, brlInput, notaText, CARD_LABELS, createState, current, errorText,
   FAULTS, machineCancelRefused, machinePanel, pixCancelRefused, pixWaiting, planArgs, restoredPlanValue, shortcut,
   snapshotMark, splitOf, upsert,
 } from "./state.js";
 import {
-  $, drawQr, fillCards, fillPlans, hideDialogs, showDrawer, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
+  $, drawQr, fillCards, fillPlans, hideDialogs, showDanfe, showDrawer, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
   showTerminal,
 } from "./view.js";
 import { refundDialog } from "./refund-dialog.js";
@@ -221,6 +221,31 @@ async function printReceipt() {
   }
 }
 
+/** The DANFE NFC-e of the sale on screen, made by the app from the note's own signed XML. */
+async function openDanfe() {
+  const a = current(state);
+  if (!a) return;
+  try {
+    const html = await invoke("danfe", { saleId: a.sale_id });
+    if (!html) return;
+    state.dialog = "danfe";
+    showDanfe(html);
+  } catch (err) {
+    state.error = errorText(err);
+    draw();
+  }
+}
+
+/** What the app has of a sale's notes (after a start or a reload; events keep it after). */
+async function loadNotas(saleId) {
+  if (!saleId) return;
+  try {
+    applyNotas(state, saleId, await invoke("notas", { saleId }));
+  } catch {
+    // The line comes with the next event about the note.
+  }
+}
+
 /** "Manter" on a Pix paid after it was cancelled: the first click arms the row, the second keeps
  * the Pix as its sale's payment (the outbox refuses it if the sale was paid another way). */
 async function keepLatePix(id) {
@@ -420,6 +445,7 @@ async function restoreOpenSale() {
     $("total").value = brlInput(open.attempt.sale_total);
   }
   await refreshPlans(restoredPlanValue(open.attempt));
+  await loadNotas(open.sale);
 }
 
 async function exportAttempts(format) {
@@ -506,6 +532,9 @@ async function start() {
     setTimeout(() => { $("pix-copy").textContent = "Copiar"; }, 2000);
   });
   $("receipt-print").addEventListener("click", () => window.print());
+  $("danfe").addEventListener("click", openDanfe);
+  $("danfe-print").addEventListener("click", () => window.print());
+  $("danfe-close").addEventListener("click", closeDialog);
   $("receipt-close").addEventListener("click", closeDialog);
   $("fechar-caixa").addEventListener("click", () => closeDay(false));
   $("closing-anyway").addEventListener("click", () => closeDay(true));
@@ -569,7 +598,9 @@ async function start() {
   setInterval(() => {
     const a = current(state);
     const r = state.refund && state.refund.attemptId ? state.attempts.get(state.refund.attemptId) : null;
-    if ((a && a.state === "pendente") || (r && r.state === "pendente")) draw();
+    const nota = a ? notaText(state, a.sale_id, Date.now()) : null;
+    const counting = nota && nota.kind === "contingencia";
+    if ((a && a.state === "pendente") || (r && r.state === "pendente") || counting) draw();
     else renderQa(state);
   }, 1000);
   $("valor").focus();

@@ -20,6 +20,7 @@ export * from "./format.js";
 export * from "./attempt.js";
 export * from "./closing.js";
 export * from "./store.js";
+export * from "./nota.js";
 
 /** Every attempt state the engine has (checkout-core's `AttemptState::ALL`; a Rust test in
  * src-tauri/tests/command_list.rs fails when the two lists differ), with the word the history

@@ -1,6 +1,7 @@
 // The screen's state and how it changes: a fresh state, the attempts kept (newest view of each,
 // bounded), the engine's events, snapshots, the open sale, and the core's views of sales. No DOM.
 import { isRefund } from "./attempt.js";
+import { upsertNota } from "./nota.js";
 
 /** A fresh screen state. */
 export function createState() {
@@ -32,6 +33,8 @@ export function createState() {
     // The core's view of each sale the window shows (sale id → SaleView): what it may show and
     // offer, decided in Rust (`checkout-core` `sale_view.rs`); the window only reads it.
     sales: new Map(),
+    // Each sale's NFC-e (sale id → key → note with `enviar_ate`), as the engine last said.
+    notas: new Map(),
     queue: { count: 0, total: 0 },
     connectivity: "unknown",
     // Why the server cannot be used (a pt-BR sentence from the engine), while it cannot.
@@ -107,6 +110,8 @@ export function applyEvent(state, e) {
   } else if (e.type === "queue_changed") {
     state.queue = e.queue;
     state.seen.queue += 1;
+  } else if (e.type === "nota_changed") {
+    upsertNota(state, { ...e.nota, enviar_ate: e.enviar_ate });
   } else if (e.type === "connectivity_changed") {
     state.connectivity = e.connectivity;
     state.connectivityProblem = e.problema || null;

@@ -5,7 +5,7 @@ import {
   brl, canKeepPix, canRefund, closingTotals, closingVerdict, connectivityText, count, controls, current,
   capturePill, discrepancyGroups, formaText, isRefund, planArgs, splitOf, trocoText, latePix, newest, nextTryText, offlineBanner, pillText, pixPanel, machinePanel, planValue, refundConfirmText,
   refundControls, refundMeta, refundsOf, refundStatus, saleNumber, saleTitle, statusFor, storeTime,
-  unfinishedRefunds, unfinishedSales,
+  unfinishedRefunds, unfinishedSales, notaText,
 } from "./state.js";
 
 export const $ = (id) => document.getElementById(id);
@@ -78,6 +78,7 @@ export function render(state) {
   $("split-total").hidden = !state.splitOn;
   $("valor-label").textContent = state.splitOn ? "Valor deste pagamento" : "Valor da venda";
   $("comprovante").hidden = c.comprovanteHidden;
+  renderNota(state, a, now);
   $("pix").disabled = c.pixDisabled;
   $("pix-why").hidden = !c.pixWhy;
   $("pix-why").textContent = c.pixWhy;
@@ -342,6 +343,29 @@ export function showReceipt(receipt) {
   $("receipt-print").focus();
 }
 
+/** Shows the DANFE NFC-e: its page's stylesheet and content in a shadow root, so its styles and
+ * the window's stay apart (the window's content-security policy allows that one stylesheet by its
+ * hash; the page has no script). */
+export function showDanfe(html) {
+  const page = new DOMParser().parseFromString(html, "text/html");
+  const host = $("danfe-page");
+  const root = host.shadowRoot || host.attachShadow({ mode: "open" });
+  root.replaceChildren(...page.head.querySelectorAll("style"), ...page.body.children);
+  $("danfe-dialog").hidden = false;
+  $("danfe-paper").scrollTop = 0;
+  $("danfe-print").focus();
+}
+
+/** The sale's NFC-e line under the status. */
+function renderNota(state, a, now) {
+  const t = a ? notaText(state, a.sale_id, now) : null;
+  $("nfce").hidden = !t;
+  if (!t) return;
+  $("nfce").dataset.kind = t.kind;
+  if ($("nfce-label").textContent !== t.label) $("nfce-label").textContent = t.label;
+  if ($("nfce-detail").textContent !== t.detail) $("nfce-detail").textContent = t.detail;
+}
+
 /** Shows a closing: totals by state, the verdict, and every discrepancy by kind. */
 export function showClosing(reply) {
   const c = reply.closing;
@@ -433,6 +457,7 @@ export function showDrawer(d, offsetMinutes) {
 
 /** Closes whichever dialog is open. */
 export function hideDialogs() {
+  $("danfe-dialog").hidden = true;
   $("drawer-dialog").hidden = true;
   $("receipt-dialog").hidden = true;
   $("closing-dialog").hidden = true;

@@ -15,8 +15,10 @@ use payment_api::faults::Faults;
 use serde::Serialize;
 use tauri::State;
 
+mod notas;
 mod replies;
 
+pub use notas::*;
 pub use replies::*;
 
 /// What a command about one attempt works on: the till's checkout and the attempt's id.

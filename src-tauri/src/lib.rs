@@ -73,6 +73,9 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
         commands::qa_get_faults,
         commands::qa_set_faults,
         commands::qa_export_log,
+        commands::notas,
+        commands::danfe,
+        commands::qa_sefaz,
     ])
 }
 

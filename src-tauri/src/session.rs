@@ -93,6 +93,8 @@ pub struct AppInfo {
     pub maquininha: Option<String>,
     /// The simulated machine's page (embedded sandbox only), where QA plays the customer.
     pub maquininha_pagina: Option<String>,
+    /// Whether the till issues NFC-e (the sandbox, to its SEFAZ simulator).
+    pub nfce: bool,
 }
 
 /// A session that started: what [`Session::get`] gives every command.
@@ -106,6 +108,7 @@ pub struct Running {
     pix: Option<PixSandbox>,
     machine: Option<maquininha::RunningMachine>,
     _acquirer: Option<adquirente::RunningAcquirer>,
+    sefaz: Option<sefaz::RunningSefaz>,
     log: Arc<Mutex<SessionLog>>,
     streams: Streams,
 }
@@ -267,6 +270,14 @@ impl Running {
         // A customer waits at the counter: a request with no answer after 10 s counts as offline.
         config.request_timeout = Duration::from_secs(10);
         config.backoff_cap = Duration::from_secs(10);
+        let sefaz = Self::start_sefaz(&settings).await?;
+        config.fiscal = match &sefaz {
+            Some(s) => Some(
+                checkout_core::fiscal::Emissor::sandbox(&s.url())
+                    .map_err(|e| AppError::Startup(format!("NFC-e do sandbox: {e}")))?,
+            ),
+            None => None,
+        };
         let checkout = Checkout::open(settings.outbox_path(), config).await?;
         let admin = admin_token
             .map(|token| AdminClient::new(&api_url, token, settings.ca_cert.as_deref()))
@@ -284,9 +295,56 @@ impl Running {
             pix,
             machine,
             _acquirer: acquirer,
+            sefaz,
             log,
             streams: Streams::default(),
         })
+    }
+
+    /// The embedded sandbox's SEFAZ simulator (São Paulo, homologação), when the schemas it
+    /// checks notes against are there; with an external API the till issues no notes yet.
+    async fn start_sefaz(settings: &Settings) -> Result<Option<sefaz::RunningSefaz>> {
+        let (ApiTarget::Embedded, Some(xsd)) = (&settings.api, &settings.nfce_xsd_dir) else {
+            if settings.api == ApiTarget::Embedded {
+                tracing::warn!(
+                    "NFC-e desligada: esquemas ausentes (make deps-nfce ou PAGAR_NFCE_XSD_DIR)"
+                );
+            }
+            return Ok(None);
+        };
+        let config = sefaz::Config::sandbox(
+            settings.data_dir.join("sandbox").join("sefaz.db"),
+            xsd.clone(),
+        );
+        let running = sefaz::start(config)
+            .await
+            .map_err(|e| AppError::Startup(format!("simulador da SEFAZ embutido: {e}")))?;
+        Ok(Some(running))
+    }
+
+    /// Plays SEFAZ (`normal`, `fora`, `lenta`, `perde-resposta`) at the sandbox's simulator.
+    pub async fn qa_sefaz(&self, modo: &str) -> Result<()> {
+        let sefaz = self
+            .sefaz
+            .as_ref()
+            .ok_or_else(|| AppError::Qa("a SEFAZ simulada só existe no sandbox embutido".into()))?;
+        let body = match modo {
+            "normal" | "fora" => serde_json::json!({ "modo": modo }),
+            "lenta" => serde_json::json!({ "modo": "lento", "segundos": 10 }),
+            "perde-resposta" => serde_json::json!({ "modo": "perde-resposta", "segundos": 10 }),
+            other => return Err(AppError::Qa(format!("modo da SEFAZ desconhecido: {other}"))),
+        };
+        self.note(&format!("QA: SEFAZ {modo}"));
+        let r = reqwest::Client::new()
+            .put(format!("{}/qa/modo", sefaz.url()))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| AppError::Qa(format!("SEFAZ simulada: {e}")))?;
+        if !r.status().is_success() {
+            return Err(AppError::Qa(format!("SEFAZ simulada: {}", r.status())));
+        }
+        Ok(())
     }
 
     /// The simulated machine's page, when the sandbox runs one.
@@ -347,6 +405,7 @@ impl Running {
             aceita_voucher: self.settings.plans.voucher,
             maquininha: self.settings.maquininha.clone(),
             maquininha_pagina: self.machine_page(),
+            nfce: self.sefaz.is_some(),
         }
     }
 
@@ -517,6 +576,19 @@ fn spawn_logger(checkout: &Checkout, log: Arc<Mutex<SessionLog>>) {
                         Some(why) => format!("conectividade {connectivity:?}: {why}"),
                         None => format!("conectividade {connectivity:?}"),
                     },
+                ),
+                Ok(Event::NotaChanged { nota, .. }) => push_log(
+                    &log,
+                    format!(
+                        "nfc-e {} venda {} número {} tpEmis {} estado {:?} tentativas {} motivo {}",
+                        nota.chave,
+                        nota.sale_id,
+                        nota.numero,
+                        nota.tp_emis,
+                        nota.estado,
+                        nota.tentativas,
+                        nota.motivo.as_deref().unwrap_or("-")
+                    ),
                 ),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => push_log(
                     &log,

@@ -29,6 +29,10 @@
 //! - `maquininha` (`PAGAR_MAQUININHA`): the id of the card machine beside this till at its
 //!   provider (e.g. `PAGAR_SIM__POS-1`); F6 then offers "Cartão na maquininha". The embedded
 //!   sandbox runs a simulated machine, `PAGAR_SIM__POS-1`, unless this says another.
+//! - `PAGAR_NFCE_XSD_DIR`: the official NFC-e schemas the embedded sandbox's SEFAZ simulator
+//!   checks every note against (`make deps-nfce` puts them in `target/nfce-xsd`, which a build
+//!   from the workspace finds by itself; the package installs them in `/usr/share/pagar/nfce-xsd`).
+//!   Without them the sandbox issues no notes and says so.
 
 use checkout_core::domain::MAX_PARCELAS;
 use checkout_core::{Centavos, Financing, PlanRules};
@@ -85,6 +89,20 @@ pub struct Settings {
     pub confirm_after_receipt: bool,
     /// The card machine beside this till (its id at the machine's provider), if any.
     pub maquininha: Option<String>,
+    /// The NFC-e schemas for the sandbox's SEFAZ simulator, where they were found.
+    pub nfce_xsd_dir: Option<PathBuf>,
+}
+
+/// Where the NFC-e schemas are looked for: `PAGAR_NFCE_XSD_DIR`, the package's folder, then the
+/// workspace this binary was built in.
+fn nfce_xsd_dir(env: Option<String>) -> Option<PathBuf> {
+    let candidates = env.map(PathBuf::from).into_iter().chain([
+        PathBuf::from("/usr/share/pagar/nfce-xsd"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/nfce-xsd"),
+    ]);
+    candidates
+        .into_iter()
+        .find(|d| d.join("nfe_v4.00.xsd").is_file())
 }
 
 #[derive(Default, Deserialize)]
@@ -270,6 +288,7 @@ impl Settings {
             plans,
             confirm_after_receipt,
             maquininha,
+            nfce_xsd_dir: nfce_xsd_dir(env("PAGAR_NFCE_XSD_DIR")),
             data_dir,
             api,
             ca_cert: env("PAGAR_CA_CERT").map(PathBuf::from).or(file.ca_cert),

@@ -31,6 +31,7 @@ fn app() -> Mocked {
         plans: checkout_core::PlanRules::default(),
         confirm_after_receipt: false,
         maquininha: None,
+        nfce_xsd_dir: None,
     };
     let app = pagar_lib::with_commands(mock_builder())
         .build(mock_context(noop_assets()))
@@ -213,6 +214,7 @@ fn a_second_app_on_the_same_data_folder_says_why_it_cannot_start() {
             plans: checkout_core::PlanRules::default(),
             confirm_after_receipt: false,
             maquininha: None,
+            nfce_xsd_dir: None,
         })
     };
     let first = tauri::async_runtime::block_on(Session::start(settings()));
@@ -253,6 +255,7 @@ fn plain_http_to_a_host_that_is_not_loopback_is_refused_at_start_with_the_reason
             plans: checkout_core::PlanRules::default(),
             confirm_after_receipt: false,
             maquininha: None,
+            nfce_xsd_dir: None,
         })
     };
     let refused = tauri::async_runtime::block_on(Session::start(settings()));

@@ -33,9 +33,14 @@ fn between<'a>(text: &'a str, start: &str, close: &str) -> &'a str {
     &text[from..to]
 }
 
-/// `#[tauri::command]` functions in commands.rs.
+/// `#[tauri::command]` functions in commands.rs and its modules (`src/commands/*.rs`).
 fn defined() -> BTreeSet<String> {
-    let src = read("src/commands.rs");
+    let mut src = read("src/commands.rs");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+    for entry in std::fs::read_dir(&dir).expect("src/commands") {
+        let path = entry.expect("entry").path();
+        src.push_str(&std::fs::read_to_string(&path).expect("a commands module"));
+    }
     src.split("#[tauri::command]")
         .skip(1)
         .map(|after| {
@@ -126,6 +131,23 @@ fn the_window_calls_only_commands_that_exist() {
     assert!(
         unknown.is_empty(),
         "ui/*.js invokes {unknown:?}, which no command defines"
+    );
+}
+
+#[test]
+fn the_window_allows_the_danfe_stylesheet_by_its_hash_and_no_other_inline_style() {
+    let conf: serde_json::Value =
+        serde_json::from_str(&read("tauri.conf.json")).expect("valid JSON");
+    let csp = conf["app"]["security"]["csp"].as_str().expect("a csp");
+    let style_src = csp
+        .split(';')
+        .map(str::trim)
+        .find(|d| d.starts_with("style-src"))
+        .expect("a style-src");
+    assert_eq!(
+        style_src,
+        format!("style-src 'self' {}", nfce::danfe::estilo_csp()),
+        "tauri.conf.json's style-src must allow exactly nfce::danfe::STYLE (its hash changes with it)"
     );
 }
 

@@ -8,6 +8,7 @@ import {
   refundConfirmText, refundControls, refundMeta, refundsOf, refundStatus, unfinishedRefunds,
   connectivityText, pixCancelRefused, pixPanel, pixWaiting, canKeepPix, formaText, planArgs, planValue, splitOf, splitText,
   parseBrl, trocoText, isCash, capturePill, applySaleViews, prune, machinePanel, machineCancelRefused, restoredPlanValue,
+  notaText, applyNotas,
 } from "../state.js";
 
 const NOW = 1_000_000;
@@ -808,4 +809,59 @@ test("an open sale comes back with the forma it was paid with, the card machine'
   assert.equal(restoredPlanValue(attempt({ ...machine, plano: { metodo: "credito", parcelas: 1 } })), "maq:credito:1");
   assert.equal(restoredPlanValue(attempt({ ...machine, plano: { metodo: "credito", parcelas: 6 } })), "maq:parcelado:6");
   assert.equal(restoredPlanValue(attempt({ ...machine, plano: null })), "maq:");
+});
+
+/** A note as the engine tells of it (`nota_changed`). */
+function nota(over = {}) {
+  return {
+    chave: "35261211222333000181650010000000011000000010", sale_id: "venda-1", serie: 1, numero: 1,
+    tp_emis: 1, total: 1000, qrcode: "", estado: "pendente", protocolo: null, autorizada_em: null,
+    c_stat: null, motivo: null, tentativas: 0, emitida_em: NOW, proxima_tentativa: NOW, substituta: null,
+    ...over,
+  };
+}
+
+test("a sale's note is said as it goes: sending, then authorized with its protocol", () => {
+  const s = createState();
+  assert.equal(notaText(s, "venda-1", NOW), null);
+  applyEvent(s, { type: "nota_changed", nota: nota(), enviar_ate: null });
+  assert.equal(notaText(s, "venda-1", NOW).kind, "enviando");
+  applyEvent(s, { type: "nota_changed", nota: nota({ estado: "autorizada", protocolo: "135260000000001" }), enviar_ate: null });
+  const t = notaText(s, "venda-1", NOW);
+  assert.equal(t.label, "NFC-e nº 1 série 1 autorizada");
+  assert.equal(t.detail, "Protocolo 135260000000001");
+});
+
+test("a note in contingência says so, by when it must reach SEFAZ, and when that has passed", () => {
+  const s = createState();
+  s.utcOffsetMinutes = -180;
+  const day = 24 * 3600_000;
+  // Set aside (sent normally, no answer) and replaced by number 2 in contingência.
+  applyEvent(s, { type: "nota_changed", nota: nota({ estado: "substituida", substituta: "x" }), enviar_ate: null });
+  applyEvent(s, {
+    type: "nota_changed",
+    nota: nota({ chave: "x", numero: 2, tp_emis: 9, emitida_em: NOW + 1 }),
+    enviar_ate: NOW + 1 + day,
+  });
+  const t = notaText(s, "venda-1", NOW + 3600_000);
+  assert.equal(t.kind, "contingencia");
+  assert.equal(t.label, "NFC-e EMITIDA EM CONTINGÊNCIA");
+  assert.match(t.detail, /^NFC-e nº 2 série 1 · enviar à SEFAZ até \d\d\/\d\d \d\d:\d\d \(faltam 23 h 00 min\)$/);
+  const late = notaText(s, "venda-1", NOW + 2 * day);
+  assert.equal(late.kind, "vencida");
+  assert.match(late.detail, /vencido há 23 h 59 min/);
+});
+
+test("a note set aside that SEFAZ authorized after all is pointed out for a person to cancel", () => {
+  const s = createState();
+  applyNotas(s, "venda-1", [
+    { ...nota({ estado: "a_cancelar", protocolo: "1", substituta: "x" }), enviar_ate: null },
+    { ...nota({ chave: "x", numero: 2, tp_emis: 9, estado: "autorizada", protocolo: "2", emitida_em: NOW + 1 }), enviar_ate: null },
+  ]);
+  const t = notaText(s, "venda-1", NOW);
+  assert.equal(t.label, "NFC-e nº 2 série 1 autorizada (emitida em contingência)");
+  assert.match(t.detail, /nº 1 também foi autorizada; cancele por substituição/);
+  const refused = createState();
+  applyNotas(refused, "venda-1", [{ ...nota({ estado: "rejeitada", c_stat: 297, motivo: "Assinatura difere" }), enviar_ate: null }]);
+  assert.equal(notaText(refused, "venda-1", NOW).kind, "erro");
 });

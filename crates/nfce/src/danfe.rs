@@ -37,6 +37,12 @@ fn forma(f: Forma) -> &'static str {
     }
 }
 
+/// The CSP source that allows [`STYLE`] inline: `'sha256-…'`.
+pub fn estilo_csp() -> String {
+    let digest = openssl::sha::sha256(STYLE.as_bytes());
+    format!("'sha256-{}'", openssl::base64::encode_block(&digest))
+}
+
 /// The QR Code of `texto` as an SVG of dark modules on white, with its quiet zone.
 pub fn qr_svg(texto: &str) -> Result<String> {
     let code = qrcode::QrCode::with_error_correction_level(texto.as_bytes(), qrcode::EcLevel::M)
@@ -188,8 +194,11 @@ pub fn html(
     Ok(h)
 }
 
-const STYLE: &str = "body{margin:0;background:#fff;color:#000;font:12px/1.35 monospace}\
-.danfe{width:80mm;padding:3mm;box-sizing:border-box}\
+/// The DANFE's one stylesheet (inline in its page). A window whose content-security policy
+/// allows only its own styles shows the page by allowing this one by its hash
+/// ([`estilo_csp`]).
+pub const STYLE: &str = "body{margin:0}\
+.danfe{width:80mm;padding:3mm;box-sizing:border-box;background:#fff;color:#000;font:12px/1.35 monospace}\
 header{text-align:center}header strong{font-size:13px}\
 .titulo{text-align:center;font-weight:bold;border-top:1px dashed #000;border-bottom:1px dashed #000;padding:2px 0}\
 .cab,.linha{display:flex;justify-content:space-between;margin:0}.cab{font-size:10px;font-weight:bold}\

@@ -8,6 +8,7 @@ mod day;
 mod faults;
 mod harness;
 mod maquininha;
+mod nfce;
 mod package;
 mod pix;
 mod plans;

@@ -78,6 +78,8 @@ pub enum Event {
     NotaChanged {
         /// It, as it is now (without its XML).
         nota: Box<crate::outbox::NotaRegistro>,
+        /// In contingência and not yet authorized: by when it must reach SEFAZ.
+        enviar_ate: Option<UnixMillis>,
     },
 }
 

@@ -273,8 +273,10 @@ impl Notas {
     }
 
     fn announce(&self, nota: NotaRegistro) {
+        let enviar_ate = nota.enviar_ate(self.emissor.prazo_contingencia);
         let _ = self.inner.events.send(Event::NotaChanged {
             nota: Box::new(nota),
+            enviar_ate,
         });
     }
 }

@@ -381,6 +381,16 @@ impl Checkout {
         self.inner.outbox.notas_da_venda(sale).await
     }
 
+    /// How long a note in contingência may wait to reach SEFAZ (the state's rule), when this
+    /// till issues notes.
+    pub fn prazo_contingencia(&self) -> Option<Duration> {
+        self.inner
+            .config
+            .fiscal
+            .as_ref()
+            .map(|f| f.prazo_contingencia)
+    }
+
     /// The DANFE NFC-e of the sale's live note (one HTML page, 80 mm wide), made from the note's
     /// own signed XML and SEFAZ's protocol once it is authorized. `None`: no note yet.
     pub async fn danfe(&self, sale: &SaleId) -> Result<Option<String>> {

@@ -81,7 +81,8 @@ impl Emissor {
             responsavel_tecnico: None,
             prazo_contingencia: Duration::from_secs(24 * 3600),
             espera: Duration::from_secs(6),
-            sondagem: Duration::from_secs(30),
+            // A simulator on loopback: asking every 10 s burdens no one (a real SEFAZ: 30 s or more).
+            sondagem: Duration::from_secs(10),
             reenvio: Duration::from_secs(30),
         })
     }

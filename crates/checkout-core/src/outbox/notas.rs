@@ -105,6 +105,13 @@ impl NotaRegistro {
     pub fn em_contingencia(&self) -> bool {
         self.tp_emis == 9
     }
+
+    /// A note in contingência not yet authorized must reach SEFAZ by then (`prazo` after it was
+    /// issued: the state's rule); `None` for any other note.
+    pub fn enviar_ate(&self, prazo: std::time::Duration) -> Option<UnixMillis> {
+        (self.em_contingencia() && self.estado == EstadoNota::Pendente)
+            .then(|| self.emitida_em + prazo.as_millis() as UnixMillis)
+    }
 }
 
 const NOTA_COLUMNS: &str = "chave, sale_id, serie, numero, tp_emis, total, xml, qrcode, estado, \

@@ -1,0 +1,112 @@
+//! The sale's NFC-e on the cashier's screen, with the embedded sandbox's SEFAZ simulator: a cash
+//! sale paid while SEFAZ is down says "EMITIDA EM CONTINGÊNCIA" and by when it must be sent, its
+//! DANFE carries a QR Code a tool Pagar did not write reads as the state's consultation address;
+//! once SEFAZ is back the same note is authorized and the number first tried declared unused.
+
+use crate::harness::*;
+use serde_json::json;
+use std::process::Command;
+
+/// WebDriver's End key.
+const END: &str = "\u{E010}";
+
+/// The sandbox SEFAZ's base: `(notes authorized, numbers declared unused)`.
+fn at_sefaz(app: &GuiApp) -> (i64, i64) {
+    let db = app.data_dir.join("sandbox").join("sefaz.db");
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    let count = |table: &str| {
+        c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    (count("notas"), count("inutilizadas"))
+}
+
+async fn nfce_label(app: &GuiApp) -> String {
+    app.prop("nfce-label", "textContent")
+        .await
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_sale_paid_with_sefaz_down_prints_emitida_em_contingencia_and_is_authorized_once_it_is_back(
+) {
+    let data = tempfile::tempdir().unwrap();
+    let app = GuiApp::launch(data.path()).await;
+    let down = app.invoke("qa_sefaz", json!({"modo": "fora"})).await;
+    assert!(down.get("err").is_none(), "{down}");
+
+    // A cash sale of R$ 12,50 paid with R$ 20,00.
+    app.press("12,50").await;
+    app.select("forma", "dinheiro:1").await;
+    app.click("recebido").await;
+    app.press("20,00").await;
+    app.press(ENTER).await;
+    app.wait_status("Pago em dinheiro — troco R$ 7,50").await;
+    app.wait_until("the note in contingência", |a| async move {
+        nfce_label(a).await == "NFC-e EMITIDA EM CONTINGÊNCIA"
+    })
+    .await;
+    let detail = app.prop("nfce-detail", "textContent").await.unwrap();
+    assert!(
+        detail.starts_with("NFC-e nº 2 série 1 · enviar à SEFAZ até ")
+            && detail.contains("faltam 23 h"),
+        "{detail}"
+    );
+    app.screenshot("nfce-contingencia").await;
+
+    // Its DANFE, drawn by the window.
+    app.click("danfe").await;
+    app.wait_until(
+        "the DANFE",
+        |a| async move { !a.hidden("danfe-dialog").await },
+    )
+    .await;
+    let page = app
+        .js("return document.getElementById('danfe-page').shadowRoot.innerHTML")
+        .await
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        page.contains("EMITIDA EM CONTINGÊNCIA<br>Pendente de autorização"),
+        "{page}"
+    );
+    assert!(page.contains("NFC-e nº 000000002 Série 001"));
+    // The cashier scrolls to its foot, where the QR Code is (End, on the page).
+    app.click("danfe-paper").await;
+    app.press(END).await;
+    // WebKit scrolls smoothly: let it arrive.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let shot = app.screenshot("danfe-contingencia").await;
+    let read = Command::new("zbarimg")
+        .args(["--quiet", "--raw"])
+        .arg(&shot)
+        .output()
+        .expect("zbarimg is installed (make test installs zbar-tools)");
+    let qr = String::from_utf8_lossy(&read.stdout);
+    assert!(
+        qr.starts_with("https://www.homologacao.nfce.fazenda.sp.gov.br/qrcode?p="),
+        "the QR Code on screen: {qr:?}"
+    );
+    app.press(ESC).await;
+    assert_eq!(
+        at_sefaz(&app),
+        (0, 0),
+        "nothing reached SEFAZ while it was down"
+    );
+
+    // SEFAZ back: the same note goes out and is authorized; number 1 is declared unused.
+    let up = app.invoke("qa_sefaz", json!({"modo": "normal"})).await;
+    assert!(up.get("err").is_none(), "{up}");
+    app.wait_until("the note authorized", |a| async move {
+        nfce_label(a).await == "NFC-e nº 2 série 1 autorizada (emitida em contingência)"
+    })
+    .await;
+    app.wait_until("number 1 declared unused", |a| async move {
+        at_sefaz(a) == (1, 1)
+    })
+    .await;
+    app.screenshot("nfce-autorizada").await;
+    app.close().await;
+}
