@@ -397,6 +397,7 @@ export function showClosing(reply) {
     div.append(h, ul);
     return div;
   }));
+  showClosingNotas(c.notas);
   const pending = c.pending.length;
   $("closing-pending").hidden = pending === 0;
   $("closing-pending").textContent = pending === 0 ? ""
@@ -408,11 +409,25 @@ export function showClosing(reply) {
   $("closing-print").focus();
 }
 
+/** The closing's NFC-e (absent when the till issues none): the day's count and each open note. */
+function showClosingNotas(n) {
+  $("closing-nfce").hidden = !n;
+  if (!n) return;
+  const extra = n.inutilizadas ? ` · ${count(n.inutilizadas, "número inutilizado", "números inutilizados")}` : "";
+  $("closing-nfce-resumo").textContent = `${count(n.autorizadas, "autorizada", "autorizadas")} no dia${extra}.${n.atencao.length ? "" : " Nenhuma nota pendente."}`;
+  $("closing-nfce-lista").replaceChildren(...n.atencao.map((a) => {
+    const li = document.createElement("li");
+    li.textContent = a.texto;
+    return li;
+  }));
+}
+
 /** The closing was refused (payments still pending, or the server out of reach). */
 export function showClosingRefused(message, pendingKind) {
   $("closing-meta").textContent = "";
   $("closing-totals").replaceChildren();
   $("closing-discrepancies").replaceChildren();
+  $("closing-nfce").hidden = true;
   $("closing-verdict").textContent = message;
   $("closing-verdict").className = "verdict bad";
   $("closing-pending").hidden = true;

@@ -234,6 +234,36 @@ pub fn receipt_html(r: &Receipt) -> String {
 }
 
 /// The closing as a printable summary (what is saved under `fechamentos/`).
+/// The closing's NFC-e: the day's count and every note still to see.
+fn notas_html(n: &checkout_core::closing::NotasDoFechamento) -> String {
+    let items: String = n
+        .atencao
+        .iter()
+        .map(|a| format!("<li>{}</li>", escape(&a.texto)))
+        .collect();
+    format!(
+        "<h2>NFC-e</h2><p>{} no dia{}.</p>{}",
+        count(n.autorizadas as u64, "autorizada", "autorizadas"),
+        if n.inutilizadas > 0 {
+            format!(
+                " · {}",
+                count(
+                    n.inutilizadas as u64,
+                    "número inutilizado",
+                    "números inutilizados"
+                )
+            )
+        } else {
+            String::new()
+        },
+        if items.is_empty() {
+            "<p>Nenhuma nota pendente.</p>".to_string()
+        } else {
+            format!("<ul>{items}</ul>")
+        }
+    )
+}
+
 pub fn closing_html(c: &Closing, settings: &Settings) -> String {
     let totals = closing_rows(c)
         .iter()
@@ -282,7 +312,8 @@ pub fn closing_html(c: &Closing, settings: &Settings) -> String {
          <h1>Fechamento de caixa</h1><p>{loja} · terminal {terminal} · dia {day} · fechado em {at}</p>\
          <table><tr><th></th><td class=\"num\">Qtde.</td><td class=\"num\">Valor</td></tr>{totals}\
          <tr><th><b>Líquido do dia</b></th><td></td><td class=\"num\"><b>{net}</b></td></tr>{gaveta}</table>\
-         <p>{sales} · {server} no servidor{refunds}</p>{discrepancies}</body></html>\n",
+         <p>{sales} · {server} no servidor{refunds}</p>{discrepancies}{notas}</body></html>\n",
+        notas = c.notas.as_ref().map(notas_html).unwrap_or_default(),
         gaveta = drawer_rows(c)
             .iter()
             .map(|(name, t)| format!("<tr><th>{name}</th><td></td><td class=\"num\">{t}</td></tr>"))

@@ -90,11 +90,31 @@ async fn a_sale_paid_with_sefaz_down_prints_emitida_em_contingencia_and_is_autho
         "the QR Code on screen: {qr:?}"
     );
     app.press(ESC).await;
+    app.wait_until("the DANFE closed", |a| async move {
+        a.hidden("danfe-dialog").await
+    })
+    .await;
     assert_eq!(
         at_sefaz(&app),
         (0, 0),
         "nothing reached SEFAZ while it was down"
     );
+
+    // The closing lists the notes still open: the number set aside and the one in contingência.
+    app.press(F9).await;
+    app.wait_until(
+        "the closing",
+        |a| async move { !a.hidden("closing-nfce").await },
+    )
+    .await;
+    let open = app.prop("closing-nfce-lista", "textContent").await.unwrap();
+    assert!(
+        open.contains("NFC-e nº 1 série 1 substituída pela nota em contingência")
+            && open.contains("NFC-e nº 2 série 1 em contingência: enviar à SEFAZ até "),
+        "{open}"
+    );
+    app.screenshot("fechamento-nfce-contingencia").await;
+    app.press(ESC).await;
 
     // SEFAZ back: the same note goes out and is authorized; number 1 is declared unused.
     let up = app.invoke("qa_sefaz", json!({"modo": "normal"})).await;

@@ -15,12 +15,14 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 mod discrepancy;
+mod notas;
 mod refunds;
 #[cfg(test)]
 mod tests;
 mod totals;
 
 pub use discrepancy::*;
+pub use notas::{NotaAtencao, NotasDoFechamento};
 use refunds::*;
 pub use totals::*;
 
@@ -60,6 +62,9 @@ pub struct Closing {
     pub discrepancies: Vec<Discrepancy>,
     /// Attempts (payments and refunds) still pending when the cashier chose to close anyway.
     pub pending: Vec<String>,
+    /// The NFC-e (set by the engine when the till issues notes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notas: Option<NotasDoFechamento>,
 }
 
 /// What the server and the rest of the outbox say about one day, for [`reconcile`].
@@ -376,6 +381,7 @@ pub fn reconcile(
             .filter(|a| a.state == AttemptState::Pendente)
             .map(|a| a.id.to_string())
             .collect(),
+        notas: None,
     }
 }
 

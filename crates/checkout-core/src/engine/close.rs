@@ -99,7 +99,16 @@ impl Checkout {
             bounds,
         };
         let drawer = outbox.drawer(&day, bounds).await?;
-        let closing = reconcile(&day, now, terminal, &attempts, &evidence).with_drawer(drawer);
+        let mut closing = reconcile(&day, now, terminal, &attempts, &evidence).with_drawer(drawer);
+        if let Some(fiscal) = &self.inner.config.fiscal {
+            closing.notas = Some(crate::closing::NotasDoFechamento::of(
+                &outbox.notas_entre(bounds.0, bounds.1).await?,
+                &outbox.notas_abertas().await?,
+                fiscal.prazo_contingencia,
+                now,
+                self.inner.config.utc_offset,
+            ));
+        }
         let report = serde_json::to_string(&closing).expect("a closing serialises");
         outbox.save_closing(&day, now, report).await?;
         tracing::info!(

@@ -298,6 +298,25 @@ impl Outbox {
         .await
     }
 
+    /// Notes issued in `[from, to)`, oldest first.
+    pub async fn notas_entre(&self, from: UnixMillis, to: UnixMillis) -> Result<Vec<NotaRegistro>> {
+        self.select_notas(
+            "WHERE emitida_em >= ?1 AND emitida_em < ?2 ORDER BY emitida_em, numero",
+            vec![from.into(), to.into()],
+        )
+        .await
+    }
+
+    /// Every note not settled yet (pending, refused, number lost, set aside, to cancel), of any
+    /// day, oldest first.
+    pub async fn notas_abertas(&self) -> Result<Vec<NotaRegistro>> {
+        self.select_notas(
+            "WHERE estado NOT IN ('autorizada', 'inutilizada') ORDER BY emitida_em, numero",
+            vec![],
+        )
+        .await
+    }
+
     /// Replaced notes not yet settled with SEFAZ and due to be asked about at `now`, oldest
     /// first.
     pub async fn notas_substituidas(&self, now: UnixMillis) -> Result<Vec<NotaRegistro>> {

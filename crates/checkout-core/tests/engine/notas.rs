@@ -129,6 +129,7 @@ async fn with_sefaz_down_sales_get_notes_in_contingencia_sent_with_the_same_byte
         .unwrap();
     let second = notas_until(&engine.checkout, &two, |n| n.len() == 1).await;
     let while_down = sefaz.contagens().await;
+    let closing = engine.checkout.close_day(None, false).await.unwrap();
     sefaz.modo(json!({"modo": "normal"})).await;
     let first_after = notas_until(&engine.checkout, &one, |n| {
         n[0].estado == EstadoNota::Inutilizada && n[1].estado == EstadoNota::Autorizada
@@ -159,6 +160,20 @@ async fn with_sefaz_down_sales_get_notes_in_contingencia_sent_with_the_same_byte
         .xml
         .contains("<xJust>Contingencia offline: SEFAZ sem resposta"));
     assert_eq!(while_down["autorizadas"], 0);
+    // The closing while SEFAZ was down lists every note still open, with what to do.
+    let notas = closing
+        .notas
+        .expect("a till that issues notes closes with them");
+    let textos: Vec<&str> = notas.atencao.iter().map(|n| n.texto.as_str()).collect();
+    assert_eq!(notas.autorizadas, 0);
+    assert_eq!(textos.len(), 3, "{textos:?}");
+    assert_eq!(
+        textos[0],
+        "NFC-e nº 1 série 1 substituída pela nota em contingência: a confirmar com a SEFAZ"
+    );
+    for t in &textos[1..] {
+        assert!(t.contains("em contingência: enviar à SEFAZ até "), "{t}");
+    }
     // Back: the contingência notes authorized with the bytes signed offline, number 1 declared
     // unused; every number of the série accounted for.
     assert_eq!(first_after[1].xml, first[1].xml);
