@@ -39,7 +39,7 @@ CREATE INDEX notas_da_venda ON notas (sale_id);
 CREATE INDEX notas_a_enviar ON notas (proxima_tentativa) WHERE estado = 'pendente';
 CREATE INDEX notas_substituidas ON notas (emitida_em) WHERE estado = 'substituida';
 CREATE TABLE fiscal (
-    id            INTEGER PRIMARY KEY CHECK (id = 1),
-    inicio        INTEGER NOT NULL,
-    bloqueada_ate INTEGER NOT NULL DEFAULT 0
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    apos_tentativa INTEGER NOT NULL,
+    bloqueada_ate  INTEGER NOT NULL DEFAULT 0
 );

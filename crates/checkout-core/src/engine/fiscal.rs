@@ -75,14 +75,14 @@ impl Notas {
     async fn round(&mut self) -> Result<()> {
         let inner = self.inner.clone();
         let outbox = &inner.outbox;
-        let fiscal = outbox.fiscal(now_ms()).await?;
+        let fiscal = outbox.fiscal().await?;
         if now_ms() < fiscal.bloqueada_ate && self.contingencia.is_none() {
             self.enter(format!(
                 "SEFAZ bloqueou o emitente por consumo indevido (656) ate {}",
                 nfce::data_hora(agora(fiscal.bloqueada_ate, self.inner.config.utc_offset))
             ));
         }
-        for sale in outbox.vendas_sem_nota(fiscal.inicio, LOTE).await? {
+        for sale in outbox.vendas_sem_nota(fiscal.apos_tentativa, LOTE).await? {
             let attempts = outbox.attempts_of(&sale).await?;
             if let Some(venda) = VendaPaga::of(&attempts) {
                 self.issue(sale, venda).await?;

@@ -93,6 +93,11 @@ impl Checkout {
             .with_terminal(config.terminal.as_deref())
             .with_authorize_cards(config.confirm_after_receipt);
         outbox.make_all_due(now_ms()).await?;
+        if config.fiscal.is_some() {
+            // Where notes begin, fixed before anything can be paid: every sale paid from now on
+            // gets its note.
+            outbox.fiscal().await?;
+        }
         // An authorization nobody confirmed before the till stopped belongs to a sale that was
         // not finished: it is undone, never captured silently.
         let undone = outbox.undo_unconfirmed(now_ms()).await?;

@@ -177,11 +177,12 @@ pub enum Desfecho {
     Autorizada(String),
 }
 
-/// The till's fiscal state: when it began issuing notes, and until when SEFAZ blocks it.
+/// The till's fiscal state: where it began issuing notes, and until when SEFAZ blocks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fiscal {
-    /// Sales paid before this get no note: they were sold before the till issued notes.
-    pub inicio: UnixMillis,
+    /// The last attempt stored before the till issued notes (its row): a sale paid by it or an
+    /// earlier one was sold before, and gets no note.
+    pub apos_tentativa: i64,
     /// SEFAZ refused this emitter for consumo indevido (656) until then: send nothing before.
     pub bloqueada_ate: UnixMillis,
 }
@@ -381,18 +382,19 @@ impl Outbox {
             .await
     }
 
-    /// Sales with an approved payment since `inicio` and no note at all, oldest first (at most
-    /// `limit`): the ones to look at for a note. Whether each is paid in full is the caller's.
-    pub async fn vendas_sem_nota(&self, inicio: UnixMillis, limit: u32) -> Result<Vec<SaleId>> {
+    /// Sales with an approved payment stored after attempt row `apos` and no note at all,
+    /// oldest first (at most `limit`): the ones to look at for a note. Whether each is paid in
+    /// full is the caller's.
+    pub async fn vendas_sem_nota(&self, apos: i64, limit: u32) -> Result<Vec<SaleId>> {
         self.db
             .read(move |c| {
                 let mut st = c.prepare_cached(
                     "SELECT a.sale_id FROM attempts a
-                     WHERE a.kind = 'pagamento' AND a.state = 'aprovado' AND a.updated_at >= ?1
+                     WHERE a.kind = 'pagamento' AND a.state = 'aprovado' AND a.rowid > ?1
                        AND NOT EXISTS (SELECT 1 FROM notas n WHERE n.sale_id = a.sale_id)
-                     GROUP BY a.sale_id ORDER BY min(a.updated_at) LIMIT ?2",
+                     GROUP BY a.sale_id ORDER BY min(a.rowid) LIMIT ?2",
                 )?;
-                let rows = st.query_map(params![inicio, limit], |r| r.get::<_, String>(0))?;
+                let rows = st.query_map(params![apos, limit], |r| r.get::<_, String>(0))?;
                 rows.map(|s| {
                     let s = s?;
                     SaleId::parse(&s).map_err(|e| CoreError::Invalid(format!("{s}: {e}")))
@@ -402,21 +404,24 @@ impl Outbox {
             .await
     }
 
-    /// The till's fiscal state; the first call (the till's first with notes) sets `inicio`.
-    pub async fn fiscal(&self, now: UnixMillis) -> Result<Fiscal> {
+    /// The till's fiscal state; the first call (the till's first with notes) sets where notes
+    /// begin: after every attempt stored so far.
+    pub async fn fiscal(&self) -> Result<Fiscal> {
         self.db
             .write(move |c| {
                 exec(
                     c,
-                    "INSERT INTO fiscal (id, inicio) VALUES (1, ?1) ON CONFLICT (id) DO NOTHING",
-                    [now],
+                    "INSERT INTO fiscal (id, apos_tentativa)
+                     SELECT 1, COALESCE(MAX(rowid), 0) FROM attempts WHERE true
+                     ON CONFLICT (id) DO NOTHING",
+                    [],
                 )?;
                 Ok(c.query_row(
-                    "SELECT inicio, bloqueada_ate FROM fiscal WHERE id = 1",
+                    "SELECT apos_tentativa, bloqueada_ate FROM fiscal WHERE id = 1",
                     [],
                     |r| {
                         Ok(Fiscal {
-                            inicio: r.get(0)?,
+                            apos_tentativa: r.get(0)?,
                             bloqueada_ate: r.get(1)?,
                         })
                     },

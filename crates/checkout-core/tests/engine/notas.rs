@@ -251,3 +251,38 @@ async fn a_note_sefaz_authorized_while_the_till_heard_nothing_is_found_and_marke
         (Some(2), Some(0))
     );
 }
+
+#[tokio::test]
+async fn sales_paid_before_the_till_issued_notes_get_none_and_every_sale_after_gets_one() {
+    // Arrange: a till that issued no notes sells once.
+    let api = Api::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sefaz = SefazProcess::start(dir.path(), 20);
+    let db = dir.path().join("outbox.db");
+    let (before, after) = (
+        SaleId::parse("venda-antes").unwrap(),
+        SaleId::parse("venda-depois").unwrap(),
+    );
+    let checkout = Checkout::open(&db, fast_config(&api.url())).await.unwrap();
+    checkout
+        .pay_cash(before.clone(), c(300), c(300), None)
+        .await
+        .unwrap();
+    checkout.shutdown().await;
+    // Act: the same till, now issuing notes, sells again.
+    let mut config = fast_config(&api.url());
+    config.fiscal = Some(emissor(&sefaz));
+    let checkout = Checkout::open(&db, config).await.unwrap();
+    checkout
+        .pay_cash(after.clone(), c(400), c(400), None)
+        .await
+        .unwrap();
+    let noted = notas_until(&checkout, &after, |n| {
+        n.iter().any(|n| n.estado == EstadoNota::Autorizada)
+    })
+    .await;
+    // Assert
+    assert_eq!(estados(&noted), vec![(1, 1, EstadoNota::Autorizada)]);
+    assert!(checkout.notas_da_venda(&before).await.unwrap().is_empty());
+    assert_eq!(sefaz.contagens().await["autorizadas"], 1);
+}
