@@ -513,6 +513,9 @@ async function start() {
   $("qa-faults").addEventListener("change", (e) => qa(
     () => invoke("qa_set_faults", { faults: FAULTS[e.target.value] }),
     () => `Perfil aplicado: ${e.target.selectedOptions[0].textContent}.`));
+  $("qa-sefaz").addEventListener("change", (e) => qa(
+    () => invoke("qa_sefaz", { modo: e.target.value }),
+    () => `SEFAZ simulada: ${e.target.selectedOptions[0].textContent}.`));
   $("qa-export-log").addEventListener("click", () => qa(() => invoke("qa_export_log"), (p) => `Log exportado para ${p}`));
   $("comprovante").addEventListener("click", printReceipt);
   $("pix").addEventListener("click", payPix);
@@ -572,6 +575,7 @@ async function start() {
     showTerminal(info.terminal);
     state.utcOffsetMinutes = info.utc_offset_minutes;
     $("qa-faults").disabled = !info.faults_available;
+    $("qa-sefaz").disabled = !info.nfce;
     if (info.notices.length > 0) {
       $("notice").textContent = info.notices.join(" · ");
       $("notice").hidden = false;

@@ -23,7 +23,10 @@
 //! authorized, so the sale is paid again), and confirmed (its authorizations captured) once paid.
 //! A sale whose id ends in `-estorno` is paid back in full once its card payment is approved
 //! ("Estornar", by a till restarted after a crash too), printing `refund <attempt>`.
+//! With `TRIAL_SEFAZ` (a SEFAZ simulator's URL) the till issues each paid sale's NFC-e in série
+//! `TRIAL_SERIE`, and is drained only once every paid sale has its note and none waits.
 
+use checkout_core::fiscal::{Emissor, VendaPaga};
 use checkout_core::{
     Attempt, AttemptState, Capture, CardPlan, CardToken, Centavos, Checkout, Config, CoreError,
     SaleId,
@@ -61,6 +64,19 @@ async fn till() -> std::process::ExitCode {
     config.request_timeout = Duration::from_millis(1_500);
     config.late_pix_recheck = Duration::from_millis(500);
     config.maquininha = std::env::var("TRIAL_MAQUININHA").ok();
+    // The trial's SEFAZ: every paid sale gets its NFC-e, in this till's série.
+    if let Ok(sefaz) = std::env::var("TRIAL_SEFAZ") {
+        let mut fiscal = Emissor::sandbox(&sefaz).expect("the sandbox's certificate");
+        fiscal.serie = std::env::var("TRIAL_SERIE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        fiscal.espera = Duration::from_millis(1_000);
+        fiscal.sondagem = Duration::from_millis(200);
+        fiscal.reenvio = Duration::from_millis(200);
+        config.fiscal = Some(fiscal);
+    }
+    let fiscal = config.fiscal.is_some();
     let checkout = match Checkout::open(db, config).await {
         Ok(c) => c,
         Err(e) => {
@@ -261,8 +277,10 @@ async fn till() -> std::process::ExitCode {
                 _ => true,
             });
         // Then the Pix it closed are asked about once more: a customer may have paid one anyway.
-        if settled && checkout.check_late_pix().await.is_ok() {
-            break true;
+        if settled && (!fiscal || notes_settled(&checkout, &attempts).await) {
+            if checkout.check_late_pix().await.is_ok() {
+                break true;
+            }
         }
         if tokio::time::Instant::now() > deadline {
             break false;
@@ -274,6 +292,36 @@ async fn till() -> std::process::ExitCode {
     drop(out);
     checkout.shutdown().await;
     std::process::ExitCode::SUCCESS
+}
+
+/// Every sale paid in full has its note, and no note waits to be sent or settled.
+async fn notes_settled(checkout: &Checkout, attempts: &[Attempt]) -> bool {
+    let outbox = checkout.outbox();
+    let open = outbox.notas_pendentes().await.map(|n| n.len()).unwrap_or(1)
+        + outbox
+            .notas_substituidas(i64::MAX)
+            .await
+            .map(|n| n.len())
+            .unwrap_or(1);
+    if open > 0 {
+        return false;
+    }
+    let mut sales: Vec<&SaleId> = attempts.iter().map(|a| &a.sale_id).collect();
+    sales.sort_by(|a, b| a.as_ref().cmp(b.as_ref()));
+    sales.dedup();
+    for sale in sales {
+        let of_sale: Vec<Attempt> = attempts
+            .iter()
+            .filter(|a| &a.sale_id == sale)
+            .cloned()
+            .collect();
+        if VendaPaga::of(&of_sale).is_some()
+            && outbox.nota_da_venda(sale).await.ok().flatten().is_none()
+        {
+            return false;
+        }
+    }
+    true
 }
 
 /// The divided sales with nothing of them in flight (or in review not yet asked about) and

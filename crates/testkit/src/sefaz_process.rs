@@ -67,6 +67,11 @@ impl SefazProcess {
         *self = Self::start_on(&self.dir, &listen, self.limite);
     }
 
+    /// Whether its process still runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Kills it (SIGKILL).
     pub fn kill(&mut self) {
         let _ = self.child.kill();

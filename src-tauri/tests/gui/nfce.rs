@@ -4,7 +4,6 @@
 //! once SEFAZ is back the same note is authorized and the number first tried declared unused.
 
 use crate::harness::*;
-use serde_json::json;
 use std::process::Command;
 
 /// WebDriver's End key.
@@ -33,10 +32,19 @@ async fn a_sale_paid_with_sefaz_down_prints_emitida_em_contingencia_and_is_autho
 ) {
     let data = tempfile::tempdir().unwrap();
     let app = GuiApp::launch(data.path()).await;
-    let down = app.invoke("qa_sefaz", json!({"modo": "fora"})).await;
-    assert!(down.get("err").is_none(), "{down}");
+    // QA takes the sandbox's SEFAZ down from the panel.
+    app.click("qa-toggle").await;
+    app.select("qa-sefaz", "fora").await;
+    app.wait_until("SEFAZ down", |a| async move {
+        a.prop("qa-result", "textContent")
+            .await
+            .is_some_and(|t| t == "SEFAZ simulada: Fora do ar (503).")
+    })
+    .await;
+    app.click("qa-toggle").await;
 
     // A cash sale of R$ 12,50 paid with R$ 20,00.
+    app.click("valor").await;
     app.press("12,50").await;
     app.select("forma", "dinheiro:1").await;
     app.click("recebido").await;
@@ -117,8 +125,9 @@ async fn a_sale_paid_with_sefaz_down_prints_emitida_em_contingencia_and_is_autho
     app.press(ESC).await;
 
     // SEFAZ back: the same note goes out and is authorized; number 1 is declared unused.
-    let up = app.invoke("qa_sefaz", json!({"modo": "normal"})).await;
-    assert!(up.get("err").is_none(), "{up}");
+    app.click("qa-toggle").await;
+    app.select("qa-sefaz", "normal").await;
+    app.click("qa-toggle").await;
     app.wait_until("the note authorized", |a| async move {
         nfce_label(a).await == "NFC-e nº 2 série 1 autorizada (emitida em contingência)"
     })

@@ -24,8 +24,10 @@ use rand::Rng;
 const TICK: Duration = Duration::from_secs(5);
 /// How long SEFAZ blocks an emitter for consumo indevido.
 const BLOQUEIO: Duration = Duration::from_secs(3600);
-/// Sales looked at, notes sent, per round.
+/// Notes sent per round.
 const LOTE: u32 = 20;
+/// Sales looked at per round (the latest paid first).
+const VENDAS: u32 = 100;
 
 /// Why the till is in contingência, and since when.
 #[derive(Debug, Clone)]
@@ -82,7 +84,10 @@ impl Notas {
                 nfce::data_hora(agora(fiscal.bloqueada_ate, self.inner.config.utc_offset))
             ));
         }
-        for sale in outbox.vendas_sem_nota(fiscal.apos_tentativa, LOTE).await? {
+        for sale in outbox
+            .vendas_sem_nota(fiscal.apos_tentativa, VENDAS)
+            .await?
+        {
             let attempts = outbox.attempts_of(&sale).await?;
             if let Some(venda) = VendaPaga::of(&attempts) {
                 self.issue(sale, venda).await?;

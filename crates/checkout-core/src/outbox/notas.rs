@@ -280,6 +280,12 @@ impl Outbox {
         .await
     }
 
+    /// Every note, oldest first.
+    pub async fn notas(&self) -> Result<Vec<NotaRegistro>> {
+        self.select_notas("ORDER BY emitida_em, numero", vec![])
+            .await
+    }
+
     /// Notes still to send, oldest first.
     pub async fn notas_pendentes(&self) -> Result<Vec<NotaRegistro>> {
         self.select_notas(
@@ -382,9 +388,10 @@ impl Outbox {
             .await
     }
 
-    /// Sales with an approved payment stored after attempt row `apos` and no note at all,
-    /// oldest first (at most `limit`): the ones to look at for a note. Whether each is paid in
-    /// full is the caller's.
+    /// Sales with an approved payment stored after attempt row `apos` and no note at all, the
+    /// latest paid first (at most `limit`): the ones to look at for a note. Whether each is paid
+    /// in full is the caller's: a sale paid back or given up before its note stays here unnoted,
+    /// and sinks below every sale paid after it.
     pub async fn vendas_sem_nota(&self, apos: i64, limit: u32) -> Result<Vec<SaleId>> {
         self.db
             .read(move |c| {
@@ -392,7 +399,7 @@ impl Outbox {
                     "SELECT a.sale_id FROM attempts a
                      WHERE a.kind = 'pagamento' AND a.state = 'aprovado' AND a.rowid > ?1
                        AND NOT EXISTS (SELECT 1 FROM notas n WHERE n.sale_id = a.sale_id)
-                     GROUP BY a.sale_id ORDER BY min(a.rowid) LIMIT ?2",
+                     GROUP BY a.sale_id ORDER BY max(a.rowid) DESC LIMIT ?2",
                 )?;
                 let rows = st.query_map(params![apos, limit], |r| r.get::<_, String>(0))?;
                 rows.map(|s| {

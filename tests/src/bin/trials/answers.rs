@@ -182,15 +182,17 @@ pub(crate) fn same_answer(a: &Answer, status: u16, body: &[u8]) -> Result<bool, 
 }
 
 /// True when every attempt of the outbox is settled (what the till waits for): a payment in
-/// review counts only once its key was cancelled or its payment found.
+/// review counts only once its key was cancelled or its payment found; and no NFC-e waits to be
+/// sent or settled.
 pub(crate) fn drained(outbox: &Path) -> bool {
     let Ok(c) = rusqlite::Connection::open(outbox) else {
         return false;
     };
     c.query_row(
-        "SELECT count(*) FROM attempts WHERE state = 'pendente'
+        "SELECT (SELECT count(*) FROM attempts WHERE state = 'pendente'
              OR (state = 'revisao' AND (review_checked_at IS NULL OR kind = 'pagamento'))
-             OR captura IN ('pendente', 'capturar', 'desfazer')",
+             OR captura IN ('pendente', 'capturar', 'desfazer'))
+           + (SELECT count(*) FROM notas WHERE estado IN ('pendente', 'substituida'))",
         [],
         |r| r.get::<_, i64>(0),
     )

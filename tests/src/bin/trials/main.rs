@@ -49,6 +49,14 @@
 //!   of the trial's `maquininha` process, and send half their approving sales there; the
 //!   customer at the machine approves, is declined or walks away) is exactly one server payment
 //!   of its amount, and every machine payment an order a card paid;
+//! - (n) NFC-e (two in five trials give the tills a SEFAZ simulator process of the trial's own,
+//!   each till issuing its sales' notes in a série of its own; SEFAZ goes down, slows, loses
+//!   answers after authorizing, or is killed and started again): every sale a till holds as paid
+//!   in full has exactly one authorized note and none two (a note the till set aside for one in
+//!   contingência that SEFAZ authorized after all is marked to cancel and counted apart), every
+//!   number of every série is a note SEFAZ authorized or a number it declared unused, SEFAZ
+//!   refused nothing (no 539, no 225 or 297: a note sent again gets 204, which is not a
+//!   refusal), no till was blocked (656), and every note a till holds as authorized SEFAZ has;
 //! - (l) every divided sale (its first part by débito or by Pix) shows on the server
 //!   (`GET /vendas`) as paid exactly what its card parts hold and its Pix paid while their charge
 //!   was open, never more than its total, and as to give back exactly the Pix paid after their
@@ -70,7 +78,7 @@
 
 use pagar_testkit::{
     AcquirerProcess, ApiDatabase, ApiOptions, ApiProcess, Fault, FaultProxy, MachineProcess,
-    PixProcess, ADMIN_TOKEN,
+    PixProcess, SefazProcess, ADMIN_TOKEN,
 };
 use powercut::{CutReport, Daemon};
 use rand::rngs::StdRng;
@@ -85,6 +93,7 @@ use std::time::{Duration, Instant};
 mod answers;
 mod check;
 mod check_machine;
+mod check_nfce;
 mod check_pix;
 mod plan;
 mod procs;
@@ -95,6 +104,7 @@ mod trial;
 use answers::*;
 use check::*;
 use check_machine::*;
+use check_nfce::*;
 use check_pix::*;
 use plan::*;
 use procs::*;
@@ -133,7 +143,7 @@ fn psql(pg_url: &str, sql: &str) {
 /// How long a trial's Pix QR stays payable.
 const PIX_EXPIRY_SECS: u64 = 30;
 
-const INVARIANTS: [&str; 13] = [
+const INVARIANTS: [&str; 14] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",
     "(c) every attempt final or in review",
@@ -147,6 +157,7 @@ const INVARIANTS: [&str; 13] = [
     "(k) every attempt reported stored is kept",
     "(l) a divided sale's money: paid + to give back",
     "(m) card machine: each paid order one payment",
+    "(n) NFC-e: one note a paid sale, no number lost",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,6 +428,18 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
     println!(
         "Card machine: {} orders at the terminals, {} of them paid by a card",
         machine[0], machine[1]
+    );
+    let nfce = results.iter().fold([0u32; 4], |t, r| {
+        [
+            t[0] + r.nfce[0],
+            t[1] + r.nfce[1],
+            t[2] + r.nfce[2],
+            t[3] + r.nfce[3],
+        ]
+    });
+    println!(
+        "NFC-e: {} notes authorized at SEFAZ, {} issued in contingência, {} numbers declared unused, {} set aside and authorized after all (marked to cancel)",
+        nfce[0], nfce[1], nfce[2], nfce[3]
     );
     println!("\n{:<34} {:>8}", "store", "trials");
     for (s, n) in &by_store {

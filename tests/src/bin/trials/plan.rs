@@ -22,6 +22,8 @@ pub(crate) struct Plan {
     pub(crate) short_retention: bool,
     /// The tills take some sales' cards at a card machine (one terminal each).
     pub(crate) machine: bool,
+    /// The tills issue each paid sale's NFC-e to a SEFAZ simulator of the trial's own.
+    pub(crate) nfce: bool,
 }
 
 /// What a power cut takes down.
@@ -47,6 +49,10 @@ pub(crate) enum Action {
     PowerCut(Cut),
     KillAcquirer,
     RestartAcquirer,
+    /// The trial's SEFAZ plays a mode (`{"modo": …}`) from now on.
+    Sefaz(&'static str, Value),
+    KillSefaz,
+    RestartSefaz,
 }
 
 impl Action {
@@ -58,6 +64,9 @@ impl Action {
             Action::RestartServer(_) => "restart a server",
             Action::PgTerminate => "pg_terminate_backend",
             Action::ClockJump(..) => "a till's clock jumps",
+            Action::Sefaz(k, _) => k,
+            Action::KillSefaz => "kill -9 SEFAZ",
+            Action::RestartSefaz => "restart SEFAZ",
             Action::PowerCut(Cut::Server) => "power cut: the server",
             Action::PowerCut(Cut::Till(_)) => "power cut: a till",
             Action::PowerCut(Cut::Acquirer) => "power cut: the acquirer",
@@ -157,6 +166,36 @@ pub(crate) fn draw(seed: u64, store: StoreChoice, power: f64) -> Plan {
     if plan.power.is_some() && rng.gen_bool(0.3) {
         let at = rng.gen_range(0..plan.window_ms);
         plan.schedule.push((at, Action::PowerCut(Cut::Acquirer)));
+    }
+    // Two in five trials issue NFC-e, their SEFAZ down, slow, losing answers or killed in the
+    // window (a stream of its own).
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x4e46_4345_5345_4641);
+    if rng.gen_bool(0.4) {
+        plan.nfce = true;
+        let modes: [(f64, &'static str, Value); 3] = [
+            (0.5, "SEFAZ down", json!({"modo": "fora"})),
+            (
+                0.3,
+                "SEFAZ loses answers",
+                json!({"modo": "perde-resposta", "segundos": 2}),
+            ),
+            (0.2, "SEFAZ slow", json!({"modo": "lento", "segundos": 2})),
+        ];
+        for (p, kind, modo) in modes {
+            if rng.gen_bool(p) {
+                let at = rng.gen_range(0..plan.window_ms);
+                let back = (at + rng.gen_range(300..2_000)).min(plan.window_ms);
+                plan.schedule.push((at, Action::Sefaz(kind, modo)));
+                plan.schedule
+                    .push((back, Action::Sefaz("SEFAZ back", json!({"modo": "normal"}))));
+            }
+        }
+        if rng.gen_bool(0.25) {
+            let at = rng.gen_range(0..plan.window_ms);
+            let back = (at + rng.gen_range(50..400)).min(plan.window_ms);
+            plan.schedule.push((at, Action::KillSefaz));
+            plan.schedule.push((back, Action::RestartSefaz));
+        }
     }
     plan.schedule.sort_by_key(|(at, _)| *at);
     plan
@@ -273,5 +312,6 @@ pub(crate) fn draw_faults(seed: u64, store: StoreChoice) -> Plan {
         power: None,
         short_retention: false,
         machine: false,
+        nfce: false,
     }
 }

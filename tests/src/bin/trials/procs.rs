@@ -13,6 +13,8 @@ pub(crate) struct Till {
     pub(crate) disk: Option<Disk>,
     /// The card machine beside it, if the trial has one.
     pub(crate) machine: Option<String>,
+    /// The trial's SEFAZ and this till's série, if the trial issues NFC-e.
+    pub(crate) sefaz: Option<(String, u16)>,
 }
 
 /// A power-cut filesystem: the folder behind it, where it is mounted, and the daemon serving it
@@ -205,7 +207,13 @@ pub(crate) fn start_till_at(
         .arg(key)
         .arg(if plan.is_empty() { "-" } else { plan })
         .arg(drain_secs.to_string())
-        .envs(till.machine.iter().map(|m| ("TRIAL_MAQUININHA", m)))
+        .envs(till.machine.iter().map(|m| ("TRIAL_MAQUININHA", m.clone())))
+        .envs(till.sefaz.iter().flat_map(|(url, serie)| {
+            [
+                ("TRIAL_SEFAZ", url.clone()),
+                ("TRIAL_SERIE", serie.to_string()),
+            ]
+        }))
         .env("RUST_LOG", "off")
         .stdout(log)
         .stderr(Stdio::null())

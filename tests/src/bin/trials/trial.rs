@@ -20,6 +20,9 @@ pub(crate) struct Outcome {
     pub(crate) refunds: u32,
     /// Orders at the card machine, and those paid.
     pub(crate) machine: [u32; 2],
+    /// NFC-e: authorized at SEFAZ, issued in contingência, numbers declared unused, set aside and
+    /// authorized after all.
+    pub(crate) nfce: [u32; 4],
     /// Answers replayed by the checker, those of them the same byte for byte, and refunds' among
     /// them.
     pub(crate) answers: [u32; 3],
@@ -116,6 +119,12 @@ pub(crate) async fn run_trial(
         plan.slow_gateway_ms,
     );
     let gateway_db = acquirer.ledger_file();
+    // The state's SEFAZ, another machine: the tills' notes go there (its base beside the trial's).
+    let sefaz_dir = dir.path().join("sefaz");
+    let mut sefaz = plan.nfce.then(|| {
+        std::fs::create_dir_all(&sefaz_dir).expect("the SEFAZ folder");
+        SefazProcess::start(&sefaz_dir, 20)
+    });
     // The card machine's provider, a terminal per till (an order no card pays expires in 3 s).
     let terminals: Vec<String> = (0..plan.tills.len())
         .map(|i| format!("PAGAR_SIM__POS-{i}"))
@@ -214,6 +223,7 @@ pub(crate) async fn run_trial(
             log: dir.path().join(format!("till{i}.log")),
             disk,
             machine: plan.machine.then(|| terminals[i].clone()),
+            sefaz: sefaz.as_ref().map(|s| (s.url().to_string(), i as u16 + 1)),
         };
         till.child = Some(start_till(&till, &url, &key, p, 10));
         tills.push(till);
@@ -332,6 +342,24 @@ pub(crate) async fn run_trial(
                 }
                 // The loop below brings the server back, on the same address and files.
             }
+            Action::Sefaz(_, modo) => {
+                // Killed, it plays nothing (and comes back answering).
+                if let Some(s) = sefaz.as_mut() {
+                    if s.is_running() {
+                        s.modo(modo.clone()).await;
+                    }
+                }
+            }
+            Action::KillSefaz => {
+                if let Some(s) = sefaz.as_mut() {
+                    s.kill();
+                }
+            }
+            Action::RestartSefaz => {
+                if let Some(s) = sefaz.as_mut() {
+                    s.restart();
+                }
+            }
             Action::KillAcquirer => acquirer.kill(),
             Action::RestartAcquirer => acquirer.restart(),
             Action::PowerCut(Cut::Acquirer) => {
@@ -418,6 +446,12 @@ pub(crate) async fn run_trial(
     proxy.set(Fault::Pass).await;
     if !acquirer.is_running() {
         acquirer.restart();
+    }
+    if let Some(s) = sefaz.as_mut() {
+        if !s.is_running() {
+            s.restart();
+        }
+        s.modo(json!({"modo": "normal"})).await;
     }
     for s in servers.iter_mut() {
         if !s.is_running() {
@@ -535,6 +569,10 @@ pub(crate) async fn run_trial(
     }
     if let Some(machine) = &machine {
         check_machine(&mut out, &database, &merchant, machine).await;
+    }
+    if let Some(mut s) = sefaz.take() {
+        s.kill();
+        check_nfce(&mut out, &sefaz_dir.join("sefaz.db"), &tills).await;
     }
     if out.failed() && KEEP.get().is_some() {
         drop(tills); // unmounts the tills' disks (their files stay in `<name>-disk`)
