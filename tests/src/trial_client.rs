@@ -277,10 +277,11 @@ async fn till() -> std::process::ExitCode {
                 _ => true,
             });
         // Then the Pix it closed are asked about once more: a customer may have paid one anyway.
-        if settled && (!fiscal || notes_settled(&checkout, &attempts).await) {
-            if checkout.check_late_pix().await.is_ok() {
-                break true;
-            }
+        if settled
+            && (!fiscal || notes_settled(&checkout, &attempts).await)
+            && checkout.check_late_pix().await.is_ok()
+        {
+            break true;
         }
         if tokio::time::Instant::now() > deadline {
             break false;
