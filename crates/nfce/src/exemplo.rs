@@ -28,6 +28,13 @@ pub fn emitente() -> Emitente {
     }
 }
 
+/// The sandbox store's certificate: self-signed, of its CNPJ (made anew each time; its key is
+/// random, so two are not the same certificate).
+pub fn certificado() -> crate::Result<crate::Certificado> {
+    let e = emitente();
+    crate::Certificado::sandbox(&e.cnpj, &e.razao_social)
+}
+
 /// São Paulo's consultation addresses in homologação.
 pub fn urls() -> UrlsConsulta {
     UrlsConsulta {

@@ -186,8 +186,7 @@ mod tests {
     use crate::{exemplo, Certificado, HOMOLOGACAO};
 
     fn cert() -> Certificado {
-        let e = exemplo::emitente();
-        Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap()
+        exemplo::certificado().unwrap()
     }
 
     #[test]

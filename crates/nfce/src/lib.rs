@@ -95,8 +95,7 @@ mod tests {
     use super::*;
 
     fn cert() -> Certificado {
-        let e = exemplo::emitente();
-        Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap()
+        exemplo::certificado().unwrap()
     }
 
     #[test]

@@ -85,8 +85,7 @@ fn signed(cert: &Certificado) -> (NotaAssinada, NotaAssinada) {
 #[test]
 fn a_note_issued_normally_and_one_in_contingencia_validate_against_the_schema_and_verify() {
     // Arrange
-    let e = exemplo::emitente();
-    let cert = Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap();
+    let cert = exemplo::certificado().unwrap();
     let check = Checked::new(&cert);
     let (normal, offline) = signed(&cert);
     // Act / Assert
@@ -108,8 +107,7 @@ fn a_note_issued_normally_and_one_in_contingencia_validate_against_the_schema_an
 #[test]
 fn a_signed_note_changed_by_one_character_no_longer_verifies() {
     // Arrange
-    let e = exemplo::emitente();
-    let cert = Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap();
+    let cert = exemplo::certificado().unwrap();
     let check = Checked::new(&cert);
     let (normal, _) = signed(&cert);
     let total = format!("<vNF>{}</vNF>", pagar_total(normal.total));
@@ -133,8 +131,7 @@ fn a_signed_note_changed_by_one_character_no_longer_verifies() {
 #[test]
 fn the_offline_qr_code_carries_the_total_and_a_signature_openssl_verifies_with_the_certificate() {
     // Arrange
-    let e = exemplo::emitente();
-    let cert = Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap();
+    let cert = exemplo::certificado().unwrap();
     let check = Checked::new(&cert);
     let (normal, offline) = signed(&cert);
     // Act
@@ -208,8 +205,7 @@ fn screenshot(html: &Path, png: &Path) {
 #[test]
 fn the_danfe_drawn_by_a_browser_has_a_qr_code_zbarimg_reads_as_the_notes_own() {
     // Arrange
-    let e = exemplo::emitente();
-    let cert = Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap();
+    let cert = exemplo::certificado().unwrap();
     let check = Checked::new(&cert);
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
     std::fs::create_dir_all(&shots).unwrap();
@@ -248,8 +244,7 @@ fn the_danfe_drawn_by_a_browser_has_a_qr_code_zbarimg_reads_as_the_notes_own() {
 #[test]
 fn an_inutilizacao_validates_against_its_schema_and_verifies() {
     // Arrange
-    let e = exemplo::emitente();
-    let cert = Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap();
+    let cert = exemplo::certificado().unwrap();
     let check = Checked::new(&cert);
     // Act
     let inut = exemplo::inutilizacao(3, 5).assinar(&cert).unwrap();

@@ -11,8 +11,7 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn cert() -> Certificado {
-    let e = exemplo::emitente();
-    Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap()
+    exemplo::certificado().unwrap()
 }
 
 fn normal(numero: u32, cert: &Certificado) -> NotaAssinada {

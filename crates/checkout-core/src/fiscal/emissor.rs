@@ -63,14 +63,12 @@ impl Emissor {
     /// The sandbox store (`nfce::exemplo`) in homologação, with a self-signed certificate, sending
     /// to the SEFAZ simulator at `sefaz_url`.
     pub fn sandbox(sefaz_url: &str) -> nfce::Result<Self> {
-        let emitente = nfce::exemplo::emitente();
-        let certificado = Certificado::sandbox(&emitente.cnpj, &emitente.razao_social)?;
         Ok(Emissor {
             sefaz_url: sefaz_url.trim_end_matches('/').to_string(),
-            emitente,
+            emitente: nfce::exemplo::emitente(),
             ambiente: Ambiente::Homologacao,
             serie: 1,
-            certificado: Arc::new(certificado),
+            certificado: Arc::new(nfce::exemplo::certificado()?),
             urls: nfce::exemplo::urls(),
             item: ItemVenda {
                 codigo: "VENDA".to_string(),

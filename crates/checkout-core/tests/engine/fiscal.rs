@@ -11,8 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn signed(numero: u32) -> NotaAssinada {
-    let e = exemplo::emitente();
-    let cert = Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap();
+    let cert = exemplo::certificado().unwrap();
     exemplo::nota(numero, Emissao::Normal, false)
         .assinar(&cert)
         .unwrap()
@@ -118,8 +117,7 @@ fn signer(
 }
 
 fn sandbox_cert() -> Arc<Certificado> {
-    let e = exemplo::emitente();
-    Arc::new(Certificado::sandbox(&e.cnpj, &e.razao_social).unwrap())
+    Arc::new(exemplo::certificado().unwrap())
 }
 
 #[tokio::test]

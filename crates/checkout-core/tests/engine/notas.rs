@@ -42,6 +42,29 @@ async fn notas_until(
     panic!("the sale's notes never got there: {last:#?}");
 }
 
+/// A till issuing notes to a SEFAZ simulator of its own, paying against a payment API of its own.
+struct FiscalTill {
+    _api: Api,
+    _dir: tempfile::TempDir,
+    sefaz: SefazProcess,
+    engine: Engine,
+}
+
+async fn fiscal_till() -> FiscalTill {
+    let api = Api::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sefaz = SefazProcess::start(dir.path(), 20);
+    let mut config = fast_config(&api.url());
+    config.fiscal = Some(emissor(&sefaz));
+    let engine = Engine::open(config).await;
+    FiscalTill {
+        _api: api,
+        _dir: dir,
+        sefaz,
+        engine,
+    }
+}
+
 fn estados(notas: &[NotaRegistro]) -> Vec<(u32, u8, EstadoNota)> {
     notas
         .iter()
@@ -52,12 +75,8 @@ fn estados(notas: &[NotaRegistro]) -> Vec<(u32, u8, EstadoNota)> {
 #[tokio::test]
 async fn a_sale_paid_in_cash_gets_one_note_authorized_with_its_payment_and_change() {
     // Arrange
-    let api = Api::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let sefaz = SefazProcess::start(dir.path(), 20);
-    let mut config = fast_config(&api.url());
-    config.fiscal = Some(emissor(&sefaz));
-    let engine = Engine::open(config).await;
+    let till = fiscal_till().await;
+    let (sefaz, engine) = (&till.sefaz, &till.engine);
     let sale = SaleId::parse("venda-nota-1").unwrap();
     // Act
     engine
@@ -104,12 +123,8 @@ async fn a_sale_paid_in_cash_gets_one_note_authorized_with_its_payment_and_chang
 async fn with_sefaz_down_sales_get_notes_in_contingencia_sent_with_the_same_bytes_when_it_is_back()
 {
     // Arrange
-    let api = Api::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let sefaz = SefazProcess::start(dir.path(), 20);
-    let mut config = fast_config(&api.url());
-    config.fiscal = Some(emissor(&sefaz));
-    let engine = Engine::open(config).await;
+    let till = fiscal_till().await;
+    let (sefaz, engine) = (&till.sefaz, &till.engine);
     let (one, two) = (
         SaleId::parse("venda-fora-1").unwrap(),
         SaleId::parse("venda-fora-2").unwrap(),
@@ -202,12 +217,8 @@ async fn with_sefaz_down_sales_get_notes_in_contingencia_sent_with_the_same_byte
 #[tokio::test]
 async fn a_note_sefaz_authorized_while_the_till_heard_nothing_is_found_and_marked_to_cancel() {
     // Arrange
-    let api = Api::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let sefaz = SefazProcess::start(dir.path(), 20);
-    let mut config = fast_config(&api.url());
-    config.fiscal = Some(emissor(&sefaz));
-    let engine = Engine::open(config).await;
+    let till = fiscal_till().await;
+    let (sefaz, engine) = (&till.sefaz, &till.engine);
     let sale = SaleId::parse("venda-duvida").unwrap();
     sefaz
         .modo(json!({"modo": "perde-resposta", "segundos": 5}))

@@ -475,7 +475,13 @@ pub(crate) async fn run_trial(
         for till in tills.iter_mut() {
             let finished = match till.child.as_mut() {
                 Some(child) => match child.try_wait() {
-                    Ok(Some(status)) => status.success() && drained(&till.outbox),
+                    // Its own word too: a till that gave up waiting (`pending`) — on a note
+                    // not yet issued, say, which the outbox alone cannot tell — runs again.
+                    Ok(Some(status)) => {
+                        status.success()
+                            && drained(&till.outbox)
+                            && last_lines(&till.log).ends_with("drained")
+                    }
                     Ok(None) => {
                         all_done = false;
                         continue;
