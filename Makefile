@@ -205,7 +205,7 @@ deps-package: deps-gui
 ## `make trials TRIALS=1 SEED=<seed>`.
 POWER ?= 0.5
 trials: deps-pg deps-trials deps-fuse
-	$(CARGO) build --release -p payment-api -p pix-provider -p adquirente -p maquininha -p pagar-e2e --bins
+	$(CARGO) build --release -p payment-api -p pix-provider -p adquirente -p maquininha -p sefaz -p pagar-e2e --bins
 	target/release/trials --trials $(TRIALS) --seed $(SEED) --store $(STORE) --jobs $(JOBS) --power $(POWER)
 
 ## deps-openapi: the OpenAPI validator the API's document is checked with, and the generator of

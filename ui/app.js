@@ -226,10 +226,10 @@ async function openDanfe() {
   const a = current(state);
   if (!a) return;
   try {
-    const html = await invoke("danfe", { saleId: a.sale_id });
-    if (!html) return;
+    const danfe = await invoke("danfe", { saleId: a.sale_id });
+    if (!danfe) return;
     state.dialog = "danfe";
-    showDanfe(html);
+    showDanfe(danfe);
   } catch (err) {
     state.error = errorText(err);
     draw();

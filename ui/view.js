@@ -346,11 +346,12 @@ export function showReceipt(receipt) {
 /** Shows the DANFE NFC-e: its page's stylesheet and content in a shadow root, so its styles and
  * the window's stay apart (the window's content-security policy allows that one stylesheet by its
  * hash; the page has no script). */
-export function showDanfe(html) {
-  const page = new DOMParser().parseFromString(html, "text/html");
+export function showDanfe(danfe) {
+  const page = new DOMParser().parseFromString(danfe.html, "text/html");
   const host = $("danfe-page");
   const root = host.shadowRoot || host.attachShadow({ mode: "open" });
   root.replaceChildren(...page.head.querySelectorAll("style"), ...page.body.children);
+  $("danfe-file").textContent = `Salvos em ${danfe.arquivo} e ${danfe.xml} (a nota assinada)`;
   $("danfe-dialog").hidden = false;
   $("danfe-paper").scrollTop = 0;
   $("danfe-print").focus();

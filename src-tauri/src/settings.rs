@@ -326,6 +326,11 @@ impl Settings {
         self.data_dir.join("fechamentos")
     }
 
+    /// Where a sale's NFC-e (its signed XML) and its DANFE are saved.
+    pub fn nfce_dir(&self) -> PathBuf {
+        self.data_dir.join("nfce")
+    }
+
     /// The configuration file.
     pub fn config_path(&self) -> PathBuf {
         self.data_dir.join("config.json")

@@ -37,11 +37,37 @@ pub async fn notas(session: State<'_, Session>, sale_id: String) -> Result<Vec<N
         .collect())
 }
 
-/// The DANFE NFC-e of the sale's live note (HTML), or nothing while it has none.
+/// The DANFE NFC-e of a sale, and where its note and DANFE were saved.
+#[derive(Debug, Serialize)]
+pub struct Danfe {
+    /// The page.
+    pub html: String,
+    /// The note's signed XML, as SEFAZ got it (`<data>/nfce/<chave>.xml`).
+    pub xml: String,
+    /// The page (`<data>/nfce/<chave>.html`).
+    pub arquivo: String,
+}
+
+/// The DANFE NFC-e of the sale's live note, saved with the note's signed XML (so it can be
+/// checked with tools Pagar did not write), or nothing while the sale has no note.
 #[tauri::command]
-pub async fn danfe(session: State<'_, Session>, sale_id: String) -> Result<Option<String>> {
-    let checkout = session.get()?.checkout();
-    Ok(checkout.danfe(&sale(sale_id)?).await?)
+pub async fn danfe(session: State<'_, Session>, sale_id: String) -> Result<Option<Danfe>> {
+    let p = session.get()?;
+    let sale = sale(sale_id)?;
+    let (Some(html), Some(nota)) = (
+        p.checkout().danfe(&sale).await?,
+        p.checkout().nota_da_venda(&sale).await?,
+    ) else {
+        return Ok(None);
+    };
+    let dir = p.settings().nfce_dir();
+    let xml = p.save(&dir, &format!("{}.xml", nota.chave), nota.xml.as_bytes())?;
+    let arquivo = p.save(&dir, &format!("{}.html", nota.chave), html.as_bytes())?;
+    Ok(Some(Danfe {
+        html,
+        xml: xml.display().to_string(),
+        arquivo: arquivo.display().to_string(),
+    }))
 }
 
 /// QA: plays SEFAZ at the sandbox's simulator (`normal`, `fora`, `lenta`, `perde-resposta`).

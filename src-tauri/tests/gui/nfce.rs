@@ -21,6 +21,54 @@ fn at_sefaz(app: &GuiApp) -> (i64, i64) {
     (count("notas"), count("inutilizadas"))
 }
 
+/// `xmllint` against the official schema and `xmlsec1 --verify` with the certificate the note
+/// carries (the sandbox's is self-signed: it is its own anchor).
+fn check_with_tools(xml: &std::path::Path) {
+    let xsd = pagar_testkit::nfce_xsd_dir().join("nfe_v4.00.xsd");
+    let schema = Command::new("xmllint")
+        .args(["--noout", "--schema"])
+        .arg(&xsd)
+        .arg(xml)
+        .output()
+        .expect("xmllint is installed (make test installs it)");
+    assert!(
+        schema.status.success(),
+        "xmllint: {}",
+        String::from_utf8_lossy(&schema.stderr)
+    );
+    let text = std::fs::read_to_string(xml).unwrap();
+    let der = text
+        .split("<X509Certificate>")
+        .nth(1)
+        .and_then(|s| s.split("</X509Certificate>").next())
+        .expect("the note carries its certificate");
+    let pem = xml.with_extension("pem");
+    let lines: Vec<String> = der
+        .as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    std::fs::write(
+        &pem,
+        format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            lines.join("\n")
+        ),
+    )
+    .unwrap();
+    let verify = Command::new("xmlsec1")
+        .args(["--verify", "--id-attr:Id", "infNFe", "--trusted-pem"])
+        .arg(&pem)
+        .arg(xml)
+        .output()
+        .expect("xmlsec1 is installed (make test installs it)");
+    assert!(
+        verify.status.success(),
+        "xmlsec1: {}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
+
 async fn nfce_label(app: &GuiApp) -> String {
     app.prop("nfce-label", "textContent")
         .await
@@ -97,6 +145,15 @@ async fn a_sale_paid_with_sefaz_down_prints_emitida_em_contingencia_and_is_autho
         qr.starts_with("https://www.homologacao.nfce.fazenda.sp.gov.br/qrcode?p="),
         "the QR Code on screen: {qr:?}"
     );
+    // The note it stands for, saved as SEFAZ got it: valid by the official schema, its
+    // signature verified by xmlsec1 with the certificate it carries.
+    let saved = app.prop("danfe-file", "textContent").await.unwrap();
+    let xml = saved
+        .split(" e ")
+        .nth(1)
+        .and_then(|s| s.strip_suffix(" (a nota assinada)"))
+        .unwrap_or_else(|| panic!("{saved}"));
+    check_with_tools(std::path::Path::new(xml));
     app.press(ESC).await;
     app.wait_until("the DANFE closed", |a| async move {
         a.hidden("danfe-dialog").await

@@ -386,6 +386,14 @@ impl Checkout {
         self.inner.outbox.notas_da_venda(sale).await
     }
 
+    /// The sale's live note (pending or authorized), with its signed XML.
+    pub async fn nota_da_venda(
+        &self,
+        sale: &SaleId,
+    ) -> Result<Option<crate::outbox::NotaRegistro>> {
+        self.inner.outbox.nota_da_venda(sale).await
+    }
+
     /// How long a note in contingência may wait to reach SEFAZ (the state's rule), when this
     /// till issues notes.
     pub fn prazo_contingencia(&self) -> Option<Duration> {
