@@ -24,6 +24,9 @@ pub(crate) struct Plan {
     pub(crate) machine: bool,
     /// The tills issue each paid sale's NFC-e to a SEFAZ simulator of the trial's own.
     pub(crate) nfce: bool,
+    /// How long SEFAZ stays as the window left it once the other faults stop (its outage
+    /// outlasts them: the notes of sales approved meanwhile go out in contingência).
+    pub(crate) sefaz_outlasts_ms: u64,
 }
 
 /// What a power cut takes down.
@@ -183,11 +186,18 @@ pub(crate) fn draw(seed: u64, store: StoreChoice, power: f64) -> Plan {
         ];
         for (p, kind, modo) in modes {
             if rng.gen_bool(p) {
-                let at = rng.gen_range(0..plan.window_ms);
-                let back = (at + rng.gen_range(300..2_000)).min(plan.window_ms);
+                // While the tills sell (the first half of the window); in half of them it
+                // outlasts the other faults (the notes of the sales approved meanwhile go out
+                // in contingência, and are sent once it is back).
+                let at = rng.gen_range(0..plan.window_ms / 2);
                 plan.schedule.push((at, Action::Sefaz(kind, modo)));
-                plan.schedule
-                    .push((back, Action::Sefaz("SEFAZ back", json!({"modo": "normal"}))));
+                if rng.gen_bool(0.5) {
+                    plan.sefaz_outlasts_ms = rng.gen_range(500..3_000);
+                } else {
+                    let back = (at + rng.gen_range(300..plan.window_ms)).min(plan.window_ms);
+                    plan.schedule
+                        .push((back, Action::Sefaz("SEFAZ back", json!({"modo": "normal"}))));
+                }
             }
         }
         if rng.gen_bool(0.25) {
@@ -313,5 +323,6 @@ pub(crate) fn draw_faults(seed: u64, store: StoreChoice) -> Plan {
         short_retention: false,
         machine: false,
         nfce: false,
+        sefaz_outlasts_ms: 0,
     }
 }
