@@ -51,7 +51,8 @@
 //!   of its amount, and every machine payment an order a card paid;
 //! - (n) NFC-e (two in five trials give the tills a SEFAZ simulator process of the trial's own,
 //!   each till issuing its sales' notes in a série of its own; SEFAZ goes down, slows, loses
-//!   answers after authorizing, or is killed and started again): every sale a till holds as paid
+//!   answers after authorizing — while the tills sell, and in half of them past the other
+//!   faults —, or is killed and started again): every sale a till holds as paid
 //!   in full has exactly one authorized note and none two (a note the till set aside for one in
 //!   contingência that SEFAZ authorized after all is marked to cancel and counted apart), every
 //!   number of every série is a note SEFAZ authorized or a number it declared unused, SEFAZ
