@@ -3,15 +3,16 @@
 // calls commands and feeds their answers and the engine's events into the state.
 
 import {
-  applyEvent, applyNotas, applySaleViews, applySnapshot, applyOpenSale, brlInput, notaText, CARD_LABELS, createState, current, errorText,
+  applyEvent, applySaleViews, applySnapshot, applyOpenSale, brlInput, notaText, CARD_LABELS, createState, current, errorText,
   FAULTS, machineCancelRefused, machinePanel, pixCancelRefused, pixWaiting, planArgs, restoredPlanValue, shortcut,
   snapshotMark, splitOf, upsert,
 } from "./state.js";
 import {
-  $, drawQr, fillCards, fillPlans, hideDialogs, showDanfe, showDrawer, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
+  $, drawQr, fillCards, fillPlans, hideDialogs, showDrawer, showPlanDetail, render, renderQa, showClosing, showClosingRefused, showReceipt,
   showTerminal,
 } from "./view.js";
 import { refundDialog } from "./refund-dialog.js";
+import { notaDialog } from "./nota-dialog.js";
 
 const { invoke } = window.__TAURI__.core;
 
@@ -21,6 +22,7 @@ let filledFor = null;
 // The text whose QR the canvas shows.
 let qrText = null;
 const { openRefund, reviewRefund, confirmRefund, refundReceipt, refundBack } = refundDialog(state, invoke, draw);
+const { openDanfe, loadNotas } = notaDialog(state, invoke, draw);
 
 function draw() {
   const a = current(state);
@@ -218,31 +220,6 @@ async function printReceipt() {
   } catch (err) {
     state.error = errorText(err);
     draw();
-  }
-}
-
-/** The DANFE NFC-e of the sale on screen, made by the app from the note's own signed XML. */
-async function openDanfe() {
-  const a = current(state);
-  if (!a) return;
-  try {
-    const danfe = await invoke("danfe", { saleId: a.sale_id });
-    if (!danfe) return;
-    state.dialog = "danfe";
-    showDanfe(danfe);
-  } catch (err) {
-    state.error = errorText(err);
-    draw();
-  }
-}
-
-/** What the app has of a sale's notes (after a start or a reload; events keep it after). */
-async function loadNotas(saleId) {
-  if (!saleId) return;
-  try {
-    applyNotas(state, saleId, await invoke("notas", { saleId }));
-  } catch {
-    // The line comes with the next event about the note.
   }
 }
 

@@ -2,11 +2,32 @@
 //! tills: every sale paid in full has one authorized note, no sale two (but a note set aside that
 //! SEFAZ authorized after all, which the till marks to cancel and the trial counts), every number
 //! of every till's série authorized or declared unused, nothing refused (a 204 for a note sent
-//! again is SEFAZ saying it has it), no till blocked (656).
+//! again is SEFAZ saying it has it), no till blocked (656). And the heal of SEFAZ after the
+//! faults.
 
 use super::*;
 use checkout_core::fiscal::VendaPaga;
 use checkout_core::outbox::{EstadoNota, Outbox};
+
+/// SEFAZ back up once the other faults stop; an outage of it may outlast them by `outlasts_ms`,
+/// then ends on its own.
+pub(crate) fn heal_sefaz(sefaz: &mut SefazProcess, outlasts_ms: u64, out: &mut Outcome) {
+    if !sefaz.is_running() {
+        sefaz.restart();
+    }
+    let url = sefaz.url().to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(outlasts_ms)).await;
+        let _ = reqwest::Client::new()
+            .put(format!("{url}/qa/modo"))
+            .json(&json!({"modo": "normal"}))
+            .send()
+            .await;
+    });
+    if outlasts_ms > 0 {
+        out.kinds.insert("SEFAZ outage outlasts the faults");
+    }
+}
 
 /// What a trial's SEFAZ holds: authorized notes `(chave, série, número)`, numbers declared
 /// unused `(série, início, fim)`, and refusals `(código, chave)` other than 204.

@@ -448,23 +448,7 @@ pub(crate) async fn run_trial(
         acquirer.restart();
     }
     if let Some(s) = sefaz.as_mut() {
-        if !s.is_running() {
-            s.restart();
-        }
-        // An outage of SEFAZ may outlast the other faults: it ends on its own a moment later.
-        let url = s.url().to_string();
-        let outlasts = Duration::from_millis(plan.sefaz_outlasts_ms);
-        tokio::spawn(async move {
-            tokio::time::sleep(outlasts).await;
-            let _ = reqwest::Client::new()
-                .put(format!("{url}/qa/modo"))
-                .json(&json!({"modo": "normal"}))
-                .send()
-                .await;
-        });
-        if plan.sefaz_outlasts_ms > 0 {
-            out.kinds.insert("SEFAZ outage outlasts the faults");
-        }
+        heal_sefaz(s, plan.sefaz_outlasts_ms, &mut out);
     }
     for s in servers.iter_mut() {
         if !s.is_running() {
