@@ -76,18 +76,19 @@ fn named_after(code: &str, prefix: &str) -> Vec<String> {
     out
 }
 
-/// The children of a module folder: its `.rs` files (but `mod.rs`) and its folders.
-fn children(dir: &Path) -> BTreeMap<String, PathBuf> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir() || p.extension().is_some_and(|x| x == "rs"))
-        .filter(|p| p.file_name().is_some_and(|n| n != "mod.rs" && n != "bin"))
-        .map(|p| {
+/// The children of a module folder: its `.rs` files (but `mod.rs`) and its folders, each with
+/// every path of it — a module may be a file and a folder at once (`fiscal.rs` and `fiscal/`).
+fn children(dir: &Path) -> BTreeMap<String, Vec<PathBuf>> {
+    let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for p in std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()) {
+        let kept = (p.is_dir() || p.extension().is_some_and(|x| x == "rs"))
+            && p.file_name().is_some_and(|n| n != "mod.rs" && n != "bin");
+        if kept {
             let name = p.file_stem().unwrap().to_string_lossy().to_string();
-            (name, p)
-        })
-        .collect()
+            out.entry(name).or_default().push(p);
+        }
+    }
+    out
 }
 
 /// Every `.rs` file under `path` (itself, when it is one).
@@ -108,12 +109,12 @@ fn files(path: &Path) -> Vec<PathBuf> {
 fn graph_of(dir: &Path, module: &[String]) -> Graph {
     let kids = children(dir);
     let mut g = Graph::new();
-    for (name, path) in &kids {
+    for (name, paths) in &kids {
         if module.is_empty() && (name == "lib" || name == "main") {
             continue;
         }
         let edges = g.entry(name.clone()).or_default();
-        for file in files(path) {
+        for file in paths.iter().flat_map(|p| files(p)) {
             let code = code_of(&file);
             let mut named = named_after(&code, &format!("crate::{}", prefix_of(module)));
             // Only a direct child's `super::` names a sibling.
@@ -137,10 +138,10 @@ fn prefix_of(module: &[String]) -> String {
 /// Every module folder of a crate, with its path from the crate root.
 fn module_dirs(dir: &Path, module: Vec<String>, out: &mut Vec<(Vec<String>, PathBuf)>) {
     out.push((module.clone(), dir.to_path_buf()));
-    for (name, path) in children(dir) {
-        if path.is_dir() {
+    for (name, paths) in children(dir) {
+        for path in paths.into_iter().filter(|p| p.is_dir()) {
             let mut m = module.clone();
-            m.push(name);
+            m.push(name.clone());
             module_dirs(&path, m, out);
         }
     }
@@ -256,13 +257,16 @@ fn the_till_flows_from_the_engine_to_the_outbox_and_the_client_and_the_domain_kn
     let g = top_graph("checkout-core");
     let uses = |a: &str, b: &str| g.get(a).is_some_and(|e| e.contains(b));
     for other in [
-        "outbox", "client", "engine", "closing", "drawer", "export", "config",
+        "outbox", "client", "engine", "closing", "drawer", "export", "config", "fiscal",
     ] {
         assert!(!uses("domain", other), "domain imports {other}");
     }
-    for lower in ["outbox", "client", "closing", "drawer", "export"] {
+    for lower in ["outbox", "client", "closing", "drawer", "export", "fiscal"] {
         assert!(!uses(lower, "engine"), "{lower} imports engine");
     }
+    // The NFC-e: the fiscal client and emitter read the outbox's attempts; the outbox never
+    // reaches up to them.
+    assert!(!uses("outbox", "fiscal"), "outbox imports fiscal");
     assert!(!uses("outbox", "client") && !uses("outbox", "closing"));
     assert!(!uses("drawer", "closing") && !uses("drawer", "outbox"));
 }
@@ -326,5 +330,14 @@ fn circles_are_found_in_a_source_tree_at_the_top_and_between_the_files_of_a_fold
         m["x"],
         BTreeSet::from(["y".into()]),
         "the parent's items are not a sibling"
+    );
+    // A module that is a file and a folder at once: both are read.
+    write("c.rs", "mod inner;");
+    write("c/inner.rs", "use crate::d::Thing;");
+    write("d.rs", "use crate::c::Other;");
+    let top = graph_of(src, &[]);
+    assert_eq!(
+        circle_through(&top, "c"),
+        Some(vec!["c".into(), "d".into(), "c".into()])
     );
 }

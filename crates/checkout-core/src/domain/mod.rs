@@ -7,6 +7,7 @@ mod means;
 mod money;
 mod pix;
 mod plan;
+mod situacao;
 
 pub use capture::Capture;
 pub use cash::{change, CashShort};
@@ -17,6 +18,7 @@ pub use pix::{PixCharge, PixStatus};
 pub use plan::{
     installments, CardMethod, CardPlan, Financing, InvalidPlan, PlanOffer, PlanRules, MAX_PARCELAS,
 };
+pub use situacao::Situacao;
 
 use serde::{Deserialize, Serialize};
 

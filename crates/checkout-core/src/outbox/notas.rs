@@ -8,7 +8,7 @@
 //! (`a_cancelar`).
 
 use super::*;
-use crate::fiscal::Situacao;
+use crate::domain::Situacao;
 use nfce::{NfceError, NotaAssinada};
 
 /// Where a note stands at the till.
