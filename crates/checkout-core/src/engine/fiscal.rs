@@ -215,20 +215,21 @@ impl Notas {
     }
 
     async fn record(&self, nota: &NotaRegistro, situacao: Situacao) -> Result<NotaRegistro> {
-        let proxima =
-            now_ms() + self.emissor.reenvio_apos(nota.tentativas + 1).as_millis() as UnixMillis;
         self.inner
             .outbox
-            .registrar_envio(&nota.chave, situacao, proxima)
+            .registrar_envio(&nota.chave, situacao, self.proxima(nota))
             .await
+    }
+
+    /// When `nota`, tried once more now, is due again.
+    fn proxima(&self, nota: &NotaRegistro) -> UnixMillis {
+        now_ms() + self.emissor.reenvio_apos(nota.tentativas + 1).as_millis() as UnixMillis
     }
 
     /// Settles each note set aside: authorized after all, or its number declared unused.
     async fn settle_replaced(&mut self) -> Result<()> {
         let outbox = &self.inner.outbox;
         for nota in outbox.notas_substituidas(now_ms()).await? {
-            let proxima =
-                now_ms() + self.emissor.reenvio_apos(nota.tentativas + 1).as_millis() as UnixMillis;
             let desfecho = match self.sefaz.consultar(&nota.chave).await {
                 Ok(Some(p)) => Ok(Desfecho::Autorizada(p.n_prot.unwrap_or_default())),
                 Ok(None) => self.declare_unused(&nota).await,
@@ -242,7 +243,11 @@ impl Notas {
                     }
                     outbox.resolver_substituida(&nota.chave, d).await?
                 }
-                Err(why) => outbox.adiar_nota(&nota.chave, why, proxima).await?,
+                Err(why) => {
+                    outbox
+                        .adiar_nota(&nota.chave, why, self.proxima(&nota))
+                        .await?
+                }
             };
             self.announce(nota);
         }

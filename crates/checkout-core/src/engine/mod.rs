@@ -96,7 +96,7 @@ impl Checkout {
         if config.fiscal.is_some() {
             // Where notes begin, fixed before anything can be paid: every sale paid from now on
             // gets its note.
-            outbox.fiscal().await?;
+            outbox.iniciar_fiscal().await?;
         }
         // An authorization nobody confirmed before the till stopped belongs to a sale that was
         // not finished: it is undone, never captured silently.

@@ -411,9 +411,9 @@ impl Outbox {
             .await
     }
 
-    /// The till's fiscal state; the first call (the till's first with notes) sets where notes
-    /// begin: after every attempt stored so far.
-    pub async fn fiscal(&self) -> Result<Fiscal> {
+    /// Fixes where this till's notes begin, the first time it issues notes: after every attempt
+    /// stored so far (a durable write, once; later calls change nothing).
+    pub async fn iniciar_fiscal(&self) -> Result<()> {
         self.db
             .write(move |c| {
                 exec(
@@ -423,6 +423,15 @@ impl Outbox {
                      ON CONFLICT (id) DO NOTHING",
                     [],
                 )?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The till's fiscal state ([`Outbox::iniciar_fiscal`] made it): a read, no write.
+    pub async fn fiscal(&self) -> Result<Fiscal> {
+        self.db
+            .read(move |c| {
                 Ok(c.query_row(
                     "SELECT apos_tentativa, bloqueada_ate FROM fiscal WHERE id = 1",
                     [],
