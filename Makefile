@@ -228,12 +228,12 @@ deps-nfce:
 	@missing=""; for p in libssl-dev pkg-config openssl libxml2-utils xmlsec1 zbar-tools python3-pip; do \
 		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; fi
-	@[ -f $(NFCE_XSD)/nfe_v4.00.xsd ] || { \
+	@[ -f $(NFCE_XSD)/nfe_v4.00.xsd ] && [ -f $(NFCE_XSD)/evento/envEvento_v1.00.xsd ] || { \
 		tmp=$$(mktemp -d) && \
 		python3 -m pip download --quiet --no-deps --only-binary=:all: --dest $$tmp nfelib==3.2.0 && \
 		echo "$(NFELIB_SHA256)  $$tmp/$(NFELIB_WHEEL)" | sha256sum --check --quiet && \
-		mkdir -p $(NFCE_XSD) && \
-		python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(os.path.join(sys.argv[2], os.path.basename(n)), "wb").write(z.read(n)) for n in z.namelist() if n.startswith("nfelib/nfe/schemas/v4_0/") and n.endswith(".xsd")]' \
+		mkdir -p $(NFCE_XSD)/evento $(NFCE_XSD)/cancelamento && \
+		python3 -c 'import os, sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); dirs = {"nfelib/nfe/schemas/v4_0/": "", "nfelib/nfe_evento_generico/schemas/v1_0/": "evento", "nfelib/nfe_evento_cancel/schemas/v1_0/": "cancelamento"}; [open(os.path.join(sys.argv[2], d, os.path.basename(n)), "wb").write(z.read(n)) for n in z.namelist() for p, d in dirs.items() if n.startswith(p) and n.endswith(".xsd")]' \
 			$$tmp/$(NFELIB_WHEEL) $(NFCE_XSD) && \
 		rm -rf $$tmp; }
 

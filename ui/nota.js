@@ -21,12 +21,29 @@ export function applyNotas(state, saleId, notas) {
 const LIVE = new Set(["pendente", "autorizada", "rejeitada", "numero_perdido"]);
 
 /** The sale's note the receipt stands for (the newest one not set aside), and the notes set
- * aside that SEFAZ authorized after all (a person must cancel them). */
+ * aside that SEFAZ authorized after all: being cancelled by substitution, cancelled, or whose
+ * cancellation SEFAZ refused (a person's). */
 export function notaOf(state, saleId) {
   const notas = [...(state.notas.get(saleId) || new Map()).values()]
     .sort((a, b) => a.emitida_em - b.emitida_em || a.numero - b.numero);
   const live = notas.filter((n) => LIVE.has(n.estado));
-  return { nota: live.length ? live[live.length - 1] : null, aCancelar: notas.filter((n) => n.estado === "a_cancelar") };
+  const of = (estado) => notas.filter((n) => n.estado === estado);
+  return {
+    nota: live.length ? live[live.length - 1] : null,
+    aCancelar: of("a_cancelar"),
+    canceladas: of("cancelada"),
+    recusadas: of("cancelamento_recusado"),
+  };
+}
+
+/** What the receipt adds of the notes set aside that SEFAZ authorized after all. */
+function replacedText({ aCancelar, canceladas, recusadas }) {
+  const nums = (ns) => ns.map((n) => `nº ${n.numero}`).join(", ");
+  return [
+    recusadas.length ? ` · Atenção: ${nums(recusadas)} também foi autorizada e a SEFAZ recusou o cancelamento por substituição (${recusadas.map((n) => n.c_stat).join(", ")}): chame o responsável` : "",
+    aCancelar.length ? ` · ${nums(aCancelar)} também foi autorizada: cancelamento por substituição enviando à SEFAZ` : "",
+    canceladas.length ? ` · ${nums(canceladas)} cancelada por substituição` : "",
+  ].join("");
 }
 
 /** `05/12 18:50` in the store's time zone. */
@@ -46,12 +63,11 @@ function span(ms) {
 /** What the screen says of the sale's note: `{kind, label, detail}` (`kind`: `enviando`,
  * `autorizada`, `contingencia`, `vencida`, `erro`), or null while the sale has none. */
 export function notaText(state, saleId, now) {
-  const { nota, aCancelar } = notaOf(state, saleId);
+  const notas = notaOf(state, saleId);
+  const { nota } = notas;
   if (!nota) return null;
   const id = `NFC-e nº ${nota.numero} série ${nota.serie}`;
-  const cancel = aCancelar.length
-    ? ` · Atenção: ${aCancelar.map((n) => `nº ${n.numero}`).join(", ")} também foi autorizada; cancele por substituição (chame o responsável)`
-    : "";
+  const cancel = replacedText(notas);
   if (nota.estado === "autorizada") {
     const offline = nota.tp_emis === 9 ? " (emitida em contingência)" : "";
     return { kind: "autorizada", label: `${id} autorizada${offline}`, detail: `Protocolo ${nota.protocolo}${cancel}` };

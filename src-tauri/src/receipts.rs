@@ -244,18 +244,18 @@ fn notas_html(n: &checkout_core::closing::NotasDoFechamento) -> String {
     format!(
         "<h2>NFC-e</h2><p>{} no dia{}.</p>{}",
         count(n.autorizadas as u64, "autorizada", "autorizadas"),
-        if n.inutilizadas > 0 {
-            format!(
-                " · {}",
-                count(
-                    n.inutilizadas as u64,
-                    "número inutilizado",
-                    "números inutilizados"
-                )
-            )
-        } else {
-            String::new()
-        },
+        [
+            (n.inutilizadas, "número inutilizado", "números inutilizados"),
+            (
+                n.canceladas,
+                "cancelada por substituição",
+                "canceladas por substituição"
+            ),
+        ]
+        .iter()
+        .filter(|(k, _, _)| *k > 0)
+        .map(|(k, one, many)| format!(" · {}", count(*k as u64, one, many)))
+        .collect::<String>(),
         if items.is_empty() {
             "<p>Nenhuma nota pendente.</p>".to_string()
         } else {

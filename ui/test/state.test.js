@@ -852,15 +852,26 @@ test("a note in contingência says so, by when it must reach SEFAZ, and when tha
   assert.match(late.detail, /vencido há 23 h 59 min/);
 });
 
-test("a note set aside that SEFAZ authorized after all is pointed out for a person to cancel", () => {
+test("a note set aside that SEFAZ authorized after all is said to be cancelled by substitution, and a refused cancellation is a person's", () => {
   const s = createState();
+  const contingencia = { ...nota({ chave: "x", numero: 2, tp_emis: 9, estado: "autorizada", protocolo: "2", emitida_em: NOW + 1 }), enviar_ate: null };
   applyNotas(s, "venda-1", [
     { ...nota({ estado: "a_cancelar", protocolo: "1", substituta: "x" }), enviar_ate: null },
-    { ...nota({ chave: "x", numero: 2, tp_emis: 9, estado: "autorizada", protocolo: "2", emitida_em: NOW + 1 }), enviar_ate: null },
+    contingencia,
   ]);
   const t = notaText(s, "venda-1", NOW);
   assert.equal(t.label, "NFC-e nº 2 série 1 autorizada (emitida em contingência)");
-  assert.match(t.detail, /nº 1 também foi autorizada; cancele por substituição/);
+  assert.match(t.detail, /nº 1 também foi autorizada: cancelamento por substituição enviando à SEFAZ/);
+  applyNotas(s, "venda-1", [
+    { ...nota({ estado: "cancelada", protocolo: "1", substituta: "x", cancelamento: "3" }), enviar_ate: null },
+    contingencia,
+  ]);
+  assert.match(notaText(s, "venda-1", NOW).detail, /nº 1 cancelada por substituição$/);
+  applyNotas(s, "venda-1", [
+    { ...nota({ estado: "cancelamento_recusado", protocolo: "1", substituta: "x", c_stat: 501 }), enviar_ate: null },
+    contingencia,
+  ]);
+  assert.match(notaText(s, "venda-1", NOW).detail, /Atenção: nº 1 também foi autorizada e a SEFAZ recusou o cancelamento por substituição \(501\): chame o responsável/);
   const refused = createState();
   applyNotas(refused, "venda-1", [{ ...nota({ estado: "rejeitada", c_stat: 297, motivo: "Assinatura difere" }), enviar_ate: null }]);
   assert.equal(notaText(refused, "venda-1", NOW).kind, "erro");

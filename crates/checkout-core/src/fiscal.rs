@@ -9,6 +9,7 @@ mod emissor;
 pub use crate::domain::Situacao;
 pub use emissor::{agora, Emissor, ItemVenda, VendaPaga, REENVIO_MAX};
 
+use nfce::evento::DesfechoEvento;
 use nfce::soap::{self, Desfecho, DesfechoInutilizacao, Protocolo, Servico};
 use std::time::Duration;
 
@@ -106,6 +107,16 @@ impl Sefaz {
         Ok(DesfechoInutilizacao::of(&r))
     }
 
+    /// Registers the signed `evento` (a cancellation): SEFAZ's word, or why none was heard (then
+    /// the same event is sent again: 573 means it had it).
+    pub async fn registrar_evento(&self, evento: &str) -> Result<DesfechoEvento, String> {
+        let text = self
+            .post(Servico::Evento, nfce::evento::pedido(lote(), evento))
+            .await?;
+        let r = nfce::evento::ler_retorno(&text).map_err(|e| e.to_string())?;
+        Ok(DesfechoEvento::of(&r))
+    }
+
     /// Whether SEFAZ says its authorization service is working (`107`) for state `c_uf`.
     pub async fn em_operacao(&self, c_uf: u8) -> Result<bool, String> {
         let text = self
@@ -114,4 +125,10 @@ impl Sefaz {
         let r = soap::ler_retorno(&text).map_err(|e| e.to_string())?;
         Ok(r.c_stat == 107)
     }
+}
+
+/// A fresh `idLote` (15 digits at most).
+pub fn lote() -> u64 {
+    use rand::Rng;
+    rand::thread_rng().gen_range(1..999_999_999_999_999)
 }

@@ -11,6 +11,7 @@ mod assinatura;
 mod chave;
 pub mod danfe;
 mod error;
+pub mod evento;
 pub mod exemplo;
 pub mod inutilizacao;
 mod leitura;

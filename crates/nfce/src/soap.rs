@@ -28,6 +28,8 @@ pub enum Servico {
     Status,
     /// `NFeInutilizacao4`.
     Inutilizacao,
+    /// `NFeRecepcaoEvento4` ([`crate::evento`]).
+    Evento,
 }
 
 impl Servico {
@@ -38,6 +40,7 @@ impl Servico {
             Servico::Consulta => "NFeConsultaProtocolo4",
             Servico::Status => "NFeStatusServico4",
             Servico::Inutilizacao => "NFeInutilizacao4",
+            Servico::Evento => "NFeRecepcaoEvento4",
         }
     }
 
@@ -47,6 +50,7 @@ impl Servico {
             Servico::Consulta => "nfeConsultaNF",
             Servico::Status => "nfeStatusServicoNF",
             Servico::Inutilizacao => "nfeInutilizacaoNF",
+            Servico::Evento => "nfeRecepcaoEvento",
         }
     }
 
@@ -60,7 +64,7 @@ impl Servico {
     }
 }
 
-fn envelope(servico: Servico, wrapper: &str, body: &str) -> String {
+pub(crate) fn envelope(servico: Servico, wrapper: &str, body: &str) -> String {
     let mut x = Xml::default();
     x.open("soap12:Envelope", &[("xmlns:soap12", SOAP_NS)])
         .open("soap12:Body", &[])
@@ -233,26 +237,29 @@ impl Desfecho {
     }
 }
 
-fn child_text<'a>(node: roxmltree::Node<'a, 'a>, name: &str) -> Option<&'a str> {
+pub(crate) fn child_text<'a>(node: roxmltree::Node<'a, 'a>, name: &str) -> Option<&'a str> {
     node.children()
         .find(|c| c.is_element() && c.tag_name().name() == name)
         .and_then(|c| c.text())
 }
 
-fn find<'a>(doc: &'a roxmltree::Document<'a>, name: &str) -> Option<roxmltree::Node<'a, 'a>> {
+pub(crate) fn find<'a>(
+    doc: &'a roxmltree::Document<'a>,
+    name: &str,
+) -> Option<roxmltree::Node<'a, 'a>> {
     doc.descendants()
         .find(|n| n.is_element() && n.tag_name().name() == name)
 }
 
-fn bad(what: &str) -> NfceError {
+pub(crate) fn bad(what: &str) -> NfceError {
     NfceError::Invalid("resposta da SEFAZ", what.to_string())
 }
 
-fn parse_doc(xml: &str) -> Result<roxmltree::Document<'_>> {
+pub(crate) fn parse_doc(xml: &str) -> Result<roxmltree::Document<'_>> {
     roxmltree::Document::parse(xml).map_err(|e| bad(&e.to_string()))
 }
 
-fn code(node: roxmltree::Node<'_, '_>) -> Result<u16> {
+pub(crate) fn code(node: roxmltree::Node<'_, '_>) -> Result<u16> {
     child_text(node, "cStat")
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| bad("sem cStat"))
@@ -320,6 +327,11 @@ pub enum Pedido {
         /// The signed request.
         inut: String,
     },
+    /// `envEvento`, byte for byte (the lote and its signed event).
+    Evento {
+        /// The lote as sent.
+        envio: String,
+    },
 }
 
 /// Reads a request's SOAP envelope.
@@ -356,6 +368,11 @@ pub fn ler_pedido(xml: &str) -> Result<Pedido> {
     if let Some(inut) = find(&doc, "inutNFe") {
         return Ok(Pedido::Inutilizacao {
             inut: xml[inut.range()].to_string(),
+        });
+    }
+    if let Some(env) = find(&doc, "envEvento") {
+        return Ok(Pedido::Evento {
+            envio: xml[env.range()].to_string(),
         });
     }
     if let Some(cons) = find(&doc, "consStatServ") {
@@ -398,7 +415,7 @@ fn prot_nfe(x: &mut Xml, r: &Resposta, p: &Protocolo) {
         .close("protNFe");
 }
 
-fn resultado(servico: Servico, body: &str) -> String {
+pub(crate) fn resultado(servico: Servico, body: &str) -> String {
     let mut x = Xml::default();
     x.open("soap:Envelope", &[("xmlns:soap", SOAP_NS)])
         .open("soap:Body", &[])
@@ -476,119 +493,4 @@ pub fn resposta_inutilizacao(r: &Resposta, n_prot: Option<&str>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn resposta(c_stat: u16, protocolo: Option<Protocolo>) -> Resposta {
-        Resposta {
-            tp_amb: 2,
-            c_uf: 35,
-            ver_aplic: "SIM_1.0".into(),
-            dh_recbto: "2026-12-05T18:50:01-03:00".into(),
-            c_stat,
-            x_motivo: "Lote processado".into(),
-            protocolo,
-        }
-    }
-
-    fn prot(c_stat: u16, n_prot: Option<&str>) -> Protocolo {
-        Protocolo {
-            chave: "35261211222333000181650010000000011100000071".into(),
-            c_stat,
-            x_motivo: "Autorizado o uso da NF-e".into(),
-            n_prot: n_prot.map(str::to_string),
-            dh_recbto: "2026-12-05T18:50:01-03:00".into(),
-            dig_val: Some("abc=".into()),
-        }
-    }
-
-    #[test]
-    fn a_request_reads_back_with_the_note_byte_for_byte() {
-        let nfe = "<NFe xmlns=\"http://www.portalfiscal.inf.br/nfe\"><infNFe Id=\"NFe1\" versao=\"4.00\"><x>a &amp; b</x></infNFe></NFe>";
-        let pedido = ler_pedido(&pedido_autorizacao(7, nfe)).unwrap();
-        assert_eq!(
-            pedido,
-            Pedido::Autorizacao {
-                id_lote: "7".into(),
-                sincrono: true,
-                nfe: nfe.into()
-            }
-        );
-        assert_eq!(
-            ler_pedido(&pedido_consulta(2, "35abc")).unwrap(),
-            Pedido::Consulta {
-                tp_amb: 2,
-                chave: "35abc".into()
-            }
-        );
-        assert_eq!(
-            ler_pedido(&pedido_status(2, 35)).unwrap(),
-            Pedido::Status { tp_amb: 2 }
-        );
-    }
-
-    #[test]
-    fn an_inutilizacao_and_its_answer_read_back_and_a_repeated_range_is_done() {
-        let inut = "<inutNFe xmlns=\"http://www.portalfiscal.inf.br/nfe\" versao=\"4.00\"><infInut Id=\"ID1\"></infInut></inutNFe>";
-        assert_eq!(
-            ler_pedido(&pedido_inutilizacao(inut)).unwrap(),
-            Pedido::Inutilizacao { inut: inut.into() }
-        );
-        let r = resposta(102, None);
-        let back = ler_retorno_inutilizacao(&resposta_inutilizacao(&r, Some("135"))).unwrap();
-        assert_eq!(
-            DesfechoInutilizacao::of(&back),
-            DesfechoInutilizacao::Homologada("135".into())
-        );
-        let again = ler_retorno_inutilizacao(&resposta_inutilizacao(&resposta(563, None), None));
-        assert_eq!(
-            DesfechoInutilizacao::of(&again.unwrap()),
-            DesfechoInutilizacao::JaPedida
-        );
-    }
-
-    #[test]
-    fn an_answer_reads_back_as_it_was_written() {
-        let r = resposta(104, Some(prot(100, Some("135260000000001"))));
-        let back = ler_retorno(&resposta_autorizacao(&r)).unwrap();
-        assert_eq!(back.c_stat, 104);
-        assert_eq!(back.protocolo, r.protocolo);
-        let c = ler_retorno(&resposta_consulta(
-            &r,
-            "35261211222333000181650010000000011100000071",
-        ))
-        .unwrap();
-        assert_eq!(c.protocolo, r.protocolo);
-        let s = ler_retorno(&resposta_status(&resposta(107, None))).unwrap();
-        assert_eq!((s.c_stat, s.protocolo), (107, None));
-    }
-
-    // Through the wire, as a till reads it.
-    fn lido(r: Resposta) -> Retorno {
-        ler_retorno(&resposta_autorizacao(&r)).unwrap()
-    }
-
-    #[test]
-    fn a_duplicate_is_already_authorized_and_is_never_a_failure() {
-        let dup = resposta(104, Some(prot(204, None)));
-        assert_eq!(Desfecho::of(&lido(dup)), Desfecho::JaAutorizada);
-        let ok = resposta(104, Some(prot(100, Some("1"))));
-        assert!(matches!(Desfecho::of(&lido(ok)), Desfecho::Autorizada(_)));
-        assert!(matches!(
-            Desfecho::of(&lido(resposta(104, Some(prot(539, None))))),
-            Desfecho::NumeroComOutraChave(_)
-        ));
-        assert_eq!(
-            Desfecho::of(&lido(resposta(656, None))),
-            Desfecho::ConsumoIndevido
-        );
-        assert!(matches!(
-            Desfecho::of(&lido(resposta(225, None))),
-            Desfecho::Rejeitada(225, _)
-        ));
-        assert!(matches!(
-            Desfecho::of(&lido(resposta(104, Some(prot(297, None))))),
-            Desfecho::Rejeitada(297, _)
-        ));
-    }
-}
+mod tests;

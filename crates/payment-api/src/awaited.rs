@@ -5,10 +5,16 @@
 //! id and answers it as a replay (another request with that key: 422).
 
 use crate::clock::Millis;
-use crate::domain::{Fingerprint, IdempotencyKey, KeyOperation, MerchantId};
+use crate::domain::{
+    Centavos, FieldError, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, SaleRef,
+    TerminalId,
+};
 use crate::error::{ApiError, Result};
+use crate::faults::Faults;
 use crate::idempotency::{Completed, Held, KeyResource, Recovery, ResourceState};
-use crate::store::{AwaitedCompletion, AwaitedRecord, Awaiting, Lookup, Store, StoredResponse};
+use crate::store::{
+    AwaitedCompletion, AwaitedRecord, Awaiting, Lookup, SaleStore, Store, StoredResponse,
+};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -38,6 +44,68 @@ pub fn response_for<R: Awaited>(resource: &R) -> StoredResponse {
 /// The first answer of a resource (`aguardando`), whatever it is now.
 pub fn first_answer<R: Awaited>(resource: &R) -> StoredResponse {
     response_for(&resource.as_first())
+}
+
+/// What a request for a resource paid later asks besides its own fields: which part of which
+/// divided sale it pays (held before the provider is asked), and the field a refusal names.
+pub struct Making<'a> {
+    /// The till that sent it.
+    pub terminal: Option<&'a TerminalId>,
+    /// The sale it is one part of, when the till pays a sale in parts.
+    pub venda: Option<&'a SaleRef>,
+    /// Its amount.
+    pub valor: Centavos,
+    /// The request field a provider's refusal is reported on (`""`: the whole body).
+    pub field: &'static str,
+    /// What a refusal says was refused ("o provedor Pix recusou a cobrança").
+    pub refused: &'static str,
+}
+
+/// How a provider's error says it refused: it made nothing and would refuse the same request
+/// again. Any other error is a provider not heard, which may have made it.
+pub trait Refusal: Into<ApiError> {
+    /// The provider's own words when it refused; `None` when it was not heard.
+    fn refused(&self) -> Option<&str>;
+}
+
+/// The request path of every resource paid later, once: the part of a divided sale is held
+/// before the provider is asked (while a customer may pay it, nothing else may take that part);
+/// a provider that refused made nothing and would refuse again (the key is forgotten, a 422 for
+/// the client); a provider not heard may have made it (the key is released for the same
+/// retry); what it made is stored with its first answer under the key's fence.
+pub async fn make<R, S, P, E, F>(
+    held: &Held<'_>,
+    sales: &dyn SaleStore,
+    store: &S,
+    making: Making<'_>,
+    faults: &Faults,
+    ask: F,
+    stored: impl FnOnce(P) -> Result<R>,
+) -> Result<Completed>
+where
+    R: Awaited,
+    S: Awaiting + ?Sized,
+    E: Refusal,
+    F: std::future::Future<Output = std::result::Result<P, E>>,
+{
+    crate::tenders::hold(sales, held, making.terminal, making.venda, making.valor).await?;
+    let made = match ask.await {
+        Ok(made) => made,
+        Err(e) => {
+            if let Some(detail) = e.refused() {
+                let message = format!("{}: {detail}", making.refused);
+                held.forget().await?;
+                return Err(ApiError::Validation(vec![FieldError::new(
+                    making.field,
+                    message,
+                )]));
+            }
+            let _ = held.release().await;
+            return Err(e.into());
+        }
+    };
+    faults.after_charge();
+    complete(held, store, stored(made)?).await
 }
 
 /// Completes the key with the resource the provider made for it: found already stored (a key

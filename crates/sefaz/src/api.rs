@@ -1,7 +1,9 @@
 //! The web services, and the QA routes that play SEFAZ's failures.
 
 use crate::checagem::{self, Recusa};
-use crate::store::{now_ms, Autorizada, Base, Registro, RegistroInutilizacao};
+use crate::store::{
+    now_ms, Autorizada, Base, EventoEntrada, Registro, RegistroEvento, RegistroInutilizacao,
+};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -24,8 +26,8 @@ pub enum Modo {
         /// The wait.
         segundos: u64,
     },
-    /// Authorizes, then waits `segundos` before answering: a till whose timeout is shorter
-    /// never hears the answer of a note SEFAZ has.
+    /// Authorizes (or registers an event), then waits `segundos` before answering: a till
+    /// whose timeout is shorter never hears the answer of a note or an event SEFAZ has.
     PerdeResposta {
         /// The wait.
         segundos: u64,
@@ -39,6 +41,10 @@ pub struct Shared {
     pub(crate) c_uf: u8,
     pub(crate) tp_amb: u8,
     pub(crate) limite_rejeicoes: u64,
+    /// How long after its authorization a note may be cancelled by substitution (110112).
+    pub(crate) prazo_substituicao_ms: i64,
+    /// How long after its authorization a note may be cancelled (110111).
+    pub(crate) prazo_cancelamento_ms: i64,
     pub(crate) modo: Mutex<Modo>,
 }
 
@@ -242,6 +248,97 @@ impl Shared {
         Ok((self.resposta(refusal.0, &refusal.1, None), None))
     }
 
+    /// An event that cancels a note: SEFAZ's code for it, the key and type it names, and its
+    /// protocol when registered.
+    async fn evento(
+        &self,
+        envio: &str,
+    ) -> Result<(Resposta, String, String, Option<String>), String> {
+        let ev = match checagem::ler_evento(envio) {
+            Ok(e) => e,
+            Err(Recusa(c, m)) => {
+                return Ok((
+                    self.resposta(c, &m, None),
+                    String::new(),
+                    String::new(),
+                    None,
+                ))
+            }
+        };
+        let answer = |r: Resposta, n_prot| Ok((r, ev.chave.clone(), ev.tp_evento.clone(), n_prot));
+        let hora_atras = now_ms() - 3_600_000;
+        let rejeicoes =
+            (self.base.rejeicoes_desde(&ev.cnpj, hora_atras)).map_err(|e| e.to_string())?;
+        if rejeicoes >= self.limite_rejeicoes {
+            return answer(self.resposta(656, "Rejeição: Consumo Indevido", None), None);
+        }
+        let refused = match checagem::schema_do_evento(&ev.tp_evento) {
+            None => Some(Recusa(
+                490,
+                "Rejeição: Tipo do evento não previsto para este Web Service".to_string(),
+            )),
+            Some(xsd) => {
+                match checagem::ferramentas_de(envio, &self.xsd_dir.join(xsd), "infEvento").await? {
+                    Some(r) => Some(r),
+                    None => checagem::regras_evento(&ev, self.c_uf, self.tp_amb),
+                }
+            }
+        };
+        let refusal = match refused {
+            Some(r) => r,
+            None => {
+                let prazo = if ev.tp_evento == "110112" {
+                    self.prazo_substituicao_ms
+                } else {
+                    self.prazo_cancelamento_ms
+                };
+                let entrada = EventoEntrada {
+                    chave: &ev.chave,
+                    tp_evento: &ev.tp_evento,
+                    n_seq: ev.n_seq,
+                    n_prot: &ev.n_prot,
+                    substituta: ev.substituta.as_deref(),
+                    xml: envio,
+                };
+                let registro = self.base.cancelar(&entrada, self.c_uf, &agora(), prazo);
+                match registro.map_err(|e| e.to_string())? {
+                    RegistroEvento::Novo(n_prot) => {
+                        tracing::info!(chave = %ev.chave, tp_evento = %ev.tp_evento, %n_prot, "evento registrado");
+                        let ok = self.resposta(135, "Evento registrado e vinculado a NF-e", None);
+                        return answer(ok, Some(n_prot));
+                    }
+                    RegistroEvento::Duplicado => {
+                        Recusa(573, "Rejeição: Duplicidade de Evento".to_string())
+                    }
+                    RegistroEvento::NotaInexistente => {
+                        Recusa(494, "Rejeição: Chave de Acesso inexistente".to_string())
+                    }
+                    RegistroEvento::JaCancelada => Recusa(
+                        218,
+                        "Rejeição: NF-e já está cancelada na base de dados da SEFAZ".to_string(),
+                    ),
+                    RegistroEvento::ProtocoloDiverge => Recusa(
+                        222,
+                        "Rejeição: Protocolo de Autorização de Uso difere do cadastrado"
+                            .to_string(),
+                    ),
+                    RegistroEvento::ForaDoPrazo => Recusa(
+                        501,
+                        "Rejeição: Prazo de cancelamento superior ao previsto na Legislação"
+                            .to_string(),
+                    ),
+                    RegistroEvento::SubstitutaInvalida => Recusa(
+                        694,
+                        "Rejeição: NFC-e substituta inexistente, cancelada ou de outro emitente"
+                            .to_string(),
+                    ),
+                }
+            }
+        };
+        (self.base.rejeitar(&ev.cnpj, Some(&ev.chave), refusal.0)).map_err(|e| e.to_string())?;
+        answer(self.resposta(refusal.0, &refusal.1, None), None)
+    }
+
     fn consultar(&self, chave: &str) -> Result<Resposta, String> {
         if nfce::Chave::parse(chave).is_err() {
             return Ok(self.resposta(
@@ -293,6 +390,15 @@ async fn web_service(
             .inutilizar(&inut)
             .await
             .map(|(r, n_prot)| soap::resposta_inutilizacao(&r, n_prot.as_deref())),
+        ("NFeRecepcaoEvento4", Pedido::Evento { envio }) => {
+            let r = s.evento(&envio).await;
+            if let Modo::PerdeResposta { segundos } = modo {
+                tokio::time::sleep(Duration::from_secs(segundos)).await;
+            }
+            r.map(|(r, chave, tp, n_prot)| {
+                nfce::evento::resposta(&r, &chave, &tp, n_prot.as_deref())
+            })
+        }
         ("NFeStatusServico4", Pedido::Status { .. }) => Ok(soap::resposta_status(&s.resposta(
             107,
             "Serviço em Operação",

@@ -16,12 +16,21 @@
 //!   **102** with a protocol; **563** for a range declared before, **256** for one overlapping
 //!   it, **241** when a number of it is an authorized note; a note whose number was declared
 //!   unused is then refused **206**.
+//! - `POST /ws/NFeRecepcaoEvento4` (`envEvento`, one event): the cancelamento (110111, checked
+//!   with its own schema, within 30 minutes of the authorization) and the cancelamento por
+//!   substituição (110112, the generic event schema — 110112's own is not in the installed
+//!   package — and its fields here: the replacing note `chNFeRef` authorized, uncancelled, of
+//!   the same emitter; within 168 hours). **135** with a protocol; **573** for the same event
+//!   again (registered: a lost answer), **218** for a note already cancelled, **222** for a
+//!   protocol not the note's, **494** for no such note, **501** past the window, **574** for
+//!   another emitter. A cancelled note stays in `/qa/notas` with its event's protocol.
 //!
 //! QA: `PUT /qa/modo` plays SEFAZ down (503), slow, or answering only after the till gave up
 //! (the note authorized, the answer lost); `GET /qa/notas` and `/qa/contagens` read its base.
 //! Where it differs from a real SEFAZ: plain HTTP on loopback (no mutual TLS with the
 //! certificate), one state and environment per process, no asynchronous lote (`indSinc` 0), no
-//! events (cancelamento, substituição), the 656 rule counts every rejection of an emitter (SEFAZ
+//! event but the two cancellations (the substitute's refusal code, 694, is this simulator's),
+//! a consulta of a cancelled note still answers 100 (SEFAZ: 101 with the event), the 656 rule counts every rejection of an emitter (SEFAZ
 //! counts repeated identical ones), and no time rules on `dhEmi`.
 
 mod api;
@@ -39,7 +48,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
     name = "sefaz",
-    about = "SEFAZ simulator for NFC-e (NFeAutorizacao4, consulta, status)"
+    about = "SEFAZ simulator for NFC-e (autorização, consulta, status, inutilização, eventos)"
 )]
 pub struct Config {
     /// Address to listen on (port 0: any free port; the chosen address is printed).
@@ -60,6 +69,12 @@ pub struct Config {
     /// Rejections of one emitter in an hour after which it is refused 656.
     #[arg(long, env = "SEFAZ_LIMITE_REJEICOES", default_value_t = 20)]
     pub limite_rejeicoes: u64,
+    /// Hours after its authorization a note may be cancelled by substitution (110112).
+    #[arg(long, env = "SEFAZ_PRAZO_SUBSTITUICAO_HORAS", default_value_t = 168)]
+    pub prazo_substituicao_horas: u32,
+    /// Minutes after its authorization a note may be cancelled (110111).
+    #[arg(long, env = "SEFAZ_PRAZO_CANCELAMENTO_MINUTOS", default_value_t = 30)]
+    pub prazo_cancelamento_minutos: u32,
 }
 
 impl Config {
@@ -72,6 +87,8 @@ impl Config {
             uf: "SP".to_string(),
             tp_amb: 2,
             limite_rejeicoes: 20,
+            prazo_substituicao_horas: 168,
+            prazo_cancelamento_minutos: 30,
         }
     }
 }
@@ -113,8 +130,12 @@ pub async fn start(config: Config) -> Result<RunningSefaz, StartError> {
     if !matches!(config.tp_amb, 1 | 2) {
         return Err(StartError::Config("--tp-amb é 1 ou 2".into()));
     }
-    let xsd = config.xsd_dir.join("nfe_v4.00.xsd");
-    if !xsd.exists() {
+    let needed = ["nfe_v4.00.xsd", "evento/envEvento_v1.00.xsd"];
+    if let Some(xsd) = needed
+        .iter()
+        .map(|f| config.xsd_dir.join(f))
+        .find(|f| !f.exists())
+    {
         return Err(StartError::Config(format!(
             "{} ausente: rode `make deps-nfce`",
             xsd.display()
@@ -127,6 +148,8 @@ pub async fn start(config: Config) -> Result<RunningSefaz, StartError> {
         c_uf: uf.codigo(),
         tp_amb: config.tp_amb,
         limite_rejeicoes: config.limite_rejeicoes,
+        prazo_substituicao_ms: i64::from(config.prazo_substituicao_horas) * 3_600_000,
+        prazo_cancelamento_ms: i64::from(config.prazo_cancelamento_minutos) * 60_000,
         modo: Mutex::new(Modo::Normal),
     });
     let listener = tokio::net::TcpListener::bind(config.listen)

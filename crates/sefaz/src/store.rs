@@ -30,6 +30,16 @@ CREATE TABLE IF NOT EXISTS rejeicoes (
     c_stat INTEGER NOT NULL,
     em_ms  INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS eventos (
+    n_prot     TEXT PRIMARY KEY,
+    chave      TEXT NOT NULL REFERENCES notas (chave),
+    tp_evento  TEXT NOT NULL,
+    n_seq      INTEGER NOT NULL,
+    substituta TEXT,
+    dh_reg     TEXT NOT NULL,
+    xml        TEXT NOT NULL,
+    UNIQUE (chave, tp_evento, n_seq)
+);
 CREATE INDEX IF NOT EXISTS rejeicoes_por_cnpj ON rejeicoes (cnpj, em_ms);
 CREATE TABLE IF NOT EXISTS inutilizadas (
     n_prot    TEXT PRIMARY KEY,
@@ -43,6 +53,11 @@ CREATE TABLE IF NOT EXISTS inutilizadas (
     UNIQUE (cnpj, modelo, serie, inicio, fim)
 );
 ";
+
+/// A note as read: its row and the protocol of the event that cancelled it, if one did.
+const NOTA: &str = "SELECT n.*, (SELECT e.n_prot FROM eventos e WHERE e.chave = n.chave
+                                 AND e.tp_evento IN ('110111', '110112')) AS cancelamento
+                    FROM notas n";
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -73,6 +88,11 @@ pub struct Autorizada {
     pub dh_recbto: String,
     /// The digest of what was authorized.
     pub dig_val: String,
+    /// The protocol of the event that cancelled it (110111 or 110112), if one did.
+    pub cancelamento: Option<String>,
+    /// When it was received (this base's clock).
+    #[serde(skip)]
+    pub recebida_ms: i64,
 }
 
 /// What a note is, for the base: the fields SEFAZ decides on.
@@ -111,6 +131,43 @@ pub enum Registro {
     Inutilizada,
 }
 
+/// An event that cancels a note, for the base.
+#[derive(Debug, Clone)]
+pub struct EventoEntrada<'a> {
+    /// The note.
+    pub chave: &'a str,
+    /// 110111 or 110112.
+    pub tp_evento: &'a str,
+    /// `nSeqEvento`.
+    pub n_seq: u8,
+    /// The note's authorization protocol, as the event names it.
+    pub n_prot: &'a str,
+    /// The note that replaced it (110112).
+    pub substituta: Option<&'a str>,
+    /// The event as received.
+    pub xml: &'a str,
+}
+
+/// What the base says of an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistroEvento {
+    /// Registered now, under this protocol (135).
+    Novo(String),
+    /// This very event was registered before (573).
+    Duplicado,
+    /// No note under the key (494).
+    NotaInexistente,
+    /// The note was cancelled by another event (218).
+    JaCancelada,
+    /// The protocol is not the note's (222).
+    ProtocoloDiverge,
+    /// Past the state's window (501).
+    ForaDoPrazo,
+    /// The replacing note is not an authorized, uncancelled note of the same emitter (this
+    /// simulator's code 694; the state's table names its own).
+    SubstitutaInvalida,
+}
+
 /// A range of numbers to declare unused.
 #[derive(Debug, Clone)]
 pub struct Faixa<'a> {
@@ -146,9 +203,10 @@ fn protocolo(
     c_uf: u8,
     dh_recbto: &str,
 ) -> rusqlite::Result<String> {
-    // One sequence for notes and inutilizações, as one authorizer numbers its protocols.
+    // One sequence for notes, inutilizações and events, as one authorizer numbers its protocols.
     let seq: i64 = tx.query_row(
-        "SELECT (SELECT COUNT(*) FROM notas) + (SELECT COUNT(*) FROM inutilizadas) + 1",
+        "SELECT (SELECT COUNT(*) FROM notas) + (SELECT COUNT(*) FROM inutilizadas)
+              + (SELECT COUNT(*) FROM eventos) + 1",
         [],
         |r| r.get(0),
     )?;
@@ -165,6 +223,8 @@ pub struct Contagens {
     pub rejeicoes: u64,
     /// Ranges declared unused.
     pub inutilizacoes: u64,
+    /// Notes cancelled by an event.
+    pub cancelamentos: u64,
 }
 
 /// The store.
@@ -181,6 +241,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Autorizada> {
         n_prot: r.get("n_prot")?,
         dh_recbto: r.get("dh_recbto")?,
         dig_val: r.get("dig_val")?,
+        cancelamento: r.get("cancelamento")?,
+        recebida_ms: r.get("recebida_ms")?,
     })
 }
 
@@ -216,14 +278,16 @@ impl Base {
         let mut c = self.conn();
         let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let by_key = tx
-            .query_row("SELECT * FROM notas WHERE chave = ?1", [e.chave], row)
+            .query_row(&format!("{NOTA} WHERE n.chave = ?1"), [e.chave], row)
             .optional()?;
         if let Some(a) = by_key {
             return Ok(Registro::MesmaChave(a));
         }
         let by_number = tx
             .query_row(
-                "SELECT * FROM notas WHERE cnpj = ?1 AND modelo = ?2 AND serie = ?3 AND numero = ?4",
+                &format!(
+                    "{NOTA} WHERE n.cnpj = ?1 AND n.modelo = ?2 AND n.serie = ?3 AND n.numero = ?4"
+                ),
                 params![e.cnpj, e.modelo, e.serie, e.numero],
                 row,
             )
@@ -260,7 +324,7 @@ impl Base {
                 now_ms()
             ],
         )?;
-        let a = tx.query_row("SELECT * FROM notas WHERE chave = ?1", [e.chave], row)?;
+        let a = tx.query_row(&format!("{NOTA} WHERE n.chave = ?1"), [e.chave], row)?;
         tx.commit()?;
         Ok(Registro::Nova(a))
     }
@@ -313,16 +377,79 @@ impl Base {
     }
 
     /// The note of a key, if authorized.
+    /// Registers an event that cancels a note (110111, or 110112 naming the note that replaced
+    /// it), deciding as SEFAZ's base does: one event per (key, type, sequence), a note cancelled
+    /// once, the protocol the note's own, the replacing note authorized, within the window
+    /// (`prazo_ms` after the note was received).
+    pub fn cancelar(
+        &self,
+        e: &EventoEntrada<'_>,
+        c_uf: u8,
+        dh_reg: &str,
+        prazo_ms: i64,
+    ) -> rusqlite::Result<RegistroEvento> {
+        let mut c = self.conn();
+        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let same: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM eventos WHERE chave = ?1 AND tp_evento = ?2
+                              AND n_seq = ?3)",
+            params![e.chave, e.tp_evento, e.n_seq],
+            |r| r.get(0),
+        )?;
+        if same {
+            return Ok(RegistroEvento::Duplicado);
+        }
+        let found = tx
+            .query_row(&format!("{NOTA} WHERE n.chave = ?1"), [e.chave], row)
+            .optional()?;
+        let Some(nota) = found else {
+            return Ok(RegistroEvento::NotaInexistente);
+        };
+        if nota.cancelamento.is_some() {
+            return Ok(RegistroEvento::JaCancelada);
+        }
+        if nota.n_prot != e.n_prot {
+            return Ok(RegistroEvento::ProtocoloDiverge);
+        }
+        if now_ms() > nota.recebida_ms + prazo_ms {
+            return Ok(RegistroEvento::ForaDoPrazo);
+        }
+        if let Some(substituta) = e.substituta {
+            let other = tx
+                .query_row(&format!("{NOTA} WHERE n.chave = ?1"), [substituta], row)
+                .optional()?;
+            if !other.is_some_and(|o| o.cancelamento.is_none() && o.cnpj == nota.cnpj) {
+                return Ok(RegistroEvento::SubstitutaInvalida);
+            }
+        }
+        let n_prot = protocolo(&tx, c_uf, dh_reg)?;
+        tx.execute(
+            "INSERT INTO eventos (n_prot, chave, tp_evento, n_seq, substituta, dh_reg, xml)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                n_prot,
+                e.chave,
+                e.tp_evento,
+                e.n_seq,
+                e.substituta,
+                dh_reg,
+                e.xml
+            ],
+        )?;
+        tx.commit()?;
+        Ok(RegistroEvento::Novo(n_prot))
+    }
+
     pub fn nota(&self, chave: &str) -> rusqlite::Result<Option<Autorizada>> {
         self.conn()
-            .query_row("SELECT * FROM notas WHERE chave = ?1", [chave], row)
+            .query_row(&format!("{NOTA} WHERE n.chave = ?1"), [chave], row)
             .optional()
     }
 
     /// Every note authorized, in order.
     pub fn notas(&self) -> rusqlite::Result<Vec<Autorizada>> {
         let c = self.conn();
-        let mut st = c.prepare("SELECT * FROM notas ORDER BY n_prot")?;
+        let mut st = c.prepare(&format!("{NOTA} ORDER BY n.n_prot"))?;
         let rows = st.query_map([], row)?;
         rows.collect()
     }
@@ -353,6 +480,7 @@ impl Base {
             autorizadas: c.query_row("SELECT COUNT(*) FROM notas", [], |r| r.get(0))?,
             rejeicoes: c.query_row("SELECT COUNT(*) FROM rejeicoes", [], |r| r.get(0))?,
             inutilizacoes: c.query_row("SELECT COUNT(*) FROM inutilizadas", [], |r| r.get(0))?,
+            cancelamentos: c.query_row("SELECT COUNT(*) FROM eventos", [], |r| r.get(0))?,
         })
     }
 }

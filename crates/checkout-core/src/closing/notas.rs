@@ -17,6 +17,9 @@ pub struct NotasDoFechamento {
     pub autorizadas: usize,
     /// Numbers issued that day and declared unused (a note set aside that SEFAZ never had).
     pub inutilizadas: usize,
+    /// Notes issued that day that SEFAZ authorized after they were set aside, and then
+    /// cancelled by substitution.
+    pub canceladas: usize,
     /// Every note, of any day, that is not settled yet, oldest first.
     pub atencao: Vec<NotaAtencao>,
 }
@@ -92,10 +95,15 @@ impl NotasDoFechamento {
                     (EstadoNota::Substituida, _) => format!(
                         "{numero} substituída pela nota em contingência: a confirmar com a SEFAZ"
                     ),
-                    (EstadoNota::ACancelar, _) => format!(
-                        "{numero} autorizada depois de substituída: cancele-a por substituição"
+                    (EstadoNota::CancelamentoRecusado, _) => format!(
+                        "{numero} autorizada depois de substituída; a SEFAZ recusou o cancelamento por substituição ({} {}): a venda tem duas notas autorizadas, procure o contador",
+                        n.c_stat.unwrap_or_default(),
+                        n.motivo.as_deref().unwrap_or("")
                     ),
-                    (EstadoNota::Autorizada | EstadoNota::Inutilizada, _) => {
+                    (EstadoNota::ACancelar, _) => format!(
+                        "{numero} autorizada depois de substituída: cancelamento por substituição a enviar à SEFAZ"
+                    ),
+                    (EstadoNota::Autorizada | EstadoNota::Inutilizada | EstadoNota::Cancelada, _) => {
                         format!("{numero} resolvida")
                     }
                 };
@@ -113,6 +121,7 @@ impl NotasDoFechamento {
         NotasDoFechamento {
             autorizadas: count(EstadoNota::Autorizada),
             inutilizadas: count(EstadoNota::Inutilizada),
+            canceladas: count(EstadoNota::Cancelada),
             atencao,
         }
     }

@@ -9,12 +9,14 @@
 //!   once SEFAZ's status service says it works again;
 //! - a note set aside is asked about by its key: SEFAZ never had it → its number is declared
 //!   unused (inutilização, which also fences a late authorization out: SEFAZ answers 241 to a
-//!   number it authorized); SEFAZ had it → `a_cancelar`, for a person until evento 110112 is
-//!   built.
+//!   number it authorized); SEFAZ had it → `a_cancelar`, its cancellation by substitution
+//!   (evento 110112, naming the note that replaced it) signed and stored in that write, then
+//!   sent on its own backoff until SEFAZ registers it (`cancelada`; 573: it had it).
 
 use super::*;
-use crate::fiscal::{agora, Emissor, Sefaz, Situacao, VendaPaga};
-use crate::outbox::{Desfecho, NotaRegistro};
+use crate::fiscal::{agora, lote, Emissor, Sefaz, Situacao, VendaPaga};
+use crate::outbox::{Cancelamento, Desfecho, NotaRegistro};
+use nfce::evento::{DesfechoEvento, Evento, TipoEvento};
 use nfce::inutilizacao::Inutilizacao;
 use nfce::soap::DesfechoInutilizacao;
 use nfce::Emissao;
@@ -24,6 +26,8 @@ use rand::Rng;
 const TICK: Duration = Duration::from_secs(5);
 /// How long SEFAZ blocks an emitter for consumo indevido.
 const BLOQUEIO: Duration = Duration::from_secs(3600);
+/// The application that signs the till's events (`verAplic`).
+const APLICATIVO: &str = concat!("Pagar ", env!("CARGO_PKG_VERSION"));
 /// Notes sent per round.
 const LOTE: u32 = 20;
 /// Sales looked at per round (the latest paid first).
@@ -99,6 +103,7 @@ impl Notas {
         self.send_due().await?;
         if self.contingencia.is_none() {
             self.settle_replaced().await?;
+            self.cancel_due().await?;
         }
         Ok(())
     }
@@ -231,15 +236,15 @@ impl Notas {
         let outbox = &self.inner.outbox;
         for nota in outbox.notas_substituidas(now_ms()).await? {
             let desfecho = match self.sefaz.consultar(&nota.chave).await {
-                Ok(Some(p)) => Ok(Desfecho::Autorizada(p.n_prot.unwrap_or_default())),
+                Ok(Some(p)) => self.substitution_of(&nota, p.n_prot.unwrap_or_default()),
                 Ok(None) => self.declare_unused(&nota).await,
                 Err(e) => Err(e),
             };
             let nota = match desfecho {
                 Ok(d) => {
-                    if let Desfecho::Autorizada(_) = d {
-                        tracing::error!(chave = %nota.chave,
-                            "NFC-e substituída foi autorizada: a venda tem duas notas; cancele esta por substituição");
+                    if let Desfecho::Autorizada { .. } = d {
+                        tracing::warn!(chave = %nota.chave,
+                            "NFC-e substituída foi autorizada: a venda tem duas notas até o cancelamento por substituição");
                     }
                     outbox.resolver_substituida(&nota.chave, d).await?
                 }
@@ -250,6 +255,75 @@ impl Notas {
                 }
             };
             self.announce(nota);
+        }
+        Ok(())
+    }
+
+    /// A replaced note SEFAZ authorized under `protocolo`: its cancellation by substitution,
+    /// naming the note that replaced it, signed now and stored with it before it is sent.
+    fn substitution_of(
+        &self,
+        nota: &NotaRegistro,
+        protocolo: String,
+    ) -> std::result::Result<Desfecho, String> {
+        let parse = |c: &str| nfce::Chave::parse(c).map_err(|e| e.to_string());
+        let substituta = nota
+            .substituta
+            .as_deref()
+            .ok_or_else(|| format!("nota {} substituída sem substituta", nota.chave))?;
+        let evento = Evento {
+            tipo: TipoEvento::CancelamentoPorSubstituicao {
+                substituta: parse(substituta)?,
+            },
+            chave: parse(&nota.chave)?,
+            cnpj: self.emissor.emitente.cnpj.clone(),
+            ambiente: self.emissor.ambiente,
+            protocolo: protocolo.clone(),
+            justificativa: format!(
+                "Nota {} sem resposta da SEFAZ, substituida pela nota emitida em contingencia",
+                nota.numero
+            ),
+            quando: nfce::data_hora(agora(now_ms(), self.inner.config.utc_offset)),
+            aplicativo: APLICATIVO.to_string(),
+        }
+        .assinar(&self.emissor.certificado)
+        .map_err(|e| e.to_string())?;
+        Ok(Desfecho::Autorizada { protocolo, evento })
+    }
+
+    /// Sends each due cancellation by substitution, the same signed event every time.
+    async fn cancel_due(&mut self) -> Result<()> {
+        let outbox = &self.inner.outbox;
+        for nota in outbox.notas_a_cancelar(now_ms(), LOTE).await? {
+            let Some(evento) = nota.evento.as_deref() else {
+                continue;
+            };
+            let mut blocked = false;
+            let desfecho = match self.sefaz.registrar_evento(evento).await {
+                Ok(DesfechoEvento::Registrado(p)) => Cancelamento::Registrado(p),
+                Ok(DesfechoEvento::JaRegistrado(code)) => {
+                    Cancelamento::Registrado(format!("registrado antes ({code})"))
+                }
+                Ok(DesfechoEvento::ConsumoIndevido) => {
+                    let ate = now_ms() + BLOQUEIO.as_millis() as UnixMillis;
+                    outbox.bloquear_fiscal(ate).await?;
+                    blocked = true;
+                    Cancelamento::Adiado("SEFAZ bloqueou o emitente (656)".to_string())
+                }
+                Ok(DesfechoEvento::Rejeitado(code, why)) => {
+                    tracing::error!(chave = %nota.chave, code, %why,
+                        "cancelamento por substituição recusado: a venda tem duas notas autorizadas");
+                    Cancelamento::Recusado(code, why)
+                }
+                Err(why) => Cancelamento::Adiado(why),
+            };
+            let nota = outbox
+                .registrar_cancelamento(&nota.chave, desfecho, self.proxima(&nota))
+                .await?;
+            self.announce(nota);
+            if blocked {
+                return Ok(());
+            }
         }
         Ok(())
     }
@@ -305,9 +379,4 @@ fn justificativa(motivo: &str) -> String {
         .take(256)
         .collect();
     text.trim().to_string()
-}
-
-/// A fresh `idLote` (15 digits at most).
-fn lote() -> u64 {
-    rand::thread_rng().gen_range(1..999_999_999_999_999)
 }

@@ -19,7 +19,7 @@ mod wire;
 pub use caps::OfflineCaps;
 pub use captures::{CaptureJob, CaptureResult};
 pub use lock::lock_path;
-pub use notas::{Desfecho, EstadoNota, Fiscal, NotaRegistro};
+pub use notas::{Cancelamento, Desfecho, EstadoNota, Fiscal, NotaRegistro};
 pub(crate) use records::Paid;
 pub use records::{
     paid_of, Attempt, FinalAnswer, PayOutcome, QueueSummary, RefundBalance, SendJob, Target,

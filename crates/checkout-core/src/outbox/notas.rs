@@ -5,7 +5,11 @@
 //! whose answer the customer could not wait for is replaced, in the same transaction that issues
 //! it, by a note in contingência under the next number (`substituida`), and settled later:
 //! SEFAZ never had it (`inutilizada`, its number declared unused) or did authorize it
-//! (`a_cancelar`).
+//! (`a_cancelar`, its cancellation by substitution signed and stored in that same write, then
+//! `cancelada` once SEFAZ registers it: [`cancelamento`]).
+
+mod cancelamento;
+pub use cancelamento::Cancelamento;
 
 use super::*;
 use crate::domain::Situacao;
@@ -29,8 +33,14 @@ pub enum EstadoNota {
     /// Replaced, and SEFAZ never had it: its number is declared unused (the protocol kept).
     Inutilizada,
     /// Replaced, and SEFAZ had authorized it after all: the sale has two authorized notes until
-    /// this one is cancelled by substitution (evento 110112) — a person's work for now.
+    /// this one is cancelled by substitution (evento 110112, signed and stored with it, sent
+    /// until SEFAZ registers it).
     ACancelar,
+    /// Replaced, authorized, and cancelled by substitution: SEFAZ registered the event.
+    Cancelada,
+    /// Replaced, authorized, and SEFAZ refused its cancellation for good (the window past, …):
+    /// the sale has two authorized notes, and only a person can settle it.
+    CancelamentoRecusado,
 }
 
 impl EstadoNota {
@@ -43,6 +53,8 @@ impl EstadoNota {
             EstadoNota::Substituida => "substituida",
             EstadoNota::Inutilizada => "inutilizada",
             EstadoNota::ACancelar => "a_cancelar",
+            EstadoNota::Cancelada => "cancelada",
+            EstadoNota::CancelamentoRecusado => "cancelamento_recusado",
         }
     }
 
@@ -55,6 +67,8 @@ impl EstadoNota {
             "substituida" => EstadoNota::Substituida,
             "inutilizada" => EstadoNota::Inutilizada,
             "a_cancelar" => EstadoNota::ACancelar,
+            "cancelada" => EstadoNota::Cancelada,
+            "cancelamento_recusado" => EstadoNota::CancelamentoRecusado,
             _ => return None,
         })
     }
@@ -98,6 +112,11 @@ pub struct NotaRegistro {
     pub proxima_tentativa: UnixMillis,
     /// The note in contingência that replaced it.
     pub substituta: Option<String>,
+    /// Its signed cancellation by substitution (a note to cancel), sent as it is every time.
+    #[serde(skip)]
+    pub evento: Option<String>,
+    /// The protocol of its cancellation, once SEFAZ registered it.
+    pub cancelamento: Option<String>,
 }
 
 impl NotaRegistro {
@@ -115,7 +134,8 @@ impl NotaRegistro {
 }
 
 const NOTA_COLUMNS: &str = "chave, sale_id, serie, numero, tp_emis, total, xml, qrcode, estado, \
-     protocolo, autorizada_em, c_stat, motivo, tentativas, emitida_em, proxima_tentativa, substituta";
+     protocolo, autorizada_em, c_stat, motivo, tentativas, emitida_em, proxima_tentativa, substituta, \
+     evento, cancelamento";
 
 fn nota_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NotaRegistro> {
     let corrupt = |column: &str, e: String| {
@@ -146,6 +166,8 @@ fn nota_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NotaRegistro> {
         emitida_em: r.get("emitida_em")?,
         proxima_tentativa: r.get("proxima_tentativa")?,
         substituta: r.get("substituta")?,
+        evento: r.get("evento")?,
+        cancelamento: r.get("cancelamento")?,
     })
 }
 
@@ -173,8 +195,14 @@ fn note_by_key(c: &rusqlite::Connection, chave: &str) -> Result<NotaRegistro> {
 pub enum Desfecho {
     /// SEFAZ never had it: its number was declared unused under this protocol.
     Inutilizada(String),
-    /// SEFAZ had authorized it under this protocol.
-    Autorizada(String),
+    /// SEFAZ had authorized it under this protocol; `evento` cancels it by substitution
+    /// (signed, stored with it in the same write, then sent).
+    Autorizada {
+        /// The note's authorization protocol.
+        protocolo: String,
+        /// The signed event.
+        evento: String,
+    },
 }
 
 /// The till's fiscal state: where it began issuing notes, and until when SEFAZ blocks it.
@@ -318,7 +346,8 @@ impl Outbox {
     /// day, oldest first.
     pub async fn notas_abertas(&self) -> Result<Vec<NotaRegistro>> {
         self.select_notas(
-            "WHERE estado NOT IN ('autorizada', 'inutilizada') ORDER BY emitida_em, numero",
+            "WHERE estado NOT IN ('autorizada', 'inutilizada', 'cancelada')
+             ORDER BY emitida_em, numero",
             vec![],
         )
         .await
@@ -523,15 +552,17 @@ impl Outbox {
         let chave = chave.to_string();
         self.db
             .write(move |c| {
-                let (estado, protocolo) = match desfecho {
-                    Desfecho::Inutilizada(p) => (EstadoNota::Inutilizada, p),
-                    Desfecho::Autorizada(p) => (EstadoNota::ACancelar, p),
+                let (estado, protocolo, evento) = match desfecho {
+                    Desfecho::Inutilizada(p) => (EstadoNota::Inutilizada, p, None),
+                    Desfecho::Autorizada { protocolo, evento } => {
+                        (EstadoNota::ACancelar, protocolo, Some(evento))
+                    }
                 };
                 exec(
                     c,
-                    "UPDATE notas SET estado = ?2, protocolo = ?3
+                    "UPDATE notas SET estado = ?2, protocolo = ?3, evento = ?4
                      WHERE chave = ?1 AND estado = 'substituida'",
-                    params![chave, estado.as_str(), protocolo],
+                    params![chave, estado.as_str(), protocolo, evento],
                 )?;
                 note_by_key(c, &chave)
             })

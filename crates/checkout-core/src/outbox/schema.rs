@@ -29,6 +29,7 @@ pub(super) fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/V11__card_machine.sql")),
         M::up(include_str!("../../migrations/V12__nfce.sql")),
         M::up(include_str!("../../migrations/V13__nfce_envio.sql")),
+        M::up(include_str!("../../migrations/V14__nfce_cancelamento.sql")),
     ])
 }
 

@@ -1,8 +1,8 @@
 //! The engine issues each paid sale's NFC-e and sends it to a SEFAZ simulator in its own
 //! process: authorized once; with SEFAZ down, issued in contingência under a new number and
 //! sent with the same bytes when SEFAZ is back, the number first tried declared unused; a note
-//! SEFAZ authorized while the till heard nothing is found by its key, never issued twice
-//! unnoticed.
+//! SEFAZ authorized while the till heard nothing is found by its key and cancelled by
+//! substitution, once, whatever answers are lost.
 
 use crate::helpers::*;
 use checkout_core::fiscal::Emissor;
@@ -215,7 +215,7 @@ async fn with_sefaz_down_sales_get_notes_in_contingencia_sent_with_the_same_byte
 }
 
 #[tokio::test]
-async fn a_note_sefaz_authorized_while_the_till_heard_nothing_is_found_and_marked_to_cancel() {
+async fn a_note_sefaz_authorized_while_the_till_heard_nothing_is_cancelled_by_substitution_once() {
     // Arrange
     let till = fiscal_till().await;
     let (sefaz, engine) = (&till.sefaz, &till.engine);
@@ -238,12 +238,27 @@ async fn a_note_sefaz_authorized_while_the_till_heard_nothing_is_found_and_marke
     }
     sefaz.modo(json!({"modo": "fora"})).await;
     let replaced = notas_until(&engine.checkout, &sale, |n| n.len() == 2).await;
-    sefaz.modo(json!({"modo": "normal"})).await;
-    let settled = notas_until(&engine.checkout, &sale, |n| {
-        n[0].estado == EstadoNota::ACancelar && n[1].estado == EstadoNota::Autorizada
+    // SEFAZ is back, but every answer comes after the till stopped waiting: the note in
+    // contingência is settled by its key, and the cancellation's answer is lost too.
+    sefaz
+        .modo(json!({"modo": "perde-resposta", "segundos": 3}))
+        .await;
+    let to_cancel = notas_until(&engine.checkout, &sale, |n| {
+        n[0].estado == EstadoNota::ACancelar
+            && n[0]
+                .motivo
+                .as_deref()
+                .is_some_and(|m| m.contains("sem resposta"))
+            && n[1].estado == EstadoNota::Autorizada
     })
     .await;
-    // Assert: both authorized at SEFAZ, and the till knows which one must be cancelled.
+    sefaz.modo(json!({"modo": "normal"})).await;
+    let settled = notas_until(&engine.checkout, &sale, |n| {
+        n[0].estado == EstadoNota::Cancelada
+    })
+    .await;
+    // Assert: the first note is cancelled at SEFAZ by one event naming the note that replaced
+    // it, sent as it was signed; the sale keeps one authorized note.
     assert_eq!(
         estados(&replaced),
         vec![
@@ -252,15 +267,32 @@ async fn a_note_sefaz_authorized_while_the_till_heard_nothing_is_found_and_marke
         ]
     );
     assert_eq!(settled[0].chave, replaced[0].chave);
-    assert!(settled[0].protocolo.is_some());
+    assert_eq!(settled[0].evento, to_cancel[0].evento);
+    let evento = settled[0].evento.as_deref().unwrap();
+    assert!(evento.contains("<tpEvento>110112</tpEvento>"));
+    assert!(evento.contains(&format!("<chNFeRef>{}</chNFeRef>", settled[1].chave)));
+    assert_eq!(
+        settled[0].cancelamento.as_deref(),
+        Some("registrado antes (573)"),
+        "the event sent again is the one SEFAZ registered"
+    );
+    assert_eq!(settled[1].estado, EstadoNota::Autorizada);
     let counts = sefaz.contagens().await;
     assert_eq!(
         (
             counts["autorizadas"].as_u64(),
-            counts["inutilizacoes"].as_u64()
+            counts["inutilizacoes"].as_u64(),
+            counts["cancelamentos"].as_u64()
         ),
-        (Some(2), Some(0))
+        (Some(2), Some(0), Some(1))
     );
+    let at_sefaz = sefaz.notas().await;
+    let cancelled: Vec<_> = at_sefaz
+        .iter()
+        .filter(|n| !n["cancelamento"].is_null())
+        .map(|n| n["chave"].as_str().unwrap())
+        .collect();
+    assert_eq!(cancelled, vec![settled[0].chave.as_str()]);
 }
 
 #[tokio::test]

@@ -25,8 +25,8 @@ pub use settle::{MachinePoll, MachineSettler, NotificationVerifier};
 use crate::awaited::{self, Awaited};
 use crate::clock::Millis;
 use crate::domain::{
-    CancelByKey, FieldError, IdempotencyKey, KeyOperation, MachineRequest, MachineStatus,
-    MerchantId, OrderKey, PaymentId,
+    CancelByKey, IdempotencyKey, KeyOperation, MachineRequest, MachineStatus, MerchantId, OrderKey,
+    PaymentId,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -38,6 +38,15 @@ use std::sync::Arc;
 impl From<ProviderError> for ApiError {
     fn from(e: ProviderError) -> Self {
         ApiError::GatewayUnavailable(e.to_string())
+    }
+}
+
+impl awaited::Refusal for ProviderError {
+    fn refused(&self) -> Option<&str> {
+        match self {
+            ProviderError::Refused(detail) => Some(detail),
+            ProviderError::Unavailable(_) => None,
+        }
     }
 }
 
@@ -163,29 +172,25 @@ impl Operation for Maquininha {
         request: &MachineRequest,
         faults: &Faults,
     ) -> Result<Completed> {
-        // A part of a divided sale holds its amount before its order exists: while a card may
-        // pay it, nothing else may take that part of the sale.
-        let (terminal, venda) = (request.terminal.as_ref(), request.venda.as_ref());
-        crate::tenders::hold(self.sales.as_ref(), held, terminal, venda, request.valor).await?;
-        let order = match self.order_for(held, request).await {
-            Ok(order) => order,
-            Err(ProviderError::Refused(detail)) => {
-                // The provider made no order (another one open on the machine, an unknown
-                // machine): the same request would be refused again.
-                held.forget().await?;
-                return Err(ApiError::Validation(vec![FieldError::new(
-                    "maquininha",
-                    format!("a maquininha recusou o pedido: {detail}"),
-                )]));
-            }
-            Err(e) => {
-                let _ = held.release().await;
-                return Err(e.into());
-            }
+        let making = awaited::Making {
+            terminal: request.terminal.as_ref(),
+            venda: request.venda.as_ref(),
+            valor: request.valor,
+            field: "maquininha",
+            refused: "a maquininha recusou o pedido",
         };
-        faults.after_charge();
-        let stored = self.order_of(held, request, &order);
-        awaited::complete(held, &*self.store, stored).await
+        let ask = self.order_for(held, request);
+        let stored = |order: Order| Ok(self.order_of(held, request, &order));
+        awaited::make(
+            held,
+            &*self.sales,
+            &*self.store,
+            making,
+            faults,
+            ask,
+            stored,
+        )
+        .await
     }
 
     /// Settled by asking the provider again under the key's order key: it answers the order it

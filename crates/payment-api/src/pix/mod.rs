@@ -59,6 +59,15 @@ impl From<ProviderError> for ApiError {
     }
 }
 
+impl awaited::Refusal for ProviderError {
+    fn refused(&self) -> Option<&str> {
+        match self {
+            ProviderError::Refused(detail) => Some(detail),
+            _ => None,
+        }
+    }
+}
+
 impl Pix {
     /// The operation on these parts.
     pub fn new(
@@ -181,30 +190,26 @@ impl Operation for Pix {
         request: &PixRequest,
         faults: &Faults,
     ) -> Result<Completed> {
-        // A Pix tender of a divided sale holds its amount before its charge exists: while it
-        // waits, nothing else may take that part of the sale.
-        let (terminal, venda) = (request.terminal.as_ref(), request.venda.as_ref());
-        crate::tenders::hold(self.sales.as_ref(), held, terminal, venda, request.valor).await?;
-        let txid = Txid::derive(held.merchant, held.key);
-        let cob = match self.cob_for(&txid, request).await {
-            Ok(cob) => cob,
-            Err(ProviderError::Refused(detail)) => {
-                // The provider refused the charge itself (its own limits): nothing exists there,
-                // and the same request would be refused again.
-                held.forget().await?;
-                return Err(ApiError::Validation(vec![crate::domain::FieldError::new(
-                    "",
-                    format!("o provedor Pix recusou a cobrança: {detail}"),
-                )]));
-            }
-            Err(e) => {
-                let _ = held.release().await;
-                return Err(e.into());
-            }
+        let making = awaited::Making {
+            terminal: request.terminal.as_ref(),
+            venda: request.venda.as_ref(),
+            valor: request.valor,
+            field: "",
+            refused: "o provedor Pix recusou a cobrança",
         };
-        faults.after_charge();
-        let charge = self.charge_of(held, request, &cob)?;
-        awaited::complete(held, &*self.store, charge).await
+        let txid = Txid::derive(held.merchant, held.key);
+        let ask = self.cob_for(&txid, request);
+        let stored = |cob: Cob| self.charge_of(held, request, &cob);
+        awaited::make(
+            held,
+            &*self.sales,
+            &*self.store,
+            making,
+            faults,
+            ask,
+            stored,
+        )
+        .await
     }
 
     /// Settled by what the provider says of the key's txid: a charge there is stored the way the
