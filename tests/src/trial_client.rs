@@ -295,12 +295,17 @@ async fn till() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-/// Every sale paid in full has its note, and no note waits to be sent or settled.
+/// Every sale paid in full has its note, and no note waits to be sent, settled or cancelled.
 async fn notes_settled(checkout: &Checkout, attempts: &[Attempt]) -> bool {
     let outbox = checkout.outbox();
     let open = outbox.notas_pendentes().await.map(|n| n.len()).unwrap_or(1)
         + outbox
             .notas_substituidas(i64::MAX)
+            .await
+            .map(|n| n.len())
+            .unwrap_or(1)
+        + outbox
+            .notas_a_cancelar(i64::MAX, u32::MAX)
             .await
             .map(|n| n.len())
             .unwrap_or(1);

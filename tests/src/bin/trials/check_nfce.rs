@@ -1,6 +1,7 @@
 //! (n): the NFC-e of a trial's sales at its SEFAZ simulator (a process of its own) and at the
-//! tills: every sale paid in full has one authorized note, no sale two (but a note set aside that
-//! SEFAZ authorized after all, which the till marks to cancel and the trial counts), every number
+//! tills: every sale paid in full has one authorized note and no sale two at SEFAZ once the
+//! cancelled are set apart (a note set aside that SEFAZ authorized after all is cancelled by
+//! substitution, which the trial counts), every number
 //! of every till's série authorized or declared unused, nothing refused (a 204 for a note sent
 //! again is SEFAZ saying it has it), no till blocked (656). And the heal of SEFAZ after the
 //! faults.
@@ -29,10 +30,12 @@ pub(crate) fn heal_sefaz(sefaz: &mut SefazProcess, outlasts_ms: u64, out: &mut O
     }
 }
 
-/// What a trial's SEFAZ holds: authorized notes `(chave, série, número)`, numbers declared
-/// unused `(série, início, fim)`, and refusals `(código, chave)` other than 204.
+/// What a trial's SEFAZ holds: authorized notes `(chave, série, número)`, the keys of those
+/// cancelled, numbers declared unused `(série, início, fim)`, and refusals `(código, chave)`
+/// other than 204 and 573 (an event sent again is SEFAZ saying it has it).
 struct AtSefaz {
     notas: Vec<(String, u32, u32)>,
+    canceladas: BTreeSet<String>,
     inutilizadas: Vec<(u32, u32, u32)>,
     recusas: Vec<(u32, Option<String>)>,
 }
@@ -51,12 +54,20 @@ fn at_sefaz(db: &Path) -> rusqlite::Result<AtSefaz> {
         r.collect::<rusqlite::Result<Vec<_>>>()?
     };
     let recusas = {
-        let mut st = c.prepare("SELECT c_stat, chave FROM rejeicoes WHERE c_stat <> 204")?;
+        let mut st =
+            c.prepare("SELECT c_stat, chave FROM rejeicoes WHERE c_stat NOT IN (204, 573)")?;
         let r = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         r.collect::<rusqlite::Result<Vec<_>>>()?
     };
+    let canceladas = {
+        let mut st =
+            c.prepare("SELECT chave FROM eventos WHERE tp_evento IN ('110111', '110112')")?;
+        let r = st.query_map([], |r| r.get(0))?;
+        r.collect::<rusqlite::Result<BTreeSet<String>>>()?
+    };
     Ok(AtSefaz {
         notas,
+        canceladas,
         inutilizadas,
         recusas,
     })
@@ -127,10 +138,22 @@ pub(crate) async fn check_nfce(out: &mut Outcome, sefaz_db: &Path, tills: &[Till
         for n in &notas {
             ours.insert(n.chave.clone());
             match n.estado {
-                EstadoNota::Autorizada | EstadoNota::ACancelar => {
-                    if !authorized.contains_key(n.chave.as_str()) {
+                EstadoNota::Autorizada => {
+                    if !authorized.contains_key(n.chave.as_str())
+                        || sefaz.canceladas.contains(&n.chave)
+                    {
                         out.notes.push(format!(
                             "(n) till {t} holds note {} as authorized; SEFAZ does not",
+                            n.chave
+                        ));
+                        out.violations[N] += 1;
+                    }
+                }
+                EstadoNota::Cancelada => {
+                    out.nfce[3] += 1;
+                    if !sefaz.canceladas.contains(&n.chave) {
+                        out.notes.push(format!(
+                            "(n) till {t} holds note {} as cancelled; SEFAZ does not",
                             n.chave
                         ));
                         out.violations[N] += 1;
@@ -153,11 +176,8 @@ pub(crate) async fn check_nfce(out: &mut Outcome, sefaz_db: &Path, tills: &[Till
             if n.em_contingencia() {
                 out.nfce[1] += 1;
             }
-            if n.estado == EstadoNota::ACancelar {
-                out.nfce[3] += 1;
-            }
         }
-        // Every sale paid in full has one authorized note (a note marked to cancel aside).
+        // Every sale paid in full has one note authorized and not cancelled, at SEFAZ.
         let mut sales: BTreeMap<&str, Vec<checkout_core::Attempt>> = BTreeMap::new();
         for a in &attempts {
             sales.entry(a.sale_id.as_ref()).or_default().push(a.clone());
@@ -165,7 +185,11 @@ pub(crate) async fn check_nfce(out: &mut Outcome, sefaz_db: &Path, tills: &[Till
         for (sale, of_sale) in &sales {
             let live = notas
                 .iter()
-                .filter(|n| n.sale_id.as_ref() == *sale && n.estado == EstadoNota::Autorizada)
+                .filter(|n| {
+                    n.sale_id.as_ref() == *sale
+                        && authorized.contains_key(n.chave.as_str())
+                        && !sefaz.canceladas.contains(&n.chave)
+                })
                 .count();
             let paid = VendaPaga::of(of_sale).is_some();
             if live > 1 || (paid && live == 0) {

@@ -439,7 +439,7 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
         ]
     });
     println!(
-        "NFC-e: {} notes authorized at SEFAZ, {} issued in contingência, {} numbers declared unused, {} set aside and authorized after all (marked to cancel)",
+        "NFC-e: {} notes authorized at SEFAZ, {} issued in contingência, {} numbers declared unused, {} set aside, authorized after all and cancelled by substitution",
         nfce[0], nfce[1], nfce[2], nfce[3]
     );
     println!("\n{:<34} {:>8}", "store", "trials");

@@ -20,8 +20,8 @@ pub(crate) struct Outcome {
     pub(crate) refunds: u32,
     /// Orders at the card machine, and those paid.
     pub(crate) machine: [u32; 2],
-    /// NFC-e: authorized at SEFAZ, issued in contingência, numbers declared unused, set aside and
-    /// authorized after all.
+    /// NFC-e: authorized at SEFAZ, issued in contingência, numbers declared unused, set aside,
+    /// authorized after all and cancelled by substitution.
     pub(crate) nfce: [u32; 4],
     /// Answers replayed by the checker, those of them the same byte for byte, and refunds' among
     /// them.
