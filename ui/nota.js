@@ -19,15 +19,18 @@ export function applyNotas(state, saleId, notas) {
 }
 
 const LIVE = new Set(["pendente", "autorizada", "rejeitada", "numero_perdido"]);
+const CANCELLING = new Set(["a_cancelar", "cancelada", "cancelamento_recusado"]);
 
-/** The sale's note the receipt stands for (the newest one not set aside), and the notes set
- * aside that SEFAZ authorized after all: being cancelled by substitution, cancelled, or whose
- * cancellation SEFAZ refused (a person's). */
+/** The sale's note the receipt stands for (the newest one not set aside: a note being cancelled
+ * because its sale was paid back is still the sale's), and the notes set aside that SEFAZ
+ * authorized after all: being cancelled by substitution, cancelled, or whose cancellation SEFAZ
+ * refused (a person's). */
 export function notaOf(state, saleId) {
   const notas = [...(state.notas.get(saleId) || new Map()).values()]
     .sort((a, b) => a.emitida_em - b.emitida_em || a.numero - b.numero);
-  const live = notas.filter((n) => LIVE.has(n.estado));
-  const of = (estado) => notas.filter((n) => n.estado === estado);
+  const replaced = (n) => n.substituta != null;
+  const live = notas.filter((n) => LIVE.has(n.estado) || (CANCELLING.has(n.estado) && !replaced(n)));
+  const of = (estado) => notas.filter((n) => n.estado === estado && replaced(n));
   return {
     nota: live.length ? live[live.length - 1] : null,
     aCancelar: of("a_cancelar"),
@@ -68,6 +71,19 @@ export function notaText(state, saleId, now) {
   if (!nota) return null;
   const id = `NFC-e nº ${nota.numero} série ${nota.serie}`;
   const cancel = replacedText(notas);
+  if (nota.estado === "cancelada") {
+    return { kind: "autorizada", label: `${id} cancelada (venda devolvida)`, detail: `Protocolo do cancelamento ${nota.cancelamento}${cancel}` };
+  }
+  if (nota.estado === "a_cancelar") {
+    return { kind: "enviando", label: `${id}: cancelamento enviando à SEFAZ (venda devolvida)`, detail: nota.motivo ? `Última tentativa: ${nota.motivo}` : "" };
+  }
+  if (nota.estado === "cancelamento_recusado") {
+    return {
+      kind: "erro",
+      label: `${id}: a SEFAZ recusou o cancelamento (${nota.c_stat})`,
+      detail: `${nota.motivo || ""} — a venda foi devolvida e a nota segue autorizada: chame o responsável${cancel}`,
+    };
+  }
   if (nota.estado === "autorizada") {
     const offline = nota.tp_emis === 9 ? " (emitida em contingência)" : "";
     return { kind: "autorizada", label: `${id} autorizada${offline}`, detail: `Protocolo ${nota.protocolo}${cancel}` };

@@ -415,7 +415,7 @@ function showClosingNotas(n) {
   $("closing-nfce").hidden = !n;
   if (!n) return;
   const extra = (n.inutilizadas ? ` · ${count(n.inutilizadas, "número inutilizado", "números inutilizados")}` : "")
-    + (n.canceladas ? ` · ${count(n.canceladas, "cancelada por substituição", "canceladas por substituição")}` : "");
+    + (n.canceladas ? ` · ${count(n.canceladas, "cancelada", "canceladas")}` : "");
   $("closing-nfce-resumo").textContent = `${count(n.autorizadas, "autorizada", "autorizadas")} no dia${extra}.${n.atencao.length ? "" : " Nenhuma nota pendente."}`;
   $("closing-nfce-lista").replaceChildren(...n.atencao.map((a) => {
     const li = document.createElement("li");

@@ -246,11 +246,7 @@ fn notas_html(n: &checkout_core::closing::NotasDoFechamento) -> String {
         count(n.autorizadas as u64, "autorizada", "autorizadas"),
         [
             (n.inutilizadas, "número inutilizado", "números inutilizados"),
-            (
-                n.canceladas,
-                "cancelada por substituição",
-                "canceladas por substituição"
-            ),
+            (n.canceladas, "cancelada", "canceladas"),
         ]
         .iter()
         .filter(|(k, _, _)| *k > 0)

@@ -295,7 +295,8 @@ async fn till() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-/// Every sale paid in full has its note, and no note waits to be sent, settled or cancelled.
+/// Every sale paid in full has its note, the note of a sale paid back in full is cancelled, and
+/// no note waits to be sent, settled or cancelled.
 async fn notes_settled(checkout: &Checkout, attempts: &[Attempt]) -> bool {
     let outbox = checkout.outbox();
     let open = outbox.notas_pendentes().await.map(|n| n.len()).unwrap_or(1)
@@ -321,8 +322,13 @@ async fn notes_settled(checkout: &Checkout, attempts: &[Attempt]) -> bool {
             .filter(|a| &a.sale_id == sale)
             .cloned()
             .collect();
-        if VendaPaga::of(&of_sale).is_some()
-            && outbox.nota_da_venda(sale).await.ok().flatten().is_none()
+        let nota = outbox.nota_da_venda(sale).await.ok().flatten();
+        if VendaPaga::of(&of_sale).is_some() && nota.is_none() {
+            return false;
+        }
+        // A sale paid back in full has its note cancelled (or the cancellation refused).
+        if VendaPaga::devolvida(&of_sale)
+            && nota.is_some_and(|n| n.estado == checkout_core::outbox::EstadoNota::Autorizada)
         {
             return false;
         }

@@ -872,6 +872,13 @@ test("a note set aside that SEFAZ authorized after all is said to be cancelled b
     contingencia,
   ]);
   assert.match(notaText(s, "venda-1", NOW).detail, /Atenção: nº 1 também foi autorizada e a SEFAZ recusou o cancelamento por substituição \(501\): chame o responsável/);
+  const paidBack = createState();
+  applyNotas(paidBack, "venda-1", [{ ...nota({ estado: "a_cancelar", protocolo: "1" }), enviar_ate: null }]);
+  assert.equal(notaText(paidBack, "venda-1", NOW).label, "NFC-e nº 1 série 1: cancelamento enviando à SEFAZ (venda devolvida)");
+  applyNotas(paidBack, "venda-1", [{ ...nota({ estado: "cancelada", protocolo: "1", cancelamento: "9" }), enviar_ate: null }]);
+  assert.equal(notaText(paidBack, "venda-1", NOW).label, "NFC-e nº 1 série 1 cancelada (venda devolvida)");
+  applyNotas(paidBack, "venda-1", [{ ...nota({ estado: "cancelamento_recusado", protocolo: "1", c_stat: 501, motivo: "Prazo" }), enviar_ate: null }]);
+  assert.equal(notaText(paidBack, "venda-1", NOW).kind, "erro");
   const refused = createState();
   applyNotas(refused, "venda-1", [{ ...nota({ estado: "rejeitada", c_stat: 297, motivo: "Assinatura difere" }), enviar_ate: null }]);
   assert.equal(notaText(refused, "venda-1", NOW).kind, "erro");

@@ -1,8 +1,10 @@
--- A note set aside that SEFAZ turns out to have authorized is cancelled by substitution (evento
--- 110112, naming the note in contingência that replaced it). The event is signed and stored in
--- the write that finds the note authorized (`evento`), before it is sent, and sent again as it
--- is until SEFAZ registers it (`cancelada`, its protocol in `cancelamento`; 573 means it had it)
--- or refuses it for good (`cancelamento_recusado`: two authorized notes, a person's).
+-- Cancelling an authorized note: a note set aside that SEFAZ turns out to have authorized is
+-- cancelled by substitution (evento 110112, naming the note in contingência that replaced it:
+-- `substituta`), and the note of a sale paid back in full is cancelled (evento 110111, no
+-- `substituta`). The event is signed and stored in the write that decides it (`evento`), before
+-- it is sent, and sent again as it is until SEFAZ registers it (`cancelada`, its protocol in
+-- `cancelamento`; 573 means it had it) or refuses it for good (`cancelamento_recusado`: a
+-- person's).
 CREATE TABLE notas_v14 (
     chave             TEXT PRIMARY KEY CHECK (length(chave) = 44),
     sale_id           TEXT NOT NULL,
@@ -28,8 +30,9 @@ CREATE TABLE notas_v14 (
     UNIQUE (serie, numero),
     CHECK (estado NOT IN ('autorizada', 'a_cancelar', 'inutilizada', 'cancelada',
                           'cancelamento_recusado') OR protocolo IS NOT NULL),
-    CHECK ((estado IN ('substituida', 'inutilizada', 'a_cancelar', 'cancelada',
-                       'cancelamento_recusado')) = (substituta IS NOT NULL)),
+    CHECK (estado NOT IN ('substituida', 'inutilizada') OR substituta IS NOT NULL),
+    CHECK (substituta IS NULL OR estado IN ('substituida', 'inutilizada', 'a_cancelar',
+                                            'cancelada', 'cancelamento_recusado')),
     CHECK (estado NOT IN ('a_cancelar', 'cancelada', 'cancelamento_recusado')
            OR evento IS NOT NULL),
     CHECK ((estado = 'cancelada') = (cancelamento IS NOT NULL))

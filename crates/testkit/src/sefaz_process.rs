@@ -138,6 +138,19 @@ impl SefazProcess {
         soap::ler_retorno_inutilizacao(&text).map_err(|e| e.to_string())
     }
 
+    /// Calls `NFeRecepcaoEvento4` with the signed `evento`: SEFAZ's answer on it, or the HTTP
+    /// failure as text.
+    pub async fn call_evento(
+        &self,
+        evento: &str,
+        timeout: Duration,
+    ) -> Result<nfce::evento::RetornoEvento, String> {
+        let text = self
+            .post(Servico::Evento, nfce::evento::pedido(1, evento), timeout)
+            .await?;
+        nfce::evento::ler_retorno(&text).map_err(|e| e.to_string())
+    }
+
     async fn post(
         &self,
         servico: Servico,

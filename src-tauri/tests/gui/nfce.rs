@@ -1,7 +1,8 @@
 //! The sale's NFC-e on the cashier's screen, with the embedded sandbox's SEFAZ simulator: a cash
 //! sale paid while SEFAZ is down says "EMITIDA EM CONTINGÊNCIA" and by when it must be sent, its
 //! DANFE carries a QR Code a tool Pagar did not write reads as the state's consultation address;
-//! once SEFAZ is back the same note is authorized and the number first tried declared unused.
+//! once SEFAZ is back the same note is authorized and the number first tried declared unused;
+//! paid back in full, the sale's note is cancelled.
 
 use crate::harness::*;
 use std::process::Command;
@@ -194,5 +195,50 @@ async fn a_sale_paid_with_sefaz_down_prints_emitida_em_contingencia_and_is_autho
     })
     .await;
     app.screenshot("nfce-autorizada").await;
+
+    // The customer brings it all back: "Estornar" gives the cash back from the drawer, and the
+    // sale's note is cancelled at SEFAZ (110111).
+    let till = app.invoke("open_sale", serde_json::json!({})).await;
+    let payment = till["ok"]["attempt"]["id"].as_str().unwrap().to_string();
+    app.click(&format!("estornar-{payment}")).await;
+    app.wait_until("the refund dialog", |a| async move {
+        !a.hidden("refund-dialog").await
+    })
+    .await;
+    app.click("refund-review").await;
+    app.wait_until("the confirmation", |a| async move {
+        !a.hidden("refund-confirm").await
+    })
+    .await;
+    app.click("refund-confirm").await;
+    app.wait_until("the refund approved", |a| async move {
+        a.prop("refund-status-label", "textContent")
+            .await
+            .is_some_and(|t| t == "Estorno aprovado")
+    })
+    .await;
+    app.press(ESC).await;
+    app.wait_until("the note cancelled", |a| async move {
+        nfce_label(a).await == "NFC-e nº 2 série 1 cancelada (venda devolvida)"
+    })
+    .await;
+    app.screenshot("nfce-cancelada-devolucao").await;
+    // The closing made anew (the first one's text stays in the dialog until it arrives).
+    app.press(F9).await;
+    app.wait_until("the closing counting the note cancelled", |a| async move {
+        a.prop("closing-nfce-resumo", "textContent")
+            .await
+            .is_some_and(|t| t.contains("1 cancelada"))
+    })
+    .await;
+    let resumo = app
+        .prop("closing-nfce-resumo", "textContent")
+        .await
+        .unwrap();
+    assert_eq!(
+        resumo,
+        "0 autorizadas no dia · 1 número inutilizado · 1 cancelada. Nenhuma nota pendente."
+    );
+    app.screenshot("fechamento-nfce-cancelada").await;
     app.close().await;
 }

@@ -17,8 +17,8 @@ pub struct NotasDoFechamento {
     pub autorizadas: usize,
     /// Numbers issued that day and declared unused (a note set aside that SEFAZ never had).
     pub inutilizadas: usize,
-    /// Notes issued that day that SEFAZ authorized after they were set aside, and then
-    /// cancelled by substitution.
+    /// Notes issued that day and cancelled: their sale paid back, or set aside and authorized
+    /// after all (cancelled by substitution).
     pub canceladas: usize,
     /// Every note, of any day, that is not settled yet, oldest first.
     pub atencao: Vec<NotaAtencao>,
@@ -95,11 +95,19 @@ impl NotasDoFechamento {
                     (EstadoNota::Substituida, _) => format!(
                         "{numero} substituída pela nota em contingência: a confirmar com a SEFAZ"
                     ),
+                    (EstadoNota::CancelamentoRecusado, _) if n.substituta.is_none() => format!(
+                        "{numero} da venda devolvida; a SEFAZ recusou o cancelamento ({} {}): a nota segue autorizada, procure o contador",
+                        n.c_stat.unwrap_or_default(),
+                        n.motivo.as_deref().unwrap_or("")
+                    ),
                     (EstadoNota::CancelamentoRecusado, _) => format!(
                         "{numero} autorizada depois de substituída; a SEFAZ recusou o cancelamento por substituição ({} {}): a venda tem duas notas autorizadas, procure o contador",
                         n.c_stat.unwrap_or_default(),
                         n.motivo.as_deref().unwrap_or("")
                     ),
+                    (EstadoNota::ACancelar, _) if n.substituta.is_none() => {
+                        format!("{numero} da venda devolvida: cancelamento a enviar à SEFAZ")
+                    }
                     (EstadoNota::ACancelar, _) => format!(
                         "{numero} autorizada depois de substituída: cancelamento por substituição a enviar à SEFAZ"
                     ),

@@ -11,7 +11,8 @@
 //!   unused (inutilização, which also fences a late authorization out: SEFAZ answers 241 to a
 //!   number it authorized); SEFAZ had it → `a_cancelar`, its cancellation by substitution
 //!   (evento 110112, naming the note that replaced it) signed and stored in that write, then
-//!   sent on its own backoff until SEFAZ registers it (`cancelada`; 573: it had it).
+//!   sent on its own backoff until SEFAZ registers it (`cancelada`; 573: it had it);
+//! - the authorized note of a sale paid back in full is cancelled (110111) the same way.
 
 use super::*;
 use crate::fiscal::{agora, lote, Emissor, Sefaz, Situacao, VendaPaga};
@@ -103,6 +104,7 @@ impl Notas {
         self.send_due().await?;
         if self.contingencia.is_none() {
             self.settle_replaced().await?;
+            self.cancel_paid_back().await?;
             self.cancel_due().await?;
         }
         Ok(())
@@ -266,29 +268,66 @@ impl Notas {
         nota: &NotaRegistro,
         protocolo: String,
     ) -> std::result::Result<Desfecho, String> {
-        let parse = |c: &str| nfce::Chave::parse(c).map_err(|e| e.to_string());
         let substituta = nota
             .substituta
             .as_deref()
             .ok_or_else(|| format!("nota {} substituída sem substituta", nota.chave))?;
-        let evento = Evento {
-            tipo: TipoEvento::CancelamentoPorSubstituicao {
-                substituta: parse(substituta)?,
-            },
-            chave: parse(&nota.chave)?,
+        let tipo = TipoEvento::CancelamentoPorSubstituicao {
+            substituta: nfce::Chave::parse(substituta).map_err(|e| e.to_string())?,
+        };
+        let justificativa = format!(
+            "Nota {} sem resposta da SEFAZ, substituida pela nota emitida em contingencia",
+            nota.numero
+        );
+        let evento = self.event(nota, tipo, &protocolo, justificativa)?;
+        Ok(Desfecho::Autorizada { protocolo, evento })
+    }
+
+    /// The signed cancellation of `nota`, authorized under `protocolo`.
+    fn event(
+        &self,
+        nota: &NotaRegistro,
+        tipo: TipoEvento,
+        protocolo: &str,
+        justificativa: String,
+    ) -> std::result::Result<String, String> {
+        Evento {
+            tipo,
+            chave: nfce::Chave::parse(&nota.chave).map_err(|e| e.to_string())?,
             cnpj: self.emissor.emitente.cnpj.clone(),
             ambiente: self.emissor.ambiente,
-            protocolo: protocolo.clone(),
-            justificativa: format!(
-                "Nota {} sem resposta da SEFAZ, substituida pela nota emitida em contingencia",
-                nota.numero
-            ),
+            protocolo: protocolo.to_string(),
+            justificativa,
             quando: nfce::data_hora(agora(now_ms(), self.inner.config.utc_offset)),
             aplicativo: APLICATIVO.to_string(),
         }
         .assinar(&self.emissor.certificado)
-        .map_err(|e| e.to_string())?;
-        Ok(Desfecho::Autorizada { protocolo, evento })
+        .map_err(|e| e.to_string())
+    }
+
+    /// Cancels the authorized note of each sale paid back in full (110111): the event signed
+    /// and stored with the note before it is sent. A sale paid back in part keeps its note.
+    async fn cancel_paid_back(&mut self) -> Result<()> {
+        let outbox = &self.inner.outbox;
+        for nota in outbox.notas_com_devolucao(LOTE).await? {
+            if !VendaPaga::devolvida(&outbox.sale_attempts(&nota.sale_id).await?) {
+                continue;
+            }
+            let protocolo = nota.protocolo.clone().unwrap_or_default();
+            let justificativa =
+                format!("Venda devolvida ao cliente: nota {} cancelada", nota.numero);
+            match self.event(&nota, TipoEvento::Cancelamento, &protocolo, justificativa) {
+                Ok(evento) => {
+                    tracing::info!(chave = %nota.chave, "venda devolvida: NFC-e a cancelar");
+                    let nota = outbox.cancelar_nota(&nota.chave, evento).await?;
+                    self.announce(nota);
+                }
+                Err(why) => {
+                    tracing::error!(chave = %nota.chave, %why, "cancelamento da NFC-e não assinado")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Sends each due cancellation by substitution, the same signed event every time.

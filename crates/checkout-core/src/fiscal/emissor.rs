@@ -177,6 +177,17 @@ impl VendaPaga {
             .collect();
         Some(VendaPaga { total, pagamentos })
     }
+
+    /// Whether the sale of `attempts` (all of one sale, its refunds included) was paid back in
+    /// full: nothing of it still being decided, a refund approved, and nothing left paid. Its
+    /// note is then cancelled; a sale paid back in part keeps its note.
+    pub fn devolvida(attempts: &[Attempt]) -> bool {
+        !attempts.iter().any(Attempt::is_undecided)
+            && attempts
+                .iter()
+                .any(|a| a.is_refund() && a.state == crate::domain::AttemptState::Aprovado)
+            && crate::outbox::paid_of(attempts.iter()) <= 0
+    }
 }
 
 /// `tPag` of a payment.

@@ -296,6 +296,52 @@ async fn a_note_sefaz_authorized_while_the_till_heard_nothing_is_cancelled_by_su
 }
 
 #[tokio::test]
+async fn the_note_of_a_sale_paid_back_in_full_is_cancelled_and_a_sale_paid_back_in_part_keeps_it() {
+    // Arrange
+    let till = fiscal_till().await;
+    let (sefaz, engine) = (&till.sefaz, &till.engine);
+    let sale = SaleId::parse("venda-devolvida").unwrap();
+    let paid = attempt_of(
+        engine
+            .checkout
+            .pay_cash(sale.clone(), c(2_000), c(2_000), None)
+            .await
+            .unwrap(),
+    );
+    notas_until(&engine.checkout, &sale, |n| {
+        n.iter().any(|n| n.estado == EstadoNota::Autorizada)
+    })
+    .await;
+    // Act: R$ 5,00 given back, then, a round later, the rest.
+    engine.refund(&paid, Some(500)).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let in_part = engine.checkout.notas_da_venda(&sale).await.unwrap();
+    engine.refund(&paid, None).await;
+    let cancelled = notas_until(&engine.checkout, &sale, |n| {
+        n[0].estado == EstadoNota::Cancelada
+    })
+    .await;
+    // Assert: one note, kept while the sale was paid in part, then cancelled by one 110111.
+    assert_eq!(estados(&in_part), vec![(1, 1, EstadoNota::Autorizada)]);
+    assert_eq!(estados(&cancelled), vec![(1, 1, EstadoNota::Cancelada)]);
+    let evento = cancelled[0].evento.as_deref().unwrap();
+    assert!(evento.contains("<tpEvento>110111</tpEvento>"), "{evento}");
+    assert!(cancelled[0].cancelamento.is_some());
+    let counts = sefaz.contagens().await;
+    assert_eq!(
+        (
+            counts["autorizadas"].as_u64(),
+            counts["cancelamentos"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    let closing = engine.checkout.close_day(None, false).await.unwrap();
+    let notas = closing.notas.unwrap();
+    assert_eq!((notas.autorizadas, notas.canceladas), (0, 1));
+    assert!(notas.atencao.is_empty(), "{:?}", notas.atencao);
+}
+
+#[tokio::test]
 async fn sales_paid_before_the_till_issued_notes_get_none_and_every_sale_after_gets_one() {
     // Arrange: a till that issued no notes sells once.
     let api = Api::start().await;

@@ -1,7 +1,8 @@
 //! (n): the NFC-e of a trial's sales at its SEFAZ simulator (a process of its own) and at the
 //! tills: every sale paid in full has one authorized note and no sale two at SEFAZ once the
 //! cancelled are set apart (a note set aside that SEFAZ authorized after all is cancelled by
-//! substitution, which the trial counts), every number
+//! substitution, which the trial counts), the note of a sale paid back in full cancelled there,
+//! every number
 //! of every till's série authorized or declared unused, nothing refused (a 204 for a note sent
 //! again is SEFAZ saying it has it), no till blocked (656). And the heal of SEFAZ after the
 //! faults.
@@ -150,7 +151,7 @@ pub(crate) async fn check_nfce(out: &mut Outcome, sefaz_db: &Path, tills: &[Till
                     }
                 }
                 EstadoNota::Cancelada => {
-                    out.nfce[3] += 1;
+                    out.nfce[if n.substituta.is_some() { 3 } else { 4 }] += 1;
                     if !sefaz.canceladas.contains(&n.chave) {
                         out.notes.push(format!(
                             "(n) till {t} holds note {} as cancelled; SEFAZ does not",
@@ -192,6 +193,12 @@ pub(crate) async fn check_nfce(out: &mut Outcome, sefaz_db: &Path, tills: &[Till
                 })
                 .count();
             let paid = VendaPaga::of(of_sale).is_some();
+            if VendaPaga::devolvida(of_sale) && live > 0 {
+                out.notes.push(format!(
+                    "(n) till {t} sale {sale} paid back in full keeps {live} authorized notes"
+                ));
+                out.violations[N] += 1;
+            }
             if live > 1 || (paid && live == 0) {
                 out.notes.push(format!(
                     "(n) till {t} sale {sale} paid {paid} has {live} authorized notes"

@@ -430,17 +430,12 @@ fn report(results: &[Outcome], took: Duration, verbose: bool) -> std::process::E
         "Card machine: {} orders at the terminals, {} of them paid by a card",
         machine[0], machine[1]
     );
-    let nfce = results.iter().fold([0u32; 4], |t, r| {
-        [
-            t[0] + r.nfce[0],
-            t[1] + r.nfce[1],
-            t[2] + r.nfce[2],
-            t[3] + r.nfce[3],
-        ]
-    });
+    let nfce = results
+        .iter()
+        .fold([0u32; 5], |t, r| std::array::from_fn(|i| t[i] + r.nfce[i]));
     println!(
-        "NFC-e: {} notes authorized at SEFAZ, {} issued in contingência, {} numbers declared unused, {} set aside, authorized after all and cancelled by substitution",
-        nfce[0], nfce[1], nfce[2], nfce[3]
+        "NFC-e: {} notes authorized at SEFAZ, {} issued in contingência, {} numbers declared unused, {} set aside, authorized after all and cancelled by substitution, {} cancelled with their sale paid back",
+        nfce[0], nfce[1], nfce[2], nfce[3], nfce[4]
     );
     println!("\n{:<34} {:>8}", "store", "trials");
     for (s, n) in &by_store {

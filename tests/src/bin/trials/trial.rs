@@ -21,8 +21,8 @@ pub(crate) struct Outcome {
     /// Orders at the card machine, and those paid.
     pub(crate) machine: [u32; 2],
     /// NFC-e: authorized at SEFAZ, issued in contingência, numbers declared unused, set aside,
-    /// authorized after all and cancelled by substitution.
-    pub(crate) nfce: [u32; 4],
+    /// authorized after all and cancelled by substitution, cancelled with their sale paid back.
+    pub(crate) nfce: [u32; 5],
     /// Answers replayed by the checker, those of them the same byte for byte, and refunds' among
     /// them.
     pub(crate) answers: [u32; 3],
