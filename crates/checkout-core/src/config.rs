@@ -74,7 +74,7 @@ pub struct Config {
 
 /// The smallest outbox cap a till accepts: its schema with room for a few hundred attempts
 /// (`outbox::schema`'s tests keep the schema under two thirds of it).
-pub const MIN_OUTBOX_BYTES: u64 = 256 * 1024;
+pub const MIN_OUTBOX_BYTES: u64 = 320 * 1024;
 
 impl Config {
     /// Defaults for an API at `api_url` with `api_key`.
@@ -125,7 +125,7 @@ impl Config {
         if let Some(max) = self.max_outbox_bytes.filter(|&m| m < MIN_OUTBOX_BYTES) {
             return Err(CoreError::Config(format!(
                 "limite do banco de pagamentos de {} KiB: o mínimo é {} KiB (a estrutura do banco \
-                 sozinha ocupa cerca de 150 KiB, e nenhum pagamento caberia)",
+                 sozinha ocupa cerca de 180 KiB, e nenhum pagamento caberia)",
                 max / 1024,
                 MIN_OUTBOX_BYTES / 1024
             )));
@@ -229,7 +229,7 @@ mod tests {
         let mut c = Config::new("https://api.loja.example", "k");
         c.max_outbox_bytes = Some(64 * 1024);
         let err = c.validate().unwrap_err();
-        assert!(err.to_string().contains("o mínimo é 256 KiB"), "{err}");
+        assert!(err.to_string().contains("o mínimo é 320 KiB"), "{err}");
         c.max_outbox_bytes = Some(MIN_OUTBOX_BYTES);
         assert!(c.validate().is_ok());
     }

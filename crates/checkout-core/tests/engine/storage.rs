@@ -38,9 +38,9 @@ async fn a_full_disk_refuses_the_payment_and_nothing_reaches_the_server() {
     let mut api = Api::start().await;
     api.down().await; // keep every attempt pending so the outbox only grows
     let mut config = fast_config(&api.url());
-    // Room for the schema (its tables and indexes take about 150 KiB) and for a few hundred
+    // Room for the schema (its tables and indexes take about 180 KiB) and for a few hundred
     // attempts before new ones are refused.
-    config.max_outbox_bytes = Some(256 * 1024);
+    config.max_outbox_bytes = Some(checkout_core::config::MIN_OUTBOX_BYTES);
     config.offline_caps.total = None;
     let engine = Engine::open(config).await;
     let mut refused = None;
