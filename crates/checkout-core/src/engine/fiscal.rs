@@ -330,7 +330,8 @@ impl Notas {
         Ok(())
     }
 
-    /// Sends each due cancellation by substitution, the same signed event every time.
+    /// Sends each due cancellation (by substitution, or of a sale paid back), the same signed
+    /// event every time.
     async fn cancel_due(&mut self) -> Result<()> {
         let outbox = &self.inner.outbox;
         for nota in outbox.notas_a_cancelar(now_ms(), LOTE).await? {
