@@ -183,6 +183,9 @@ async fn a_pix_is_answered_waiting_with_a_valid_br_code_and_paid_by_the_customer
     // Arrange
     let psp = Provider::start(SECRET).await;
     let app = spawn(backend, &psp, 60_000).await;
+    // The settlement's first pass (the reconciliation at start, then a poll) over before the
+    // charge exists: otherwise that poll can find it paid before the webhook arrives.
+    reconciled_once(&app).await;
     let key = new_key();
     // Act
     let first = app.pay(&key, &pix(1234, "venda-1")).await;
@@ -212,9 +215,7 @@ async fn a_pix_is_answered_waiting_with_a_valid_br_code_and_paid_by_the_customer
     assert!(code.contains(&location), "{code} / {location}");
     assert_eq!(psp.counts().cobrancas, 1);
 
-    // Act: the customer pays (after the reconciliation at start, which would otherwise race the
-    // webhook to record it); the webhook settles it.
-    reconciled_once(&app).await;
+    // Act: the customer pays; the webhook settles it.
     let paid = psp.customer_pays(&txid, json!({})).await;
     assert_eq!(paid.status(), StatusCode::CREATED);
     let e2eid = paid.json::<Value>().await.unwrap()["endToEndId"]
