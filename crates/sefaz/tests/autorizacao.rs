@@ -127,7 +127,7 @@ async fn a_note_changed_after_signing_or_out_of_the_schema_or_signed_by_another_
     assert!(matches!(Desfecho::of(&r), Desfecho::Autorizada(_)), "{r:?}");
     assert_eq!(
         s.contagens().await,
-        json!({"autorizadas": 1, "rejeicoes": 3, "inutilizacoes": 0})
+        json!({"autorizadas": 1, "rejeicoes": 3, "inutilizacoes": 0, "cancelamentos": 0})
     );
 }
 
