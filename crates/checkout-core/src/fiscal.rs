@@ -13,6 +13,16 @@ use nfce::evento::DesfechoEvento;
 use nfce::soap::{self, Desfecho, DesfechoInutilizacao, Protocolo, Servico};
 use std::time::Duration;
 
+/// A note SEFAZ has, as a consulta by its key shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consultada {
+    /// Its authorization.
+    pub protocolo: Protocolo,
+    /// Cancelled (101, 151): the cancellation's protocol, empty when the answer did not show
+    /// its event.
+    pub cancelamento: Option<String>,
+}
+
 /// A SEFAZ's web services at a base URL (`…/ws/<service>`).
 #[derive(Debug, Clone)]
 pub struct Sefaz {
@@ -51,14 +61,22 @@ impl Sefaz {
             .map_err(|e| format!("resposta da SEFAZ cortada: {e}"))
     }
 
-    /// The protocol of `chave` if SEFAZ authorized it (`None`: it does not have it, 217).
-    pub async fn consultar(&self, chave: &str) -> Result<Option<Protocolo>, String> {
+    /// What SEFAZ has under `chave`: its authorization, and its cancellation's protocol when it
+    /// was cancelled (101); `None` when SEFAZ does not have it (217).
+    pub async fn consultar(&self, chave: &str) -> Result<Option<Consultada>, String> {
         let text = self
             .post(Servico::Consulta, soap::pedido_consulta(self.tp_amb, chave))
             .await?;
         let r = soap::ler_retorno(&text).map_err(|e| e.to_string())?;
         match (r.c_stat, r.protocolo) {
-            (100 | 150, Some(p)) => Ok(Some(p)),
+            (100 | 150, Some(protocolo)) => Ok(Some(Consultada {
+                protocolo,
+                cancelamento: None,
+            })),
+            (101 | 151, Some(protocolo)) => Ok(Some(Consultada {
+                protocolo,
+                cancelamento: Some(r.cancelamento.unwrap_or_default()),
+            })),
             (217, _) => Ok(None),
             (code, _) => Err(format!("consulta: {code} {}", r.x_motivo)),
         }
@@ -67,7 +85,7 @@ impl Sefaz {
     /// Asks SEFAZ about a note whose answer was not heard (`why`).
     async fn settle(&self, chave: &str, why: String) -> Situacao {
         match self.consultar(chave).await {
-            Ok(Some(p)) => Situacao::Autorizada(p),
+            Ok(Some(c)) => Situacao::Autorizada(c.protocolo),
             Ok(None) => Situacao::SemResposta(format!("{why}; a SEFAZ não tem a nota")),
             Err(e) => Situacao::SemResposta(format!("{why}; consulta: {e}")),
         }

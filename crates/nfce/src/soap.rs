@@ -198,6 +198,8 @@ pub struct Retorno {
     pub x_motivo: String,
     /// The note's protocol (authorization, consulta).
     pub protocolo: Option<Protocolo>,
+    /// The protocol of the note's cancellation (a consulta's 101 shows its event).
+    pub cancelamento: Option<String>,
 }
 
 /// What a till makes of an authorization's answer.
@@ -293,6 +295,7 @@ pub fn ler_retorno(xml: &str) -> Result<Retorno> {
         c_stat: code(root)?,
         x_motivo: child_text(root, "xMotivo").unwrap_or_default().to_string(),
         protocolo: protocolo(&doc)?,
+        cancelamento: crate::evento::cancelamento_em(&doc),
     })
 }
 
@@ -432,7 +435,7 @@ pub(crate) fn resultado(servico: Servico, body: &str) -> String {
 
 /// An answer's root: what every answer starts with, then `extra` (the key a consulta names),
 /// then the note's protocol when there is one.
-fn retorno(servico: Servico, root: &str, r: &Resposta, extra: Option<(&str, &str)>) -> String {
+fn retorno(servico: Servico, root: &str, r: &Resposta) -> String {
     let mut x = Xml::default();
     x.open(root, &[("xmlns", NFE_NS), ("versao", "4.00")])
         .leaf("tpAmb", &r.tp_amb.to_string())
@@ -441,9 +444,6 @@ fn retorno(servico: Servico, root: &str, r: &Resposta, extra: Option<(&str, &str
         .leaf("xMotivo", &r.x_motivo)
         .leaf("cUF", &r.c_uf.to_string())
         .leaf("dhRecbto", &r.dh_recbto);
-    if let Some((tag, value)) = extra {
-        x.leaf(tag, value);
-    }
     if let Some(p) = &r.protocolo {
         prot_nfe(&mut x, r, p);
     }
@@ -453,17 +453,33 @@ fn retorno(servico: Servico, root: &str, r: &Resposta, extra: Option<(&str, &str
 
 /// `retEnviNFe`.
 pub fn resposta_autorizacao(r: &Resposta) -> String {
-    retorno(Servico::Autorizacao, "retEnviNFe", r, None)
+    retorno(Servico::Autorizacao, "retEnviNFe", r)
 }
 
-/// `retConsSitNFe` of `chave`.
-pub fn resposta_consulta(r: &Resposta, chave: &str) -> String {
-    retorno(
-        Servico::Consulta,
-        "retConsSitNFe",
-        r,
-        Some(("chNFe", chave)),
-    )
+/// `retConsSitNFe` of `chave`: its authorization's protocol, and the events registered for it
+/// (a cancelled note: 101, with its cancellation).
+pub fn resposta_consulta(
+    r: &Resposta,
+    chave: &str,
+    eventos: &[crate::evento::Registrado],
+) -> String {
+    let mut x = Xml::default();
+    x.open("retConsSitNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
+        .leaf("tpAmb", &r.tp_amb.to_string())
+        .leaf("verAplic", &r.ver_aplic)
+        .leaf("cStat", &r.c_stat.to_string())
+        .leaf("xMotivo", &r.x_motivo)
+        .leaf("cUF", &r.c_uf.to_string())
+        .leaf("dhRecbto", &r.dh_recbto)
+        .leaf("chNFe", chave);
+    if let Some(p) = &r.protocolo {
+        prot_nfe(&mut x, r, p);
+    }
+    for e in eventos {
+        crate::evento::proc_evento(&mut x, r, chave, e);
+    }
+    x.close("retConsSitNFe");
+    resultado(Servico::Consulta, &x.finish())
 }
 
 /// `retConsStatServ` (never with a protocol).
@@ -472,7 +488,7 @@ pub fn resposta_status(r: &Resposta) -> String {
         protocolo: None,
         ..r.clone()
     };
-    retorno(Servico::Status, "retConsStatServ", &r, None)
+    retorno(Servico::Status, "retConsStatServ", &r)
 }
 
 /// `retInutNFe`: its `infInut` carries the code, and the protocol when homologated.

@@ -263,3 +263,60 @@ fn an_inutilizacao_validates_against_its_schema_and_verifies() {
     assert!(short.assinar(&cert).is_err());
     assert!(exemplo::inutilizacao(5, 3).assinar(&cert).is_err());
 }
+
+#[test]
+fn a_consulta_of_a_cancelled_note_with_its_event_validates_against_the_schema() {
+    // Arrange: note 1 authorized, then cancelled (110111), as the simulator answers a consulta.
+    let cert = exemplo::certificado().unwrap();
+    let check = Checked::new(&cert);
+    let nota = exemplo::nota(1, Emissao::Normal, false);
+    let chave = nota.chave().unwrap();
+    let evento = nfce::evento::Evento {
+        tipo: nfce::evento::TipoEvento::Cancelamento,
+        chave: chave.clone(),
+        cnpj: exemplo::emitente().cnpj,
+        ambiente: nfce::Ambiente::Homologacao,
+        protocolo: "135260000000001".into(),
+        justificativa: "Venda devolvida pelo cliente".into(),
+        quando: "2026-12-06T10:00:00-03:00".into(),
+        aplicativo: "Pagar testes".into(),
+    }
+    .assinar(&cert)
+    .unwrap();
+    let protocolo = nfce::soap::Protocolo {
+        chave: chave.as_ref().to_string(),
+        c_stat: 100,
+        x_motivo: "Autorizado o uso da NF-e".into(),
+        n_prot: Some("135260000000001".into()),
+        dh_recbto: "2026-12-06T09:50:00-03:00".into(),
+        dig_val: Some("AAAAAAAAAAAAAAAAAAAAAAAAAAA=".into()),
+    };
+    let resposta = nfce::soap::Resposta {
+        tp_amb: 2,
+        c_uf: 35,
+        ver_aplic: "PAGAR_SEFAZ_SIM_1.0".into(),
+        dh_recbto: "2026-12-06T10:05:00-03:00".into(),
+        c_stat: 101,
+        x_motivo: "Cancelamento de NF-e homologado".into(),
+        protocolo: Some(protocolo),
+    };
+    let registrado = nfce::evento::Registrado {
+        evento,
+        tp_evento: "110111".into(),
+        n_prot: "135260000000002".into(),
+        dh_reg: "2026-12-06T10:00:01-03:00".into(),
+    };
+    // Act
+    let envelope = nfce::soap::resposta_consulta(&resposta, chave.as_ref(), &[registrado]);
+    let doc = roxmltree::Document::parse(&envelope).unwrap();
+    let body = doc
+        .descendants()
+        .find(|n| n.tag_name().name() == "retConsSitNFe")
+        .unwrap();
+    let file = check.write("ret-consulta.xml", &envelope[body.range()]);
+    // Assert
+    let (valid, why) = check.schema_of("retConsSitNFe_v4.00.xsd", &file);
+    assert!(valid, "{why}");
+    let (verified, why) = check.signature_of("infEvento", &file);
+    assert!(verified, "the event inside, as it was signed: {why}");
+}

@@ -9,6 +9,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use nfce::evento::Registrado;
 use nfce::soap::{self, Pedido, Protocolo, Resposta};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -59,6 +60,7 @@ pub fn router(s: Arc<Shared>) -> Router {
 }
 
 const AUTORIZADO: &str = "Autorizado o uso da NF-e";
+const CANCELADA: &str = "Cancelamento de NF-e homologado";
 
 /// The protocol of an authorized note.
 fn autorizada(a: Autorizada) -> Protocolo {
@@ -339,22 +341,31 @@ impl Shared {
         answer(self.resposta(refusal.0, &refusal.1, None), None)
     }
 
-    fn consultar(&self, chave: &str) -> Result<Resposta, String> {
+    /// A consulta by key: 100 with the authorization's protocol, 101 with it and the
+    /// cancellation's event when the note was cancelled, 217 when SEFAZ has no such note.
+    fn consultar(&self, chave: &str) -> Result<(Resposta, Vec<Registrado>), String> {
         if nfce::Chave::parse(chave).is_err() {
-            return Ok(self.resposta(
+            let r = self.resposta(
                 236,
                 "Rejeição: Chave de Acesso inválida (dígito verificador)",
                 None,
-            ));
+            );
+            return Ok((r, Vec::new()));
         }
-        Ok(match self.base.nota(chave).map_err(|e| e.to_string())? {
-            Some(a) => self.resposta(100, AUTORIZADO, Some(autorizada(a))),
-            None => self.resposta(
+        let Some(a) = self.base.nota(chave).map_err(|e| e.to_string())? else {
+            let r = self.resposta(
                 217,
                 "Rejeição: NF-e não consta na base de dados da SEFAZ",
                 None,
-            ),
-        })
+            );
+            return Ok((r, Vec::new()));
+        };
+        let eventos = self.base.eventos(chave).map_err(|e| e.to_string())?;
+        let r = match a.cancelamento {
+            Some(_) => self.resposta(101, CANCELADA, Some(autorizada(a))),
+            None => self.resposta(100, AUTORIZADO, Some(autorizada(a))),
+        };
+        Ok((r, eventos))
     }
 }
 
@@ -385,7 +396,7 @@ async fn web_service(
         }
         ("NFeConsultaProtocolo4", Pedido::Consulta { chave, .. }) => s
             .consultar(&chave)
-            .map(|r| soap::resposta_consulta(&r, &chave)),
+            .map(|(r, eventos)| soap::resposta_consulta(&r, &chave, &eventos)),
         ("NFeInutilizacao4", Pedido::Inutilizacao { inut }) => s
             .inutilizar(&inut)
             .await

@@ -9,8 +9,9 @@
 //!   a number authorized under another key **539**, otherwise **100** with a protocol number.
 //!   An emitter whose rejections in the last hour reach the limit is refused **656** "Consumo
 //!   Indevido" until they age out.
-//! - `POST /ws/NFeConsultaProtocolo4` (`consSitNFe`): 100 with the protocol, or 217 "NF-e não
-//!   consta na base de dados".
+//! - `POST /ws/NFeConsultaProtocolo4` (`consSitNFe`): 100 with the protocol, 101 with it and the
+//!   cancellation's event (`procEventoNFe`) for a cancelled note, or 217 "NF-e não consta na base
+//!   de dados".
 //! - `POST /ws/NFeStatusServico4`: 107 "Serviço em Operação".
 //! - `POST /ws/NFeInutilizacao4` (`inutNFe`, checked by `xmllint` and `xmlsec1` like a note):
 //!   **102** with a protocol; **563** for a range declared before, **256** for one overlapping
@@ -30,8 +31,8 @@
 //! Where it differs from a real SEFAZ: plain HTTP on loopback (no mutual TLS with the
 //! certificate), one state and environment per process, no asynchronous lote (`indSinc` 0), no
 //! event but the two cancellations (the substitute's refusal code, 694, is this simulator's),
-//! a consulta of a cancelled note still answers 100 (SEFAZ: 101 with the event), the 656 rule counts every rejection of an emitter (SEFAZ
-//! counts repeated identical ones), and no time rules on `dhEmi`.
+//! the 656 rule counts every rejection of an emitter (SEFAZ counts repeated identical ones), and
+//! no time rules on `dhEmi`.
 
 mod api;
 mod checagem;

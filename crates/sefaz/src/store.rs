@@ -446,6 +446,23 @@ impl Base {
             .optional()
     }
 
+    /// The events registered for the note `chave`, in order.
+    pub fn eventos(&self, chave: &str) -> rusqlite::Result<Vec<nfce::evento::Registrado>> {
+        let c = self.conn();
+        let mut st = c.prepare(
+            "SELECT xml, tp_evento, n_prot, dh_reg FROM eventos WHERE chave = ?1 ORDER BY n_prot",
+        )?;
+        let rows = st.query_map([chave], |r| {
+            Ok(nfce::evento::Registrado {
+                evento: r.get(0)?,
+                tp_evento: r.get(1)?,
+                n_prot: r.get(2)?,
+                dh_reg: r.get(3)?,
+            })
+        })?;
+        rows.collect()
+    }
+
     /// Every note authorized, in order.
     pub fn notas(&self) -> rusqlite::Result<Vec<Autorizada>> {
         let c = self.conn();

@@ -1,6 +1,7 @@
 //! Cancelling an authorized note at the SEFAZ simulator, asked as a till asks it
 //! (`nfce::evento`): the cancellation by substitution registered once (573 for the same event
-//! again, 218 for another on a cancelled note), and refused for what SEFAZ refuses — a protocol
+//! again, 218 for another on a cancelled note; a consulta of the note then answers 101 with the
+//! event), and refused for what SEFAZ refuses — a protocol
 //! not the note's, a note it does not have, a substitute it did not authorize, another
 //! emitter's certificate, an event changed after signing.
 
@@ -66,7 +67,8 @@ async fn two_notes() -> (tempfile::TempDir, SefazProcess, [(NotaAssinada, String
 }
 
 #[tokio::test]
-async fn a_substitution_is_registered_once_and_the_same_event_again_is_573() {
+async fn a_substitution_is_registered_once_the_same_event_again_is_573_and_a_consulta_answers_101()
+{
     // Arrange
     let (_dir, s, [(first, p1), (second, _)]) = two_notes().await;
     let evento = substituicao(&first.chave, &p1, &second.chave)
@@ -78,11 +80,21 @@ async fn a_substitution_is_registered_once_and_the_same_event_again_is_573() {
     let mut cancel = substituicao(&first.chave, &p1, &second.chave);
     cancel.tipo = TipoEvento::Cancelamento;
     let other = enviar(&s, &cancel.assinar(&cert()).unwrap()).await;
+    let consulta = s
+        .call(
+            Servico::Consulta,
+            soap::pedido_consulta(2, first.chave.as_ref()),
+            WAIT,
+        )
+        .await
+        .unwrap();
     // Assert
-    assert!(
-        matches!(registered, DesfechoEvento::Registrado(_)),
-        "{registered:?}"
-    );
+    let DesfechoEvento::Registrado(protocolo) = &registered else {
+        panic!("{registered:?}");
+    };
+    assert_eq!(consulta.c_stat, 101, "{}", consulta.x_motivo);
+    assert_eq!(consulta.protocolo.unwrap().n_prot, Some(p1.clone()));
+    assert_eq!(consulta.cancelamento.as_ref(), Some(protocolo));
     assert_eq!(again, DesfechoEvento::JaRegistrado(573));
     assert_eq!(other, DesfechoEvento::JaRegistrado(218));
     assert_eq!(s.contagens().await["cancelamentos"], 1);

@@ -11,7 +11,8 @@
 //!   unused (inutilização, which also fences a late authorization out: SEFAZ answers 241 to a
 //!   number it authorized); SEFAZ had it → `a_cancelar`, its cancellation by substitution
 //!   (evento 110112, naming the note that replaced it) signed and stored in that write, then
-//!   sent on its own backoff until SEFAZ registers it (`cancelada`; 573: it had it);
+//!   sent on its own backoff until SEFAZ registers it (`cancelada`; 573: it had it, and its
+//!   protocol is asked for by key);
 //! - the authorized note of a sale paid back in full is cancelled (110111) the same way.
 
 use super::*;
@@ -238,7 +239,9 @@ impl Notas {
         let outbox = &self.inner.outbox;
         for nota in outbox.notas_substituidas(now_ms()).await? {
             let desfecho = match self.sefaz.consultar(&nota.chave).await {
-                Ok(Some(p)) => self.substitution_of(&nota, p.n_prot.unwrap_or_default()),
+                // Cancelled by someone already: the event is sent all the same, and SEFAZ's
+                // 218 ("já cancelada") settles it as registered.
+                Ok(Some(c)) => self.substitution_of(&nota, c.protocolo.n_prot.unwrap_or_default()),
                 Ok(None) => self.declare_unused(&nota).await,
                 Err(e) => Err(e),
             };
@@ -342,7 +345,7 @@ impl Notas {
             let desfecho = match self.sefaz.registrar_evento(evento).await {
                 Ok(DesfechoEvento::Registrado(p)) => Cancelamento::Registrado(p),
                 Ok(DesfechoEvento::JaRegistrado(code)) => {
-                    Cancelamento::Registrado(format!("registrado antes ({code})"))
+                    Cancelamento::Registrado(self.registered_before(&nota.chave, code).await)
                 }
                 Ok(DesfechoEvento::ConsumoIndevido) => {
                     let ate = now_ms() + BLOQUEIO.as_millis() as UnixMillis;
@@ -366,6 +369,19 @@ impl Notas {
             }
         }
         Ok(())
+    }
+
+    /// The protocol of a cancellation SEFAZ had registered before (`code` 573 or 218: an answer
+    /// lost), asked for once by the note's key; what SEFAZ said when the consulta does not show
+    /// it.
+    async fn registered_before(&self, chave: &str, code: u16) -> String {
+        match self.sefaz.consultar(chave).await {
+            Ok(Some(c)) => c
+                .cancelamento
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| format!("registrado antes ({code})")),
+            _ => format!("registrado antes ({code})"),
+        }
     }
 
     async fn declare_unused(&self, nota: &NotaRegistro) -> std::result::Result<Desfecho, String> {

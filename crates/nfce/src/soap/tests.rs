@@ -77,9 +77,11 @@ fn an_answer_reads_back_as_it_was_written() {
     let c = ler_retorno(&resposta_consulta(
         &r,
         "35261211222333000181650010000000011100000071",
+        &[],
     ))
     .unwrap();
     assert_eq!(c.protocolo, r.protocolo);
+    assert_eq!(c.cancelamento, None);
     let s = ler_retorno(&resposta_status(&resposta(107, None))).unwrap();
     assert_eq!((s.c_stat, s.protocolo), (107, None));
 }
@@ -111,4 +113,26 @@ fn a_duplicate_is_already_authorized_and_is_never_a_failure() {
         Desfecho::of(&lido(resposta(104, Some(prot(297, None))))),
         Desfecho::Rejeitada(297, _)
     ));
+}
+
+#[test]
+fn a_consulta_of_a_cancelled_note_reads_its_cancellation_s_protocol() {
+    let chave = "35261211222333000181650010000000011100000071";
+    let cancelada = Resposta {
+        x_motivo: "Cancelamento de NF-e homologado".into(),
+        ..resposta(101, Some(prot(100, Some("135260000000001"))))
+    };
+    let evento = crate::evento::Registrado {
+        evento: "<evento xmlns=\"http://www.portalfiscal.inf.br/nfe\" versao=\"1.00\"><infEvento Id=\"x\"><nProt>0</nProt></infEvento></evento>".into(),
+        tp_evento: "110111".into(),
+        n_prot: "135260000000002".into(),
+        dh_reg: "2026-12-05T19:00:00-03:00".into(),
+    };
+    let back = ler_retorno(&resposta_consulta(&cancelada, chave, &[evento])).unwrap();
+    assert_eq!(back.c_stat, 101);
+    assert_eq!(
+        back.protocolo, cancelada.protocolo,
+        "the authorization, not the event's"
+    );
+    assert_eq!(back.cancelamento.as_deref(), Some("135260000000002"));
 }
