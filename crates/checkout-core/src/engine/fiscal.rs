@@ -6,7 +6,8 @@
 //!   the next number with `tpEmis` 9, in the transaction that sets the first aside, and printed;
 //! - pending notes are sent with the same bytes, each on its own backoff (doubling to 15
 //!   minutes), nothing at all while SEFAZ blocks the emitter (656) — and in contingência only
-//!   once SEFAZ's status service says it works again;
+//!   once SEFAZ's status service says it works again; a wait longer than any the loop sets
+//!   (a wall clock that ran ahead, then set right) is cut back to now;
 //! - a note set aside is asked about by its key: SEFAZ never had it → its number is declared
 //!   unused (inutilização, which also fences a late authorization out: SEFAZ answers 241 to a
 //!   number it authorized); SEFAZ had it → `a_cancelar`, its cancellation by substitution
@@ -16,7 +17,7 @@
 //! - the authorized note of a sale paid back in full is cancelled (110111) the same way.
 
 use super::*;
-use crate::fiscal::{agora, lote, Emissor, Sefaz, Situacao, VendaPaga};
+use crate::fiscal::{agora, lote, Emissor, Sefaz, Situacao, VendaPaga, REENVIO_MAX};
 use crate::outbox::{Cancelamento, Desfecho, NotaRegistro};
 use nfce::evento::{DesfechoEvento, Evento, TipoEvento};
 use nfce::inutilizacao::Inutilizacao;
@@ -83,6 +84,19 @@ impl Notas {
     async fn round(&mut self) -> Result<()> {
         let inner = self.inner.clone();
         let outbox = &inner.outbox;
+        let moved = outbox
+            .corrigir_horario_fiscal(
+                now_ms(),
+                REENVIO_MAX.as_millis() as UnixMillis,
+                BLOQUEIO.as_millis() as UnixMillis,
+            )
+            .await?;
+        if moved > 0 {
+            tracing::warn!(
+                moved,
+                "notas fiscais: o relógio voltou; as notas que esperavam além do maior intervalo vão agora"
+            );
+        }
         let fiscal = outbox.fiscal().await?;
         if now_ms() < fiscal.bloqueada_ate && self.contingencia.is_none() {
             self.enter(format!(

@@ -378,3 +378,53 @@ async fn sales_paid_before_the_till_issued_notes_get_none_and_every_sale_after_g
     assert!(checkout.notas_da_venda(&before).await.unwrap().is_empty());
     assert_eq!(sefaz.contagens().await["autorizadas"], 1);
 }
+
+#[tokio::test]
+async fn notes_a_clock_running_ahead_scheduled_are_sent_once_the_clock_is_set_right() {
+    // Arrange: SEFAZ down, a sale's note set aside and another issued in contingência; then the
+    // till stops, and its notes wait an hour longer, as a till whose clock ran an hour ahead
+    // leaves them once its clock is set right.
+    let api = Api::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sefaz = SefazProcess::start(dir.path(), 20);
+    let config = || {
+        let mut config = fast_config(&api.url());
+        config.fiscal = Some(emissor(&sefaz));
+        config
+    };
+    let engine = Engine::open(config()).await;
+    let sale = SaleId::parse("venda-relogio").unwrap();
+    sefaz.modo(json!({"modo": "fora"})).await;
+    engine
+        .checkout
+        .pay_cash(sale.clone(), c(1_500), c(2_000), None)
+        .await
+        .unwrap();
+    notas_until(&engine.checkout, &sale, |n| n.len() == 2).await;
+    let Engine { checkout, db, _dir } = engine;
+    checkout.shutdown().await;
+    let ahead = rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE notas SET proxima_tentativa = proxima_tentativa + 3600000",
+            [],
+        )
+        .unwrap();
+    sefaz.modo(json!({"modo": "normal"})).await;
+    // Act
+    let checkout = Checkout::open(&db, config()).await.unwrap();
+    let settled = notas_until(&checkout, &sale, |n| {
+        n[0].estado == EstadoNota::Inutilizada && n[1].estado == EstadoNota::Autorizada
+    })
+    .await;
+    // Assert: both settled in seconds, not in an hour.
+    assert_eq!(ahead, 2);
+    assert_eq!(
+        estados(&settled),
+        vec![
+            (1, 1, EstadoNota::Inutilizada),
+            (2, 9, EstadoNota::Autorizada)
+        ]
+    );
+    checkout.shutdown().await;
+}
