@@ -144,6 +144,9 @@ fn psql(pg_url: &str, sql: &str) {
 /// How long a trial's Pix QR stays payable.
 const PIX_EXPIRY_SECS: u64 = 30;
 
+/// How long each till has, once the customer is done, to settle and ask about the Pix it closed.
+const LAST_CHECK_SECS: u64 = 45;
+
 const INVARIANTS: [&str; 14] = [
     "(a) one charge per key",
     "(b) one approved charge per sale",

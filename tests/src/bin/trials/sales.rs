@@ -103,14 +103,7 @@ pub(crate) async fn check_sales(
             .filter(|c| c.referencia.as_ref().is_some_and(|r| tenders.contains(r)))
             .filter_map(|c| at_provider.get(c.txid.as_str()))
             .fold((0, 0), |t, p| (t.0 + p.0, t.1 + p.1));
-        let url = servers[n % servers.len()].url();
-        let shown: Value = match http
-            .get(format!("{url}/vendas/{sale}"))
-            .bearer_auth(api_key)
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-        {
+        let shown: Value = match read_sale(http, servers, n, api_key, sale).await {
             Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => {
                 // No tender reached the server: nothing may have been taken.
                 if card + pix_paid + pix_late > 0 {
@@ -142,6 +135,34 @@ pub(crate) async fn check_sales(
             violation(format!(
                 "sale {sale} (total {total}): the server shows paid {pago}, to give back {a_devolver}; taken {card} by card, {pix_paid} by Pix while open, {pix_late} by Pix after its removal"
             ));
+        }
+    }
+}
+
+/// `GET /vendas/{sale}`, from the `n`th server round the ring and, when a request gets no answer
+/// (a loaded machine, a replica a late fault took down), from the next: at most four tries.
+async fn read_sale(
+    http: &reqwest::Client,
+    servers: &[ApiProcess],
+    n: usize,
+    api_key: &str,
+    sale: &str,
+) -> reqwest::Result<reqwest::Response> {
+    let mut tries = 0;
+    loop {
+        let url = servers[(n + tries) % servers.len()].url();
+        let sent = http
+            .get(format!("{url}/vendas/{sale}"))
+            .bearer_auth(api_key)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        tries += 1;
+        match sent {
+            Err(e) if tries < 4 && (e.is_connect() || e.is_timeout() || e.is_request()) => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            sent => return sent,
         }
     }
 }
