@@ -10,6 +10,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::Instrument;
 
+/// The longest `Retry-After` the dispatcher honours.
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(3600);
+
 /// Full-jitter exponential backoff: a uniform delay below `base · 2^(tries-1)`, capped; never
 /// shorter than what the server asked for with `Retry-After` (itself capped at an hour).
 pub fn retry_delay(
@@ -21,9 +24,7 @@ pub fn retry_delay(
     let exp = tries.saturating_sub(1).min(30);
     let ceiling = base.saturating_mul(1u32 << exp).min(cap);
     let jitter = rand::thread_rng().gen_range(0..=ceiling.as_millis() as u64);
-    let asked = retry_after
-        .unwrap_or_default()
-        .min(Duration::from_secs(3600));
+    let asked = retry_after.unwrap_or_default().min(RETRY_AFTER_MAX);
     Duration::from_millis(jitter).max(asked)
 }
 
@@ -72,11 +73,6 @@ pub(super) async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>)
     tries.shutdown().await;
 }
 
-/// How many slots must be free before the dispatcher reads the outbox again. Each read returns
-/// the attempts in flight too (they are still due in the file), so refilling one slot at a time
-/// would read about `2 × max` rows per try during a drain; refilling a quarter at a time reads
-/// a quarter as often and still keeps three quarters of the slots busy. A lone attempt (the
-/// cashier's) always finds every slot free.
 /// How long the server may hold a read of a waiting Pix: well inside the request timeout.
 fn pix_wait(inner: &Inner) -> Duration {
     inner
@@ -86,6 +82,11 @@ fn pix_wait(inner: &Inner) -> Duration {
         .clamp(Duration::from_secs(1), Duration::from_secs(25))
 }
 
+/// How many slots must be free before the dispatcher reads the outbox again. Each read returns
+/// the attempts in flight too (they are still due in the file), so refilling one slot at a time
+/// would read about `2 × max` rows per try during a drain; refilling a quarter at a time reads
+/// a quarter as often and still keeps three quarters of the slots busy. A lone attempt (the
+/// cashier's) always finds every slot free.
 fn refill_at(max: usize) -> usize {
     (max / 4).max(1)
 }
@@ -105,6 +106,22 @@ async fn next_wake(inner: &Inner) -> Duration {
     let Ok(upcoming) = inner.outbox.upcoming(busy + 1).await else {
         return Duration::from_secs(1);
     };
+    // Every attempt waits longer than any wait the dispatcher sets: only a wall clock that ran
+    // ahead and was set right (by hand, or by NTP) puts them there, and they would wait as long
+    // as it had run ahead. They are due now.
+    let longest = (RETRY_AFTER_MAX + inner.config.backoff_cap).as_millis() as UnixMillis;
+    if upcoming
+        .first()
+        .is_some_and(|(_, at)| at - now_ms() > longest)
+    {
+        match inner.outbox.make_all_due(now_ms()).await {
+            Ok(moved) => {
+                tracing::warn!(moved, "the clock went back: the queue is due now");
+                return Duration::ZERO;
+            }
+            Err(e) => tracing::warn!(error = %e, "could not reschedule the queue"),
+        }
+    }
     let in_flight = inner.in_flight.lock().expect("in-flight lock");
     upcoming
         .into_iter()

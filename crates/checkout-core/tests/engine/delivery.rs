@@ -228,3 +228,56 @@ async fn a_timed_out_request_is_retried_with_the_same_key_and_honours_409_retry_
     assert_eq!(done.idempotency_key, attempt.idempotency_key);
     assert_eq!(api.ledger().await.len(), 1);
 }
+
+#[tokio::test]
+async fn an_attempt_a_clock_running_ahead_put_off_is_sent_once_the_clock_is_set_right() {
+    // Arrange: the server answers 503 (the engine stays online and retries); the attempt's next
+    // try is put two hours off, as a till whose clock ran ahead leaves it once the clock is set
+    // right while the app runs.
+    let api = Api::start().await;
+    api.set_faults(json!({"error_5xx_probability": 1.0})).await;
+    let engine = Engine::open(fast_config(&api.url())).await;
+    let attempt = engine.pay("venda-relogio", 500, "tok_aprovado").await;
+    attempt_until(&engine, &attempt, Duration::from_secs(10), |a| a.tries >= 1)
+        .await
+        .unwrap();
+    let outbox = rusqlite::Connection::open(&engine.db).unwrap();
+    outbox.busy_timeout(Duration::from_secs(5)).unwrap();
+    // (tries, whether the next try is more than an hour off)
+    let row = |c: &rusqlite::Connection| -> (i64, bool) {
+        c.query_row(
+            "SELECT tries, next_try_at > CAST(strftime('%s', 'now') AS INTEGER) * 1000 + 3600000
+               FROM attempts WHERE id = ?1",
+            [attempt.id.as_ref()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    // A try in flight when the row is moved writes its own next try over it (it counts a try):
+    // move it again until it stays moved with no try in between.
+    let mut moved = false;
+    for _ in 0..50 {
+        let (before, _) = row(&outbox);
+        outbox
+            .execute(
+                "UPDATE attempts SET next_try_at = next_try_at + 7200000 WHERE id = ?1",
+                [attempt.id.as_ref()],
+            )
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if row(&outbox) == (before, true) {
+            moved = true;
+            break;
+        }
+    }
+    api.set_faults(json!({})).await;
+    // Act
+    let done = attempt_until(&engine, &attempt, Duration::from_secs(10), |a| {
+        a.state == AttemptState::Aprovado
+    })
+    .await;
+    // Assert: sent in seconds, not in two hours; charged once.
+    assert!(moved, "the attempt's next try was never two hours off");
+    assert!(done.is_ok(), "{done:?}");
+    assert_eq!(api.ledger().await.len(), 1);
+}
