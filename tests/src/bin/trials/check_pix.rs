@@ -148,6 +148,13 @@ pub(crate) async fn pix_disagreements(
                 ("aprovado", Some("aprovado")) => {
                     payment_id.as_deref() == charge.map(|c| c.id.as_str())
                 }
+                // Paid after the server closed the charge (it lapsed, or a cancel whose answer
+                // the till lost closed it) while the till still waited for it: the sale's
+                // payment, as the till keeps a late Pix for a sale nothing else paid.
+                ("aprovado", Some("recebido_apos_cancelamento")) => {
+                    seen.as_deref() == Some("recebido_apos_cancelamento")
+                        && payment_id.as_deref() == charge.map(|c| c.id.as_str())
+                }
                 ("recusado", None | Some("cancelado" | "expirado")) => true,
                 ("recusado", Some("recebido_apos_cancelamento")) => {
                     seen.as_deref() == Some("recebido_apos_cancelamento")

@@ -31,7 +31,9 @@
 //!   server charge is at the provider; every Pix received at the provider is recorded once, as a
 //!   payment with its amount; each charge's state agrees with the provider's; every Pix attempt
 //!   agrees with its charge, and a Pix paid after its till cancelled it is known to that till as
-//!   money to give back (and is not counted by (b) and (d) as a second charge: it is shown);
+//!   money to give back (and is not counted by (b) and (d) as a second charge: it is shown) —
+//!   or, paid after the server closed it while the till still waited for it (a cancel whose
+//!   answer was lost), kept as the sale's payment;
 //! - (h) a divided sale (paid in parts: a débito tender, then the rest by crédito, each with its
 //!   own key) never has approved tenders above its total, on the server or at the till, and one
 //!   the till shows paid is paid on the server (its tenders are exempt from (b)); its card
