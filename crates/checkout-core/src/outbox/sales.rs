@@ -267,9 +267,18 @@ impl Outbox {
                     maquininha,
                     authorized,
                 }) => {
+                    // A Pix paid after the server closed it pays a sale that still waited for
+                    // it — but never a part of a divided sale: the server holds a divided sale's
+                    // parts to its total and counts no such Pix among them, so the part is
+                    // closed unpaid and its Pix shown to give back (as `keep_late_pix` refuses).
                     let n = exec(
                         c,
-                        "UPDATE attempts SET state = ?2, response_status = ?3, response_body = ?4, payment_id = ?5,
+                        "UPDATE attempts SET
+                                state = CASE WHEN ?6 = 'recebido_apos_cancelamento'
+                                              AND EXISTS (SELECT 1 FROM sales s WHERE s.sale_id = attempts.sale_id
+                                                            AND s.total IS NOT NULL)
+                                             THEN 'recusado' ELSE ?2 END,
+                                response_status = ?3, response_body = ?4, payment_id = ?5,
                                 motivo = ?6, last_error = NULL, tries = tries + 1, last_tried_at = ?7, updated_at = ?7,
                                 captura = CASE WHEN ?8 THEN 'pendente' ELSE captura END
                          WHERE id = ?1 AND state = 'pendente'",

@@ -405,3 +405,67 @@ async fn a_late_pix_of_a_divided_sale_is_never_kept_as_one_of_its_parts() {
     assert_eq!(still.state, AttemptState::Recusado);
     assert!(still.is_late_pix());
 }
+
+#[tokio::test]
+async fn a_part_of_a_divided_sale_paid_by_pix_after_its_charge_closed_while_the_till_waited_is_given_back(
+) {
+    use pagar_testkit::{Fault, FaultProxy};
+    // Arrange: a divided sale's first part by Pix. The charge is cancelled on the server while
+    // the till hears nothing (its cancel executed, the answer lost on the way), and the customer
+    // pays it anyway; the till, still waiting for that Pix, then reads the charge.
+    let stack = PixStack::start().await;
+    let proxy = FaultProxy::start(stack.api.addr).await;
+    let engine = Engine::open(fast_config(&proxy.url())).await;
+    let checkout = &engine.checkout;
+    let sale = SaleId::parse("venda-dividida-pix-tarde").unwrap();
+    let part = attempt_of(
+        checkout
+            .pay_pix_tender(
+                sale.clone(),
+                Centavos::new(3_000).unwrap(),
+                Centavos::new(1_000).unwrap(),
+            )
+            .await
+            .unwrap(),
+    );
+    let pix = with_qr(checkout, &part).await.pix.unwrap();
+    proxy.set(Fault::Refuse).await;
+    let cancelled = reqwest::Client::new()
+        .post(format!(
+            "{}/pagamentos/{}/cancelamento",
+            stack.api.url(),
+            pix.payment_id
+        ))
+        .bearer_auth(API_KEY)
+        .header("Idempotency-Key", "cancelamento-perdido")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(cancelled.is_success(), "{cancelled}");
+    let order = json!({"aceitar_inativa": true});
+    assert_eq!(stack.customer_pays(&pix.txid, order).await, 201);
+    // Act
+    proxy.set(Fault::Pass).await;
+    let read = checkout
+        .wait_final(&part.id, Duration::from_secs(15))
+        .await
+        .unwrap();
+    // Assert: not one of the sale's parts (the server counts no such Pix among them): closed
+    // unpaid, its Pix shown to give back, and the part still owed.
+    assert_eq!(read.state, AttemptState::Recusado, "{read:?}");
+    assert!(read.is_late_pix(), "{read:?}");
+    let shown: Value = reqwest::Client::new()
+        .get(format!("{}/vendas/{}", stack.api.url(), sale.as_ref()))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (shown["pago"].as_i64(), shown["a_devolver"].as_i64()),
+        (Some(0), Some(1_000))
+    );
+}
