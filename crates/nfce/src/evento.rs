@@ -227,75 +227,9 @@ pub fn resposta(r: &soap::Resposta, chave: &str, tp_evento: &str, n_prot: Option
         .leaf("cOrgao", &r.c_uf.to_string())
         .leaf("cStat", "128")
         .leaf("xMotivo", "Lote de Evento Processado");
-    ret_evento(&mut x, r, chave, tp_evento, n_prot);
+    soap::ret_evento(&mut x, r, chave, tp_evento, SEQUENCIA, n_prot);
     x.close("retEnvEvento");
     soap::resultado(Servico::Evento, &x.finish())
-}
-
-/// `retEvento`: SEFAZ's word on one event (`r` holds its code, reason and time).
-fn ret_evento(x: &mut Xml, r: &soap::Resposta, chave: &str, tp_evento: &str, n_prot: Option<&str>) {
-    x.open("retEvento", &[("versao", "1.00")])
-        .open("infEvento", &[])
-        .leaf("tpAmb", &r.tp_amb.to_string())
-        .leaf("verAplic", &r.ver_aplic)
-        .leaf("cOrgao", &r.c_uf.to_string())
-        .leaf("cStat", &r.c_stat.to_string())
-        .leaf("xMotivo", &r.x_motivo)
-        .leaf("chNFe", chave)
-        .leaf("tpEvento", tp_evento)
-        .leaf("nSeqEvento", &SEQUENCIA.to_string())
-        .leaf("dhRegEvento", &r.dh_recbto)
-        .opt("nProt", n_prot)
-        .close("infEvento")
-        .close("retEvento");
-}
-
-/// An event SEFAZ registered, as a consulta of its note shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Registrado {
-    /// The signed `evento`, as it was sent.
-    pub evento: String,
-    /// `tpEvento` (110111, 110112).
-    pub tp_evento: String,
-    /// Its protocol.
-    pub n_prot: String,
-    /// When SEFAZ registered it.
-    pub dh_reg: String,
-}
-
-/// `procEventoNFe`: a registered event and SEFAZ's answer to it (135), as `retConsSitNFe`
-/// carries it; `r` gives the answer's environment and application.
-pub(crate) fn proc_evento(x: &mut Xml, r: &soap::Resposta, chave: &str, e: &Registrado) {
-    let registro = soap::Resposta {
-        c_stat: 135,
-        x_motivo: "Evento registrado e vinculado a NF-e".to_string(),
-        dh_recbto: e.dh_reg.clone(),
-        protocolo: None,
-        ..r.clone()
-    };
-    x.open("procEventoNFe", &[("versao", "1.00")])
-        .raw(&e.evento);
-    ret_evento(x, &registro, chave, &e.tp_evento, Some(&e.n_prot));
-    x.close("procEventoNFe");
-}
-
-/// The protocol of a cancellation (110111 or 110112) registered for the note, read from the
-/// `procEventoNFe` of a consulta's answer (`None`: the answer shows none).
-pub(crate) fn cancelamento_em(doc: &roxmltree::Document<'_>) -> Option<String> {
-    doc.descendants()
-        .filter(|n| n.is_element() && n.tag_name().name() == "retEvento")
-        .filter_map(|r| {
-            r.children()
-                .find(|c| c.is_element() && c.tag_name().name() == "infEvento")
-        })
-        .filter(|inf| {
-            matches!(soap::child_text(*inf, "cStat"), Some("135" | "136"))
-                && matches!(
-                    soap::child_text(*inf, "tpEvento"),
-                    Some("110111" | "110112")
-                )
-        })
-        .find_map(|inf| soap::child_text(inf, "nProt").map(str::to_string))
 }
 
 #[cfg(test)]

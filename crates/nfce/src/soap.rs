@@ -295,7 +295,7 @@ pub fn ler_retorno(xml: &str) -> Result<Retorno> {
         c_stat: code(root)?,
         x_motivo: child_text(root, "xMotivo").unwrap_or_default().to_string(),
         protocolo: protocolo(&doc)?,
-        cancelamento: crate::evento::cancelamento_em(&doc),
+        cancelamento: cancelamento_em(&doc),
     })
 }
 
@@ -458,11 +458,7 @@ pub fn resposta_autorizacao(r: &Resposta) -> String {
 
 /// `retConsSitNFe` of `chave`: its authorization's protocol, and the events registered for it
 /// (a cancelled note: 101, with its cancellation).
-pub fn resposta_consulta(
-    r: &Resposta,
-    chave: &str,
-    eventos: &[crate::evento::Registrado],
-) -> String {
+pub fn resposta_consulta(r: &Resposta, chave: &str, eventos: &[EventoRegistrado]) -> String {
     let mut x = Xml::default();
     x.open("retConsSitNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
         .leaf("tpAmb", &r.tp_amb.to_string())
@@ -476,7 +472,7 @@ pub fn resposta_consulta(
         prot_nfe(&mut x, r, p);
     }
     for e in eventos {
-        crate::evento::proc_evento(&mut x, r, chave, e);
+        proc_evento(&mut x, r, chave, e);
     }
     x.close("retConsSitNFe");
     resultado(Servico::Consulta, &x.finish())
@@ -506,6 +502,78 @@ pub fn resposta_inutilizacao(r: &Resposta, n_prot: Option<&str>) -> String {
         .close("infInut")
         .close("retInutNFe");
     resultado(Servico::Inutilizacao, &x.finish())
+}
+
+/// `retEvento`: SEFAZ's word on one event (`r` holds its code, reason and time).
+pub(crate) fn ret_evento(
+    x: &mut Xml,
+    r: &Resposta,
+    chave: &str,
+    tp_evento: &str,
+    n_seq: u8,
+    n_prot: Option<&str>,
+) {
+    x.open("retEvento", &[("versao", "1.00")])
+        .open("infEvento", &[])
+        .leaf("tpAmb", &r.tp_amb.to_string())
+        .leaf("verAplic", &r.ver_aplic)
+        .leaf("cOrgao", &r.c_uf.to_string())
+        .leaf("cStat", &r.c_stat.to_string())
+        .leaf("xMotivo", &r.x_motivo)
+        .leaf("chNFe", chave)
+        .leaf("tpEvento", tp_evento)
+        .leaf("nSeqEvento", &n_seq.to_string())
+        .leaf("dhRegEvento", &r.dh_recbto)
+        .opt("nProt", n_prot)
+        .close("infEvento")
+        .close("retEvento");
+}
+
+/// An event SEFAZ registered, as a consulta of its note shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventoRegistrado {
+    /// The signed `evento`, as it was sent.
+    pub evento: String,
+    /// `tpEvento` (110111, 110112).
+    pub tp_evento: String,
+    /// `nSeqEvento`.
+    pub n_seq: u8,
+    /// Its protocol.
+    pub n_prot: String,
+    /// When SEFAZ registered it.
+    pub dh_reg: String,
+}
+
+/// `procEventoNFe`: a registered event and SEFAZ's answer to it (135), as `retConsSitNFe`
+/// carries it; `r` gives the answer's environment and application.
+fn proc_evento(x: &mut Xml, r: &Resposta, chave: &str, e: &EventoRegistrado) {
+    let registro = Resposta {
+        c_stat: 135,
+        x_motivo: "Evento registrado e vinculado a NF-e".to_string(),
+        dh_recbto: e.dh_reg.clone(),
+        protocolo: None,
+        ..r.clone()
+    };
+    x.open("procEventoNFe", &[("versao", "1.00")])
+        .raw(&e.evento);
+    ret_evento(x, &registro, chave, &e.tp_evento, e.n_seq, Some(&e.n_prot));
+    x.close("procEventoNFe");
+}
+
+/// The protocol of a cancellation (110111 or 110112) registered for the note, read from the
+/// `procEventoNFe` of a consulta's answer (`None`: the answer shows none).
+fn cancelamento_em(doc: &roxmltree::Document<'_>) -> Option<String> {
+    doc.descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == "retEvento")
+        .filter_map(|r| {
+            r.children()
+                .find(|c| c.is_element() && c.tag_name().name() == "infEvento")
+        })
+        .filter(|inf| {
+            matches!(child_text(*inf, "cStat"), Some("135" | "136"))
+                && matches!(child_text(*inf, "tpEvento"), Some("110111" | "110112"))
+        })
+        .find_map(|inf| child_text(inf, "nProt").map(str::to_string))
 }
 
 #[cfg(test)]

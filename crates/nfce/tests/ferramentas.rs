@@ -300,9 +300,10 @@ fn a_consulta_of_a_cancelled_note_with_its_event_validates_against_the_schema() 
         x_motivo: "Cancelamento de NF-e homologado".into(),
         protocolo: Some(protocolo),
     };
-    let registrado = nfce::evento::Registrado {
+    let registrado = nfce::soap::EventoRegistrado {
         evento,
         tp_evento: "110111".into(),
+        n_seq: 1,
         n_prot: "135260000000002".into(),
         dh_reg: "2026-12-06T10:00:01-03:00".into(),
     };

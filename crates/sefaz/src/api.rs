@@ -9,8 +9,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use nfce::evento::Registrado;
-use nfce::soap::{self, Pedido, Protocolo, Resposta};
+use nfce::soap::{self, EventoRegistrado, Pedido, Protocolo, Resposta};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -343,7 +342,7 @@ impl Shared {
 
     /// A consulta by key: 100 with the authorization's protocol, 101 with it and the
     /// cancellation's event when the note was cancelled, 217 when SEFAZ has no such note.
-    fn consultar(&self, chave: &str) -> Result<(Resposta, Vec<Registrado>), String> {
+    fn consultar(&self, chave: &str) -> Result<(Resposta, Vec<EventoRegistrado>), String> {
         if nfce::Chave::parse(chave).is_err() {
             let r = self.resposta(
                 236,

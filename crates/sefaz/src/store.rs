@@ -447,17 +447,18 @@ impl Base {
     }
 
     /// The events registered for the note `chave`, in order.
-    pub fn eventos(&self, chave: &str) -> rusqlite::Result<Vec<nfce::evento::Registrado>> {
+    pub fn eventos(&self, chave: &str) -> rusqlite::Result<Vec<nfce::soap::EventoRegistrado>> {
         let c = self.conn();
         let mut st = c.prepare(
-            "SELECT xml, tp_evento, n_prot, dh_reg FROM eventos WHERE chave = ?1 ORDER BY n_prot",
+            "SELECT xml, tp_evento, n_prot, dh_reg, n_seq FROM eventos WHERE chave = ?1 ORDER BY n_prot",
         )?;
         let rows = st.query_map([chave], |r| {
-            Ok(nfce::evento::Registrado {
+            Ok(nfce::soap::EventoRegistrado {
                 evento: r.get(0)?,
                 tp_evento: r.get(1)?,
                 n_prot: r.get(2)?,
                 dh_reg: r.get(3)?,
+                n_seq: r.get(4)?,
             })
         })?;
         rows.collect()

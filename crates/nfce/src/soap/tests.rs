@@ -122,9 +122,10 @@ fn a_consulta_of_a_cancelled_note_reads_its_cancellation_s_protocol() {
         x_motivo: "Cancelamento de NF-e homologado".into(),
         ..resposta(101, Some(prot(100, Some("135260000000001"))))
     };
-    let evento = crate::evento::Registrado {
+    let evento = EventoRegistrado {
         evento: "<evento xmlns=\"http://www.portalfiscal.inf.br/nfe\" versao=\"1.00\"><infEvento Id=\"x\"><nProt>0</nProt></infEvento></evento>".into(),
         tp_evento: "110111".into(),
+        n_seq: 1,
         n_prot: "135260000000002".into(),
         dh_reg: "2026-12-05T19:00:00-03:00".into(),
     };

@@ -225,3 +225,36 @@ pub(crate) fn kill(child: &mut Child) {
     let _ = child.kill(); // SIGKILL
     let _ = child.wait();
 }
+
+/// Starts each till once more, once the customer is done, until it says it settled (`drained`)
+/// — it asks about the Pix it closed only then; under load a run may give up first (`pending`)
+/// and is started again, as in the drain. A till that never did in [`LAST_CHECK_SECS`] is named.
+pub(crate) async fn ask_about_closed_pix(
+    tills: &mut [Till],
+    url: &str,
+    key: &str,
+    notes: &mut Vec<String>,
+) {
+    for (t, till) in tills.iter_mut().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(LAST_CHECK_SECS);
+        let asked = loop {
+            let mut child = start_till(till, url, key, "", 10);
+            let run_ends = Instant::now() + Duration::from_secs(15);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < run_ends {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            kill(&mut child);
+            if last_lines(&till.log).ends_with("drained") {
+                break true;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+        };
+        if !asked {
+            notes.push(format!(
+                "till {t} did not ask about its closed Pix in {LAST_CHECK_SECS} s"
+            ));
+        }
+    }
+}

@@ -528,30 +528,7 @@ pub(crate) async fn run_trial(
                 .push("(g) a Pix paid at the provider was not recorded by a server in 15 s".into());
             out.violations[6] += 1;
         }
-        // A till asks only once it has settled (`drained`); under load a run may give up first
-        // (`pending`) and is started again, as in the drain above.
-        for (t, till) in tills.iter_mut().enumerate() {
-            let deadline = Instant::now() + Duration::from_secs(LAST_CHECK_SECS);
-            let asked = loop {
-                let mut child = start_till(till, &url, &key, "", 10);
-                let run_ends = Instant::now() + Duration::from_secs(15);
-                while child.try_wait().ok().flatten().is_none() && Instant::now() < run_ends {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                kill(&mut child);
-                if last_lines(&till.log).ends_with("drained") {
-                    break true;
-                }
-                if Instant::now() > deadline {
-                    break false;
-                }
-            };
-            if !asked {
-                out.notes.push(format!(
-                    "till {t} did not ask about its closed Pix in {LAST_CHECK_SECS} s"
-                ));
-            }
-        }
+        ask_about_closed_pix(&mut tills, &url, &key, &mut out.notes).await;
         pix_ledger = Some(ledger);
     }
     // (j) and (k), while the servers still answer.
