@@ -435,7 +435,13 @@ pub(crate) fn resultado(servico: Servico, body: &str) -> String {
 
 /// An answer's root: what every answer starts with, then `extra` (the key a consulta names),
 /// then the note's protocol when there is one.
-fn retorno(servico: Servico, root: &str, r: &Resposta) -> String {
+fn retorno(
+    servico: Servico,
+    root: &str,
+    r: &Resposta,
+    chave: Option<&str>,
+    eventos: &[EventoRegistrado],
+) -> String {
     let mut x = Xml::default();
     x.open(root, &[("xmlns", NFE_NS), ("versao", "4.00")])
         .leaf("tpAmb", &r.tp_amb.to_string())
@@ -443,9 +449,13 @@ fn retorno(servico: Servico, root: &str, r: &Resposta) -> String {
         .leaf("cStat", &r.c_stat.to_string())
         .leaf("xMotivo", &r.x_motivo)
         .leaf("cUF", &r.c_uf.to_string())
-        .leaf("dhRecbto", &r.dh_recbto);
+        .leaf("dhRecbto", &r.dh_recbto)
+        .opt("chNFe", chave);
     if let Some(p) = &r.protocolo {
         prot_nfe(&mut x, r, p);
+    }
+    for e in eventos {
+        proc_evento(&mut x, r, chave.unwrap_or_default(), e);
     }
     x.close(root);
     resultado(servico, &x.finish())
@@ -453,29 +463,13 @@ fn retorno(servico: Servico, root: &str, r: &Resposta) -> String {
 
 /// `retEnviNFe`.
 pub fn resposta_autorizacao(r: &Resposta) -> String {
-    retorno(Servico::Autorizacao, "retEnviNFe", r)
+    retorno(Servico::Autorizacao, "retEnviNFe", r, None, &[])
 }
 
 /// `retConsSitNFe` of `chave`: its authorization's protocol, and the events registered for it
 /// (a cancelled note: 101, with its cancellation).
 pub fn resposta_consulta(r: &Resposta, chave: &str, eventos: &[EventoRegistrado]) -> String {
-    let mut x = Xml::default();
-    x.open("retConsSitNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
-        .leaf("tpAmb", &r.tp_amb.to_string())
-        .leaf("verAplic", &r.ver_aplic)
-        .leaf("cStat", &r.c_stat.to_string())
-        .leaf("xMotivo", &r.x_motivo)
-        .leaf("cUF", &r.c_uf.to_string())
-        .leaf("dhRecbto", &r.dh_recbto)
-        .leaf("chNFe", chave);
-    if let Some(p) = &r.protocolo {
-        prot_nfe(&mut x, r, p);
-    }
-    for e in eventos {
-        proc_evento(&mut x, r, chave, e);
-    }
-    x.close("retConsSitNFe");
-    resultado(Servico::Consulta, &x.finish())
+    retorno(Servico::Consulta, "retConsSitNFe", r, Some(chave), eventos)
 }
 
 /// `retConsStatServ` (never with a protocol).
@@ -484,7 +478,7 @@ pub fn resposta_status(r: &Resposta) -> String {
         protocolo: None,
         ..r.clone()
     };
-    retorno(Servico::Status, "retConsStatServ", &r)
+    retorno(Servico::Status, "retConsStatServ", &r, None, &[])
 }
 
 /// `retInutNFe`: its `infInut` carries the code, and the protocol when homologated.
