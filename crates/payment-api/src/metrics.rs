@@ -55,6 +55,12 @@ struct StatusLabel {
     status: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PassLabel {
+    settlement: &'static str,
+    status: &'static str,
+}
+
 /// The server's metrics, one registry per server instance.
 #[derive(Debug)]
 pub struct Metrics {
@@ -70,6 +76,7 @@ pub struct Metrics {
     cancellations: Family<StatusLabel, Counter>,
     reconciliations: Family<StatusLabel, Counter>,
     reconciled: Counter,
+    settlement_passes: Family<PassLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -86,6 +93,12 @@ impl Default for Metrics {
         let cancellations = Family::<StatusLabel, Counter>::default();
         let reconciliations = Family::<StatusLabel, Counter>::default();
         let reconciled = Counter::default();
+        let settlement_passes = Family::<PassLabel, Counter>::default();
+        registry.register(
+            "settlement_passes",
+            "Passes of each later settlement (pix, maquininha, captures) by result (ok, failed)",
+            settlement_passes.clone(),
+        );
         registry.register(
             "pix_reconciliations",
             "Reconciliations with the Pix provider's list of Pix received, by result (ok, failed)",
@@ -144,6 +157,7 @@ impl Default for Metrics {
             cancellations,
             reconciliations,
             reconciled,
+            settlement_passes,
         }
     }
 }
@@ -192,6 +206,14 @@ impl Metrics {
             .get_or_create(&StatusLabel { status })
             .inc();
         self.reconciled.inc_by(found);
+    }
+
+    /// Counts one finished pass of the settlement named `settlement`.
+    pub fn settlement_pass(&self, settlement: &'static str, ok: bool) {
+        let status = if ok { "ok" } else { "failed" };
+        self.settlement_passes
+            .get_or_create(&PassLabel { settlement, status })
+            .inc();
     }
 
     /// Counts purged keys.

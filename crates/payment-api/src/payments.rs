@@ -284,7 +284,10 @@ impl Operation for Payments {
             Err(e) => {
                 // Nothing happened at the gateway that we cannot find again (the downstream key
                 // makes the next try idempotent); free the key so the client's retry runs now.
-                let _ = held.release().await;
+                // Not freed, it is only held until its lease ends (the retry hears 409 till then).
+                if let Err(release) = held.release().await {
+                    tracing::warn!(error = %release, "key not released after a gateway failure; its lease ends it");
+                }
                 return Err(e.into());
             }
         };

@@ -4,6 +4,7 @@
 //! every one on its own timer, and knows none of them by name.
 
 use crate::error::Result;
+use crate::metrics::Metrics;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,8 +29,13 @@ pub trait Settlement: Send + Sync + std::fmt::Debug + 'static {
 }
 
 /// Starts `settlement` on this runtime: [`Settlement::begin`] beside its passes, one pass every
-/// [`Settlement::every`] (the first at once). Aborting the handle stops it.
-pub fn spawn(settlement: Arc<dyn Settlement>, addr: SocketAddr) -> JoinHandle<()> {
+/// [`Settlement::every`] (the first at once), each counted in `metrics`. Aborting the handle
+/// stops it.
+pub fn spawn(
+    settlement: Arc<dyn Settlement>,
+    metrics: Arc<Metrics>,
+    addr: SocketAddr,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         // In the background: a slow provider never delays the first pass.
         let begin = {
@@ -41,7 +47,9 @@ pub fn spawn(settlement: Arc<dyn Settlement>, addr: SocketAddr) -> JoinHandle<()
         let _begin = AbortOnDrop(begin);
         loop {
             tick.tick().await;
-            if let Err(e) = settlement.settle_once().await {
+            let pass = settlement.settle_once().await;
+            metrics.settlement_pass(settlement.name(), pass.is_ok());
+            if let Err(e) = pass {
                 tracing::warn!(settlement = settlement.name(), error = %e, "settlement pass failed; will try again");
             }
         }

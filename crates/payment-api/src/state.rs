@@ -337,6 +337,11 @@ impl AppState {
         &self.0.metrics
     }
 
+    /// Metrics, shared with a task that outlives this borrow.
+    pub fn shared_metrics(&self) -> Arc<Metrics> {
+        self.0.metrics.clone()
+    }
+
     /// How long completed keys are kept (advertised in `GET /health` for clients).
     pub fn key_retention_secs(&self) -> u64 {
         self.0.key_retention_secs

@@ -212,13 +212,15 @@ async fn an_answer_lost_on_the_way_back_from_the_acquirer_is_found_again_under_t
 
     proxy.set(Fault::CutAfterAnswer).await;
     let lost = app.pay(&key, &body).await;
-    assert_eq!(lost.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let (status, said) = (lost.status(), lost.text().await.unwrap());
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{said}");
     assert_eq!(acq.charges().await.len(), 1, "the acquirer charged");
 
     proxy.set(Fault::Pass).await;
     let retried = app.pay(&key, &body).await;
-    assert_eq!(retried.status(), StatusCode::CREATED);
-    let payment: Value = retried.json().await.unwrap();
+    let (status, said) = (retried.status(), retried.text().await.unwrap());
+    assert_eq!(status, StatusCode::CREATED, "{said}");
+    let payment: Value = serde_json::from_str(&said).unwrap();
     assert_eq!(payment["valor"], 3_300);
     let charges = acq.charges().await;
     assert_eq!(

@@ -134,20 +134,19 @@ pub(crate) async fn cancel_pix(app: &TestApp, id: &str) -> Value {
     res.json().await.unwrap()
 }
 
-/// Waits until the server's reconciliation at start has listed the Pix received (none yet):
-/// the next one is minutes away.
+/// Waits until the server's first Pix pass has ended — its reconciliation listed the Pix
+/// received (none yet) and its poll read the waiting charges — so a charge made from now on is
+/// left to the next pass, minutes away.
 pub(crate) async fn reconciled_once(app: &TestApp) {
     assert!(
         eventually(Duration::from_secs(10), || async {
-            app.get("/metrics")
-                .await
-                .text()
-                .await
-                .unwrap()
-                .contains("pagar_pix_reconciliations_total{status=\"ok\"} 1")
+            let metrics = app.get("/metrics").await.text().await.unwrap();
+            metrics.contains(r#"pagar_pix_reconciliations_total{status="ok"} 1"#)
+                && metrics
+                    .contains(r#"pagar_settlement_passes_total{settlement="pix",status="ok"} 1"#)
         })
         .await,
-        "the reconciliation at start never ran"
+        "the first Pix pass never ended"
     );
 }
 
