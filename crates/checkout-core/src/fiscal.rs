@@ -18,9 +18,17 @@ use std::time::Duration;
 pub struct Consultada {
     /// Its authorization.
     pub protocolo: Protocolo,
-    /// Cancelled (101, 151): the cancellation's protocol, empty when the answer did not show
-    /// its event.
-    pub cancelamento: Option<String>,
+    /// Whether it stands or was cancelled.
+    pub vigencia: Vigencia,
+}
+
+/// Whether a note SEFAZ authorized still stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Vigencia {
+    /// Authorized, not cancelled (100, 150).
+    Autorizada,
+    /// Cancelled (101, 151): the cancellation's protocol, when the answer showed its event.
+    Cancelada(Option<String>),
 }
 
 /// A SEFAZ's web services at a base URL (`…/ws/<service>`).
@@ -71,11 +79,11 @@ impl Sefaz {
         match (r.c_stat, r.protocolo) {
             (100 | 150, Some(protocolo)) => Ok(Some(Consultada {
                 protocolo,
-                cancelamento: None,
+                vigencia: Vigencia::Autorizada,
             })),
             (101 | 151, Some(protocolo)) => Ok(Some(Consultada {
                 protocolo,
-                cancelamento: Some(r.cancelamento.unwrap_or_default()),
+                vigencia: Vigencia::Cancelada(r.cancelamento.filter(|p| !p.is_empty())),
             })),
             (217, _) => Ok(None),
             (code, _) => Err(format!("consulta: {code} {}", r.x_motivo)),

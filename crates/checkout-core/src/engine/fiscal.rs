@@ -17,7 +17,9 @@
 //! - the authorized note of a sale paid back in full is cancelled (110111) the same way.
 
 use super::*;
-use crate::fiscal::{agora, lote, Emissor, Sefaz, Situacao, VendaPaga, REENVIO_MAX};
+use crate::fiscal::{
+    agora, lote, Consultada, Emissor, Sefaz, Situacao, VendaPaga, Vigencia, REENVIO_MAX,
+};
 use crate::outbox::{Cancelamento, Desfecho, NotaRegistro};
 use nfce::evento::{DesfechoEvento, Evento, TipoEvento};
 use nfce::inutilizacao::Inutilizacao;
@@ -390,10 +392,10 @@ impl Notas {
     /// it.
     async fn registered_before(&self, chave: &str, code: u16) -> String {
         match self.sefaz.consultar(chave).await {
-            Ok(Some(c)) => c
-                .cancelamento
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| format!("registrado antes ({code})")),
+            Ok(Some(Consultada {
+                vigencia: Vigencia::Cancelada(Some(protocolo)),
+                ..
+            })) => protocolo,
             _ => format!("registrado antes ({code})"),
         }
     }

@@ -59,19 +59,12 @@ async fn a_response_lost_after_the_charge_is_replayed_with_the_same_key_and_paym
     assert!(done.tries >= 2, "the first answer was lost");
     let ledger = api.ledger().await;
     assert_eq!(ledger.len(), 1);
-    let by_key: serde_json::Value = reqwest::Client::new()
-        .get(format!(
-            "{}/pagamentos?idempotency_key={}",
-            api.url(),
+    let by_key = api
+        .get_json(&format!(
+            "/pagamentos?idempotency_key={}",
             attempt.idempotency_key
         ))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         by_key["pagamentos"][0]["id"],
         done.payment_id.unwrap().as_str()

@@ -84,6 +84,19 @@ impl Api {
             .unwrap()
     }
 
+    /// `GET {path}` with the merchant's key, its JSON.
+    pub async fn get_json(&self, path: &str) -> Value {
+        reqwest::Client::new()
+            .get(format!("{}{path}", self.url()))
+            .bearer_auth(API_KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub async fn set_faults(&self, faults: Value) {
         let res = reqwest::Client::new()
             .put(format!("{}/admin/faults", self.url()))

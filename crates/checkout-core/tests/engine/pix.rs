@@ -455,15 +455,10 @@ async fn a_part_of_a_divided_sale_paid_by_pix_after_its_charge_closed_while_the_
     // unpaid, its Pix shown to give back, and the part still owed.
     assert_eq!(read.state, AttemptState::Recusado, "{read:?}");
     assert!(read.is_late_pix(), "{read:?}");
-    let shown: Value = reqwest::Client::new()
-        .get(format!("{}/vendas/{}", stack.api.url(), sale.as_ref()))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown = stack
+        .api
+        .get_json(&format!("/vendas/{}", sale.as_ref()))
+        .await;
     assert_eq!(
         (shown["pago"].as_i64(), shown["a_devolver"].as_i64()),
         (Some(0), Some(1_000))

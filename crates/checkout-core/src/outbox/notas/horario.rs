@@ -7,7 +7,7 @@ impl Outbox {
     /// Makes every note waiting for SEFAZ (to send, to settle, to cancel) due at `now`: SEFAZ
     /// is back, send what waited.
     pub async fn notas_ja(&self, now: UnixMillis) -> Result<()> {
-        self.antecipar(now, 0, UnixMillis::MAX / 4)
+        self.corrigir_horario_fiscal(now, 0, UnixMillis::MAX / 4)
             .await
             .map(|_| ())
     }
@@ -18,15 +18,6 @@ impl Outbox {
     /// ahead) leaves one there — and would hold the note as long as the clock had run ahead. How
     /// many notes it moved; nothing is written when there is nothing to move.
     pub async fn corrigir_horario_fiscal(
-        &self,
-        now: UnixMillis,
-        folga: UnixMillis,
-        bloqueio: UnixMillis,
-    ) -> Result<usize> {
-        self.antecipar(now, folga, bloqueio).await
-    }
-
-    async fn antecipar(
         &self,
         now: UnixMillis,
         folga: UnixMillis,
