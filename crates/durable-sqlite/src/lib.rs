@@ -170,9 +170,14 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// Statements each connection keeps prepared ([`exec`], `prepare_cached`): more than every
+/// distinct statement a store runs on its hot paths, so none of them is parsed again.
+const STATEMENT_CACHE: usize = 128;
+
 /// Opens one connection with the durability pragmas.
 pub fn connect(path: &Path, options: &Options) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.busy_timeout(options.busy_timeout)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;

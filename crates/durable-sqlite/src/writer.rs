@@ -8,11 +8,10 @@ pub(super) fn in_savepoint<T, E: From<Error>>(
     conn: &Connection,
     f: impl FnOnce(&Connection) -> Result<T, E>,
 ) -> Result<T, E> {
-    conn.execute_batch("SAVEPOINT op")
-        .map_err(|e| E::from(e.into()))?;
+    exec(conn, "SAVEPOINT op", []).map_err(|e| E::from(e.into()))?;
     match f(conn) {
-        Ok(v) => match conn.execute_batch("RELEASE op") {
-            Ok(()) => Ok(v),
+        Ok(v) => match exec(conn, "RELEASE op", []) {
+            Ok(_) => Ok(v),
             Err(e) => {
                 SAVEPOINT_BROKEN.with(|b| b.set(true));
                 Err(E::from(e.into()))
@@ -151,9 +150,13 @@ pub(super) fn commit(
 ) -> (Instant, Sched) {
     let now = || (Instant::now(), sched.map(|s| s.read()).unwrap_or_default());
     if durable != *synced {
-        let level = if durable { "FULL" } else { "NORMAL" };
-        match conn.pragma_update(None, "synchronous", level) {
-            Ok(()) => *synced = durable,
+        let level = if durable {
+            "PRAGMA synchronous = FULL"
+        } else {
+            "PRAGMA synchronous = NORMAL"
+        };
+        match exec(conn, level, []) {
+            Ok(_) => *synced = durable,
             // Still FULL: stricter than a relaxed batch asked, which is fine.
             Err(e) if !durable => {
                 tracing::warn!(error = %e, "sqlite: cannot set synchronous=NORMAL")
@@ -168,7 +171,7 @@ pub(super) fn commit(
             }
         }
     }
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE", []) {
         tracing::warn!(error = %e, "sqlite: cannot begin a write transaction");
         for job in batch {
             job(Err(&e))(Err(&e));
@@ -204,8 +207,8 @@ pub(super) fn commit(
         return now();
     }
     let ran = now();
-    match conn.execute_batch("COMMIT") {
-        Ok(()) => completers.into_iter().for_each(|done| done(Ok(()))),
+    match exec(conn, "COMMIT", []) {
+        Ok(_) => completers.into_iter().for_each(|done| done(Ok(()))),
         Err(e) => {
             tracing::error!(error = %e, "sqlite: commit failed; the batch is rolled back");
             let _ = conn.execute_batch("ROLLBACK");

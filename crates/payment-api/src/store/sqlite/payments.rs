@@ -27,35 +27,37 @@ pub(super) fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<PaymentColumns> 
 impl PaymentStore for SqliteStore {
     async fn finish(&self, done: Completion) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
-        self.db.write(move |c| {
-            if !complete_payment_key(c, &done, now)? {
-                return Ok(FinishOutcome::LeaseLost);
-            }
-            let p = &done.payment;
-            c.execute(
-                &format!("INSERT INTO payments ({PAYMENT_COLUMNS}, fingerprint, captura, autorizacao_expira_em) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?16, ?13, ?14, ?15)"),
-                params![
-                    p.id.as_ref(),
-                    done.merchant.as_ref(),
-                    done.key.as_ref(),
-                    p.valor.get(),
-                    p.status.as_str(),
-                    p.motivo,
-                    p.descricao,
-                    p.referencia,
-                    p.cobranca_id,
-                    p.created_at,
-                    p.terminal.as_ref().map(AsRef::<str>::as_ref),
-                    p.plano.map(CardPlan::as_stored),
-                    done.fingerprint.as_ref(),
-                    p.captura.map(CaptureState::as_str),
-                    p.autorizacao_expira_em,
-                    p.meio.as_str()
-                ],
-            )?;
-            Ok(FinishOutcome::Stored)
-        })
-        .await
+        self.db
+            .write(move |c| {
+                if !complete_payment_key(c, &done, now)? {
+                    return Ok(FinishOutcome::LeaseLost);
+                }
+                let p = &done.payment;
+                exec(
+                    c,
+                    INSERT_PAYMENT,
+                    params![
+                        p.id.as_ref(),
+                        done.merchant.as_ref(),
+                        done.key.as_ref(),
+                        p.valor.get(),
+                        p.status.as_str(),
+                        p.motivo,
+                        p.descricao,
+                        p.referencia,
+                        p.cobranca_id,
+                        p.created_at,
+                        p.terminal.as_ref().map(AsRef::<str>::as_ref),
+                        p.plano.map(CardPlan::as_stored),
+                        done.fingerprint.as_ref(),
+                        p.captura.map(CaptureState::as_str),
+                        p.autorizacao_expira_em,
+                        p.meio.as_str()
+                    ],
+                )?;
+                Ok(FinishOutcome::Stored)
+            })
+            .await
     }
 
     async fn finish_capture(&self, done: CaptureCompletion) -> StoreResult<FinishOutcome> {
