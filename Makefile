@@ -161,9 +161,9 @@ bench: deps-bench deps-gui deps-pg
 		rm -rf $(BENCH_OUT)/base && git worktree prune && \
 		git worktree add --detach $(BENCH_OUT)/base $(BENCH_BASE) && \
 		set -o pipefail && (cd $(BENCH_OUT)/base && export CARGO_TARGET_DIR=$(CURDIR)/target/bench-base && \
-			$(CARGO) build --release -p slowsync && \
+			$(CARGO) build --release -p slowsync -p adquirente && \
 			$(CARGO) bench -p payment-api --bench api) | tee $(BENCH_OUT)/api-base.txt; fi
-	$(CARGO) build --release -p slowsync
+	$(CARGO) build --release -p slowsync -p adquirente
 	set -o pipefail; $(CARGO) bench -p payment-api --bench api | tee $(BENCH_OUT)/api.txt
 	$(CARGO) build --release -p payment-api
 	set -o pipefail; $(CARGO) bench -p checkout-core --bench outbox | tee $(BENCH_OUT)/outbox.txt

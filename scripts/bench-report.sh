@@ -34,17 +34,22 @@ Every target is checked against a reference measured in the same run on the same
 these machines wander by tens of per cent over minutes, so read the ratios, not the rates.
 
 - **payment-api** (`crates/payment-api/benches/api.rs`): `wrk` (its own process, 32 connections)
-  against the server on SQLite — first executions and replays — beside SQLite's raw durable commit
-  rate and a bare endpoint doing the same INSERT without idempotency; then five interleaved rounds
-  beside **the peer** (an axum app with `axum-idempotent` 0.6.0, keys in memory) and a
-  **ceiling** (a route answering one fixed stored answer, doing nothing else), every server of
-  the rounds a release process of its own, started fresh for each run, as it would be deployed;
-  Pagar's first executions also on a **slow disk** (every fsync of its process made to wait 2 ms
-  by the `slowsync` shim, writes untouched, so the figure does not depend on this machine's
-  disk), counting its fsyncs, beside a durable commit alone on that disk; 50
-  concurrent requests with one key against each, counting charges; then the PostgreSQL store with one and
-  three replicas (release processes) beside PostgreSQL's raw commit rate, with the CPU and WAL
-  per operation read from `/proc` and `pg_current_wal_lsn`.
+  against the server on SQLite as the embedded default runs it (its gateway simulator's ledger
+  in its own database) — first executions and replays — beside SQLite's raw durable commit rate
+  and a bare endpoint doing the same INSERT without idempotency; then, **as deployed**
+  (`benches/api/deployed.rs`), five interleaved rounds beside **the peer** (an axum app with
+  `axum-idempotent` 0.6.0, keys in memory) and a **ceiling** (a route answering one fixed stored
+  answer, doing nothing else), every server a release process of its own started fresh for each
+  run, and Pagar and the peer both charging cards at **one acquirer process** per round
+  (`adquirente`, release, its ledger durable on a file of its own: Mercado Pago's
+  `POST /v1/orders` under `X-Idempotency-Key`); first executions at 32 and 256 connections,
+  counting the fsyncs of Pagar's own database (the `slowsync` shim with no delay), and on a
+  **slow disk** (every fsync of Pagar's process, never the acquirer's, made to wait 2 ms, writes
+  untouched, so the figure does not depend on this machine's disk) beside a durable commit alone
+  on that disk; 50 concurrent requests with one key against each, charges counted in the
+  acquirer's ledger; then the PostgreSQL store with one and three replicas (release processes)
+  beside PostgreSQL's raw commit rate, with the CPU and WAL per operation read from `/proc` and
+  `pg_current_wal_lsn`.
 - **checkout-core** (`crates/checkout-core/benches/outbox.rs`; the pay part and the drain part
   each in a process of its own, as an app is one process with one outbox): `Checkout::pay` until durable,
   online (the payment API a release process of its own, as a store runs it, and in the app's

@@ -2,20 +2,23 @@
 //! rate, measured in the same run. Prints a table; asserts nothing about speed.
 //!
 //! Load comes from `wrk` (a separate process, so the load generator does not run inside the
-//! server under test). Scenarios, each with 32 concurrent connections over loopback:
+//! server under test). Scenarios, with 32 concurrent connections over loopback unless said:
 //! - raw SQLite: one INSERT per durable commit (WAL, synchronous=FULL), one connection — the reference;
 //! - bare endpoint: an axum route doing that same INSERT per request, with no idempotency;
-//! - first executions: `POST /pagamentos` with a fresh key each time;
+//! - first executions: `POST /pagamentos` with a fresh key each time, on the embedded default
+//!   (the server in this process, its gateway simulator's ledger in its own database);
 //! - replays: the same requests again (every one answered from the stored response), first from
 //!   the in-memory replay cache, then through a second server whose cache is off;
-//! - the peer: the same load against an in-memory idempotency middleware from crates.io
-//!   (`api/peer.rs`), in five interleaved rounds beside Pagar (medians). Every server of the
-//!   rounds is a release process of its own, fresh for each run (`api/processes.rs`): Pagar's
-//!   first executions on this machine's disk and with every fsync made to wait 2 ms on purpose
-//!   (the `slowsync` shim, counting the fsyncs), its replays with request logging on at its default level (INFO, to a
-//!   file) and off, the peer's, and the ceiling's; then 50 concurrent requests with one key
-//!   against each, counting charges.
+//! - beside the peer, as deployed (`api/deployed.rs`): Pagar and an in-memory idempotency
+//!   middleware from crates.io (`api/peer.rs`), each a release process of its own, both charging
+//!   at one acquirer process (`adquirente`), first executions at 32 and 256 connections, on this
+//!   machine's disk and with every fsync of Pagar's made to wait 2 ms; replays beside the peer
+//!   and the fixed-answer ceiling; 50 concurrent requests with one key against each;
+//! - PostgreSQL (`api/postgres.rs`): first executions and replays on one and three replicas
+//!   against raw commits.
 
+#[path = "api/deployed.rs"]
+mod deployed;
 #[path = "api/measure.rs"]
 mod measure;
 #[path = "api/peer.rs"]
@@ -146,25 +149,6 @@ pub(crate) fn target(what: &str, figure: f64, goal: f64) {
     println!("{what:<58} {figure:>6.2}x  target >= {goal:.2}x  {verdict}");
 }
 
-/// How long each fsync of the slow disk waits.
-const SLOW_FSYNC_MS: u64 = 2;
-/// Durable commits made alone on the slow disk before its server starts, for its floor.
-const RAW_ON_DISK: usize = 300;
-
-/// What one run of Pagar's first executions with slow fsyncs ([`processes::SlowSync`]) measured.
-struct DiskRun {
-    row: Row,
-    /// (fsyncs on the disk, executions charged).
-    syncs: (u64, u64),
-    /// Each step's mean (ms) from the server's `/metrics`.
-    steps: Vec<(String, f64, u64)>,
-    /// Wall time of the run per fsync (ms).
-    per_sync_ms: f64,
-    /// A durable SQLite commit alone on the same disk, before the server started: p50 (ms).
-    raw_commit_ms: f64,
-    cpu: Cpu,
-}
-
 fn main() {
     // A server of the rounds (this bench started again by `processes`), or the bench itself.
     if processes::serve_if_asked() {
@@ -270,171 +254,9 @@ async fn bench() {
         first.count
     );
 
-    // Beside the peer: interleaved rounds, every server a process of its own, fresh per run.
+    // Beside the peer, as deployed (`api/deployed.rs`).
     let ceiling_body = replay_body(&url).await;
-    let (mut ours_first, mut ours_replay, mut peer_first, mut peer_replay, mut ceilings) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    const ROUNDS: usize = 5;
-    let (mut slow_first, mut quiet_replay) = (Vec::new(), Vec::new());
-    // On the slow disk, each run as measured.
-    let mut slow_runs: Vec<DiskRun> = Vec::new();
-    // The CPU each kind of run cost: Pagar first, peer first, Pagar replay (logging on, off),
-    // peer replay, ceiling.
-    let mut cpu: [Vec<Cpu>; 6] = Default::default();
-    // Pagar's first executions on this machine's disk: each step's mean (ms), per run.
-    let mut disk_steps: Vec<Vec<(String, f64, u64)>> = Vec::new();
-    // Pagar's first executions with every fsync slowed by `delay_ms`.
-    async fn on_disk(
-        logs: &std::path::Path,
-        name: &str,
-        delay_ms: u64,
-        run: impl FnOnce(&processes::Server) -> (Row, Cpu),
-    ) -> DiskRun {
-        let slow = processes::SlowSync::new(logs, name, delay_ms);
-        // The floor: one durable commit alone on this disk, nothing else running.
-        let raw_commit_ms = tokio::task::block_in_place(|| {
-            slow.raw_commit_p50_ms(&logs.join(format!("{name}-raw.db")), RAW_ON_DISK)
-        });
-        let pagar = processes::pagar_on(logs, logs, name, true, Some(&slow));
-        let before = slow.syncs();
-        let (row, cpu) = run(&pagar);
-        let syncs_in_run = slow.syncs() - before;
-        // wrk stops with requests in flight: let them end before counting.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let syncs = slow.syncs() - before;
-        let steps = tokio::task::block_in_place(|| postgres::store_steps(&pagar.base()));
-        let per_sync_ms = row.elapsed.as_secs_f64() * 1e3 / syncs_in_run.max(1) as f64;
-        DiskRun {
-            row,
-            syncs: (syncs, pagar.charges()),
-            steps,
-            per_sync_ms,
-            raw_commit_ms,
-            cpu,
-        }
-    }
-    let run = |name, server: &processes::Server, prefix: &str, cycle| {
-        tokio::task::block_in_place(|| {
-            if cycle > 0 {
-                warm(&server.url, &server.cookie, prefix);
-            }
-            with_cpu(server.id(), || {
-                wrk_with(
-                    name,
-                    &script,
-                    &server.url,
-                    secs,
-                    prefix,
-                    cycle,
-                    CONCURRENCY,
-                    &server.cookie,
-                )
-            })
-        })
-    };
-    let logs = dir.path();
-    for round in 0..ROUNDS {
-        // Each kind of run in an order that turns each round, so that none of them is always
-        // the first or the last.
-        for which in (0..3).map(|i| (i + round) % 3) {
-            match which {
-                0 => {
-                    let pagar = processes::pagar(logs, logs, &format!("first-{round}"), true);
-                    let (row, used) = run("Pagar first", &pagar, "f", 0);
-                    ours_first.push(row);
-                    cpu[0].push(used);
-                    disk_steps.push(tokio::task::block_in_place(|| {
-                        postgres::store_steps(&pagar.base())
-                    }));
-                }
-                1 => {
-                    let measured =
-                        on_disk(logs, &format!("slow-{round}"), SLOW_FSYNC_MS, |pagar| {
-                            run("Pagar first, slow disk", pagar, "s", 0)
-                        })
-                        .await;
-                    slow_first.push(measured.row.clone());
-                    slow_runs.push(measured);
-                }
-                _ => {
-                    let peer = processes::peer().await;
-                    let (row, used) = run("peer first", &peer, "q", 0);
-                    peer_first.push(row);
-                    cpu[1].push(used);
-                }
-            }
-        }
-        for which in (0..4).map(|i| (i + round) % 4) {
-            match which {
-                0 => {
-                    let pagar = processes::pagar(logs, logs, &format!("replay-{round}"), true);
-                    let (row, used) = run("Pagar replay", &pagar, "r", REPLAY_KEYS);
-                    ours_replay.push(row);
-                    cpu[2].push(used);
-                }
-                1 => {
-                    let pagar = processes::pagar(logs, logs, &format!("quiet-{round}"), false);
-                    let (row, used) = run("Pagar replay, quiet", &pagar, "r", REPLAY_KEYS);
-                    quiet_replay.push(row);
-                    cpu[3].push(used);
-                }
-                2 => {
-                    let peer = processes::peer().await;
-                    let (row, used) = run("peer replay", &peer, "r", REPLAY_KEYS);
-                    peer_replay.push(row);
-                    cpu[4].push(used);
-                }
-                _ => {
-                    let ceiling = processes::ceiling(&ceiling_body);
-                    let (row, used) = run("ceiling", &ceiling, "r", REPLAY_KEYS);
-                    ceilings.push(row);
-                    cpu[5].push(used);
-                }
-            }
-        }
-    }
-    let slow_syncs: Vec<(u64, u64)> = slow_runs.iter().map(|r| r.syncs).collect();
-    // Each ratio is the median of the rounds' own ratios: runs a minute apart share the
-    // machine's mood, and this machine's throughput wanders by a fifth over a few minutes.
-    let ratio = |a: &[Row], b: &[Row]| {
-        let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a.rate() / b.rate()).collect();
-        r.sort_by(|x, y| x.total_cmp(y));
-        r[r.len() / 2]
-    };
-    let first_vs_peer = ratio(&ours_first, &peer_first);
-    let slow_vs_peer = ratio(&slow_first, &peer_first);
-    let replay_vs_peer = ratio(&ours_replay, &peer_replay);
-    let logging_on_off = ratio(&ours_replay, &quiet_replay);
-    let of_ceiling = [
-        ratio(&ours_replay, &ceilings),
-        ratio(&quiet_replay, &ceilings),
-        ratio(&peer_replay, &ceilings),
-    ];
-    let per_sync = mid(slow_syncs
-        .iter()
-        .map(|(syncs, executions)| *executions as f64 / (*syncs).max(1) as f64)
-        .collect());
-    let ours_first = median("Pagar (SQLite, durable), first execution", &ours_first);
-    let slow_first = median("Pagar, first execution, fsync +2 ms", &slow_first);
-    let ours_replay = median("Pagar, replay (logging INFO)", &ours_replay);
-    let quiet_replay = median("Pagar, replay (logging off)", &quiet_replay);
-    let peer_first = median("axum-idempotent 0.6.0 (memory), first", &peer_first);
-    let peer_replay = median("axum-idempotent 0.6.0 (memory), replay", &peer_replay);
-    let ceiling = median("ceiling: one fixed answer, no work", &ceilings);
-    // 50 concurrent requests with one key, three times each: how many charges?
-    let mut duplicates = (Vec::new(), Vec::new());
-    {
-        let pagar = processes::pagar(logs, logs, "duplicates", true);
-        let peer = processes::peer().await;
-        for round in 0..3 {
-            let before = pagar.charges();
-            burst(&pagar.url, "", &format!("dup-{round}"), 50).await;
-            duplicates.0.push(pagar.charges() - before);
-            let before = peer::charges(&peer.url).await;
-            burst(&peer.url, &peer.cookie, &format!("dup-{round}"), 50).await;
-            duplicates.1.push(peer::charges(&peer.url).await - before);
-        }
-    }
+    let deployed = deployed::run_rounds(&script, secs, dir.path(), &ceiling_body).await;
 
     let pg = postgres::run(&script, secs).await;
 
@@ -462,133 +284,7 @@ async fn bench() {
         replay_db.rate() / first.rate()
     );
     println!("ledger rows after the run: {ledger} (first executions answered: {}; wrk cuts off those in flight)", first.count);
-    println!();
-    println!("beside the peer ({ROUNDS} interleaved rounds, every server a release process of its own, fresh per run: medians; each ratio the median of the rounds' ratios):");
-    print_table(&[
-        &ours_first,
-        &slow_first,
-        &peer_first,
-        &ours_replay,
-        &peer_replay,
-        &quiet_replay,
-        &ceiling,
-    ]);
-    println!(
-        "50 concurrent requests, one key, charges: Pagar {:?}, axum-idempotent {:?}",
-        duplicates.0, duplicates.1
-    );
-    target(
-        "Pagar first executions / peer first executions",
-        first_vs_peer,
-        1.0,
-    );
-    {
-        let (ours, peer) = (median_cpu(&cpu[0]), median_cpu(&cpu[1]));
-        println!(
-            "limit, first executions beside the peer: cores idle {:.0} % (Pagar's runs), {:.0} % (the peer's); CPU of the server process per request: Pagar {:.0} us, the peer {:.0} us ({:.2}x); Pagar's mean per step (its /metrics): {}; a raw durable commit p50 {:.2} ms",
-            ours.idle * 100.0,
-            peer.idle * 100.0,
-            ours.per_request_us,
-            peer.per_request_us,
-            ours.per_request_us / peer.per_request_us.max(1e-9),
-            steps_median(&disk_steps),
-            raw.p50_ms,
-        );
-        println!(
-            "limit, first executions, the writer: Pagar's busiest SQLite writer thread (one per database file, every write of it in turn) was busy {:.0} % of a core, {:.0} us per execution: alone it allows at most {:.0}/s = {:.2}x the peer",
-            ours.writer.0 * 100.0,
-            ours.writer.1,
-            1e6 / ours.writer.1.max(1e-9),
-            1e6 / ours.writer.1.max(1e-9) / peer_first.rate().max(1e-9),
-        );
-    }
-    target(
-        "Pagar first on a slow disk (fsync +2 ms) / peer first",
-        slow_vs_peer,
-        1.3,
-    );
-    println!(
-        "slow disk: {per_sync:.2} first executions per fsync, {:.2} fsyncs per execution (median of the rounds; runs: {slow_syncs:?} as (fsyncs, executions))",
-        1.0 / per_sync
-    );
-    {
-        // Where a first execution's time goes on the slow disk, and the rate the disk allows.
-        let slow_steps: Vec<_> = slow_runs.iter().map(|r| r.steps.clone()).collect();
-        let cycle = mid(slow_runs.iter().map(|r| r.per_sync_ms).collect());
-        let raw_ms = mid(slow_runs.iter().map(|r| r.raw_commit_ms).collect());
-        let slow_cpu = median_cpu(&slow_runs.iter().map(|r| r.cpu).collect::<Vec<_>>());
-        let peer = peer_first.rate().max(1e-9);
-        // The last durable step, the payment and its answer: how many fsync cycles it waits.
-        let finish_ms = step_median(&slow_steps, "finish");
-        let in_flight = CONCURRENCY as f64 * 1e3;
-        println!(
-            "slow disk, mean per step (the server's /metrics, median of the rounds): {}; one fsync every {cycle:.2} ms of wall time ({SLOW_FSYNC_MS} ms of it the delay)",
-            steps_median(&slow_steps)
-        );
-        // An execution waits for two durable commits in sequence: the gateway simulator's
-        // charge (a gateway's own durable write) and then the payment with its answer, which
-        // must be durable before it is sent. Its claim is relaxed and waits for no fsync.
-        println!(
-            "limit, slow disk: one durable commit alone on it takes {raw_ms:.2} ms (p50 of {RAW_ON_DISK}, one connection, nothing else running); with {CONCURRENCY} in flight, two in sequence per execution allow at most {:.0}/s = {:.2}x the peer, one alone {:.0}/s = {:.2}x (target 1.30x)",
-            in_flight / (2.0 * raw_ms.max(1e-9)),
-            in_flight / (2.0 * raw_ms.max(1e-9)) / peer,
-            in_flight / raw_ms.max(1e-9),
-            in_flight / raw_ms.max(1e-9) / peer,
-        );
-        println!(
-            "limit, slow disk, Pagar's share of it: each fsync cycle takes {cycle:.2} ms ({:.2}x a commit alone: the batch's own work, then its fsync; the busiest writer thread on a core {:.0} % of the time, the cores idle {:.0} %) and each durable step waits about {:.1} cycles (the batch in progress, then its own): {:.0}/s at most = {:.2}x the peer",
-            cycle / raw_ms.max(1e-9),
-            slow_cpu.writer.0 * 100.0,
-            slow_cpu.idle * 100.0,
-            finish_ms / cycle.max(1e-9),
-            in_flight / (2.0 * cycle.max(1e-9)),
-            in_flight / (2.0 * cycle.max(1e-9)) / peer,
-        );
-    }
-    target("Pagar replays / peer replays", replay_vs_peer, 1.2);
-    target("Pagar replays, logging on / ceiling", of_ceiling[0], 0.9);
-    target(
-        "Pagar replays, logging on / logging off",
-        logging_on_off,
-        0.9,
-    );
-    println!(
-        "of the ceiling (one fixed answer, same wrk load): Pagar replays {:.2}x, logging off {:.2}x, peer replays {:.2}x",
-        of_ceiling[0], of_ceiling[1], of_ceiling[2]
-    );
-    {
-        let [on, off, peer, ceiling] = [2, 3, 4, 5].map(|i| median_cpu(&cpu[i]));
-        println!(
-            "limit, replays: cores idle {:.0} % (Pagar, logging on), {:.0} % (the ceiling); CPU of the server process per replay: Pagar {:.0} us with logging on, {:.0} us off, the peer {:.0} us, the ceiling {:.0} us: Pagar's own work per replay beyond the ceiling's (key, authentication, fingerprint, log line) is {:.0} us, {:.2}x the ceiling's whole request",
-            on.idle * 100.0,
-            ceiling.idle * 100.0,
-            on.per_request_us,
-            off.per_request_us,
-            peer.per_request_us,
-            ceiling.per_request_us,
-            on.per_request_us - ceiling.per_request_us,
-            (on.per_request_us - ceiling.per_request_us) / ceiling.per_request_us.max(1e-9),
-        );
-        // With the cores busy, the rate goes as the inverse of what a request costs the whole
-        // machine (the server, wrk and the kernel between them).
-        println!(
-            "limit, replays, the cores: a replay costs the machine {:.0} us of CPU with Pagar, {:.0} us with the ceiling ({:.2}x the rate at most); 0.90x needs at most {:.0} us, {:.0} us less of Pagar's own",
-            on.machine_us,
-            ceiling.machine_us,
-            ceiling.machine_us / on.machine_us.max(1e-9),
-            ceiling.machine_us / 0.9,
-            on.machine_us - ceiling.machine_us / 0.9,
-        );
-        println!(
-            "limit, replays beside the peer: a replay costs the machine {:.0} us of CPU with Pagar (logging on), {:.0} us with the peer (cores idle {:.0} %): Pagar's replays at most {:.2}x the peer's; 1.20x needs at most {:.0} us, {:.0} us less",
-            on.machine_us,
-            peer.machine_us,
-            peer.idle * 100.0,
-            peer.machine_us / on.machine_us.max(1e-9),
-            peer.machine_us / 1.2,
-            on.machine_us - peer.machine_us / 1.2,
-        );
-    }
+    deployed.print();
     match pg {
         Ok(pg) => pg.print(&first, &replay),
         Err(e) => println!("\nPostgreSQL figures skipped: {e}"),

@@ -2,10 +2,12 @@
 //! for each run, as each would be deployed: Pagar (the `payment-api` binary, on this machine's
 //! disk, or with every fsync made to wait a fixed delay: a slow disk made on purpose), the peer
 //! and the ceiling (this bench started again with [`SERVE`] set, each in a
-//! runtime of its own). In-process, a peer shares the bench's runtime and measures the bench's
+//! runtime of its own), and the acquirer both charge at (the `adquirente` binary, its ledger on
+//! a file of its own). In-process, a peer shares the bench's runtime and measures the bench's
 //! scheduling as much as itself.
 
 use super::API_KEY;
+use pagar_testkit::AcquirerProcess;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,8 +24,9 @@ pub(crate) struct Server {
     child: Child,
     /// Its `POST /pagamentos`.
     pub url: String,
-    /// Pagar: its database file (the charges are counted in its ledger).
-    pub database: Option<PathBuf>,
+    /// Where its charges are counted: the acquirer's ledger file and the merchant it charges
+    /// for there (none for the ceiling).
+    pub ledger: Option<(PathBuf, &'static str)>,
     /// The peer: the session cookie every request sends.
     pub cookie: String,
 }
@@ -47,7 +50,7 @@ impl Server {
         Self {
             child,
             url: format!("{base}/pagamentos"),
-            database: None,
+            ledger: None,
             cookie: String::new(),
         }
     }
@@ -62,13 +65,17 @@ impl Server {
         self.child.id()
     }
 
-    /// Charges in Pagar's ledger (read from its database file).
+    /// Its charges so far, counted in the acquirer's own ledger (read from its file).
     pub fn charges(&self) -> u64 {
-        let db = self.database.as_ref().expect("a Pagar server");
-        let c = rusqlite::Connection::open(db).expect("Pagar's database");
+        let (file, merchant) = self.ledger.as_ref().expect("a server that charges");
+        let c = rusqlite::Connection::open(file).expect("the acquirer's ledger");
         c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
-        c.query_row("SELECT count(*) FROM gateway_ledger", [], |r| r.get(0))
-            .expect("its ledger")
+        c.query_row(
+            "SELECT count(*) FROM gateway_ledger WHERE merchant = ?1",
+            [merchant],
+            |r| r.get(0),
+        )
+        .expect("its ledger")
     }
 }
 
@@ -79,35 +86,52 @@ impl Drop for Server {
     }
 }
 
-/// Pagar, the release binary, on a fresh database `<folder>/<name>.db`; request logging at INFO
-/// (to a file, as a deployment's log shipper would read it) or off.
-pub(crate) fn pagar(folder: &Path, logs: &Path, name: &str, logging: bool) -> Server {
-    pagar_on(folder, logs, name, logging, None)
+/// The merchant Pagar charges for (its API key's).
+const PAGAR_MERCHANT: &str = "loja_bench";
+
+/// The acquirer, the release binary, its ledger in `<folder>/<name>/`, fresh.
+pub(crate) fn acquirer(folder: &Path, name: &str) -> AcquirerProcess {
+    let dir = folder.join(name);
+    std::fs::create_dir_all(&dir).expect("the acquirer's folder");
+    AcquirerProcess::start(&dir)
 }
 
-/// [`pagar`], its fsyncs slowed by `slow` when given.
-pub(crate) fn pagar_on(
+/// Pagar, the release binary, on a fresh database `<folder>/<name>.db`, charging cards at
+/// `acquirer`; request logging at INFO (to a file, as a deployment's log shipper would read it)
+/// or off.
+pub(crate) fn pagar(
     folder: &Path,
-    logs: &Path,
     name: &str,
     logging: bool,
-    slow: Option<&SlowSync>,
+    acquirer: &AcquirerProcess,
+) -> Server {
+    pagar_on(folder, name, logging, acquirer, None)
+}
+
+/// [`pagar`], its fsyncs made by `disk` when given (slowed, and counted).
+pub(crate) fn pagar_on(
+    folder: &Path,
+    name: &str,
+    logging: bool,
+    acquirer: &AcquirerProcess,
+    disk: Option<&SlowSync>,
 ) -> Server {
     let database = folder.join(format!("{name}.db"));
-    let log = std::fs::File::create(logs.join(format!("{name}.log"))).expect("a log file");
+    let log = std::fs::File::create(folder.join(format!("{name}.log"))).expect("a log file");
     let mut command = Command::new(env!("CARGO_BIN_EXE_payment-api"));
     command
         .args(["--listen", "127.0.0.1:0", "--api-key"])
-        .arg(format!("{API_KEY}=loja_bench"))
+        .arg(format!("{API_KEY}={PAGAR_MERCHANT}"))
         .arg("--database")
         .arg(&database)
+        .args(acquirer.api_flags())
         .env("RUST_LOG", if logging { "info" } else { "off" })
         .stderr(log);
-    if let Some(slow) = slow {
-        slow.apply(&mut command);
+    if let Some(disk) = disk {
+        disk.apply(&mut command);
     }
     let mut server = Server::spawn(command);
-    server.database = Some(database);
+    server.ledger = Some((acquirer.ledger_file(), PAGAR_MERCHANT));
     server
 }
 
@@ -117,10 +141,14 @@ fn this_bench(serve: &str) -> Command {
     command
 }
 
-/// The peer in a process of its own, with its merchant's session open.
-pub(crate) async fn peer() -> Server {
-    let mut server = Server::spawn(this_bench("peer"));
+/// The peer in a process of its own, charging cards at `acquirer`, with its merchant's session
+/// open.
+pub(crate) async fn peer(acquirer: &AcquirerProcess) -> Server {
+    let mut command = this_bench("peer");
+    command.env(super::peer::ACQUIRER, acquirer.url());
+    let mut server = Server::spawn(command);
     server.cookie = super::peer::login(&server.url).await;
+    server.ledger = Some((acquirer.ledger_file(), super::peer::MERCHANT));
     server
 }
 
@@ -133,7 +161,7 @@ pub(crate) fn ceiling(body: &[u8]) -> Server {
 
 /// This machine's disk with every fsync made slower on purpose: the `slowsync` shim
 /// (`crates/slowsync`, loaded with `LD_PRELOAD`) in a process makes each of its fsyncs wait a
-/// fixed delay before it syncs, and counts them. Writes reach the page cache as on any disk, so
+/// fixed delay (none: the disk as it is) before it syncs, and counts them. Writes reach the page cache as on any disk, so
 /// the figure is what a slow flush costs, and does not depend on this machine's disk.
 pub(crate) struct SlowSync {
     library: PathBuf,
