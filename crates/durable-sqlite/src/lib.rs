@@ -218,6 +218,11 @@ impl Db {
         migrate(&mut conn)?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(|e| E::from(e.into()))?;
+        // Each job's savepoint journals the pages it changes: in memory, never spilled to a
+        // temporary file (a batch touches a bounded number of pages; readers keep SQLite's
+        // default for their sorts).
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(|e| E::from(e.into()))?;
         // After the pragma: SQLite's automatic checkpoints and this hook share one slot.
         conn.wal_hook(Some(log_grew));
         let (tx, rx) = mpsc::channel::<Queued>();
