@@ -110,7 +110,7 @@ async fn pagar_first(
     };
     let pagar = processes::pagar_on(dir, name, true, acquirer, Some(&disk));
     let (syncs_before, charges_before) = (disk.syncs(), pagar.charges());
-    let (row, cpu) = run("Pagar first", script, secs, &pagar, "f", 0, connections);
+    let (row, cpu) = run("Pagar first", script, secs, &pagar, name, 0, connections);
     let syncs_in_run = disk.syncs() - syncs_before;
     // wrk stops with requests in flight: let them end before counting.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -186,19 +186,20 @@ pub(crate) async fn run_rounds(
                         script,
                         secs,
                         &pagar,
-                        "r",
+                        &name,
                         REPLAY_KEYS,
                         CONCURRENCY,
                     )
                 }
                 2 => {
                     let peer = processes::peer(&acquirer).await;
+                    let prefix = format!("peer-replay-{round}");
                     run(
                         "peer replay",
                         script,
                         secs,
                         &peer,
-                        "r",
+                        &prefix,
                         REPLAY_KEYS,
                         CONCURRENCY,
                     )
