@@ -194,7 +194,9 @@ pub(crate) fn draw(seed: u64, store: StoreChoice, power: f64) -> Plan {
                 if rng.gen_bool(0.5) {
                     plan.sefaz_outlasts_ms = rng.gen_range(500..3_000);
                 } else {
-                    let back = (at + rng.gen_range(300..plan.window_ms)).min(plan.window_ms);
+                    // A window is 300 ms or more: at 300 exactly, the range would be empty.
+                    let back =
+                        (at + rng.gen_range(300..plan.window_ms.max(301))).min(plan.window_ms);
                     plan.schedule
                         .push((back, Action::Sefaz("SEFAZ back", json!({"modo": "normal"}))));
                 }
