@@ -8,6 +8,8 @@ macro_rules! payment_columns {
         "id, merchant, idempotency_key, valor, status, motivo, descricao, referencia, cobranca_id, created_at, terminal, plano, meio"
     };
 }
+/// [`PAYMENT_COLUMNS`] as a literal, for statements built with `concat!`.
+pub(crate) use payment_columns;
 
 /// The columns of `payments` every payment is written with, in the order both stores write them.
 pub(crate) const PAYMENT_COLUMNS: &str = payment_columns!();
@@ -165,16 +167,6 @@ const fn names_columns(pairs: &[(&str, &str)], names: &[&str]) -> bool {
     }
     true
 }
-
-/// A payment written whole: [`PAYMENT_COLUMNS`] (`?1`–`?12`, `?16` for `meio`), then its
-/// request's fingerprint, its capture and the authorization's end (`?13`–`?15`). One string,
-/// so each connection prepares it once.
-pub(crate) const INSERT_PAYMENT: &str = concat!(
-    "INSERT INTO payments (",
-    payment_columns!(),
-    ", fingerprint, captura, autorizacao_expira_em)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?16, ?13, ?14, ?15)"
-);
 
 /// The columns a payment is read with: those, an authorization's (`NULL` for a payment captured
 /// with its charge), and whether it is a Pix paid after its charge was closed (the charge has

@@ -1,6 +1,17 @@
 //! Payments and their listing, on SQLite.
 
 use super::*;
+use crate::store::payments::payment_columns;
+
+/// A payment written whole: [`PAYMENT_COLUMNS`] (`?1`–`?12`, `?16` for `meio`), then its
+/// request's fingerprint, its capture and the authorization's end (`?13`–`?15`). One string,
+/// so each connection prepares it once.
+const INSERT_PAYMENT: &str = concat!(
+    "INSERT INTO payments (",
+    payment_columns!(),
+    ", fingerprint, captura, autorizacao_expira_em)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?16, ?13, ?14, ?15)"
+);
 
 pub(super) fn payment_from_row(r: &Row<'_>) -> rusqlite::Result<PaymentColumns> {
     Ok(PaymentColumns {
