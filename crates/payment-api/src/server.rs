@@ -216,7 +216,7 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
     let settlements = state
         .settlements()
         .iter()
-        .map(|s| crate::settlement::spawn(s.clone(), state.shared_metrics(), addr))
+        .map(|s| crate::settlement::spawn(s.clone(), state.metrics().clone(), addr))
         .collect();
     tracing::info!(%addr, admin = state.admin_token().is_some(), pix = state.pix().is_some(), "payment API listening");
     Ok(RunningServer {

@@ -332,14 +332,9 @@ impl AppState {
         *self.0.faults.write().expect("faults lock") = faults;
     }
 
-    /// Metrics.
-    pub fn metrics(&self) -> &Metrics {
+    /// Metrics (clone the `Arc` for a task that outlives this borrow).
+    pub fn metrics(&self) -> &Arc<Metrics> {
         &self.0.metrics
-    }
-
-    /// Metrics, shared with a task that outlives this borrow.
-    pub fn shared_metrics(&self) -> Arc<Metrics> {
-        self.0.metrics.clone()
     }
 
     /// How long completed keys are kept (advertised in `GET /health` for clients).
