@@ -92,6 +92,14 @@ impl PaymentField {
             PaymentField::IdempotencyKey => "idempotency_key",
         }
     }
+
+    /// Its column in `idempotency_keys`.
+    pub(crate) fn key_column(self) -> &'static str {
+        match self {
+            PaymentField::Referencia => "referencia",
+            PaymentField::IdempotencyKey => "key",
+        }
+    }
 }
 
 /// A stored value no domain type accepts.

@@ -320,11 +320,7 @@ impl KeyStore for PgStore {
         merchant: &MerchantId,
         by: Lookup<'_>,
     ) -> StoreResult<Vec<InProgressKey>> {
-        let (field, value) = (by.field, by.value);
-        let column = match field {
-            PaymentField::Referencia => "referencia",
-            PaymentField::IdempotencyKey => "key",
-        };
+        let (column, value) = (by.field.key_column(), by.value);
         let c = self.conn().await?;
         let st = c
             .prepare_cached(&format!(

@@ -337,11 +337,7 @@ impl KeyStore for SqliteStore {
         merchant: &MerchantId,
         by: Lookup<'_>,
     ) -> StoreResult<Vec<InProgressKey>> {
-        let (field, value) = (by.field, by.value);
-        let column = match field {
-            PaymentField::Referencia => "referencia",
-            PaymentField::IdempotencyKey => "key",
-        };
+        let (column, value) = (by.field.key_column(), by.value);
         let (m, v) = (merchant.to_string(), value.to_string());
         self.db
             .read(move |c| {
