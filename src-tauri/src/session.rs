@@ -276,9 +276,16 @@ impl Running {
         config.backoff_cap = Duration::from_secs(10);
         let sefaz = Self::start_sefaz(&settings).await?;
         config.fiscal = match &sefaz {
+            // Its certificate made on the first start and kept in the sandbox folder.
             Some(s) => Some(
-                checkout_core::fiscal::Emissor::sandbox(&s.url())
-                    .map_err(|e| AppError::Startup(format!("NFC-e do sandbox: {e}")))?,
+                checkout_core::fiscal::Emissor::sandbox_kept(
+                    &s.url(),
+                    &settings
+                        .data_dir
+                        .join("sandbox")
+                        .join("nfce-certificado.p12"),
+                )
+                .map_err(|e| AppError::Startup(format!("NFC-e do sandbox: {e}")))?,
             ),
             None => None,
         };

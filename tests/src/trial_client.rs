@@ -66,7 +66,11 @@ async fn till() -> std::process::ExitCode {
     config.maquininha = std::env::var("TRIAL_MAQUININHA").ok();
     // The trial's SEFAZ: every paid sale gets its NFC-e, in this till's série.
     if let Ok(sefaz) = std::env::var("TRIAL_SEFAZ") {
-        let mut fiscal = Emissor::sandbox(&sefaz).expect("the sandbox's certificate");
+        // The till's certificate kept beside its outbox, read again on every restart.
+        let mut cert = std::ffi::OsString::from(db);
+        cert.push(".certificado.p12");
+        let mut fiscal = Emissor::sandbox_kept(&sefaz, std::path::Path::new(&cert))
+            .expect("the sandbox's certificate");
         fiscal.serie = std::env::var("TRIAL_SERIE")
             .ok()
             .and_then(|s| s.parse().ok())

@@ -89,6 +89,13 @@ impl Certificado {
         Ok(b.build2(senha)?.to_der()?)
     }
 
+    /// True while it is still valid `days` days from now (a kept sandbox certificate is made
+    /// again before it lapses).
+    pub fn valid_for_days(&self, days: u32) -> Result<bool> {
+        let then = Asn1Time::days_from_now(days)?;
+        Ok(self.cert.not_after().compare(&then)? == std::cmp::Ordering::Greater)
+    }
+
     /// The certificate (no key) in PEM, for whoever checks a signature.
     pub fn certificate_pem(&self) -> Result<Vec<u8>> {
         Ok(self.cert.to_pem()?)

@@ -63,12 +63,25 @@ impl Emissor {
     /// The sandbox store (`nfce::exemplo`) in homologação, with a self-signed certificate, sending
     /// to the SEFAZ simulator at `sefaz_url`.
     pub fn sandbox(sefaz_url: &str) -> nfce::Result<Self> {
-        Ok(Emissor {
+        Ok(Self::sandbox_signing(
+            sefaz_url,
+            nfce::exemplo::certificado()?,
+        ))
+    }
+
+    /// [`Emissor::sandbox`] with its certificate kept in `cert_file` (made there on the first
+    /// start, read on the next), as a till keeps its A1.
+    pub fn sandbox_kept(sefaz_url: &str, cert_file: &std::path::Path) -> nfce::Result<Self> {
+        Ok(Self::sandbox_signing(sefaz_url, certificado_em(cert_file)?))
+    }
+
+    fn sandbox_signing(sefaz_url: &str, certificado: Certificado) -> Self {
+        Emissor {
             sefaz_url: sefaz_url.trim_end_matches('/').to_string(),
             emitente: nfce::exemplo::emitente(),
             ambiente: Ambiente::Homologacao,
             serie: 1,
-            certificado: Arc::new(nfce::exemplo::certificado()?),
+            certificado: Arc::new(certificado),
             urls: nfce::exemplo::urls(),
             item: ItemVenda {
                 codigo: "VENDA".to_string(),
@@ -82,7 +95,7 @@ impl Emissor {
             // A simulator on loopback: asking every 10 s burdens no one (a real SEFAZ: 30 s or more).
             sondagem: Duration::from_secs(10),
             reenvio: Duration::from_secs(30),
-        })
+        }
     }
 
     /// The note of a sale of `total` centavos paid by `pagamentos`, as number `numero` with key
@@ -214,4 +227,90 @@ pub fn agora(now_ms: i64, offset: UtcOffset) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp(now_ms.div_euclid(1000))
         .unwrap_or(OffsetDateTime::UNIX_EPOCH)
         .to_offset(offset)
+}
+
+/// The password of the sandbox's kept certificate: it guards nothing (the file is the owner's
+/// alone, 0600) and says what the file is.
+const SENHA_SANDBOX: &str = "pagar-sandbox";
+
+/// The sandbox store's certificate kept in `file`, as a merchant's A1 is a file the till reads on
+/// every start: read from it while it is valid for another week, otherwise made
+/// ([`nfce::exemplo::certificado`]) and written there whole (a PKCS#12 under [`SENHA_SANDBOX`], 0600, renamed into place). Making
+/// an RSA 2048 key takes from a fifth of a second to most of one on a till's CPU: done on every
+/// start, it was most of the time before the window's first frame.
+fn certificado_em(file: &std::path::Path) -> nfce::Result<Certificado> {
+    let io = |what: &str, e: std::io::Error| {
+        nfce::NfceError::Certificate(format!("{what} {}: {e}", file.display()))
+    };
+    match std::fs::read(file) {
+        // One this function did not write whole (or another sandbox's) is made again: it is
+        // the sandbox's own file, and no note of a real store was signed with it.
+        Ok(der) => {
+            if let Ok(kept) = Certificado::from_pkcs12(&der, SENHA_SANDBOX) {
+                if kept.valid_for_days(7)? {
+                    return Ok(kept);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("ler", e)),
+    }
+    let made = nfce::exemplo::certificado()?;
+    let der = made.to_pkcs12(SENHA_SANDBOX)?;
+    let mut part = file.as_os_str().to_owned();
+    part.push(".tmp");
+    let part = std::path::PathBuf::from(part);
+    write_private(&part, &der).map_err(|e| io("gravar", e))?;
+    std::fs::rename(&part, file).map_err(|e| io("gravar", e))?;
+    Ok(made)
+}
+
+/// Writes `bytes` to a new file at `path` readable by its owner alone, synced.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sandbox_certificate_kept_in_a_file_is_made_once_read_again_and_made_anew_when_unreadable(
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sandbox.p12");
+        let first = certificado_em(&file).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "the key is the owner's alone");
+        }
+        let again = certificado_em(&file).unwrap();
+        assert_eq!(
+            again.certificate_pem().unwrap(),
+            first.certificate_pem().unwrap(),
+            "read from the file, not made again"
+        );
+        assert!(again.valid_for_days(300).unwrap() && !again.valid_for_days(400).unwrap());
+        // A file that is no certificate of the sandbox: a new one replaces it.
+        std::fs::write(&file, b"not a PKCS#12").unwrap();
+        let remade = certificado_em(&file).unwrap();
+        assert_ne!(
+            remade.certificate_pem().unwrap(),
+            first.certificate_pem().unwrap()
+        );
+        assert_eq!(
+            certificado_em(&file).unwrap().certificate_pem().unwrap(),
+            remade.certificate_pem().unwrap()
+        );
+        assert!(!dir.path().join("sandbox.p12.tmp").exists());
+    }
 }
