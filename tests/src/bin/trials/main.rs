@@ -273,7 +273,16 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    // Threads for many more tasks than cores: a trial waits in blocking calls here and there
+    // (a process's first line, `psql`, a kill's wait, a SQLite read), and on a runtime with a
+    // thread per core one such wait stalled every other trial's tasks on that thread — their
+    // fault proxies included, which then delayed the tills' traffic (a trial took three times as
+    // long with 12 at a time as alone, the CPU mostly idle, and tills missed the drain).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.jobs.max(1) * 4 + 4)
+        .enable_all()
+        .build()
+        .expect("a runtime");
     rt.block_on(async move {
         let root = if Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")
