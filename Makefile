@@ -29,7 +29,7 @@ GUI_PACKAGES := libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev 
 TRIALS ?= 10000
 SEED ?= 1
 STORE ?= mixed
-JOBS ?= 8
+JOBS ?= 12
 
 ## run: open the cashier app on its embedded default (in-process payment API, sandbox database).
 run: deps-gui deps-nfce

@@ -235,9 +235,10 @@ const SENHA_SANDBOX: &str = "pagar-sandbox";
 
 /// The sandbox store's certificate kept in `file`, as a merchant's A1 is a file the till reads on
 /// every start: read from it while it is valid for another week, otherwise made
-/// ([`nfce::exemplo::certificado`]) and written there whole (a PKCS#12 under [`SENHA_SANDBOX`], 0600, renamed into place). Making
-/// an RSA 2048 key takes from a fifth of a second to most of one on a till's CPU: done on every
-/// start, it was most of the time before the window's first frame.
+/// ([`nfce::exemplo::certificado`]) and written there whole (a PKCS#12 under [`SENHA_SANDBOX`],
+/// 0600, renamed into place). Making an RSA 2048 key takes from a fifth of a second to most of
+/// one on a till's CPU, and the window's first frame waits for the emitter: made once, not on
+/// every start.
 fn certificado_em(file: &std::path::Path) -> nfce::Result<Certificado> {
     let io = |what: &str, e: std::io::Error| {
         nfce::NfceError::Certificate(format!("{what} {}: {e}", file.display()))
