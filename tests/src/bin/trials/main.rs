@@ -275,9 +275,9 @@ fn main() -> std::process::ExitCode {
     };
     // Threads for many more tasks than cores: a trial waits in blocking calls here and there
     // (a process's first line, `psql`, a kill's wait, a SQLite read), and on a runtime with a
-    // thread per core one such wait stalled every other trial's tasks on that thread — their
-    // fault proxies included, which then delayed the tills' traffic (a trial took three times as
-    // long with 12 at a time as alone, the CPU mostly idle, and tills missed the drain).
+    // thread per core one such wait stalls every other trial's tasks on that thread — their
+    // fault proxies included, which would then delay the tills' traffic, and tills would miss
+    // the drain for want of a thread, not of a server.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.jobs.max(1) * 4 + 4)
         .enable_all()
