@@ -258,24 +258,8 @@ fn certificado_em(file: &std::path::Path) -> nfce::Result<Certificado> {
     }
     let made = nfce::exemplo::certificado()?;
     let der = made.to_pkcs12(SENHA_SANDBOX)?;
-    let mut part = file.as_os_str().to_owned();
-    part.push(".tmp");
-    let part = std::path::PathBuf::from(part);
-    write_private(&part, &der).map_err(|e| io("gravar", e))?;
-    std::fs::rename(&part, file).map_err(|e| io("gravar", e))?;
+    durable_sqlite::private::write_file(file, &der).map_err(|e| io("gravar", e))?;
     Ok(made)
-}
-
-/// Writes `bytes` to a new file at `path` readable by its owner alone, synced.
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }
 
 #[cfg(test)]
