@@ -352,6 +352,24 @@ impl Db {
         .map_err(|_| E::from(Error::WriterGone))?
     }
 
+    /// Runs `f` on a pooled read connection on the calling thread, for a look-up by a unique
+    /// index (a few pages, in the page cache). A WAL reader never waits for the writer, and
+    /// moving so short a read to the blocking pool costs more CPU than the read: two thread
+    /// hand-offs and their wake-ups. Anything that scans belongs in [`Db::read`].
+    pub fn read_indexed<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<Error>,
+    {
+        let pooled = self.inner.readers.lock().expect("reader lock").pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => reader(&self.inner.path, &self.inner.options).map_err(|e| E::from(e.into()))?,
+        };
+        let result = f(&conn);
+        self.inner.readers.lock().expect("reader lock").push(conn);
+        result
+    }
+
     /// Stops the writer after the writes already queued; later writes fail with `WriterGone`.
     pub fn close(&self) {
         self.inner.writer.lock().expect("writer lock").take();

@@ -304,3 +304,35 @@ async fn a_full_database_fails_the_write_with_disk_full() {
     let err = last.unwrap_err();
     assert_eq!(err.code(), Some(rusqlite::ErrorCode::DiskFull), "{err:?}");
 }
+
+#[tokio::test]
+async fn an_indexed_read_on_the_calling_thread_sees_every_committed_write_and_reuses_its_connection(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir.path().join("t.db"), Options::default());
+    let find = |v: i64| {
+        db.read_indexed(|c| {
+            c.query_row("SELECT count(*) FROM t WHERE v = ?1", [v], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(Error::from)
+        })
+        .unwrap()
+    };
+    assert_eq!(find(7), 0);
+    db.write_relaxed(|c| exec(c, "INSERT INTO t VALUES (7)", []).map_err(Error::from))
+        .await
+        .unwrap();
+    assert_eq!(find(7), 1, "a relaxed commit is seen at once");
+    // A failing read gives its connection back like any other.
+    let failed: Result<i64, Error> = db.read_indexed(|c| {
+        c.query_row("SELECT v FROM no_such_table", [], |r| r.get(0))
+            .map_err(Error::from)
+    });
+    assert!(failed.is_err());
+    assert_eq!(
+        db.inner.readers.lock().unwrap().len(),
+        1,
+        "one pooled reader, reused"
+    );
+}

@@ -119,10 +119,9 @@ impl KeyStore for SqliteStore {
         merchant: &MerchantId,
         key: &IdempotencyKey,
     ) -> StoreResult<Option<KeyRecord>> {
-        let (m, k) = (merchant.to_string(), key.as_ref().to_string());
-        self.db
-            .read(move |c| {
-                let row = c
+        let (m, k) = (merchant.as_ref(), key.as_ref());
+        self.db.read_indexed(|c| {
+            let row = c
                 .prepare_cached(
                     "SELECT fingerprint, response_status, response_body, completed_at, cancelled_at
                      FROM idempotency_keys WHERE merchant = ?1 AND key = ?2",
@@ -137,17 +136,16 @@ impl KeyStore for SqliteStore {
                     ))
                 })
                 .optional()?;
-                row.map(|(fp, status, body, completed_at, cancelled_at)| {
-                    Ok(KeyRecord {
-                        fingerprint: Fingerprint::from_stored(fp),
-                        cancelled: cancelled_at.is_some(),
-                        response: stored_response(status, body)?,
-                        completed_at,
-                    })
+            row.map(|(fp, status, body, completed_at, cancelled_at)| {
+                Ok(KeyRecord {
+                    fingerprint: Fingerprint::from_stored(fp),
+                    cancelled: cancelled_at.is_some(),
+                    response: stored_response(status, body)?,
+                    completed_at,
                 })
-                .transpose()
             })
-            .await
+            .transpose()
+        })
     }
 
     async fn claim(&self, claim: Claim) -> StoreResult<NextAction> {
