@@ -6,6 +6,11 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
+/// Every request allocates and frees on whichever runtime thread runs it: mimalloc's per-thread
+/// heaps do that with less CPU than glibc's shared arenas (`docs/benchmarks.md`, CPU per request).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let config = Config::parse();

@@ -46,7 +46,10 @@ impl ClientTls {
     pub fn client(&self) -> Result<reqwest::Client, String> {
         let mut builder = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
-            .connect_timeout(Duration::from_secs(3));
+            .connect_timeout(Duration::from_secs(3))
+            // A provider's answer is its answer: a charge re-sent to wherever a 3xx points (or
+            // turned into a GET) is not one it made; the 3xx itself is what the caller judges.
+            .redirect(reqwest::redirect::Policy::none());
         if let Some(path) = &self.client_pem {
             private_to_owner(path)?;
             let pem = std::fs::read(path)
