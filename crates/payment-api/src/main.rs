@@ -6,8 +6,9 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
-/// Every request allocates and frees on whichever runtime thread runs it: mimalloc's per-thread
-/// heaps do that with less CPU than glibc's shared arenas (`docs/benchmarks.md`, CPU per request).
+/// Every request allocates and frees many small buffers on whichever runtime thread runs it:
+/// mimalloc's per-thread heaps serve that with less CPU than glibc's arenas shared by the
+/// runtime's threads, as a profile of a first execution shows (`make bench`, CPU per request).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
