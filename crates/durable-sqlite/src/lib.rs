@@ -198,6 +198,24 @@ fn reader(path: &Path, options: &Options) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+impl Inner {
+    /// Runs `f` on a read connection taken from the pool (a new one when none is free) and
+    /// given back after, whatever `f` answered.
+    fn with_reader<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<Error>,
+    {
+        let pooled = self.readers.lock().expect("reader lock").pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => reader(&self.path, &self.options).map_err(|e| E::from(e.into()))?,
+        };
+        let result = f(&conn);
+        self.readers.lock().expect("reader lock").push(conn);
+        result
+    }
+}
+
 impl Db {
     /// Opens `path`, runs `migrate` on the writer's connection, and starts the writer thread.
     pub fn open<E>(
@@ -338,18 +356,9 @@ impl Db {
         E: From<Error> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let pooled = inner.readers.lock().expect("reader lock").pop();
-            let conn = match pooled {
-                Some(c) => c,
-                None => reader(&inner.path, &inner.options).map_err(|e| E::from(e.into()))?,
-            };
-            let result = f(&conn);
-            inner.readers.lock().expect("reader lock").push(conn);
-            result
-        })
-        .await
-        .map_err(|_| E::from(Error::WriterGone))?
+        tokio::task::spawn_blocking(move || inner.with_reader(f))
+            .await
+            .map_err(|_| E::from(Error::WriterGone))?
     }
 
     /// Runs `f` on a pooled read connection on the calling thread, for a look-up by a unique
@@ -360,14 +369,7 @@ impl Db {
     where
         E: From<Error>,
     {
-        let pooled = self.inner.readers.lock().expect("reader lock").pop();
-        let conn = match pooled {
-            Some(c) => c,
-            None => reader(&self.inner.path, &self.inner.options).map_err(|e| E::from(e.into()))?,
-        };
-        let result = f(&conn);
-        self.inner.readers.lock().expect("reader lock").push(conn);
-        result
+        self.inner.with_reader(f)
     }
 
     /// Stops the writer after the writes already queued; later writes fail with `WriterGone`.
