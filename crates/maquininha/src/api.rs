@@ -2,13 +2,14 @@
 //! (`/qa/…`). Errors are Mercado Pago's shape: `{"errors": [{"code", "message", "details"}]}`.
 
 use crate::notify::Notifier;
-use crate::store::{now_ms, Answer, Created, Ledger, NewOrder, Order, Refused, Status};
+use crate::store::{now_ms, Answer, Created, Ledger, NewOrder, Order, OrderAsk, Refused, Status};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use pagar_rules::decimal;
+use provider_kit::rfc3339;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
@@ -104,16 +105,6 @@ fn refused(e: Refused) -> Response {
     }
 }
 
-fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
-
 /// The transaction's status and detail for an order's.
 fn payment_status(o: &Order) -> (&'static str, &str) {
     match o.status {
@@ -124,7 +115,7 @@ fn payment_status(o: &Order) -> (&'static str, &str) {
 
 /// An order as `GET /v1/orders/{id}` shows it.
 pub fn order_json(o: &Order) -> Value {
-    let amount = decimal::format(o.centavos);
+    let amount = decimal::format(o.ask.centavos);
     let (pay_status, pay_detail) = payment_status(o);
     let mut payment = json!({
         "id": o.payment_id,
@@ -135,7 +126,7 @@ pub fn order_json(o: &Order) -> Value {
     if let Some(card) = &o.card_type {
         payment["payment_method"] = json!({
             "type": card,
-            "installments": o.installments.unwrap_or(1),
+            "installments": o.ask.installments.unwrap_or(1),
         });
     }
     let mut transactions = json!({"payments": [payment]});
@@ -151,8 +142,8 @@ pub fn order_json(o: &Order) -> Value {
         "id": o.id,
         "type": "point",
         "processing_mode": "automatic",
-        "external_reference": o.external_reference,
-        "description": o.description,
+        "external_reference": o.ask.external_reference,
+        "description": o.ask.description,
         "country_code": "BRA",
         "currency": "BRL",
         "status": o.status.as_str(),
@@ -164,10 +155,10 @@ pub fn order_json(o: &Order) -> Value {
         "version": o.version,
         "transactions": transactions,
         "config": {
-            "point": {"terminal_id": o.terminal_id, "print_on_terminal": "no_ticket"},
+            "point": {"terminal_id": o.ask.terminal_id, "print_on_terminal": "no_ticket"},
             "payment_method": {
-                "default_type": o.default_type,
-                "default_installments": o.installments,
+                "default_type": o.ask.default_type,
+                "default_installments": o.ask.installments,
             },
         },
     })
@@ -305,12 +296,14 @@ fn new_order(s: &Shared, key: String, body: &Value) -> Result<NewOrder, ApiError
     Ok(NewOrder {
         idempotency_key: key,
         fingerprint: hex::encode(Sha256::digest(canonical(body).as_bytes())),
-        terminal_id: terminal.to_string(),
-        external_reference: reference.to_string(),
-        centavos,
-        default_type,
-        installments,
-        description,
+        ask: OrderAsk {
+            terminal_id: terminal.to_string(),
+            external_reference: reference.to_string(),
+            centavos,
+            default_type,
+            installments,
+            description,
+        },
         expires_ms: now_ms() + i64::try_from(expires_in.as_millis()).unwrap_or(i64::MAX / 2),
     })
 }
@@ -330,7 +323,7 @@ async fn create_order(State(s): St, headers: HeaderMap, body: axum::body::Bytes)
     };
     match s.store.create(&new) {
         Ok(Created::New(o)) => {
-            tracing::info!(order = %o.id, terminal = %o.terminal_id, "order created");
+            tracing::info!(order = %o.id, terminal = %o.ask.terminal_id, "order created");
             (StatusCode::CREATED, Json(order_json(&o))).into_response()
         }
         Ok(Created::Again(o)) => (StatusCode::CREATED, Json(order_json(&o))).into_response(),

@@ -105,8 +105,8 @@ impl Notifier {
                 "type": "point",
                 "status": order.status.as_str(),
                 "status_detail": order.status_detail,
-                "external_reference": order.external_reference,
-                "total_amount": pagar_rules::decimal::format(order.centavos),
+                "external_reference": order.ask.external_reference,
+                "total_amount": pagar_rules::decimal::format(order.ask.centavos),
                 "version": order.version,
             },
         })

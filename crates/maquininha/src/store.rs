@@ -102,16 +102,23 @@ impl Status {
     }
 }
 
-/// One order, as stored.
+/// What a client asks an order to be: the machine, its reference, amount, the card type and
+/// installments offered first, and its description.
 #[derive(Debug, Clone)]
-pub struct Order {
-    pub id: String,
+pub struct OrderAsk {
     pub terminal_id: String,
     pub external_reference: String,
     pub centavos: i64,
     pub default_type: Option<String>,
     pub installments: Option<i64>,
     pub description: Option<String>,
+}
+
+/// One order, as stored.
+#[derive(Debug, Clone)]
+pub struct Order {
+    pub id: String,
+    pub ask: OrderAsk,
     pub status: Status,
     pub status_detail: String,
     pub payment_id: String,
@@ -131,12 +138,14 @@ fn order_of(r: &Row<'_>) -> rusqlite::Result<Order> {
     let status: String = r.get(7)?;
     Ok(Order {
         id: r.get(0)?,
-        terminal_id: r.get(1)?,
-        external_reference: r.get(2)?,
-        centavos: r.get(3)?,
-        default_type: r.get(4)?,
-        installments: r.get(5)?,
-        description: r.get(6)?,
+        ask: OrderAsk {
+            terminal_id: r.get(1)?,
+            external_reference: r.get(2)?,
+            centavos: r.get(3)?,
+            default_type: r.get(4)?,
+            installments: r.get(5)?,
+            description: r.get(6)?,
+        },
         status: Status::parse(&status).ok_or_else(|| {
             rusqlite::Error::FromSqlConversionFailure(
                 7,
@@ -159,12 +168,7 @@ fn order_of(r: &Row<'_>) -> rusqlite::Result<Order> {
 pub struct NewOrder {
     pub idempotency_key: String,
     pub fingerprint: String,
-    pub terminal_id: String,
-    pub external_reference: String,
-    pub centavos: i64,
-    pub default_type: Option<String>,
-    pub installments: Option<i64>,
-    pub description: Option<String>,
+    pub ask: OrderAsk,
     pub expires_ms: i64,
 }
 
@@ -256,7 +260,7 @@ impl Ledger {
             let busy: Option<String> = tx
                 .query_row(
                     "SELECT id FROM orders WHERE terminal_id = ?1 AND status IN ('created', 'at_terminal')",
-                    [&new.terminal_id],
+                    [&new.ask.terminal_id],
                     |r| r.get(0),
                 )
                 .optional()?;
@@ -275,12 +279,12 @@ impl Ledger {
                     id,
                     new.idempotency_key,
                     new.fingerprint,
-                    new.terminal_id,
-                    new.external_reference,
-                    new.centavos,
-                    new.default_type,
-                    new.installments,
-                    new.description,
+                    new.ask.terminal_id,
+                    new.ask.external_reference,
+                    new.ask.centavos,
+                    new.ask.default_type,
+                    new.ask.installments,
+                    new.ask.description,
                     payment,
                     now,
                     new.expires_ms,
@@ -351,7 +355,7 @@ impl Ledger {
                     params![
                         format!("REF{}", uuid::Uuid::now_v7().simple()).to_uppercase(),
                         id,
-                        now.centavos,
+                        now.ask.centavos,
                         now_ms()
                     ],
                 )?;

@@ -61,11 +61,11 @@ async fn page(State(s): St, Path(id): Path<String>) -> Response {
 fn view(o: &Order) -> Value {
     json!({
         "id": o.id,
-        "centavos": o.centavos,
+        "centavos": o.ask.centavos,
         "status": o.status.as_str(),
         "status_detail": o.status_detail,
-        "tipo": o.default_type,
-        "parcelas": o.installments,
+        "tipo": o.ask.default_type,
+        "parcelas": o.ask.installments,
         "cartao": o.card_type,
     })
 }
@@ -169,7 +169,7 @@ async fn act(State(s): St, Path(id): Path<String>, Json(a): Json<Act>) -> Respon
     let card = a
         .cartao
         .clone()
-        .or_else(|| open.default_type.clone())
+        .or_else(|| open.ask.default_type.clone())
         .unwrap_or_else(|| "credit_card".to_string());
     let (to, detail) = match a.acao.as_str() {
         "aprovar" => {

@@ -433,6 +433,17 @@ pub(crate) fn resultado(servico: Servico, body: &str) -> String {
     x.finish()
 }
 
+/// What every answer of a web service starts with: environment, application, code, reason,
+/// state and time received.
+fn answer_head<'x>(x: &'x mut Xml, r: &Resposta) -> &'x mut Xml {
+    x.leaf("tpAmb", &r.tp_amb.to_string())
+        .leaf("verAplic", &r.ver_aplic)
+        .leaf("cStat", &r.c_stat.to_string())
+        .leaf("xMotivo", &r.x_motivo)
+        .leaf("cUF", &r.c_uf.to_string())
+        .leaf("dhRecbto", &r.dh_recbto)
+}
+
 /// An answer's root: what every answer starts with, then `extra` (the key a consulta names),
 /// then the note's protocol when there is one.
 fn retorno(
@@ -443,14 +454,8 @@ fn retorno(
     eventos: &[EventoRegistrado],
 ) -> String {
     let mut x = Xml::default();
-    x.open(root, &[("xmlns", NFE_NS), ("versao", "4.00")])
-        .leaf("tpAmb", &r.tp_amb.to_string())
-        .leaf("verAplic", &r.ver_aplic)
-        .leaf("cStat", &r.c_stat.to_string())
-        .leaf("xMotivo", &r.x_motivo)
-        .leaf("cUF", &r.c_uf.to_string())
-        .leaf("dhRecbto", &r.dh_recbto)
-        .opt("chNFe", chave);
+    x.open(root, &[("xmlns", NFE_NS), ("versao", "4.00")]);
+    answer_head(&mut x, r).opt("chNFe", chave);
     if let Some(p) = &r.protocolo {
         prot_nfe(&mut x, r, p);
     }
@@ -485,13 +490,8 @@ pub fn resposta_status(r: &Resposta) -> String {
 pub fn resposta_inutilizacao(r: &Resposta, n_prot: Option<&str>) -> String {
     let mut x = Xml::default();
     x.open("retInutNFe", &[("xmlns", NFE_NS), ("versao", "4.00")])
-        .open("infInut", &[])
-        .leaf("tpAmb", &r.tp_amb.to_string())
-        .leaf("verAplic", &r.ver_aplic)
-        .leaf("cStat", &r.c_stat.to_string())
-        .leaf("xMotivo", &r.x_motivo)
-        .leaf("cUF", &r.c_uf.to_string())
-        .leaf("dhRecbto", &r.dh_recbto)
+        .open("infInut", &[]);
+    answer_head(&mut x, r)
         .opt("nProt", n_prot)
         .close("infInut")
         .close("retInutNFe");

@@ -27,11 +27,12 @@ use std::time::Instant;
 /// long a key is kept (a key abandoned longer than that is burned, not released).
 #[derive(Debug)]
 pub struct Payments {
-    payments: Arc<dyn PaymentStore>,
-    sales: Arc<dyn SaleStore>,
-    gateway: Arc<dyn Gateway>,
-    metrics: Arc<Metrics>,
-    key_retention_ms: Millis,
+    pub(crate) payments: Arc<dyn PaymentStore>,
+    pub(crate) sales: Arc<dyn SaleStore>,
+    pub(crate) gateway: Arc<dyn Gateway>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// How long a key is kept: a key older than this that never charged is burned in recovery.
+    pub(crate) key_retention_ms: Millis,
 }
 
 /// What settling a payment key by voiding it came to.
@@ -66,23 +67,6 @@ enum ChargeSettled {
 }
 
 impl Payments {
-    /// The operation on these parts.
-    pub fn new(
-        payments: Arc<dyn PaymentStore>,
-        sales: Arc<dyn SaleStore>,
-        gateway: Arc<dyn Gateway>,
-        metrics: Arc<Metrics>,
-        key_retention_ms: Millis,
-    ) -> Self {
-        Self {
-            payments,
-            sales,
-            gateway,
-            metrics,
-            key_retention_ms,
-        }
-    }
-
     /// Validates a payment's body and fingerprints it. Nothing is stored for a request that
     /// fails here.
     pub fn prepare(

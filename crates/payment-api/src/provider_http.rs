@@ -106,6 +106,21 @@ pub fn mercado_pago_error(body: &str) -> (String, String) {
 }
 
 /// A token in hand and when to stop using it.
+/// A provider's answer to go by: its status and body.
+pub type Answer = (reqwest::StatusCode, String);
+
+/// Why a provider gave no answer to go by: it could not be reached, timed out, failed (5xx,
+/// 429), refused the credentials, or said what cannot be read. Each client's error takes it as
+/// "unavailable": nothing is known to have changed there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoAnswer(pub String);
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[derive(Debug)]
 struct Token {
     value: String,
@@ -192,7 +207,7 @@ impl ProviderHttp {
             access_token: String,
             expires_in: u64,
         }
-        let granted: Granted = Self::json(&body)?;
+        let granted: Granted = Self::json(&body).map_err(|e| e.0)?;
         let life = Duration::from_secs(granted.expires_in).saturating_sub(RENEW_BEFORE);
         *held = Some(Token {
             value: granted.access_token.clone(),
@@ -223,10 +238,31 @@ impl ProviderHttp {
     /// Sends `req` with the bearer token and reads the answer: its status and body, or why
     /// there is no answer to go by (`Err`: say it is unavailable). An OAuth2 token the provider
     /// refuses (401: revoked, or expired before its time) is asked for again once.
-    pub async fn send(
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<Answer, NoAnswer> {
+        self.send_why(req).await.map_err(NoAnswer)
+    }
+
+    /// `GET path`, sent as [`send`](Self::send) sends.
+    pub async fn get(&self, path: &str) -> Result<Answer, NoAnswer> {
+        self.send(self.at(reqwest::Method::GET, path)).await
+    }
+
+    /// `method path` with `body` as JSON, sent as [`send`](Self::send) sends.
+    pub async fn send_json(
         &self,
-        req: reqwest::RequestBuilder,
-    ) -> Result<(reqwest::StatusCode, String), String> {
+        method: reqwest::Method,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> Result<Answer, NoAnswer> {
+        self.send(self.at(method, path).json(body)).await
+    }
+
+    /// `method path` under Mercado Pago's `X-Idempotency-Key` header, to be given a body or sent.
+    pub fn keyed(&self, method: reqwest::Method, path: &str, key: &str) -> reqwest::RequestBuilder {
+        self.at(method, path).header("X-Idempotency-Key", key)
+    }
+
+    async fn send_why(&self, req: reqwest::RequestBuilder) -> Result<Answer, String> {
         if let Some(why) = &self.broken {
             return Err(why.clone());
         }
@@ -251,10 +287,7 @@ impl ProviderHttp {
         Ok((status, body))
     }
 
-    async fn send_once(
-        &self,
-        req: reqwest::RequestBuilder,
-    ) -> Result<(reqwest::StatusCode, String), String> {
+    async fn send_once(&self, req: reqwest::RequestBuilder) -> Result<Answer, String> {
         let res = req
             .bearer_auth(self.bearer().await?)
             .send()
@@ -266,8 +299,9 @@ impl ProviderHttp {
     }
 
     /// A body the provider answered, read as `T`; one it cannot be is no answer at all (`Err`).
-    pub fn json<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, String> {
-        serde_json::from_str(body).map_err(|e| format!("resposta do provedor ilegível: {e}"))
+    pub fn json<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, NoAnswer> {
+        serde_json::from_str(body)
+            .map_err(|e| NoAnswer(format!("resposta do provedor ilegível: {e}")))
     }
 }
 

@@ -35,12 +35,14 @@ use std::sync::Arc;
 /// gateway, the metrics.
 #[derive(Debug)]
 pub struct Refunds {
-    refunds: Arc<dyn RefundStore>,
-    payments: Arc<dyn PaymentStore>,
-    gateway: Arc<dyn Gateway>,
-    pix: Option<Arc<dyn PixProvider>>,
-    machine: Option<Arc<dyn MachineProvider>>,
-    metrics: Arc<Metrics>,
+    pub(crate) refunds: Arc<dyn RefundStore>,
+    pub(crate) payments: Arc<dyn PaymentStore>,
+    pub(crate) gateway: Arc<dyn Gateway>,
+    /// The Pix provider, which pays back a received Pix (a devolução).
+    pub(crate) pix: Option<Arc<dyn PixProvider>>,
+    /// The card machine's provider, which pays back an order a card paid there.
+    pub(crate) machine: Option<Arc<dyn MachineProvider>>,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// A refund request and the payment it pays back (from the path).
@@ -53,26 +55,6 @@ pub struct RefundOf {
 }
 
 impl Refunds {
-    /// The operation on these parts.
-    /// `pix`: the Pix provider, which pays back a received Pix (a devolução).
-    pub fn new(
-        refunds: Arc<dyn RefundStore>,
-        payments: Arc<dyn PaymentStore>,
-        gateway: Arc<dyn Gateway>,
-        pix: Option<Arc<dyn PixProvider>>,
-        machine: Option<Arc<dyn MachineProvider>>,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Self {
-            refunds,
-            payments,
-            gateway,
-            pix,
-            machine,
-            metrics,
-        }
-    }
-
     /// Validates a refund's body and fingerprints it with its path (so the same key cannot
     /// refund another payment). Nothing is stored for a request that fails here.
     pub fn prepare(

@@ -115,13 +115,13 @@ impl AppState {
             lease_ms,
             store.lookup_before_claim(),
         );
-        let payments = Arc::new(Payments::new(
-            store.clone(),
-            store.clone(),
-            gateway.clone(),
-            metrics.clone(),
-            config.key_retention_ms(),
-        ));
+        let payments = Arc::new(Payments {
+            payments: store.clone(),
+            sales: store.clone(),
+            gateway: gateway.clone(),
+            metrics: metrics.clone(),
+            key_retention_ms: config.key_retention_ms(),
+        });
         let provider: Option<Arc<dyn PixProvider>> =
             config.pix.pix_provider_url.as_deref().map(|url| {
                 let credentials = Credentials::OAuth2 {
@@ -146,14 +146,14 @@ impl AppState {
             });
         let (capture, undo) =
             AuthorizationSteps::operations(store.clone(), gateway.clone(), metrics.clone());
-        let refunds = Arc::new(Refunds::new(
-            store.clone(),
-            store.clone(),
+        let refunds = Arc::new(Refunds {
+            refunds: store.clone(),
+            payments: store.clone(),
             gateway,
-            provider.clone(),
-            machine_provider.clone(),
-            metrics.clone(),
-        ));
+            pix: provider.clone(),
+            machine: machine_provider.clone(),
+            metrics: metrics.clone(),
+        });
         let cancel = Cancel::new(store.clone(), store.clone(), payments.clone(), lease_ms)
             .declare::<Pix>(Some(Arc::new(AwaitedKeys::<PixCharge>::new(
                 Pix::KIND,

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use pagar_rules::decimal as valor;
+use provider_kit::rfc3339;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -70,16 +71,6 @@ fn refused(e: Refused, name: &str) -> Response {
             )
         }
     }
-}
-
-fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }
 
 fn valid_txid(txid: &str) -> bool {

@@ -1,7 +1,7 @@
 //! What every provider simulator (`pix-provider`, `maquininha`, `adquirente`) shares as a
 //! process: a router served on a bound address until shut down ([`Served`]), the body of its
-//! `main` ([`run_until_signal`]), and the access token Mercado Pago's APIs ask of every request
-//! ([`require_access_token`]). The simulators' own routes, ledgers and rules stay in their crates.
+//! `main` ([`run_until_signal`]), the access token Mercado Pago's APIs ask of every request
+//! ([`require_access_token`]), and the RFC 3339 times their answers carry ([`rfc3339`]). The simulators' own routes, ledgers and rules stay in their crates.
 
 mod tls;
 
@@ -12,6 +12,18 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// Epoch milliseconds as RFC 3339 in UTC, as the providers' APIs write their times; empty for
+/// one out of range.
+pub fn rfc3339(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
 
 /// Makes `path` the owner's alone (mode 0600) before SQLite opens it, creating it empty when it
 /// is missing: the `-wal` and `-shm` files SQLite makes beside it take the same mode. A

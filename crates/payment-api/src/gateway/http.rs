@@ -11,8 +11,14 @@ use super::online_orders::{
 };
 use super::{ChargeOrder, Gateway, GatewayError, GatewayRefund, GatewayResult};
 use crate::domain::{CaptureState, CaptureStep, Centavos, DownstreamKey, MerchantId};
-use crate::provider_http::{mercado_pago_error, ProviderHttp};
+use crate::provider_http::{mercado_pago_error, NoAnswer, ProviderHttp};
 use reqwest::{Method, StatusCode};
+
+impl From<NoAnswer> for GatewayError {
+    fn from(e: NoAnswer) -> Self {
+        GatewayError::Unavailable(e.0)
+    }
+}
 
 /// The acquirer at a base URL, with its access token.
 #[derive(Debug, Clone)]
@@ -28,14 +34,6 @@ impl HttpGateway {
         }
     }
 
-    /// Sends `req`: the acquirer's status and body, or no answer (unavailable).
-    async fn send(
-        &self,
-        req: reqwest::RequestBuilder,
-    ) -> Result<(StatusCode, String), GatewayError> {
-        self.http.send(req).await.map_err(GatewayError::Unavailable)
-    }
-
     /// The acquirer's error code in a refusal.
     fn code(body: &str) -> String {
         mercado_pago_error(body).0
@@ -49,21 +47,15 @@ impl HttpGateway {
         ))
     }
 
-    fn json<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, GatewayError> {
-        ProviderHttp::json(body).map_err(GatewayError::Unavailable)
-    }
-
     fn result(order: &WireOrder, fresh: bool) -> Result<GatewayResult, GatewayError> {
         order.result(fresh).map_err(GatewayError::Unavailable)
     }
 
     /// `GET /v1/orders/{id}`.
     async fn order(&self, id: &str) -> Result<WireOrder, GatewayError> {
-        let (status, body) = self
-            .send(self.http.at(Method::GET, &format!("/v1/orders/{id}")))
-            .await?;
+        let (status, body) = self.http.get(&format!("/v1/orders/{id}")).await?;
         match status {
-            StatusCode::OK => Self::json(&body),
+            StatusCode::OK => Ok(ProviderHttp::json(&body)?),
             _ => Err(Self::refused(status, &body)),
         }
     }
@@ -97,16 +89,16 @@ impl Gateway for HttpGateway {
             metadata: WireMetadata::of(merchant.as_ref(), &order.metadata),
         };
         let (status, text) = self
+            .http
             .send(
                 self.http
-                    .at(Method::POST, "/v1/orders")
-                    .header("X-Idempotency-Key", downstream_key.as_ref())
+                    .keyed(Method::POST, "/v1/orders", downstream_key.as_ref())
                     .json(&body),
             )
             .await?;
         match status {
             StatusCode::CREATED | StatusCode::OK => {
-                Self::result(&Self::json(&text)?, status == StatusCode::CREATED)
+                Self::result(&ProviderHttp::json(&text)?, status == StatusCode::CREATED)
             }
             StatusCode::CONFLICT if Self::code(&text) == online_orders::VOIDED => {
                 Err(GatewayError::Voided)
@@ -127,15 +119,13 @@ impl Gateway for HttpGateway {
                     CaptureStep::Capturar => ("capture", format!("{cobranca_id}:captura")),
                     CaptureStep::Desfazer => ("cancel", format!("{cobranca_id}:desfaz")),
                 };
+                let path = format!("/v1/orders/{cobranca_id}/{verb}");
                 let (status, text) = self
-                    .send(
-                        self.http
-                            .at(Method::POST, &format!("/v1/orders/{cobranca_id}/{verb}"))
-                            .header("X-Idempotency-Key", key),
-                    )
+                    .http
+                    .send(self.http.keyed(Method::POST, &path, &key))
                     .await?;
                 match status {
-                    StatusCode::OK => Self::json(&text)?,
+                    StatusCode::OK => ProviderHttp::json(&text)?,
                     StatusCode::CONFLICT
                         if Self::code(&text) == online_orders::NOT_AN_AUTHORIZATION =>
                     {
@@ -155,6 +145,7 @@ impl Gateway for HttpGateway {
         downstream_key: &DownstreamKey,
     ) -> Result<Option<GatewayResult>, GatewayError> {
         let (status, text) = self
+            .http
             .send(
                 self.http
                     .at(Method::GET, "/v1/orders")
@@ -164,7 +155,7 @@ impl Gateway for HttpGateway {
         if status != StatusCode::OK {
             return Err(Self::refused(status, &text));
         }
-        let found: Found = Self::json(&text)?;
+        let found: Found = ProviderHttp::json(&text)?;
         found
             .data
             .first()
@@ -177,20 +168,18 @@ impl Gateway for HttpGateway {
         downstream_key: &DownstreamKey,
         merchant: &MerchantId,
     ) -> Result<Option<GatewayResult>, GatewayError> {
+        let ask = VoidAsk {
+            idempotency_key: downstream_key.as_ref().to_string(),
+            merchant: merchant.as_ref().to_string(),
+        };
         let (status, text) = self
-            .send(
-                self.http
-                    .at(Method::POST, "/v1/orders/cancel-by-idempotency-key")
-                    .json(&VoidAsk {
-                        idempotency_key: downstream_key.as_ref().to_string(),
-                        merchant: merchant.as_ref().to_string(),
-                    }),
-            )
+            .http
+            .send_json(Method::POST, "/v1/orders/cancel-by-idempotency-key", &ask)
             .await?;
         if status != StatusCode::OK {
             return Err(Self::refused(status, &text));
         }
-        let answer: VoidAnswer = Self::json(&text)?;
+        let answer: VoidAnswer = ProviderHttp::json(&text)?;
         answer
             .order
             .map(|order| Self::result(&order, false))
@@ -210,23 +199,25 @@ impl Gateway for HttpGateway {
         let payment = order.transactions.payments.first().ok_or_else(|| {
             GatewayError::Unavailable(format!("pedido {cobranca_id} sem pagamento"))
         })?;
+        let ask = RefundAsk {
+            transactions: vec![RefundOf {
+                id: payment.id.clone(),
+                amount: valor.as_reais(),
+            }],
+        };
+        let path = format!("/v1/orders/{cobranca_id}/refund");
         let (status, text) = self
+            .http
             .send(
                 self.http
-                    .at(Method::POST, &format!("/v1/orders/{cobranca_id}/refund"))
-                    .header("X-Idempotency-Key", downstream_key.as_ref())
-                    .json(&RefundAsk {
-                        transactions: vec![RefundOf {
-                            id: payment.id.clone(),
-                            amount: valor.as_reais(),
-                        }],
-                    }),
+                    .keyed(Method::POST, &path, downstream_key.as_ref())
+                    .json(&ask),
             )
             .await?;
         if status != StatusCode::CREATED && status != StatusCode::OK {
             return Err(Self::refused(status, &text));
         }
-        let order: WireOrder = Self::json(&text)?;
+        let order: WireOrder = ProviderHttp::json(&text)?;
         order
             .transactions
             .refunds

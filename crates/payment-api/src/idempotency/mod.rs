@@ -28,7 +28,7 @@ use crate::clock::Millis;
 use crate::domain::{CancelByKey, Fingerprint, IdempotencyKey, KeyOperation, MerchantId};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::store::{FinishOutcome, KeyStore, StoredResponse};
+use crate::store::{FinishOutcome, KeyAnswer, KeyStore, StoredResponse};
 
 /// A money operation executed under an idempotency key. Implement it, give it a migration for
 /// its resource and a route that calls [`Runner::run`], and add it to the recovery worker's list
@@ -158,13 +158,13 @@ impl Held<'_> {
     ) -> Result<FinishOutcome> {
         Ok(self
             .keys
-            .finish_existing(
-                self.merchant,
-                self.key,
-                self.fence,
-                resource,
-                response.clone(),
-            )
+            .finish_existing(KeyAnswer {
+                merchant: self.merchant.clone(),
+                key: self.key.clone(),
+                fence: self.fence,
+                resource: resource.to_string(),
+                response: response.clone(),
+            })
             .await?)
     }
 

@@ -5,7 +5,7 @@
 //! configuration (its URL and access token).
 
 use crate::domain::{CardMethod, CardPlan, Centavos, MachineId, OrderKey};
-use crate::provider_http::{mercado_pago_error, ProviderHttp};
+use crate::provider_http::{mercado_pago_error, NoAnswer, ProviderHttp};
 use reqwest::Method;
 use serde::Deserialize;
 
@@ -167,18 +167,14 @@ impl HttpMachineProvider {
         }
     }
 
-    async fn send(
-        &self,
-        req: reqwest::RequestBuilder,
-    ) -> Result<(reqwest::StatusCode, String), ProviderError> {
-        self.http
-            .send(req)
-            .await
-            .map_err(ProviderError::Unavailable)
-    }
-
     fn order_of(body: &str) -> Result<Order, ProviderError> {
-        ProviderHttp::json(body).map_err(ProviderError::Unavailable)
+        Ok(ProviderHttp::json(body)?)
+    }
+}
+
+impl From<NoAnswer> for ProviderError {
+    fn from(e: NoAnswer) -> Self {
+        ProviderError::Unavailable(e.0)
     }
 }
 
@@ -233,10 +229,10 @@ impl MachineProvider for HttpMachineProvider {
             body["description"] = serde_json::json!(d.chars().take(150).collect::<String>());
         }
         let (status, text) = self
+            .http
             .send(
                 self.http
-                    .at(Method::POST, "/v1/orders")
-                    .header("X-Idempotency-Key", key.as_ref())
+                    .keyed(Method::POST, "/v1/orders", key.as_ref())
                     .json(&body),
             )
             .await?;
@@ -250,9 +246,7 @@ impl MachineProvider for HttpMachineProvider {
     }
 
     async fn get(&self, id: &str) -> Result<Option<Order>, ProviderError> {
-        let (status, text) = self
-            .send(self.http.at(Method::GET, &format!("/v1/orders/{id}")))
-            .await?;
+        let (status, text) = self.http.get(&format!("/v1/orders/{id}")).await?;
         match status.as_u16() {
             200 => Self::order_of(&text).map(Some),
             404 => Ok(None),
@@ -261,12 +255,10 @@ impl MachineProvider for HttpMachineProvider {
     }
 
     async fn cancel(&self, id: &str, key: &OrderKey) -> Result<CancelAnswer, ProviderError> {
+        let path = format!("/v1/orders/{id}/cancel");
         let (status, text) = self
-            .send(
-                self.http
-                    .at(Method::POST, &format!("/v1/orders/{id}/cancel"))
-                    .header("X-Idempotency-Key", key.as_ref()),
-            )
+            .http
+            .send(self.http.keyed(Method::POST, &path, key.as_ref()))
             .await?;
         match status.as_u16() {
             200 | 201 => Self::order_of(&text).map(CancelAnswer::Canceled),
@@ -287,12 +279,10 @@ impl MachineProvider for HttpMachineProvider {
     }
 
     async fn refund(&self, id: &str, key: &OrderKey) -> Result<Order, ProviderError> {
+        let path = format!("/v1/orders/{id}/refund");
         let (status, text) = self
-            .send(
-                self.http
-                    .at(Method::POST, &format!("/v1/orders/{id}/refund"))
-                    .header("X-Idempotency-Key", key.as_ref()),
-            )
+            .http
+            .send(self.http.keyed(Method::POST, &path, key.as_ref()))
             .await?;
         match status.as_u16() {
             200 | 201 => Self::order_of(&text),

@@ -5,8 +5,8 @@
 //! configuration (its URL and token; its OAuth2 and mTLS set-up is outside this client).
 
 use crate::domain::Txid;
-use crate::provider_http::ProviderHttp;
 use crate::provider_http::{ClientTls, Credentials};
+use crate::provider_http::{NoAnswer, ProviderHttp};
 use reqwest::Method;
 use serde::Deserialize;
 
@@ -22,6 +22,12 @@ pub enum ProviderError {
     /// The provider could not be asked, or failed: nothing known to have changed there.
     #[error("provedor Pix indisponível: {0}")]
     Unavailable(String),
+}
+
+impl From<NoAnswer> for ProviderError {
+    fn from(e: NoAnswer) -> Self {
+        ProviderError::Unavailable(e.0)
+    }
 }
 
 /// A charge as the provider reports it (`CobCompleta`, the part the server reads).
@@ -179,23 +185,9 @@ impl HttpPixProvider {
         }
     }
 
-    async fn send(
-        &self,
-        req: reqwest::RequestBuilder,
-    ) -> Result<(reqwest::StatusCode, String), ProviderError> {
-        self.http
-            .send(req)
-            .await
-            .map_err(ProviderError::Unavailable)
-    }
-
-    fn cob_of(body: &str) -> Result<Cob, ProviderError> {
-        Self::json_of(body)
-    }
-
     /// A body the provider answered, read as `T`; one it cannot be is no answer at all.
     fn json_of<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ProviderError> {
-        ProviderHttp::json(body).map_err(ProviderError::Unavailable)
+        Ok(ProviderHttp::json(body)?)
     }
 
     fn detail(body: &str) -> String {
@@ -224,14 +216,11 @@ impl PixProvider for HttpPixProvider {
             body["solicitacaoPagador"] = serde_json::json!(s.chars().take(140).collect::<String>());
         }
         let (status, text) = self
-            .send(
-                self.http
-                    .at(Method::PUT, &format!("/cob/{txid}"))
-                    .json(&body),
-            )
+            .http
+            .send_json(Method::PUT, &format!("/cob/{txid}"), &body)
             .await?;
         match status.as_u16() {
-            201 | 200 => Self::cob_of(&text),
+            201 | 200 => Self::json_of(&text),
             // PSPs word it differently; a charge found under the txid is what "taken" means.
             400 if self.get(txid).await?.is_some() => Err(ProviderError::TxidTaken),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
@@ -239,11 +228,9 @@ impl PixProvider for HttpPixProvider {
     }
 
     async fn get(&self, txid: &Txid) -> Result<Option<Cob>, ProviderError> {
-        let (status, text) = self
-            .send(self.http.at(Method::GET, &format!("/cob/{txid}")))
-            .await?;
+        let (status, text) = self.http.get(&format!("/cob/{txid}")).await?;
         match status.as_u16() {
-            200 => Self::cob_of(&text).map(Some),
+            200 => Self::json_of(&text).map(Some),
             404 => Ok(None),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
@@ -252,14 +239,11 @@ impl PixProvider for HttpPixProvider {
     async fn remove(&self, txid: &Txid) -> Result<Cob, ProviderError> {
         let body = serde_json::json!({"status": "REMOVIDA_PELO_USUARIO_RECEBEDOR"});
         let (status, text) = self
-            .send(
-                self.http
-                    .at(Method::PATCH, &format!("/cob/{txid}"))
-                    .json(&body),
-            )
+            .http
+            .send_json(Method::PATCH, &format!("/cob/{txid}"), &body)
             .await?;
         match status.as_u16() {
-            200 => Self::cob_of(&text),
+            200 => Self::json_of(&text),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
     }
@@ -267,11 +251,8 @@ impl PixProvider for HttpPixProvider {
     async fn refund(&self, e2eid: &str, id: &str, valor: &str) -> Result<Devolucao, ProviderError> {
         let body = serde_json::json!({"valor": valor});
         let (status, text) = self
-            .send(
-                self.http
-                    .at(Method::PUT, &format!("/pix/{e2eid}/devolucao/{id}"))
-                    .json(&body),
-            )
+            .http
+            .send_json(Method::PUT, &format!("/pix/{e2eid}/devolucao/{id}"), &body)
             .await?;
         match status.as_u16() {
             201 | 200 => Self::json_of(&text),
@@ -285,12 +266,8 @@ impl PixProvider for HttpPixProvider {
     }
 
     async fn get_refund(&self, e2eid: &str, id: &str) -> Result<Option<Devolucao>, ProviderError> {
-        let (status, text) = self
-            .send(
-                self.http
-                    .at(Method::GET, &format!("/pix/{e2eid}/devolucao/{id}")),
-            )
-            .await?;
+        let path = format!("/pix/{e2eid}/devolucao/{id}");
+        let (status, text) = self.http.get(&path).await?;
         match status.as_u16() {
             200 => Self::json_of(&text).map(Some),
             404 => Ok(None),
@@ -313,6 +290,7 @@ impl PixProvider for HttpPixProvider {
             ("paginacao.itensPorPagina", itens.as_str()),
         ];
         let (status, text) = self
+            .http
             .send(self.http.at(Method::GET, "/pix").query(&query))
             .await?;
         match status.as_u16() {
@@ -324,11 +302,8 @@ impl PixProvider for HttpPixProvider {
     async fn register_webhook(&self, url: &str) -> Result<(), ProviderError> {
         let body = serde_json::json!({"webhookUrl": url});
         let (status, text) = self
-            .send(
-                self.http
-                    .at(Method::PUT, &format!("/webhook/{}", self.chave))
-                    .json(&body),
-            )
+            .http
+            .send_json(Method::PUT, &format!("/webhook/{}", self.chave), &body)
             .await?;
         if status.is_success() {
             Ok(())

@@ -269,6 +269,22 @@ pub enum FinishOutcome {
     LeaseLost,
 }
 
+/// The answer of a payment or refund that already exists, completing a key under the fence
+/// that holds it (the key was purged and the same request came again).
+#[derive(Debug, Clone)]
+pub struct KeyAnswer {
+    /// Owner of the key.
+    pub merchant: MerchantId,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The token that holds the key.
+    pub fence: i64,
+    /// The existing payment's or refund's id.
+    pub resource: String,
+    /// The answer to store for replays.
+    pub response: StoredResponse,
+}
+
 /// The key table.
 #[async_trait::async_trait]
 pub trait KeyStore: Clocked {
@@ -294,14 +310,7 @@ pub trait KeyStore: Clocked {
     /// Completes a key with the answer of a payment or refund that already exists (`resource`:
     /// its id; the key was purged and the same request came again): stores the response, writes
     /// nothing else.
-    async fn finish_existing(
-        &self,
-        merchant: &MerchantId,
-        key: &IdempotencyKey,
-        fence: i64,
-        resource: &str,
-        response: StoredResponse,
-    ) -> StoreResult<FinishOutcome>;
+    async fn finish_existing(&self, answer: KeyAnswer) -> StoreResult<FinishOutcome>;
     /// Deletes a key still in progress under `fence`: nothing was or will be stored for it.
     async fn forget(
         &self,

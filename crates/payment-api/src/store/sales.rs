@@ -86,6 +86,25 @@ pub enum TenderHold {
     LeaseLost,
 }
 
+impl TenderHold {
+    /// The refusal of a tender of `valor` to a sale of `total` whose tenders hold `held_by_all`
+    /// in all, this key's own (`mine`: an earlier try, or a takeover) among them. The key is
+    /// held, so its own tender counts whole and only the others' holds weigh against it.
+    /// `None`: it fits, and may be held.
+    pub(crate) fn exceeding(
+        total: Centavos,
+        held_by_all: i64,
+        mine: Option<i64>,
+        valor: Centavos,
+    ) -> Option<TenderHold> {
+        let others = held_by_all - mine.unwrap_or(0);
+        (others + valor.get() > total.get()).then_some(TenderHold::Exceeds {
+            total,
+            held: others,
+        })
+    }
+}
+
 /// One tender of a sale, as a look-up shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaleTender {

@@ -54,6 +54,14 @@ pub(super) fn held_from_row(r: &Row) -> StoreResult<claim::HeldKey> {
 /// A conflicting claim finds the row gone only if the reaper purged it in between; try again.
 pub(super) const CLAIM_ATTEMPTS: usize = 3;
 
+/// Why a key's decision was given up: its row changed under each of the [`CLAIM_ATTEMPTS`]
+/// tries of `during` (the client retries with the same key).
+fn kept_changing(key: &str, during: &str) -> StoreError {
+    StoreError::Unavailable(format!(
+        "a chave {key:?} mudou {CLAIM_ATTEMPTS} vezes durante {during}"
+    ))
+}
+
 #[async_trait::async_trait]
 impl KeyStore for PgStore {
     async fn lookup_key(
@@ -173,9 +181,7 @@ impl KeyStore for PgStore {
             tx.commit().await?;
             return Ok(action);
         }
-        Err(StoreError::Unavailable(format!(
-            "a chave {k:?} mudou {CLAIM_ATTEMPTS} vezes durante a reserva"
-        )))
+        Err(kept_changing(k, "a reserva"))
     }
 
     async fn release(
@@ -208,26 +214,19 @@ impl KeyStore for PgStore {
         Ok(c.execute(&st, &[&retention_ms, &self.shift()]).await?)
     }
 
-    async fn finish_existing(
-        &self,
-        merchant: &MerchantId,
-        key: &IdempotencyKey,
-        fence: i64,
-        resource: &str,
-        response: StoredResponse,
-    ) -> StoreResult<FinishOutcome> {
+    async fn finish_existing(&self, answer: KeyAnswer) -> StoreResult<FinishOutcome> {
         let c = self.conn().await?;
         let st = c.prepare_cached(COMPLETE_KEY).await?;
         let updated = c
             .execute(
                 &st,
                 &[
-                    &merchant.as_ref(),
-                    &key.as_ref(),
-                    &fence,
-                    &i32::from(response.status),
-                    &response.body,
-                    &resource,
+                    &answer.merchant.as_ref(),
+                    &answer.key.as_ref(),
+                    &answer.fence,
+                    &i32::from(answer.response.status),
+                    &answer.response.body,
+                    &answer.resource,
                     &self.shift(),
                 ],
             )
@@ -405,9 +404,7 @@ impl KeyStore for PgStore {
             tx.commit().await?;
             return Ok(answer);
         }
-        Err(StoreError::Unavailable(format!(
-            "a chave {k:?} mudou {CLAIM_ATTEMPTS} vezes durante o cancelamento"
-        )))
+        Err(kept_changing(k, "o cancelamento"))
     }
 
     async fn mark_cancelled(

@@ -94,12 +94,8 @@ impl SaleStore for PgStore {
                 .await?
                 .map(|r| r.try_get(0))
                 .transpose()?;
-            let others = held_by_all - mine.unwrap_or(0);
-            if others + valor.get() > total {
-                return Ok(TenderHold::Exceeds {
-                    total: venda.total,
-                    held: others,
-                });
+            if let Some(refused) = TenderHold::exceeding(venda.total, held_by_all, mine, valor) {
+                return Ok(refused);
             }
             if mine.is_none() {
                 let inserted = tx

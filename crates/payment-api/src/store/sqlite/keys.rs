@@ -12,11 +12,49 @@ pub(super) fn complete_key(
     payment_id: &str,
     now: Millis,
 ) -> rusqlite::Result<bool> {
+    complete(c, (merchant, key, fence), response, payment_id, now, None)
+}
+
+/// [`complete_key`] for a payment's key: a key a cancellation claimed (it found the charge, with
+/// no request beside it) becomes the key of the payment it made, with the fingerprint of the
+/// request that made it, so that request is answered with it.
+pub(super) fn complete_payment_key(
+    c: &rusqlite::Connection,
+    done: &Completion,
+    now: Millis,
+) -> rusqlite::Result<bool> {
+    let held = (done.merchant.as_ref(), done.key.as_ref(), done.fence);
+    let fingerprint = Some(done.fingerprint.as_ref());
+    complete(
+        c,
+        held,
+        &done.response,
+        done.payment.id.as_ref(),
+        now,
+        fingerprint,
+    )
+}
+
+/// The one UPDATE both complete a key with; `fingerprint` (a payment's) also turns a key a
+/// cancellation claimed into the payment's. The SET reads the row as it was, so both columns
+/// test the old `operation`.
+fn complete(
+    c: &rusqlite::Connection,
+    (merchant, key, fence): (&str, &str, i64),
+    response: &StoredResponse,
+    payment_id: &str,
+    now: Millis,
+    fingerprint: Option<&str>,
+) -> rusqlite::Result<bool> {
     let updated = exec(
         c,
         "UPDATE idempotency_keys
          SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
-             payment_id = ?6, completed_at = ?7, locked_until = 0
+             payment_id = ?6, completed_at = ?7, locked_until = 0,
+             fingerprint = CASE WHEN operation = 'cancelamento' AND ?8 IS NOT NULL THEN ?8
+                                ELSE fingerprint END,
+             operation = CASE WHEN operation = 'cancelamento' AND ?8 IS NOT NULL THEN 'pagamento'
+                              ELSE operation END
          WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
         params![
             merchant,
@@ -25,38 +63,8 @@ pub(super) fn complete_key(
             response.status,
             response.body,
             payment_id,
-            now
-        ],
-    )?;
-    Ok(updated == 1)
-}
-
-/// [`complete_key`] for a payment's key: a key a cancellation claimed (it found the charge, with
-/// no request beside it) becomes the key of the payment it made, with the fingerprint of the
-/// request that made it (`fingerprint`), so that request is answered with it. The SET reads the
-/// row as it was, so both columns test the old `operation`.
-pub(super) fn complete_payment_key(
-    c: &rusqlite::Connection,
-    done: &Completion,
-    now: Millis,
-) -> rusqlite::Result<bool> {
-    let updated = exec(
-        c,
-        "UPDATE idempotency_keys
-         SET recovery_point = 'finished', response_status = ?4, response_body = ?5,
-             payment_id = ?6, completed_at = ?7, locked_until = 0,
-             fingerprint = CASE WHEN operation = 'cancelamento' THEN ?8 ELSE fingerprint END,
-             operation = CASE WHEN operation = 'cancelamento' THEN 'pagamento' ELSE operation END
-         WHERE merchant = ?1 AND key = ?2 AND fence = ?3 AND completed_at IS NULL",
-        params![
-            done.merchant.as_ref(),
-            done.key.as_ref(),
-            done.fence,
-            done.response.status,
-            done.response.body,
-            done.payment.id.as_ref(),
             now,
-            done.fingerprint.as_ref()
+            fingerprint
         ],
     )?;
     Ok(updated == 1)
@@ -233,27 +241,19 @@ impl KeyStore for SqliteStore {
             .await
     }
 
-    async fn finish_existing(
-        &self,
-        merchant: &MerchantId,
-        key: &IdempotencyKey,
-        fence: i64,
-        resource: &str,
-        response: StoredResponse,
-    ) -> StoreResult<FinishOutcome> {
+    async fn finish_existing(&self, answer: KeyAnswer) -> StoreResult<FinishOutcome> {
         let now = self.now_ms();
-        let (m, k, id) = (
-            merchant.to_string(),
-            key.as_ref().to_string(),
-            resource.to_string(),
-        );
+        let a = answer;
         self.db
             .write(move |c| {
-                Ok(if complete_key(c, &m, &k, fence, &response, &id, now)? {
-                    FinishOutcome::Stored
-                } else {
-                    FinishOutcome::LeaseLost
-                })
+                let (m, k) = (a.merchant.as_ref(), a.key.as_ref());
+                Ok(
+                    if complete_key(c, m, k, a.fence, &a.response, &a.resource, now)? {
+                        FinishOutcome::Stored
+                    } else {
+                        FinishOutcome::LeaseLost
+                    },
+                )
             })
             .await
     }

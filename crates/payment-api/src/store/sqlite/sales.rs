@@ -80,14 +80,8 @@ impl SaleStore for SqliteStore {
                         |r| r.get(0),
                     )
                     .optional()?;
-                // This key's own tender (an earlier try, or a takeover) is counted among them
-                // already: the key is held, so it counts whole.
-                let others = held_by_all - mine.unwrap_or(0);
-                if others + valor.get() > total {
-                    return Ok(TenderHold::Exceeds {
-                        total: venda.total,
-                        held: others,
-                    });
+                if let Some(refused) = TenderHold::exceeding(venda.total, held_by_all, mine, valor) {
+                    return Ok(refused);
                 }
                 if mine.is_none() {
                     exec(
