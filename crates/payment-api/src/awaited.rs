@@ -4,10 +4,8 @@
 //! purged and asked again, or completed by another worker, finds the resource by the provider's
 //! id and answers it as a replay (another request with that key: 422).
 
-use crate::clock::Millis;
 use crate::domain::{
-    Centavos, FieldError, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, SaleRef,
-    TerminalId,
+    FieldError, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentAsk,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
@@ -22,8 +20,6 @@ use std::sync::Arc;
 pub trait Awaited: AwaitedRecord + Clone {
     /// What it is, in the log line written when it is stored ("Pix charge", "card machine order").
     const WHAT: &'static str;
-    /// When it was made (store clock).
-    fn created_at(&self) -> Millis;
     /// The body it is answered with as it stands now.
     fn body(&self) -> Vec<u8>;
     /// Itself as first answered: `aguardando`, nothing paid, nothing decided.
@@ -49,12 +45,8 @@ pub fn first_answer<R: Awaited>(resource: &R) -> StoredResponse {
 /// What a request for a resource paid later asks besides its own fields: which part of which
 /// divided sale it pays (held before the provider is asked), and the field a refusal names.
 pub struct Making<'a> {
-    /// The till that sent it.
-    pub terminal: Option<&'a TerminalId>,
-    /// The sale it is one part of, when the till pays a sale in parts.
-    pub venda: Option<&'a SaleRef>,
-    /// Its amount.
-    pub valor: Centavos,
+    /// What the request asks as every payment does (its sale part among it).
+    pub ask: &'a PaymentAsk,
     /// The request field a provider's refusal is reported on (`""`: the whole body).
     pub field: &'static str,
     /// What a refusal says was refused ("o provedor Pix recusou a cobrança").
@@ -88,7 +80,7 @@ where
     E: Refusal,
     F: std::future::Future<Output = std::result::Result<P, E>>,
 {
-    crate::tenders::hold(sales, held, making.terminal, making.venda, making.valor).await?;
+    crate::tenders::hold(sales, held, making.ask).await?;
     let made = match ask.await {
         Ok(made) => made,
         Err(e) => {
@@ -124,7 +116,7 @@ pub async fn complete<R: Awaited, S: Awaiting + ?Sized>(
         return Ok(done);
     }
     let response = response_for(&resource);
-    let (id, created_at) = (resource.owner().2.clone(), resource.created_at());
+    let (id, created_at) = (resource.head().id.clone(), resource.head().created_at);
     let provider_id = resource.provider_id().to_string();
     let finished = store
         .finish_awaited(AwaitedCompletion {
@@ -167,7 +159,7 @@ async fn existing<R: Awaited>(
         held.forget().await?;
         return Err(ApiError::FingerprintMismatch);
     }
-    held.complete_with_existing(resource.owner().2.as_ref(), first_answer(&resource))
+    held.complete_with_existing(resource.head().id.as_ref(), first_answer(&resource))
         .await
         .map(Some)
 }

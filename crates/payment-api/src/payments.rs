@@ -121,9 +121,9 @@ impl Payments {
             Some(fp) => fp == *held.fingerprint,
             // Stored before fingerprints were kept: compare what the payment records.
             None => {
-                existing.valor == request.valor
-                    && existing.descricao == request.descricao
-                    && existing.referencia == request.referencia
+                existing.valor == request.ask.valor
+                    && existing.descricao == request.ask.descricao
+                    && existing.referencia == request.ask.referencia
             }
         };
         if !same {
@@ -230,7 +230,7 @@ impl Operation for Payments {
     const CANCEL_BY_KEY: CancelByKey = CancelByKey::VoidDownstream;
 
     fn referencia(request: &PaymentRequest) -> Option<String> {
-        request.referencia.clone()
+        request.ask.referencia.clone()
     }
 
     async fn execute(
@@ -239,20 +239,19 @@ impl Operation for Payments {
         request: &PaymentRequest,
         faults: &Faults,
     ) -> Result<Completed> {
-        let (terminal, venda) = (request.terminal.as_ref(), request.venda.as_ref());
-        tenders::hold(self.sales.as_ref(), held, terminal, venda, request.valor).await?;
+        tenders::hold(self.sales.as_ref(), held, &request.ask).await?;
         let downstream = DownstreamKey::derive(held.merchant, held.key);
         let started = Instant::now();
         let order = ChargeOrder {
-            valor: request.valor,
+            valor: request.ask.valor,
             cartao: request.cartao,
             plano: request.plano,
             captura: request.captura,
             metadata: ChargeMetadata {
                 fingerprint: Some(held.fingerprint.clone()),
-                referencia: request.referencia.clone(),
-                descricao: request.descricao.clone(),
-                terminal: request.terminal.clone(),
+                referencia: request.ask.referencia.clone(),
+                descricao: request.ask.descricao.clone(),
+                terminal: request.ask.terminal.clone(),
             },
         };
         let charged = self.gateway.charge(downstream, held.merchant, order).await;
@@ -336,10 +335,10 @@ fn build_payment(
     created_at: Millis,
 ) -> Payment {
     Payment {
-        valor: request.valor,
-        descricao: request.descricao.clone(),
-        referencia: request.referencia.clone(),
-        terminal: request.terminal.clone(),
+        valor: request.ask.valor,
+        descricao: request.ask.descricao.clone(),
+        referencia: request.ask.referencia.clone(),
+        terminal: request.ask.terminal.clone(),
         plano: request.plano,
         ..from_charge(merchant, key, charged, created_at)
     }

@@ -1,10 +1,8 @@
 //! A card taken at the card machine beside the cashier (`POST /pagamentos` with `"maquininha"`):
 //! the order's key at the machine's provider, where the order stands, and the validated request.
 
-use super::request::{
-    json_object, optional_terminal, optional_text, required_valor, unknown_fields,
-};
-use super::{CardPlan, Centavos, FieldError, IdempotencyKey, MerchantId, SaleRef, TerminalId};
+use super::request::{json_object, unknown_beside_ask};
+use super::{CardPlan, FieldError, IdempotencyKey, MerchantId, PaymentAsk};
 use sha2::{Digest, Sha256};
 
 /// The `X-Idempotency-Key` of a key's order at the machine's provider, derived from (merchant,
@@ -84,21 +82,13 @@ pagar_rules::text_newtype!(MachineId);
 /// the machine, so there is no `cartao` token.
 #[derive(Debug, Clone)]
 pub struct MachineRequest {
-    /// Amount in centavos.
-    pub valor: Centavos,
+    /// What every payment asks.
+    pub ask: PaymentAsk,
     /// The machine that takes the card.
     pub maquininha: MachineId,
     /// Débito, crédito (à vista or parcelado) or voucher, offered first at the machine; `None`:
     /// the customer chooses there.
     pub plano: Option<CardPlan>,
-    /// Free text.
-    pub descricao: Option<String>,
-    /// The client's own reference.
-    pub referencia: Option<String>,
-    /// The till that sent it.
-    pub terminal: Option<TerminalId>,
-    /// The sale this payment is one tender of, when the till pays a sale in parts.
-    pub venda: Option<SaleRef>,
 }
 
 impl MachineRequest {
@@ -111,7 +101,8 @@ impl MachineRequest {
     pub fn from_json(body: &serde_json::Value) -> Result<Self, Vec<FieldError>> {
         let obj = json_object(body)?;
         let mut errors = Vec::new();
-        let valor = required_valor(obj, &mut errors);
+        let ask = PaymentAsk::from_json(obj, &mut errors);
+        let valor = ask.as_ref().map(|a| a.valor);
         let maquininha = match obj.get("maquininha").and_then(serde_json::Value::as_str) {
             Some(s) => MachineId::parse(s),
             None => None,
@@ -123,10 +114,6 @@ impl MachineRequest {
             ));
         }
         let plano = CardPlan::from_json(obj, valor, &mut errors);
-        let descricao = optional_text(obj, "descricao", &mut errors);
-        let referencia = optional_text(obj, "referencia", &mut errors);
-        let terminal = optional_terminal(obj, &mut errors);
-        let venda = SaleRef::from_json(obj, valor, &mut errors);
         if obj.contains_key("cartao") {
             errors.push(FieldError::new(
                 "cartao",
@@ -139,32 +126,20 @@ impl MachineRequest {
                 "a maquininha captura na hora: não mande captura",
             ));
         }
-        unknown_fields(
-            obj,
-            &[
-                "valor",
-                "maquininha",
-                "metodo",
-                "parcelas",
-                "parcelamento",
-                "descricao",
-                "referencia",
-                "terminal",
-                "venda",
-                "cartao",
-                "captura",
-            ],
-            &mut errors,
-        );
-        match (valor, maquininha) {
-            (Some(valor), Some(maquininha)) if errors.is_empty() => Ok(Self {
-                valor,
+        let own = [
+            "maquininha",
+            "metodo",
+            "parcelas",
+            "parcelamento",
+            "cartao",
+            "captura",
+        ];
+        unknown_beside_ask(obj, &own, &mut errors);
+        match (ask, maquininha) {
+            (Some(ask), Some(maquininha)) if errors.is_empty() => Ok(Self {
+                ask,
                 maquininha,
                 plano,
-                descricao,
-                referencia,
-                terminal,
-                venda,
             }),
             _ => Err(errors),
         }

@@ -34,6 +34,6 @@ pub use pix::{PixRequest, PixStatus, Txid, UnknownPixStatus, PIX_EXPIRY_RANGE};
 pub use plan::{installments, CardMethod, CardPlan, Financing, UnknownPlan, MAX_PARCELAS};
 pub use refund::{RefundId, RefundRequest, RefundStatus, UnknownRefundStatus};
 pub(crate) use request::{json_object, unknown_fields};
-pub use request::{FieldError, PaymentRequest, MAX_TEXT_LEN};
+pub use request::{FieldError, PaymentAsk, PaymentRequest, MAX_TEXT_LEN};
 pub use sale::SaleRef;
 pub use terminal::{InvalidTerminal, TerminalId};

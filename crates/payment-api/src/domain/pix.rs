@@ -1,9 +1,7 @@
 //! A Pix charge's identity, request and states.
 
-use super::request::{
-    json_object, optional_terminal, optional_text, required_valor, unknown_fields,
-};
-use super::{Centavos, FieldError, IdempotencyKey, MerchantId, SaleRef, TerminalId};
+use super::request::{json_object, unknown_beside_ask};
+use super::{FieldError, IdempotencyKey, MerchantId, PaymentAsk};
 use sha2::{Digest, Sha256};
 
 /// The txid of a charge at the Pix provider (`[a-zA-Z0-9]{26,35}`, unique per receiver): derived
@@ -66,18 +64,10 @@ pub const PIX_EXPIRY_RANGE: std::ops::RangeInclusive<u32> = 30..=86_400;
 /// A validated `POST /pagamentos` body with `"metodo": "pix"`.
 #[derive(Debug, Clone)]
 pub struct PixRequest {
-    /// Amount in centavos.
-    pub valor: Centavos,
+    /// What every payment asks (its `descricao` is shown to the payer: `solicitacaoPagador`).
+    pub ask: PaymentAsk,
     /// Seconds until it expires (the server's default when absent).
     pub expiracao: Option<u32>,
-    /// Free text shown to the payer (`solicitacaoPagador`).
-    pub descricao: Option<String>,
-    /// The client's own reference.
-    pub referencia: Option<String>,
-    /// The till that sent it.
-    pub terminal: Option<TerminalId>,
-    /// The sale this Pix is one tender of, when the till pays a sale in parts.
-    pub venda: Option<SaleRef>,
 }
 
 impl PixRequest {
@@ -90,7 +80,7 @@ impl PixRequest {
     pub fn from_json(body: &serde_json::Value) -> Result<Self, Vec<FieldError>> {
         let obj = json_object(body)?;
         let mut errors = Vec::new();
-        let valor = required_valor(obj, &mut errors);
+        let ask = PaymentAsk::from_json(obj, &mut errors);
         if obj.get("metodo").and_then(serde_json::Value::as_str) != Some("pix") {
             errors.push(FieldError::new("metodo", "metodo deve ser \"pix\""));
         }
@@ -111,36 +101,12 @@ impl PixRequest {
                 }
             },
         };
-        let descricao = optional_text(obj, "descricao", &mut errors);
-        let referencia = optional_text(obj, "referencia", &mut errors);
-        let terminal = optional_terminal(obj, &mut errors);
-        let venda = SaleRef::from_json(obj, valor, &mut errors);
         if obj.contains_key("cartao") {
             errors.push(FieldError::new("cartao", "um Pix não leva cartão"));
         }
-        unknown_fields(
-            obj,
-            &[
-                "valor",
-                "metodo",
-                "expiracao",
-                "descricao",
-                "referencia",
-                "terminal",
-                "cartao",
-                "venda",
-            ],
-            &mut errors,
-        );
-        match valor {
-            Some(valor) if errors.is_empty() => Ok(Self {
-                valor,
-                expiracao,
-                descricao,
-                referencia,
-                terminal,
-                venda,
-            }),
+        unknown_beside_ask(obj, &["metodo", "expiracao", "cartao"], &mut errors);
+        match ask {
+            Some(ask) if errors.is_empty() => Ok(Self { ask, expiracao }),
             _ => Err(errors),
         }
     }
@@ -178,7 +144,7 @@ mod tests {
         let ok =
             PixRequest::from_json(&json!({"valor": 1234, "metodo": "pix", "referencia": "a-1"}))
                 .unwrap();
-        assert_eq!(ok.valor.get(), 1234);
+        assert_eq!(ok.ask.valor.get(), 1234);
         let errs = PixRequest::from_json(
             &json!({"valor": 0, "metodo": "pix", "expiracao": 5, "cartao": "tok_aprovado", "x": 1}),
         )

@@ -3,24 +3,68 @@
 use super::{CardPlan, CardToken, Centavos, SaleRef, TerminalId};
 use serde::Serialize;
 
-/// A validated `POST /pagamentos` body.
-#[derive(Debug, Clone)]
-pub struct PaymentRequest {
+/// What every `POST /pagamentos` body asks, whatever means pays it: the amount, the client's
+/// words for it, the till, and the part of a divided sale it is. Read once for every means
+/// ([`PaymentAsk::from_json`]); each means' request adds its own fields beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentAsk {
     /// Amount in centavos.
     pub valor: Centavos,
-    /// Card token.
-    pub cartao: CardToken,
-    /// Free text shown on statements.
+    /// Free text (on statements; a Pix shows it to the payer).
     pub descricao: Option<String>,
     /// The client's own reference (the checkout app sends its attempt id).
     pub referencia: Option<String>,
     /// The till that sent it, when it says.
     pub terminal: Option<TerminalId>,
+    /// The sale this payment is one tender of, when the till pays a sale in parts.
+    pub venda: Option<SaleRef>,
+}
+
+impl PaymentAsk {
+    /// The fields [`from_json`](Self::from_json) reads.
+    pub const FIELDS: [&'static str; 5] = ["valor", "descricao", "referencia", "terminal", "venda"];
+
+    /// Reads the fields every means shares, each problem pushed to `errors`. `None` exactly when
+    /// `valor` is missing or bad (a field after it that is bad is reported and left out).
+    pub(crate) fn from_json(
+        obj: &serde_json::Map<String, serde_json::Value>,
+        errors: &mut Vec<FieldError>,
+    ) -> Option<PaymentAsk> {
+        let valor = required_valor(obj, errors);
+        let descricao = optional_text(obj, "descricao", errors);
+        let referencia = optional_text(obj, "referencia", errors);
+        let terminal = optional_terminal(obj, errors);
+        let venda = SaleRef::from_json(obj, valor, errors);
+        Some(PaymentAsk {
+            valor: valor?,
+            descricao,
+            referencia,
+            terminal,
+            venda,
+        })
+    }
+}
+
+/// One error for each field of `obj` that neither [`PaymentAsk`] nor the means (`own`) reads.
+pub(crate) fn unknown_beside_ask(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    own: &[&str],
+    errors: &mut Vec<FieldError>,
+) {
+    let known: Vec<&str> = PaymentAsk::FIELDS.iter().chain(own).copied().collect();
+    unknown_fields(obj, &known, errors);
+}
+
+/// A validated `POST /pagamentos` body for a card (a token).
+#[derive(Debug, Clone)]
+pub struct PaymentRequest {
+    /// What every payment asks.
+    pub ask: PaymentAsk,
+    /// Card token.
+    pub cartao: CardToken,
     /// Débito, crédito (à vista or parcelado) or voucher; `None` when the body names no method
     /// (a card charge à vista, as the first version of this API had it).
     pub plano: Option<CardPlan>,
-    /// The sale this payment is one tender of, when the till pays a sale in parts.
-    pub venda: Option<SaleRef>,
     /// False: authorize only (`"captura": false`); the amount is taken by a later
     /// `POST /pagamentos/{id}/captura` or released by `/desfazimento`. Absent: captured at once.
     pub captura: bool,
@@ -33,7 +77,8 @@ impl PaymentRequest {
     pub fn from_json(body: &serde_json::Value) -> Result<Self, Vec<FieldError>> {
         let obj = json_object(body)?;
         let mut errors = Vec::new();
-        let valor = required_valor(obj, &mut errors);
+        let ask = PaymentAsk::from_json(obj, &mut errors);
+        let valor = ask.as_ref().map(|a| a.valor);
         let cartao = match obj.get("cartao") {
             None | Some(serde_json::Value::Null) => Err("cartao é obrigatório".to_string()),
             Some(serde_json::Value::String(s)) => CardToken::parse(s).map_err(|e| e.to_string()),
@@ -41,12 +86,8 @@ impl PaymentRequest {
         }
         .map_err(|e| errors.push(FieldError::new("cartao", e)))
         .ok();
-        let descricao = optional_text(obj, "descricao", &mut errors);
-        let referencia = optional_text(obj, "referencia", &mut errors);
-        let terminal = optional_terminal(obj, &mut errors);
         // A card payment may name its method and installments; a Pix goes to its own operation.
         let plano = CardPlan::from_json(obj, valor, &mut errors);
-        let venda = SaleRef::from_json(obj, valor, &mut errors);
         let captura = match obj.get("captura") {
             None | Some(serde_json::Value::Null) => true,
             Some(serde_json::Value::Bool(b)) => *b,
@@ -55,31 +96,13 @@ impl PaymentRequest {
                 true
             }
         };
-        unknown_fields(
-            obj,
-            &[
-                "valor",
-                "cartao",
-                "descricao",
-                "referencia",
-                "terminal",
-                "metodo",
-                "parcelas",
-                "parcelamento",
-                "venda",
-                "captura",
-            ],
-            &mut errors,
-        );
-        match (valor, cartao) {
-            (Some(valor), Some(cartao)) if errors.is_empty() => Ok(Self {
-                valor,
+        let own = ["cartao", "metodo", "parcelas", "parcelamento", "captura"];
+        unknown_beside_ask(obj, &own, &mut errors);
+        match (ask, cartao) {
+            (Some(ask), Some(cartao)) if errors.is_empty() => Ok(Self {
+                ask,
                 cartao,
-                descricao,
-                referencia,
-                terminal,
                 plano,
-                venda,
                 captura,
             }),
             _ => Err(errors),
@@ -197,7 +220,7 @@ mod tests {
     fn the_articles_body_is_a_valid_request() {
         let req =
             PaymentRequest::from_json(&json!({"valor": 100, "cartao": "tok_aprovado"})).unwrap();
-        assert_eq!(req.valor.get(), 100);
+        assert_eq!(req.ask.valor.get(), 100);
         assert_eq!(req.cartao, CardToken::Aprovado);
     }
 }

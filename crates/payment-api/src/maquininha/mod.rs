@@ -26,13 +26,12 @@ use crate::awaited::{self, Awaited};
 use crate::clock::Millis;
 use crate::domain::{
     CancelByKey, IdempotencyKey, KeyOperation, MachineRequest, MachineStatus, MerchantId, OrderKey,
-    PaymentId,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
 use crate::schema::MachinePaymentBody;
-use crate::store::{MachineOrder, MachineStore, SaleStore};
+use crate::store::{AwaitedHead, MachineOrder, MachineStore, SaleStore};
 use std::sync::Arc;
 
 impl From<ProviderError> for ApiError {
@@ -97,46 +96,33 @@ impl Maquininha {
             .create(
                 &key,
                 &request.maquininha,
-                request.valor,
+                request.ask.valor,
                 request.plano,
                 // The reference the provider keeps is the order key itself: the same for every
                 // retry of the request, and within its character set.
                 key.as_ref(),
-                request.descricao.as_deref(),
+                request.ask.descricao.as_deref(),
             )
             .await
     }
 
     /// The order as stored, from what the provider answered and what the request adds.
     fn order_of(&self, held: &Held<'_>, request: &MachineRequest, order: &Order) -> MachineOrder {
-        let now = self.store.now_ms();
         MachineOrder {
-            id: PaymentId::new(),
-            merchant: held.merchant.clone(),
-            idempotency_key: held.key.clone(),
+            head: AwaitedHead::new(held.merchant, held.key, &request.ask, self.store.now_ms()),
             order_id: order.id.clone(),
             maquininha: request.maquininha.clone(),
-            valor: request.valor,
             plano: request.plano,
             status: MachineStatus::Aguardando,
             estado: order.status.clone(),
             motivo: None,
             plano_pago: None,
-            descricao: request.descricao.clone(),
-            referencia: request.referencia.clone(),
-            terminal: request.terminal.clone(),
-            created_at: now,
-            updated_at: now,
         }
     }
 }
 
 impl Awaited for MachineOrder {
     const WHAT: &'static str = "card machine order";
-
-    fn created_at(&self) -> Millis {
-        self.created_at
-    }
 
     fn body(&self) -> Vec<u8> {
         MachinePaymentBody::bytes_of(self)
@@ -163,7 +149,7 @@ impl Operation for Maquininha {
     const CANCEL_BY_KEY: CancelByKey = CancelByKey::AskResource;
 
     fn referencia(request: &MachineRequest) -> Option<String> {
-        request.referencia.clone()
+        request.ask.referencia.clone()
     }
 
     async fn execute(
@@ -173,9 +159,7 @@ impl Operation for Maquininha {
         faults: &Faults,
     ) -> Result<Completed> {
         let making = awaited::Making {
-            terminal: request.terminal.as_ref(),
-            venda: request.venda.as_ref(),
-            valor: request.valor,
+            ask: &request.ask,
             field: "maquininha",
             refused: "a maquininha recusou o pedido",
         };

@@ -79,7 +79,7 @@ impl MachineSettler {
         let update = update_of(order, stored.plano);
         let changed = self.store.settle_machine(&stored.order_id, &update).await?;
         if changed {
-            tracing::info!(payment = %stored.id, order = %order.id, status = update.status.as_str(), estado = %update.estado, "card machine order settled");
+            tracing::info!(payment = %stored.head.id, order = %order.id, status = update.status.as_str(), estado = %update.estado, "card machine order settled");
             self.changed.notify_waiters();
         }
         Ok(changed)
@@ -114,7 +114,7 @@ impl MachineSettler {
     /// screen must not say "cancelado".
     pub async fn cancel(&self, stored: MachineOrder) -> Result<MachineOrder> {
         if stored.status == MachineStatus::Aguardando {
-            let key = OrderKey::derive_cancel(&stored.merchant, &stored.idempotency_key);
+            let key = OrderKey::derive_cancel(&stored.head.merchant, &stored.head.idempotency_key);
             match self.provider.cancel(&stored.order_id, &key).await? {
                 CancelAnswer::Canceled(order) => {
                     self.apply(&stored, &order).await?;
@@ -129,7 +129,7 @@ impl MachineSettler {
             }
         }
         self.store
-            .awaited_by_id::<MachineOrder>(&stored.merchant, &stored.id)
+            .awaited_by_id::<MachineOrder>(&stored.head.merchant, &stored.head.id)
             .await?
             .ok_or(ApiError::NotFound)
     }

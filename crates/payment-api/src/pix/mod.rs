@@ -25,12 +25,12 @@ pub use settle::{PollReport, Settler};
 
 use crate::awaited::{self, Awaited};
 use crate::clock::{parse_rfc3339, Millis};
-use crate::domain::{CancelByKey, KeyOperation, PaymentId, PixRequest, PixStatus, Txid};
+use crate::domain::{CancelByKey, KeyOperation, PixRequest, PixStatus, Txid};
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
 use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
 use crate::schema::PixPaymentBody;
-use crate::store::{PixCharge, PixStore, SaleStore};
+use crate::store::{AwaitedHead, PixCharge, PixStore, SaleStore};
 use provider::{Cob, PixProvider, ProviderError};
 use std::sync::Arc;
 
@@ -105,15 +105,11 @@ impl Pix {
             ))
         })?;
         let copia_e_cola = cob.pix_copia_e_cola.clone().unwrap_or_else(|| {
-            brcode::dynamic(&cob.location, request.valor, &self.settings.merchant)
+            brcode::dynamic(&cob.location, request.ask.valor, &self.settings.merchant)
         });
-        let now = self.store.now_ms();
         Ok(PixCharge {
-            id: PaymentId::new(),
-            merchant: held.merchant.clone(),
-            idempotency_key: held.key.clone(),
+            head: AwaitedHead::new(held.merchant, held.key, &request.ask, self.store.now_ms()),
             txid: Txid::derive(held.merchant, held.key),
-            valor: request.valor,
             status: PixStatus::Aguardando,
             copia_e_cola,
             location: cob.location.clone(),
@@ -121,22 +117,17 @@ impl Pix {
             e2eid: None,
             pago_em: None,
             valor_recebido: None,
-            descricao: request.descricao.clone(),
-            referencia: request.referencia.clone(),
-            terminal: request.terminal.clone(),
-            created_at: now,
-            updated_at: now,
         })
     }
 
     /// The charge at the provider for this key: created now, or, when the txid was used before
     /// (a retry after a crash), read back.
     async fn cob_for(&self, txid: &Txid, request: &PixRequest) -> Result<Cob, ProviderError> {
-        let valor = request.valor.as_reais();
+        let valor = request.ask.valor.as_reais();
         let expiry = request.expiracao.unwrap_or(self.settings.expiry_secs);
         match self
             .provider
-            .create(txid, &valor, expiry, request.descricao.as_deref())
+            .create(txid, &valor, expiry, request.ask.descricao.as_deref())
             .await
         {
             Err(ProviderError::TxidTaken) => self.provider.get(txid).await?.ok_or_else(|| {
@@ -149,10 +140,6 @@ impl Pix {
 
 impl Awaited for PixCharge {
     const WHAT: &'static str = "Pix charge";
-
-    fn created_at(&self) -> Millis {
-        self.created_at
-    }
 
     fn body(&self) -> Vec<u8> {
         PixPaymentBody::bytes_of(self)
@@ -181,7 +168,7 @@ impl Operation for Pix {
     const CANCEL_BY_KEY: CancelByKey = CancelByKey::AskResource;
 
     fn referencia(request: &PixRequest) -> Option<String> {
-        request.referencia.clone()
+        request.ask.referencia.clone()
     }
 
     async fn execute(
@@ -191,9 +178,7 @@ impl Operation for Pix {
         faults: &Faults,
     ) -> Result<Completed> {
         let making = awaited::Making {
-            terminal: request.terminal.as_ref(),
-            venda: request.venda.as_ref(),
-            valor: request.valor,
+            ask: &request.ask,
             field: "",
             refused: "o provedor Pix recusou a cobrança",
         };

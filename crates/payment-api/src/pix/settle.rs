@@ -219,7 +219,8 @@ impl Settler {
         *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = if page.len() < POLL_BATCH {
             None
         } else {
-            page.last().map(|c| (c.updated_at, c.id.to_string()))
+            page.last()
+                .map(|c| (c.head.updated_at, c.head.id.to_string()))
         };
         for charge in page {
             report.polled += 1;

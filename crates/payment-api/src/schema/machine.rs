@@ -74,16 +74,16 @@ pub struct MachineDetail {
 impl From<&MachineOrder> for MachinePaymentBody {
     fn from(o: &MachineOrder) -> Self {
         Self {
-            id: o.id.to_string(),
+            id: o.head.id.to_string(),
             status: o.status.as_str(),
             metodo: "maquininha",
-            valor: o.valor.get(),
+            valor: o.head.valor.get(),
             moeda: "BRL",
-            descricao: o.descricao.clone(),
-            referencia: o.referencia.clone(),
-            idempotency_key: o.idempotency_key.as_ref().to_string(),
-            criado_em: rfc3339(o.created_at),
-            terminal: o.terminal.as_ref().map(ToString::to_string),
+            descricao: o.head.descricao.clone(),
+            referencia: o.head.referencia.clone(),
+            idempotency_key: o.head.idempotency_key.as_ref().to_string(),
+            criado_em: rfc3339(o.head.created_at),
+            terminal: o.head.terminal.as_ref().map(ToString::to_string),
             maquininha: MachineDetail {
                 id: o.maquininha.to_string(),
                 pedido: o.order_id.clone(),

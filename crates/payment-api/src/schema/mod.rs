@@ -193,16 +193,16 @@ pub struct PixDetail {
 impl From<&PixCharge> for PixPaymentBody {
     fn from(p: &PixCharge) -> Self {
         Self {
-            id: p.id.to_string(),
+            id: p.head.id.to_string(),
             status: p.status.as_str(),
             metodo: "pix",
-            valor: p.valor.get(),
+            valor: p.head.valor.get(),
             moeda: "BRL",
-            descricao: p.descricao.clone(),
-            referencia: p.referencia.clone(),
-            idempotency_key: p.idempotency_key.as_ref().to_string(),
-            criado_em: rfc3339(p.created_at),
-            terminal: p.terminal.as_ref().map(ToString::to_string),
+            descricao: p.head.descricao.clone(),
+            referencia: p.head.referencia.clone(),
+            idempotency_key: p.head.idempotency_key.as_ref().to_string(),
+            criado_em: rfc3339(p.head.created_at),
+            terminal: p.head.terminal.as_ref().map(ToString::to_string),
             pix: PixDetail {
                 txid: p.txid.to_string(),
                 copia_e_cola: p.copia_e_cola.clone(),

@@ -102,16 +102,6 @@ impl StoredRow {
         parse(&v).map_err(|e| corrupt(column, e))
     }
 
-    /// The `id`, `merchant` and `idempotency_key` every table of a resource paid later starts
-    /// with ([`AwaitedRecord::owner_cells`]).
-    pub fn owner(&self) -> StoreResult<(PaymentId, MerchantId, IdempotencyKey)> {
-        Ok((
-            PaymentId::from_stored(self.text("id")?),
-            self.parsed("merchant", MerchantId::parse)?,
-            self.parsed("idempotency_key", |k| IdempotencyKey::parse(k.as_bytes()))?,
-        ))
-    }
-
     /// A nullable text column parsed into its domain type.
     pub fn opt_parsed<T, E: std::fmt::Display>(
         &self,
@@ -124,22 +114,77 @@ impl StoredRow {
     }
 }
 
-/// The columns every request-made resource ends with: the client's free text and reference,
-/// the till that sent it, and the store's times.
-pub fn request_cells(
-    descricao: Option<&String>,
-    referencia: Option<&String>,
-    terminal: Option<&TerminalId>,
-    created_at: Millis,
-    updated_at: Millis,
-) -> [(&'static str, Cell); 5] {
-    [
-        ("descricao", Cell::opt_text(descricao)),
-        ("referencia", Cell::opt_text(referencia)),
-        ("terminal", Cell::opt_text(terminal)),
-        ("created_at", Cell::int(created_at)),
-        ("updated_at", Cell::int(updated_at)),
-    ]
+/// What every resource paid later stores beside its own columns: its payment id and the key
+/// that made it, the amount asked, the request's words and till, and the store's times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwaitedHead {
+    /// `pay_…` (resources paid later share the payments' id space and routes).
+    pub id: PaymentId,
+    /// Owner.
+    pub merchant: MerchantId,
+    /// The key that made it.
+    pub idempotency_key: IdempotencyKey,
+    /// Amount asked.
+    pub valor: Centavos,
+    /// Free text from the request.
+    pub descricao: Option<String>,
+    /// Client reference from the request.
+    pub referencia: Option<String>,
+    /// The till that sent it.
+    pub terminal: Option<TerminalId>,
+    /// Creation time (store clock).
+    pub created_at: Millis,
+    /// Last change (store clock).
+    pub updated_at: Millis,
+}
+
+impl AwaitedHead {
+    /// A new resource's head: a new payment id, made `now` (store clock) under `merchant`'s
+    /// `key` for what `ask` asks.
+    pub fn new(merchant: &MerchantId, key: &IdempotencyKey, ask: &PaymentAsk, now: Millis) -> Self {
+        AwaitedHead {
+            id: PaymentId::new(),
+            merchant: merchant.clone(),
+            idempotency_key: key.clone(),
+            valor: ask.valor,
+            descricao: ask.descricao.clone(),
+            referencia: ask.referencia.clone(),
+            terminal: ask.terminal.clone(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// Its columns, each named beside its value.
+    fn cells(&self) -> [(&'static str, Cell); 9] {
+        [
+            ("id", Cell::text(self.id.as_ref())),
+            ("merchant", Cell::text(self.merchant.as_ref())),
+            ("idempotency_key", Cell::text(self.idempotency_key.as_ref())),
+            ("valor", Cell::int(self.valor.get())),
+            ("descricao", Cell::opt_text(self.descricao.as_ref())),
+            ("referencia", Cell::opt_text(self.referencia.as_ref())),
+            ("terminal", Cell::opt_text(self.terminal.as_ref())),
+            ("created_at", Cell::int(self.created_at)),
+            ("updated_at", Cell::int(self.updated_at)),
+        ]
+    }
+
+    /// It again, from a stored row.
+    pub fn read(r: &StoredRow) -> StoreResult<Self> {
+        Ok(AwaitedHead {
+            id: PaymentId::from_stored(r.text("id")?),
+            merchant: r.parsed("merchant", MerchantId::parse)?,
+            idempotency_key: r
+                .parsed("idempotency_key", |k| IdempotencyKey::parse(k.as_bytes()))?,
+            valor: Centavos::new(r.int("valor")?).map_err(|e| corrupt("valor", e))?,
+            descricao: r.opt_text("descricao")?,
+            referencia: r.opt_text("referencia")?,
+            terminal: r.opt_parsed("terminal", TerminalId::parse)?,
+            created_at: r.int("created_at")?,
+            updated_at: r.int("updated_at")?,
+        })
+    }
 }
 
 /// A resource paid later, as its table stores it.
@@ -148,23 +193,24 @@ pub trait AwaitedRecord: Sized + Send + Sync + 'static {
     const TABLE: &'static str;
     /// The column of the provider's id for it (`UNIQUE`).
     const PROVIDER_ID: &'static str;
-    /// The key it was made under, and its payment id.
-    fn owner(&self) -> (&MerchantId, &IdempotencyKey, &PaymentId);
+    /// What it stores as every resource paid later does.
+    fn head(&self) -> &AwaitedHead;
     /// The provider's id for it (a txid, an order id): the value of [`AwaitedRecord::PROVIDER_ID`].
     fn provider_id(&self) -> &str;
-    /// Every column it stores, named beside its value ([`AwaitedRecord::owner_cells`] first).
-    fn cells(&self) -> Vec<(&'static str, Cell)>;
-    /// The columns every such table starts with: the payment id and the key that made it.
-    fn owner_cells(&self) -> Vec<(&'static str, Cell)> {
-        let (merchant, key, id) = self.owner();
-        vec![
-            ("id", Cell::text(id.as_ref())),
-            ("merchant", Cell::text(merchant.as_ref())),
-            ("idempotency_key", Cell::text(key.as_ref())),
-        ]
+    /// Its own columns, each named beside its value (the head's are added to them).
+    fn own_cells(&self) -> Vec<(&'static str, Cell)>;
+    /// It again, from a stored row and the head read from it.
+    fn read_own(head: AwaitedHead, row: &StoredRow) -> StoreResult<Self>;
+    /// Every column it stores, named beside its value.
+    fn cells(&self) -> Vec<(&'static str, Cell)> {
+        let mut cells = self.head().cells().to_vec();
+        cells.extend(self.own_cells());
+        cells
     }
     /// It again, from a stored row.
-    fn read(row: &StoredRow) -> StoreResult<Self>;
+    fn read(row: &StoredRow) -> StoreResult<Self> {
+        Self::read_own(AwaitedHead::read(row)?, row)
+    }
 }
 
 /// A resource's row to insert as its key completes.
@@ -218,7 +264,12 @@ pub trait Awaiting: AwaitedStore {
         &self,
         done: AwaitedCompletion<R>,
     ) -> StoreResult<FinishOutcome> {
-        let (merchant, key, id) = done.resource.owner();
+        let AwaitedHead {
+            merchant,
+            idempotency_key: key,
+            id,
+            ..
+        } = done.resource.head();
         let row = AwaitedRow {
             table: R::TABLE,
             merchant: merchant.to_string(),

@@ -8,18 +8,12 @@ use crate::domain::{CardPlan, MachineId, MachineStatus};
 /// A card-machine payment as it is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineOrder {
-    /// `pay_…` (shares the payments' id space and routes).
-    pub id: PaymentId,
-    /// Owner.
-    pub merchant: MerchantId,
-    /// The key that made it.
-    pub idempotency_key: IdempotencyKey,
+    /// What it stores as every resource paid later does (its id, key, amount, request's words).
+    pub head: AwaitedHead,
     /// The provider's order id.
     pub order_id: String,
     /// The machine it was sent to.
     pub maquininha: MachineId,
-    /// Amount asked.
-    pub valor: Centavos,
     /// The plan offered first at the machine (`None`: the customer chose there).
     pub plano: Option<CardPlan>,
     /// Where it stands.
@@ -30,16 +24,6 @@ pub struct MachineOrder {
     pub motivo: Option<String>,
     /// How the customer paid, once paid.
     pub plano_pago: Option<CardPlan>,
-    /// Free text from the request.
-    pub descricao: Option<String>,
-    /// Client reference from the request.
-    pub referencia: Option<String>,
-    /// The till that sent it.
-    pub terminal: Option<TerminalId>,
-    /// Creation time (store clock).
-    pub created_at: Millis,
-    /// Last change (store clock).
-    pub updated_at: Millis,
 }
 
 fn plan(what: &str, stored: Option<String>) -> StoreResult<Option<CardPlan>> {
@@ -52,20 +36,18 @@ impl AwaitedRecord for MachineOrder {
     const TABLE: &'static str = "machine_orders";
     const PROVIDER_ID: &'static str = "order_id";
 
-    fn owner(&self) -> (&MerchantId, &IdempotencyKey, &PaymentId) {
-        (&self.merchant, &self.idempotency_key, &self.id)
+    fn head(&self) -> &AwaitedHead {
+        &self.head
     }
 
     fn provider_id(&self) -> &str {
         &self.order_id
     }
 
-    fn cells(&self) -> Vec<(&'static str, Cell)> {
-        let mut cells = self.owner_cells();
-        cells.extend([
+    fn own_cells(&self) -> Vec<(&'static str, Cell)> {
+        vec![
             ("order_id", Cell::text(&self.order_id)),
             ("maquininha", Cell::text(self.maquininha.as_ref())),
-            ("valor", Cell::int(self.valor.get())),
             ("plano", Cell::opt_text(self.plano.map(|p| p.as_stored()))),
             ("status", Cell::text(self.status.as_str())),
             ("estado", Cell::text(&self.estado)),
@@ -74,38 +56,21 @@ impl AwaitedRecord for MachineOrder {
                 "plano_pago",
                 Cell::opt_text(self.plano_pago.map(|p| p.as_stored())),
             ),
-        ]);
-        cells.extend(request_cells(
-            self.descricao.as_ref(),
-            self.referencia.as_ref(),
-            self.terminal.as_ref(),
-            self.created_at,
-            self.updated_at,
-        ));
-        cells
+        ]
     }
 
-    fn read(r: &StoredRow) -> StoreResult<Self> {
-        let (id, merchant, idempotency_key) = r.owner()?;
+    fn read_own(head: AwaitedHead, r: &StoredRow) -> StoreResult<Self> {
         Ok(MachineOrder {
-            id,
-            merchant,
-            idempotency_key,
+            head,
             order_id: r.text("order_id")?,
             maquininha: r.parsed("maquininha", |m| {
                 MachineId::parse(m).ok_or("maquininha inválida")
             })?,
-            valor: Centavos::new(r.int("valor")?).map_err(|e| corrupt("valor", e))?,
             plano: plan("plano", r.opt_text("plano")?)?,
             status: r.parsed("status", MachineStatus::parse)?,
             estado: r.text("estado")?,
             motivo: r.opt_text("motivo")?,
             plano_pago: plan("plano_pago", r.opt_text("plano_pago")?)?,
-            descricao: r.opt_text("descricao")?,
-            referencia: r.opt_text("referencia")?,
-            terminal: r.opt_parsed("terminal", TerminalId::parse)?,
-            created_at: r.int("created_at")?,
-            updated_at: r.int("updated_at")?,
         })
     }
 }

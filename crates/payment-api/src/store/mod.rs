@@ -36,7 +36,7 @@ pub use sqlite::SqliteStore;
 use crate::clock::Millis;
 use crate::domain::{
     CancelRules, CaptureState, CardPlan, Centavos, Fingerprint, IdempotencyKey, KeyOperation,
-    Means, MerchantId, PaymentId, PaymentStatus, RefundId, RefundStatus, TerminalId,
+    Means, MerchantId, PaymentAsk, PaymentId, PaymentStatus, RefundId, RefundStatus, TerminalId,
 };
 
 /// The write that completes the key of a resource a customer pays later (a Pix charge, a

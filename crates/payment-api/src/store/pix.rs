@@ -10,16 +10,10 @@ use crate::domain::{PixStatus, Txid};
 /// A Pix charge as it is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PixCharge {
-    /// `pay_…` (Pix charges share the payments' id space and routes).
-    pub id: PaymentId,
-    /// Owner.
-    pub merchant: MerchantId,
-    /// The key that created it.
-    pub idempotency_key: IdempotencyKey,
+    /// What it stores as every resource paid later does (its id, key, amount, request's words).
+    pub head: AwaitedHead,
     /// The provider's charge id.
     pub txid: Txid,
-    /// Amount asked.
-    pub valor: Centavos,
     /// Where it stands.
     pub status: PixStatus,
     /// The BR Code ("Pix copia e cola"), also drawn as the QR.
@@ -34,35 +28,23 @@ pub struct PixCharge {
     pub pago_em: Option<Millis>,
     /// What that Pix carried, in centavos.
     pub valor_recebido: Option<i64>,
-    /// Free text from the request.
-    pub descricao: Option<String>,
-    /// Client reference from the request.
-    pub referencia: Option<String>,
-    /// The till that sent it.
-    pub terminal: Option<TerminalId>,
-    /// Creation time (store clock).
-    pub created_at: Millis,
-    /// Last change (store clock).
-    pub updated_at: Millis,
 }
 
 impl AwaitedRecord for PixCharge {
     const TABLE: &'static str = "pix_charges";
     const PROVIDER_ID: &'static str = "txid";
 
-    fn owner(&self) -> (&MerchantId, &IdempotencyKey, &PaymentId) {
-        (&self.merchant, &self.idempotency_key, &self.id)
+    fn head(&self) -> &AwaitedHead {
+        &self.head
     }
 
     fn provider_id(&self) -> &str {
         self.txid.as_ref()
     }
 
-    fn cells(&self) -> Vec<(&'static str, Cell)> {
-        let mut cells = self.owner_cells();
-        cells.extend([
+    fn own_cells(&self) -> Vec<(&'static str, Cell)> {
+        vec![
             ("txid", Cell::text(self.txid.as_ref())),
-            ("valor", Cell::int(self.valor.get())),
             ("status", Cell::text(self.status.as_str())),
             ("copia_e_cola", Cell::text(&self.copia_e_cola)),
             ("location", Cell::text(&self.location)),
@@ -70,25 +52,13 @@ impl AwaitedRecord for PixCharge {
             ("e2eid", Cell::opt_text(self.e2eid.as_ref())),
             ("pago_em", Cell::Int(self.pago_em)),
             ("valor_recebido", Cell::Int(self.valor_recebido)),
-        ]);
-        cells.extend(request_cells(
-            self.descricao.as_ref(),
-            self.referencia.as_ref(),
-            self.terminal.as_ref(),
-            self.created_at,
-            self.updated_at,
-        ));
-        cells
+        ]
     }
 
-    fn read(r: &StoredRow) -> StoreResult<Self> {
-        let (id, merchant, idempotency_key) = r.owner()?;
+    fn read_own(head: AwaitedHead, r: &StoredRow) -> StoreResult<Self> {
         Ok(PixCharge {
-            id,
-            merchant,
-            idempotency_key,
+            head,
             txid: r.parsed("txid", |t| Txid::parse(t).ok_or("txid inválido"))?,
-            valor: Centavos::new(r.int("valor")?).map_err(|e| corrupt("valor", e))?,
             status: r.parsed("status", PixStatus::parse)?,
             copia_e_cola: r.text("copia_e_cola")?,
             location: r.text("location")?,
@@ -96,11 +66,6 @@ impl AwaitedRecord for PixCharge {
             e2eid: r.opt_text("e2eid")?,
             pago_em: r.opt_int("pago_em")?,
             valor_recebido: r.opt_int("valor_recebido")?,
-            descricao: r.opt_text("descricao")?,
-            referencia: r.opt_text("referencia")?,
-            terminal: r.opt_parsed("terminal", TerminalId::parse)?,
-            created_at: r.int("created_at")?,
-            updated_at: r.int("updated_at")?,
         })
     }
 }
