@@ -4,12 +4,13 @@
 //! purged and asked again, or completed by another worker, finds the resource by the provider's
 //! id and answers it as a replay (another request with that key: 422).
 
+use crate::clock::Millis;
 use crate::domain::{
-    FieldError, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentAsk,
+    CancelByKey, FieldError, Fingerprint, IdempotencyKey, KeyOperation, MerchantId, PaymentAsk,
 };
 use crate::error::{ApiError, Result};
 use crate::faults::Faults;
-use crate::idempotency::{Completed, Held, KeyResource, Recovery, ResourceState};
+use crate::idempotency::{Completed, Held, KeyResource, Operation, Recovery, ResourceState};
 use crate::store::{
     AwaitedCompletion, AwaitedRecord, Awaiting, Lookup, SaleStore, Store, StoredResponse,
 };
@@ -42,17 +43,6 @@ pub fn first_answer<R: Awaited>(resource: &R) -> StoredResponse {
     response_for(&resource.as_first())
 }
 
-/// What a request for a resource paid later asks besides its own fields: which part of which
-/// divided sale it pays (held before the provider is asked), and the field a refusal names.
-pub struct Making<'a> {
-    /// What the request asks as every payment does (its sale part among it).
-    pub ask: &'a PaymentAsk,
-    /// The request field a provider's refusal is reported on (`""`: the whole body).
-    pub field: &'static str,
-    /// What a refusal says was refused ("o provedor Pix recusou a cobrança").
-    pub refused: &'static str,
-}
-
 /// How a provider's error says it refused: it made nothing and would refuse the same request
 /// again. Any other error is a provider not heard, which may have made it.
 pub trait Refusal: Into<ApiError> {
@@ -60,44 +50,112 @@ pub trait Refusal: Into<ApiError> {
     fn refused(&self) -> Option<&str>;
 }
 
-/// The request path of every resource paid later, once: the part of a divided sale is held
+/// A request for a resource paid later.
+pub trait PaidLaterRequest: Send + Sync + Sized + 'static {
+    /// What it asks as every payment does.
+    fn ask(&self) -> &PaymentAsk;
+    /// Validates a parsed body; every problem is reported.
+    fn from_json(body: &serde_json::Value) -> std::result::Result<Self, Vec<FieldError>>;
+}
+
+/// A means whose resource a customer pays after its first answer (a Pix charge, a card-machine
+/// order): what it asks its provider for, how it stores what the provider made, and how a key
+/// whose worker died is settled. Its [`Operation`] is written once, for every such means: cancel
+/// by key asks the resource ([`CancelByKey::AskResource`]); the part of a divided sale is held
 /// before the provider is asked (while a customer may pay it, nothing else may take that part);
 /// a provider that refused made nothing and would refuse again (the key is forgotten, a 422 for
-/// the client); a provider not heard may have made it (the key is released for the same
-/// retry); what it made is stored with its first answer under the key's fence.
-pub async fn make<R, S, P, E, F>(
-    held: &Held<'_>,
-    sales: &dyn SaleStore,
-    store: &S,
-    making: Making<'_>,
-    faults: &Faults,
-    ask: F,
-    stored: impl FnOnce(P) -> Result<R>,
-) -> Result<Completed>
-where
-    R: Awaited,
-    S: Awaiting + ?Sized,
-    E: Refusal,
-    F: std::future::Future<Output = std::result::Result<P, E>>,
-{
-    crate::tenders::hold(sales, held, making.ask).await?;
-    let made = match ask.await {
-        Ok(made) => made,
-        Err(e) => {
-            if let Some(detail) = e.refused() {
-                let message = format!("{}: {detail}", making.refused);
-                held.forget().await?;
-                return Err(ApiError::Validation(vec![FieldError::new(
-                    making.field,
-                    message,
-                )]));
+/// the client); a provider not heard may have made it (the key is released for the same retry);
+/// what it made is stored with its first answer under the key's fence ([`complete`]).
+#[async_trait::async_trait]
+pub trait PaidLater: Send + Sync + 'static {
+    /// Its validated request.
+    type Request: PaidLaterRequest;
+    /// What it stores and answers.
+    type Resource: Awaited;
+    /// What the provider answers when it makes the resource.
+    type Made: Send;
+    /// The provider's error.
+    type Error: Refusal + Send;
+    /// Where its resources are kept.
+    type Store: Awaiting + Send + Sync + ?Sized;
+    /// The name its key rows record ([`Operation::KIND`]).
+    const OPERATION: KeyOperation;
+    /// The request field a provider's refusal is reported on (`""`: the whole body).
+    const REFUSAL_FIELD: &'static str;
+    /// What a refusal says was refused ("o provedor Pix recusou a cobrança").
+    const REFUSED: &'static str;
+
+    /// The sales whose parts it may pay.
+    fn sales(&self) -> &dyn SaleStore;
+    /// Its resources' store.
+    fn store(&self) -> &Self::Store;
+    /// Asks the provider for the key's resource: made now, or the one the key made before.
+    async fn ask_provider(
+        &self,
+        held: &Held<'_>,
+        request: &Self::Request,
+    ) -> std::result::Result<Self::Made, Self::Error>;
+    /// The resource as stored, from what the provider made and what the request adds.
+    fn stored(
+        &self,
+        held: &Held<'_>,
+        request: &Self::Request,
+        made: Self::Made,
+    ) -> Result<Self::Resource>;
+    /// Settles a key whose worker died mid-execution ([`Operation::recover`]).
+    async fn recover_key(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery>;
+}
+
+#[async_trait::async_trait]
+impl<M: PaidLater> Operation for M {
+    type Request = M::Request;
+    const KIND: KeyOperation = M::OPERATION;
+    const CANCEL_BY_KEY: CancelByKey = CancelByKey::AskResource;
+
+    fn referencia(request: &M::Request) -> Option<String> {
+        request.ask().referencia.clone()
+    }
+
+    async fn execute(
+        &self,
+        held: &Held<'_>,
+        request: &M::Request,
+        faults: &Faults,
+    ) -> Result<Completed> {
+        crate::tenders::hold(self.sales(), held, request.ask()).await?;
+        let made = match self.ask_provider(held, request).await {
+            Ok(made) => made,
+            Err(e) => {
+                if let Some(detail) = e.refused() {
+                    let message = format!("{}: {detail}", M::REFUSED);
+                    held.forget().await?;
+                    let refused = FieldError::new(M::REFUSAL_FIELD, message);
+                    return Err(ApiError::Validation(vec![refused]));
+                }
+                let _ = held.release().await;
+                return Err(e.into());
             }
-            let _ = held.release().await;
-            return Err(e.into());
-        }
-    };
-    faults.after_charge();
-    complete(held, store, stored(made)?).await
+        };
+        faults.after_charge();
+        complete(held, self.store(), self.stored(held, request, made)?).await
+    }
+
+    async fn recover(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
+        self.recover_key(held, created_at).await
+    }
+}
+
+/// The request a key kept, read again for a recovery; `None` when none can be read (then the key
+/// is released for the client's retry, which brings it again).
+pub async fn kept_request<R: PaidLaterRequest>(held: &Held<'_>) -> Result<Option<R>> {
+    let request = held
+        .request
+        .and_then(|b| crate::domain::parse_json_strict(b).ok())
+        .and_then(|v| R::from_json(&v).ok());
+    if request.is_none() {
+        held.release().await?;
+    }
+    Ok(request)
 }
 
 /// Completes the key with the resource the provider made for it: found already stored (a key

@@ -2,10 +2,10 @@
 
 use super::*;
 use crate::schema::{
-    CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, MachineDetail, NovoCancelamento,
-    NovoEstorno, NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail, PaymentList,
-    PaymentRead, PixDetail, PixPaymentBody, Problem, RefundBody, RefundLedgerEntry, VendaBody,
-    VendaTender,
+    AwaitedHeadBody, CancelamentoBody, EmAndamento, Health, Ledger, LedgerEntry, MachineDetail,
+    NovoCancelamento, NovoEstorno, NovoPagamento, PaymentBody, PaymentCreated, PaymentDetail,
+    PaymentList, PaymentRead, PixDetail, PixPaymentBody, Problem, RefundBody, RefundLedgerEntry,
+    VendaBody, VendaTender,
 };
 
 struct SecuritySchemes;
@@ -28,7 +28,7 @@ impl utoipa::Modify for SecuritySchemes {
 #[openapi(
     info(title = "Pagar payment API", description = "Honours Idempotency-Key: each key charges at most once and replays its stored answer."),
     paths(create_payment, create_refund, capture_payment, undo_payment, cancel_payment_key, get_payment, get_sale, cancel_waiting, pix_webhook, machine_notification, list_payments, health, ready, admin_ledger, admin_get_faults, admin_put_faults),
-    components(schemas(NovoPagamento, PaymentBody, PaymentList, Problem, Ledger, LedgerEntry, Faults, Health, NovoEstorno, RefundBody, PaymentDetail, RefundLedgerEntry, EmAndamento, NovoCancelamento, CancelamentoBody, PixPaymentBody, PixDetail, MachinePaymentBody, MachineDetail, PaymentCreated, PaymentRead, VendaBody, VendaTender)),
+    components(schemas(NovoPagamento, PaymentBody, PaymentList, Problem, Ledger, LedgerEntry, Faults, Health, NovoEstorno, RefundBody, PaymentDetail, RefundLedgerEntry, EmAndamento, NovoCancelamento, CancelamentoBody, PixPaymentBody, PixDetail, MachinePaymentBody, MachineDetail, AwaitedHeadBody, PaymentCreated, PaymentRead, VendaBody, VendaTender)),
     modifiers(&SecuritySchemes)
 )]
 pub struct ApiDoc;

@@ -22,14 +22,14 @@ pub use provider::{
 };
 pub use settle::{MachinePoll, MachineSettler, NotificationVerifier};
 
-use crate::awaited::{self, Awaited};
+use crate::awaited::{self, Awaited, PaidLater};
 use crate::clock::Millis;
 use crate::domain::{
-    CancelByKey, IdempotencyKey, KeyOperation, MachineRequest, MachineStatus, MerchantId, OrderKey,
+    FieldError, IdempotencyKey, KeyOperation, MachineRequest, MachineStatus, MerchantId, OrderKey,
+    PaymentAsk,
 };
 use crate::error::{ApiError, Result};
-use crate::faults::Faults;
-use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
+use crate::idempotency::{Completed, Held, Keyed, Recovery};
 use crate::schema::MachinePaymentBody;
 use crate::store::{AwaitedHead, MachineOrder, MachineStore, SaleStore};
 use std::sync::Arc;
@@ -142,39 +142,50 @@ impl Awaited for MachineOrder {
     }
 }
 
-#[async_trait::async_trait]
-impl Operation for Maquininha {
-    type Request = MachineRequest;
-    const KIND: KeyOperation = KeyOperation::named("maquininha");
-    const CANCEL_BY_KEY: CancelByKey = CancelByKey::AskResource;
-
-    fn referencia(request: &MachineRequest) -> Option<String> {
-        request.ask.referencia.clone()
+impl awaited::PaidLaterRequest for MachineRequest {
+    fn ask(&self) -> &PaymentAsk {
+        &self.ask
     }
 
-    async fn execute(
+    fn from_json(body: &serde_json::Value) -> std::result::Result<Self, Vec<FieldError>> {
+        MachineRequest::from_json(body)
+    }
+}
+
+#[async_trait::async_trait]
+impl PaidLater for Maquininha {
+    type Request = MachineRequest;
+    type Resource = MachineOrder;
+    type Made = Order;
+    type Error = ProviderError;
+    type Store = dyn MachineStore;
+    const OPERATION: KeyOperation = KeyOperation::named("maquininha");
+    const REFUSAL_FIELD: &'static str = "maquininha";
+    const REFUSED: &'static str = "a maquininha recusou o pedido";
+
+    fn sales(&self) -> &dyn SaleStore {
+        &*self.sales
+    }
+
+    fn store(&self) -> &dyn MachineStore {
+        &*self.store
+    }
+
+    async fn ask_provider(
         &self,
         held: &Held<'_>,
         request: &MachineRequest,
-        faults: &Faults,
-    ) -> Result<Completed> {
-        let making = awaited::Making {
-            ask: &request.ask,
-            field: "maquininha",
-            refused: "a maquininha recusou o pedido",
-        };
-        let ask = self.order_for(held, request);
-        let stored = |order: Order| Ok(self.order_of(held, request, &order));
-        awaited::make(
-            held,
-            &*self.sales,
-            &*self.store,
-            making,
-            faults,
-            ask,
-            stored,
-        )
-        .await
+    ) -> std::result::Result<Order, ProviderError> {
+        self.order_for(held, request).await
+    }
+
+    fn stored(
+        &self,
+        held: &Held<'_>,
+        request: &MachineRequest,
+        order: Order,
+    ) -> Result<MachineOrder> {
+        Ok(self.order_of(held, request, &order))
     }
 
     /// Settled by asking the provider again under the key's order key: it answers the order it
@@ -182,13 +193,8 @@ impl Operation for Maquininha {
     /// none: the key is released for the client's retry, or burned once too old. An order that
     /// nobody waits for any more (the key past its retention) and that no machine has taken is
     /// cancelled at the provider once stored: it would only surprise the next customer.
-    async fn recover(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
-        let request = held
-            .request
-            .and_then(|b| crate::domain::parse_json_strict(b).ok())
-            .and_then(|v| MachineRequest::from_json(&v).ok());
-        let Some(request) = request else {
-            held.release().await?;
+    async fn recover_key(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
+        let Some(request) = awaited::kept_request::<MachineRequest>(held).await? else {
             return Ok(Recovery::Released);
         };
         let stale = held.now_ms() - created_at > self.key_retention_ms;

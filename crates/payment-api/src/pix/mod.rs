@@ -23,12 +23,11 @@ pub mod webhook;
 pub use poll::PixPoll;
 pub use settle::{PollReport, Settler};
 
-use crate::awaited::{self, Awaited};
+use crate::awaited::{self, Awaited, PaidLater};
 use crate::clock::{parse_rfc3339, Millis};
-use crate::domain::{CancelByKey, KeyOperation, PixRequest, PixStatus, Txid};
+use crate::domain::{FieldError, KeyOperation, PaymentAsk, PixRequest, PixStatus, Txid};
 use crate::error::{ApiError, Result};
-use crate::faults::Faults;
-use crate::idempotency::{Completed, Held, Keyed, Operation, Recovery};
+use crate::idempotency::{Held, Keyed, Recovery};
 use crate::schema::PixPaymentBody;
 use crate::store::{AwaitedHead, PixCharge, PixStore, SaleStore};
 use provider::{Cob, PixProvider, ProviderError};
@@ -161,46 +160,52 @@ impl Awaited for PixCharge {
     }
 }
 
-#[async_trait::async_trait]
-impl Operation for Pix {
-    type Request = PixRequest;
-    const KIND: KeyOperation = KeyOperation::named("pix");
-    const CANCEL_BY_KEY: CancelByKey = CancelByKey::AskResource;
-
-    fn referencia(request: &PixRequest) -> Option<String> {
-        request.ask.referencia.clone()
+impl awaited::PaidLaterRequest for PixRequest {
+    fn ask(&self) -> &PaymentAsk {
+        &self.ask
     }
 
-    async fn execute(
+    fn from_json(body: &serde_json::Value) -> std::result::Result<Self, Vec<FieldError>> {
+        PixRequest::from_json(body)
+    }
+}
+
+#[async_trait::async_trait]
+impl PaidLater for Pix {
+    type Request = PixRequest;
+    type Resource = PixCharge;
+    type Made = Cob;
+    type Error = ProviderError;
+    type Store = dyn PixStore;
+    const OPERATION: KeyOperation = KeyOperation::named("pix");
+    const REFUSAL_FIELD: &'static str = "";
+    const REFUSED: &'static str = "o provedor Pix recusou a cobrança";
+
+    fn sales(&self) -> &dyn SaleStore {
+        &*self.sales
+    }
+
+    fn store(&self) -> &dyn PixStore {
+        &*self.store
+    }
+
+    async fn ask_provider(
         &self,
         held: &Held<'_>,
         request: &PixRequest,
-        faults: &Faults,
-    ) -> Result<Completed> {
-        let making = awaited::Making {
-            ask: &request.ask,
-            field: "",
-            refused: "o provedor Pix recusou a cobrança",
-        };
-        let txid = Txid::derive(held.merchant, held.key);
-        let ask = self.cob_for(&txid, request);
-        let stored = |cob: Cob| self.charge_of(held, request, &cob);
-        awaited::make(
-            held,
-            &*self.sales,
-            &*self.store,
-            making,
-            faults,
-            ask,
-            stored,
-        )
-        .await
+    ) -> std::result::Result<Cob, ProviderError> {
+        self.cob_for(&Txid::derive(held.merchant, held.key), request)
+            .await
+    }
+
+    fn stored(&self, held: &Held<'_>, request: &PixRequest, cob: Cob) -> Result<PixCharge> {
+        self.charge_of(held, request, &cob)
     }
 
     /// Settled by what the provider says of the key's txid: a charge there is stored the way the
     /// request path stores it (its QR can have been shown only if the answer went out, so it may
     /// be paid); none → the key is released for the client's retry, or burned once too old.
-    async fn recover(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
+    async fn recover_key(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
         let txid = Txid::derive(held.merchant, held.key);
         let Some(cob) = self.provider.get(&txid).await? else {
             if held.now_ms() - created_at > self.key_retention_ms {
@@ -210,12 +215,7 @@ impl Operation for Pix {
             held.release().await?;
             return Ok(Recovery::Released);
         };
-        let request = held
-            .request
-            .and_then(|b| crate::domain::parse_json_strict(b).ok())
-            .and_then(|v| PixRequest::from_json(&v).ok());
-        let Some(request) = request else {
-            held.release().await?;
+        let Some(request) = awaited::kept_request::<PixRequest>(held).await? else {
             return Ok(Recovery::Released);
         };
         let charge = self.charge_of(held, &request, &cob)?;

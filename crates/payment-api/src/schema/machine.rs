@@ -1,7 +1,6 @@
 //! The card machine's payment as the API answers it.
 
-use super::RefundBody;
-use crate::clock::rfc3339;
+use super::{AwaitedHeadBody, RefundBody};
 use crate::domain::{CardPlan, Financing};
 use crate::store::{MachineOrder, Refund};
 use serde::Serialize;
@@ -17,23 +16,9 @@ pub struct MachinePaymentBody {
     pub status: &'static str,
     /// Always `maquininha`.
     pub metodo: &'static str,
-    /// Amount in centavos.
-    pub valor: i64,
-    /// Always `BRL`.
-    pub moeda: &'static str,
-    /// Free text from the request.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub descricao: Option<String>,
-    /// Client reference from the request.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub referencia: Option<String>,
-    /// The idempotency key that created it.
-    pub idempotency_key: String,
-    /// Creation time, RFC 3339.
-    pub criado_em: String,
-    /// The till that sent it, when it said.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub terminal: Option<String>,
+    /// What every payment paid later says (amount, the request's words, key, time, till).
+    #[serde(flatten)]
+    pub head: AwaitedHeadBody,
     /// The order at the machine.
     pub maquininha: MachineDetail,
     /// `GET` only: its refunds, oldest first.
@@ -77,13 +62,7 @@ impl From<&MachineOrder> for MachinePaymentBody {
             id: o.head.id.to_string(),
             status: o.status.as_str(),
             metodo: "maquininha",
-            valor: o.head.valor.get(),
-            moeda: "BRL",
-            descricao: o.head.descricao.clone(),
-            referencia: o.head.referencia.clone(),
-            idempotency_key: o.head.idempotency_key.as_ref().to_string(),
-            criado_em: rfc3339(o.head.created_at),
-            terminal: o.head.terminal.as_ref().map(ToString::to_string),
+            head: AwaitedHeadBody::from(&o.head),
             maquininha: MachineDetail {
                 id: o.maquininha.to_string(),
                 pedido: o.order_id.clone(),

@@ -8,7 +8,7 @@ use crate::clock::{rfc3339, Millis};
 use crate::domain::RefundStatus;
 use crate::domain::{CaptureState, CardPlan, FieldError, Financing};
 use crate::gateway::simulator::{LedgerRow, RefundLedgerRow};
-use crate::store::{Payment, PixCharge, Refund};
+use crate::store::{AwaitedHead, Payment, PixCharge, Refund};
 use serde::{Deserialize, Serialize};
 
 mod ledger;
@@ -120,23 +120,9 @@ pub struct PixPaymentBody {
     pub status: &'static str,
     /// Always `pix`.
     pub metodo: &'static str,
-    /// Amount in centavos.
-    pub valor: i64,
-    /// Always `BRL`.
-    pub moeda: &'static str,
-    /// Free text from the request.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub descricao: Option<String>,
-    /// Client reference from the request.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub referencia: Option<String>,
-    /// The idempotency key that created it.
-    pub idempotency_key: String,
-    /// Creation time, RFC 3339.
-    pub criado_em: String,
-    /// The till that sent it, when it said.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub terminal: Option<String>,
+    /// What every payment paid later says (amount, the request's words, key, time, till).
+    #[serde(flatten)]
+    pub head: AwaitedHeadBody,
     /// The charge at the Pix provider.
     pub pix: PixDetail,
     /// `GET` only: its devoluções (refunds paid back by the Pix provider), oldest first.
@@ -173,6 +159,43 @@ pub enum PaymentRead {
     Maquininha(MachinePaymentBody),
 }
 
+/// What the body of every payment paid later (a Pix, a card-machine order) says beside its
+/// status and its means' own part, in this order on the wire.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct AwaitedHeadBody {
+    /// Amount in centavos.
+    pub valor: i64,
+    /// Always `BRL`.
+    pub moeda: &'static str,
+    /// Free text from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descricao: Option<String>,
+    /// Client reference from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub referencia: Option<String>,
+    /// The idempotency key that created it.
+    pub idempotency_key: String,
+    /// Creation time, RFC 3339.
+    pub criado_em: String,
+    /// The till that sent it, when it said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
+}
+
+impl From<&AwaitedHead> for AwaitedHeadBody {
+    fn from(h: &AwaitedHead) -> Self {
+        Self {
+            valor: h.valor.get(),
+            moeda: "BRL",
+            descricao: h.descricao.clone(),
+            referencia: h.referencia.clone(),
+            idempotency_key: h.idempotency_key.as_ref().to_string(),
+            criado_em: rfc3339(h.created_at),
+            terminal: h.terminal.as_ref().map(ToString::to_string),
+        }
+    }
+}
+
 /// The Pix side of a Pix payment.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct PixDetail {
@@ -196,13 +219,7 @@ impl From<&PixCharge> for PixPaymentBody {
             id: p.head.id.to_string(),
             status: p.status.as_str(),
             metodo: "pix",
-            valor: p.head.valor.get(),
-            moeda: "BRL",
-            descricao: p.head.descricao.clone(),
-            referencia: p.head.referencia.clone(),
-            idempotency_key: p.head.idempotency_key.as_ref().to_string(),
-            criado_em: rfc3339(p.head.created_at),
-            terminal: p.head.terminal.as_ref().map(ToString::to_string),
+            head: AwaitedHeadBody::from(&p.head),
             pix: PixDetail {
                 txid: p.txid.to_string(),
                 copia_e_cola: p.copia_e_cola.clone(),
