@@ -72,6 +72,8 @@ export function prune(state, keep = KEEP_ATTEMPTS) {
   for (const a of settled.slice(keep)) state.attempts.delete(a.id);
   const shown = new Set([...state.attempts.values()].map((a) => a.sale_id));
   for (const sale of state.sales.keys()) if (!shown.has(sale)) state.sales.delete(sale);
+  // A sale's notes go with it too (every sale has one): a dialog opened on it later asks for them.
+  for (const sale of state.notas.keys()) if (!shown.has(sale)) state.notas.delete(sale);
 }
 
 /** Keeps the newest view of an attempt: `pay`'s answer can arrive after the events that followed it. */

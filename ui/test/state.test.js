@@ -740,14 +740,18 @@ test("a Pix cancel the server did not confirm says the Pix may still be paid, an
   assert.equal(bad.error, "o Pix ainda está sendo gerado");
 });
 
-test("the window keeps the newer of two views of a sale and forgets those of sales it no longer shows", () => {
+test("the window keeps the newer of two views of a sale and forgets those (and their notes) of sales it no longer shows", () => {
   const s = ready(attempt({ state: "aprovado", sale_total: 15000, valor: 5000 }));
   applySaleViews(s, [{ sale_id: "venda-1", divisao: division(15000, 5000), estornos: [], manter_pix: [], as_of: 20 }]);
   applySaleViews(s, [{ sale_id: "venda-1", divisao: division(15000, 0), estornos: [], manter_pix: [], as_of: 10 }]);
   assert.equal(splitOf(s, current(s)).pago, 5000, "a snapshot's older view does not replace an event's");
   applySaleViews(s, [{ sale_id: "venda-9", divisao: null, estornos: [], manter_pix: [], as_of: 1 }]);
+  for (const sale_id of ["venda-1", "venda-9"]) {
+    applyEvent(s, { type: "nota_changed", nota: { sale_id, chave: `chave-${sale_id}`, estado: "autorizada", numero: 1, emitida_em: 1 }, enviar_ate: null });
+  }
   prune(s, 0);
   assert.deepEqual([...s.sales.keys()], ["venda-1"], "only the sales of the attempts kept");
+  assert.deepEqual([...s.notas.keys()], ["venda-1"], "and only their notes: a till sells all day");
 });
 
 function atMachine(over = {}, order = {}) {

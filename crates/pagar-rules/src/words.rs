@@ -1,6 +1,7 @@
 //! Newtypes' plumbing, written once: an enum stored and sent as one word per variant
 //! ([`words!`](crate::words)), a newtype over a `String` read as text
-//! ([`text_newtype!`](crate::text_newtype)) and one over an `i64` that serde reads through its
+//! ([`text_newtype!`](crate::text_newtype)), read by serde through its checked parser
+//! ([`text_serde!`](crate::text_serde)), and one over an `i64` that serde reads through its
 //! checked constructor ([`i64_newtype!`](crate::i64_newtype)).
 
 /// An enum whose variants are stored and sent as one word each, with its `ALL` list, `as_str`,
@@ -91,6 +92,27 @@ macro_rules! text_newtype {
                 }
             }
         )+
+    };
+}
+
+/// `TryFrom<String>` through the type's own checked `parse(&str)` (returning the named error)
+/// and `From<T> for String`: what serde's `try_from = "String", into = "String"` needs of a text
+/// newtype whose field `.0` is a `String`.
+#[macro_export]
+macro_rules! text_serde {
+    ($name:ty, $error:ty) => {
+        impl ::std::convert::TryFrom<::std::string::String> for $name {
+            type Error = $error;
+            fn try_from(s: ::std::string::String) -> ::std::result::Result<Self, $error> {
+                Self::parse(&s)
+            }
+        }
+
+        impl ::std::convert::From<$name> for ::std::string::String {
+            fn from(v: $name) -> ::std::string::String {
+                v.0
+            }
+        }
     };
 }
 

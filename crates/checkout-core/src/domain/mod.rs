@@ -82,18 +82,7 @@ impl SaleId {
     }
 }
 
-impl TryFrom<String> for SaleId {
-    type Error = InvalidSaleId;
-    fn try_from(s: String) -> Result<Self, InvalidSaleId> {
-        Self::parse(&s)
-    }
-}
-
-impl From<SaleId> for String {
-    fn from(s: SaleId) -> String {
-        s.0
-    }
-}
+pagar_rules::text_serde!(SaleId, InvalidSaleId);
 
 pagar_rules::text_newtype!(SaleId);
 
@@ -135,18 +124,7 @@ impl CardToken {
     }
 }
 
-impl TryFrom<String> for CardToken {
-    type Error = InvalidCard;
-    fn try_from(s: String) -> Result<Self, InvalidCard> {
-        Self::parse(&s)
-    }
-}
-
-impl From<CardToken> for String {
-    fn from(s: CardToken) -> String {
-        s.0
-    }
-}
+pagar_rules::text_serde!(CardToken, InvalidCard);
 
 impl AsRef<str> for CardToken {
     fn as_ref(&self) -> &str {
@@ -360,18 +338,7 @@ impl PaymentId {
     }
 }
 
-impl TryFrom<String> for PaymentId {
-    type Error = InvalidPaymentId;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        Self::parse(&s)
-    }
-}
-
-impl From<PaymentId> for String {
-    fn from(p: PaymentId) -> Self {
-        p.0
-    }
-}
+pagar_rules::text_serde!(PaymentId, InvalidPaymentId);
 
 pagar_rules::text_newtype!(PaymentId);
 

@@ -5,7 +5,7 @@
 //! configuration (its URL and access token).
 
 use crate::domain::{CardMethod, CardPlan, Centavos, MachineId, OrderKey};
-use crate::provider_http::{mercado_pago_error, NoAnswer, ProviderHttp};
+use crate::provider_http::{mercado_pago_error, Answer, NoAnswer, ProviderHttp};
 use reqwest::Method;
 use serde::Deserialize;
 
@@ -167,6 +167,14 @@ impl HttpMachineProvider {
         }
     }
 
+    /// `POST /v1/orders/{id}/{verb}` under `key`.
+    async fn post_order(&self, id: &str, verb: &str, key: &OrderKey) -> Result<Answer, NoAnswer> {
+        let path = format!("/v1/orders/{id}/{verb}");
+        self.http
+            .send(self.http.keyed(Method::POST, &path, key.as_ref()))
+            .await
+    }
+
     fn order_of(body: &str) -> Result<Order, ProviderError> {
         Ok(ProviderHttp::json(body)?)
     }
@@ -255,11 +263,7 @@ impl MachineProvider for HttpMachineProvider {
     }
 
     async fn cancel(&self, id: &str, key: &OrderKey) -> Result<CancelAnswer, ProviderError> {
-        let path = format!("/v1/orders/{id}/cancel");
-        let (status, text) = self
-            .http
-            .send(self.http.keyed(Method::POST, &path, key.as_ref()))
-            .await?;
+        let (status, text) = self.post_order(id, "cancel", key).await?;
         match status.as_u16() {
             200 | 201 => Self::order_of(&text).map(CancelAnswer::Canceled),
             409 => {
@@ -279,11 +283,7 @@ impl MachineProvider for HttpMachineProvider {
     }
 
     async fn refund(&self, id: &str, key: &OrderKey) -> Result<Order, ProviderError> {
-        let path = format!("/v1/orders/{id}/refund");
-        let (status, text) = self
-            .http
-            .send(self.http.keyed(Method::POST, &path, key.as_ref()))
-            .await?;
+        let (status, text) = self.post_order(id, "refund", key).await?;
         match status.as_u16() {
             200 | 201 => Self::order_of(&text),
             _ => Err(ProviderError::Refused(mercado_pago_error(&text).1)),
