@@ -36,6 +36,8 @@ struct FirstRun {
     per_sync_ms: f64,
     /// On the slow disk: a durable SQLite commit alone on it, before the server started, p50 ms.
     raw_commit_ms: f64,
+    /// Pagar's database after the run: its pages in use per payment stored, and the payments.
+    bytes_per_payment: (f64, i64),
 }
 
 impl FirstRun {
@@ -119,7 +121,9 @@ async fn pagar_first(
         pagar.charges() - charges_before,
     );
     let steps = tokio::task::block_in_place(|| super::postgres::store_steps(&pagar.base()));
+    let bytes_per_payment = bytes_per_payment(&dir.join(format!("{name}.db")));
     FirstRun {
+        bytes_per_payment,
         per_sync_ms: row.elapsed.as_secs_f64() * 1e3 / syncs_in_run.max(1) as f64,
         row,
         cpu,
@@ -127,6 +131,28 @@ async fn pagar_first(
         steps,
         raw_commit_ms,
     }
+}
+
+/// The pages a database uses (its page count less its free pages, with what its WAL holds still
+/// to be copied in: read through SQLite, as the server's readers see it) per payment stored, and
+/// the payments: what a payment costs on disk with its key, its indexes and the key's answer.
+fn bytes_per_payment(database: &Path) -> (f64, i64) {
+    let read = || -> rusqlite::Result<(f64, i64)> {
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+        let c = rusqlite::Connection::open_with_flags(database, flags)?;
+        let one = |sql: &str| -> rusqlite::Result<i64> { c.query_row(sql, [], |r| r.get(0)) };
+        let pages = one("PRAGMA page_count")? - one("PRAGMA freelist_count")?;
+        let payments = one("SELECT count(*) FROM payments")?;
+        Ok((
+            (pages * one("PRAGMA page_size")?) as f64 / payments.max(1) as f64,
+            payments,
+        ))
+    };
+    // A figure to print, not a reason to lose the run's others.
+    read().unwrap_or_else(|e| {
+        eprintln!("{}: not read ({e})", database.display());
+        (f64::NAN, 0)
+    })
 }
 
 /// Runs the rounds. `ceiling_body` is the answer the ceiling gives (a replay of Pagar's). Every
@@ -340,6 +366,11 @@ impl Deployed {
             runs.iter().map(|r| r.syncs).collect::<Vec<_>>(),
             ours.writer.0 * 100.0,
             ours.writer.1,
+        );
+        let bytes = mid(runs.iter().map(|r| r.bytes_per_payment.0).collect());
+        println!(
+            "Pagar's database at {load}: {bytes:.0} bytes per payment stored (pages in use, the key, its answer and every index included; runs' payments: {:?})",
+            runs.iter().map(|r| r.bytes_per_payment.1).collect::<Vec<_>>(),
         );
     }
 
