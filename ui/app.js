@@ -546,8 +546,13 @@ async function start() {
   $("drawer-close").addEventListener("click", closeDialog);
   document.addEventListener("keydown", onKey);
 
+  // When each step of the start ended, in ms from the page's navigation: the app logs them with
+  // the first painted frame, so a slow start says where its time went.
+  const marks = { script: Math.round(performance.now()) };
+  const mark = (step) => { marks[step] = Math.round(performance.now()); };
   try {
     const info = await invoke("app_info");
+    mark("app_info");
     fillCards(info.cartoes, CARD_LABELS);
     showTerminal(info.terminal);
     state.utcOffsetMinutes = info.utc_offset_minutes;
@@ -561,8 +566,11 @@ async function start() {
     $("qa-pix-pay").hidden = !info.pix_simulado;
     state.maquininha = info.maquininha;
     await invoke("subscribe");
+    mark("subscribe");
     await refresh();
+    mark("refresh");
     await restoreOpenSale();
+    mark("open_sale");
     state.ready = true;
     follow();
   } catch (err) {
@@ -574,7 +582,14 @@ async function start() {
   }
   draw();
   // Two frames later the first screen is on the glass: report the startup time once.
-  requestAnimationFrame(() => requestAnimationFrame(() => invoke("ui_ready").catch(() => {})));
+  mark("drawn");
+  requestAnimationFrame(() => {
+    mark("frame");
+    requestAnimationFrame(() => {
+      mark("painted");
+      invoke("ui_ready", { marks }).catch(() => {});
+    });
+  });
   // Countdown of the next retry; the data itself only changes through events.
   setInterval(() => {
     const a = current(state);

@@ -32,18 +32,32 @@ fn attempt_of(session: &Session, attempt_id: String) -> Result<(Checkout, Attemp
 pub async fn app_info(session: State<'_, Session>) -> Result<AppInfo> {
     let mut info = session.get()?.info();
     info.first_paint_ms = first_paint_ms();
+    info.navigation_ms = NAVIGATION_MS.get().copied();
     Ok(info)
 }
 
 /// Milliseconds from process start to the window's first painted frame, once the window says so.
 static FIRST_PAINT_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+/// Of those, process start to the page's navigation.
+static NAVIGATION_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
 
-/// The window calls this after its first painted frame; the startup time is logged and kept.
+/// The window calls this after its first painted frame, with when each step of its start ended
+/// (`marks`: ms from the page's navigation); the startup time is logged with them and kept.
 #[tauri::command]
-pub fn ui_ready() -> Option<u64> {
+pub fn ui_ready(marks: Option<std::collections::BTreeMap<String, u64>>) -> Option<u64> {
     let started = crate::STARTED.get()?;
     let ms = *FIRST_PAINT_MS.get_or_init(|| started.elapsed().as_millis() as u64);
-    tracing::info!(first_paint_ms = ms, "window painted");
+    let marks = marks.unwrap_or_default();
+    // The page's clock starts at its navigation: what came before it is the process's own start.
+    let navigation = marks
+        .get("painted")
+        .map(|p| *NAVIGATION_MS.get_or_init(|| ms.saturating_sub(*p)));
+    tracing::info!(
+        first_paint_ms = ms,
+        navigation_ms = navigation,
+        ?marks,
+        "window painted"
+    );
     Some(ms)
 }
 

@@ -85,6 +85,9 @@ pub struct AppInfo {
     pub notices: Vec<String>,
     /// Process start to the window's first painted frame, once known.
     pub first_paint_ms: Option<u64>,
+    /// Of that, process start to the page's navigation (the window and its web process made;
+    /// the rest is the page's own start), once known.
+    pub navigation_ms: Option<u64>,
     /// This till's name.
     pub terminal: String,
     /// The store's name.
@@ -410,6 +413,7 @@ impl Running {
             secrets_from: self.settings.secrets_from,
             notices: self.settings.notices.clone(),
             first_paint_ms: None,
+            navigation_ms: None,
             terminal: self.settings.terminal.clone(),
             loja: self.settings.loja.clone(),
             utc_offset_minutes: self.settings.utc_offset.whole_minutes().into(),
