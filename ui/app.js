@@ -547,12 +547,11 @@ async function start() {
   document.addEventListener("keydown", onKey);
 
   // When each step of the start ended, in ms from the page's navigation: the app logs them with
-  // the first painted frame, so a slow start says where its time went.
+  // the first painted frame, so a slow start says where its time went. `mark` passes `value` on.
   const marks = { script: Math.round(performance.now()) };
-  const mark = (step) => { marks[step] = Math.round(performance.now()); };
+  const mark = (step, value) => { marks[step] = Math.round(performance.now()); return value; };
   try {
-    const info = await invoke("app_info");
-    mark("app_info");
+    const info = mark("app_info", await invoke("app_info"));
     fillCards(info.cartoes, CARD_LABELS);
     showTerminal(info.terminal);
     state.utcOffsetMinutes = info.utc_offset_minutes;
@@ -565,12 +564,9 @@ async function start() {
     $("qa-offline").disabled = !info.qa;
     $("qa-pix-pay").hidden = !info.pix_simulado;
     state.maquininha = info.maquininha;
-    await invoke("subscribe");
-    mark("subscribe");
-    await refresh();
-    mark("refresh");
-    await restoreOpenSale();
-    mark("open_sale");
+    mark("subscribe", await invoke("subscribe"));
+    mark("refresh", await refresh());
+    mark("open_sale", await restoreOpenSale());
     state.ready = true;
     follow();
   } catch (err) {
@@ -585,10 +581,7 @@ async function start() {
   mark("drawn");
   requestAnimationFrame(() => {
     mark("frame");
-    requestAnimationFrame(() => {
-      mark("painted");
-      invoke("ui_ready", { marks }).catch(() => {});
-    });
+    requestAnimationFrame(() => invoke("ui_ready", { marks: mark("painted", marks) }).catch(() => {}));
   });
   // Countdown of the next retry; the data itself only changes through events.
   setInterval(() => {
