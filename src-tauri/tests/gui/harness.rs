@@ -12,12 +12,29 @@ static ONE_WINDOW: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// How long the UI gets to reach a state before a test fails.
 pub const UI_WAIT: Duration = Duration::from_secs(40);
 
+/// A port free now for tauri-driver or WebKitWebDriver to listen on, each call another one, from
+/// below the kernel's ephemeral range (`ip_local_port_range`). A port the kernel hands out for
+/// `127.0.0.1:0` is free again the moment the probe closes, and the next outgoing connection of
+/// any process may take it before the driver binds it (seen: WebKitWebDriver's "Unable to listen
+/// for HTTP server at host 127.0.0.1 and port 45451"); no connection takes a port below that range.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let (low, span) = (10_000, ephemeral_low.saturating_sub(10_000).max(1));
+    // Test processes start apart (by pid) and each walks on from where it was.
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let port = low + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let port = u16::try_from(port).expect("below the ephemeral range");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below the ephemeral range");
 }
 
 /// A process group we kill whole on drop (tauri-driver, WebKitWebDriver and the app below it).
