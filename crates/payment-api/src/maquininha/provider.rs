@@ -174,10 +174,6 @@ impl HttpMachineProvider {
             .send(self.http.keyed(Method::POST, &path, key.as_ref()))
             .await
     }
-
-    fn order_of(body: &str) -> Result<Order, ProviderError> {
-        Ok(ProviderHttp::json(body)?)
-    }
 }
 
 impl From<NoAnswer> for ProviderError {
@@ -245,7 +241,7 @@ impl MachineProvider for HttpMachineProvider {
             )
             .await?;
         match status.as_u16() {
-            200 | 201 => Self::order_of(&text),
+            200 | 201 => Ok(ProviderHttp::json(&text)?),
             _ => {
                 let (code, message) = mercado_pago_error(&text);
                 Err(ProviderError::Refused(refusal_in_words(&code, &message)))
@@ -256,7 +252,7 @@ impl MachineProvider for HttpMachineProvider {
     async fn get(&self, id: &str) -> Result<Option<Order>, ProviderError> {
         let (status, text) = self.http.get(&format!("/v1/orders/{id}")).await?;
         match status.as_u16() {
-            200 => Self::order_of(&text).map(Some),
+            200 => Ok(Some(ProviderHttp::json(&text)?)),
             404 => Ok(None),
             _ => Err(ProviderError::Refused(mercado_pago_error(&text).1)),
         }
@@ -265,7 +261,7 @@ impl MachineProvider for HttpMachineProvider {
     async fn cancel(&self, id: &str, key: &OrderKey) -> Result<CancelAnswer, ProviderError> {
         let (status, text) = self.post_order(id, "cancel", key).await?;
         match status.as_u16() {
-            200 | 201 => Self::order_of(&text).map(CancelAnswer::Canceled),
+            200 | 201 => Ok(CancelAnswer::Canceled(ProviderHttp::json(&text)?)),
             409 => {
                 // At the terminal (only the machine ends it), or ended otherwise: the order
                 // says which.
@@ -285,7 +281,7 @@ impl MachineProvider for HttpMachineProvider {
     async fn refund(&self, id: &str, key: &OrderKey) -> Result<Order, ProviderError> {
         let (status, text) = self.post_order(id, "refund", key).await?;
         match status.as_u16() {
-            200 | 201 => Self::order_of(&text),
+            200 | 201 => Ok(ProviderHttp::json(&text)?),
             _ => Err(ProviderError::Refused(mercado_pago_error(&text).1)),
         }
     }

@@ -185,11 +185,6 @@ impl HttpPixProvider {
         }
     }
 
-    /// A body the provider answered, read as `T`; one it cannot be is no answer at all.
-    fn json_of<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ProviderError> {
-        Ok(ProviderHttp::json(body)?)
-    }
-
     fn detail(body: &str) -> String {
         serde_json::from_str::<serde_json::Value>(body)
             .ok()
@@ -220,7 +215,7 @@ impl PixProvider for HttpPixProvider {
             .send_json(Method::PUT, &format!("/cob/{txid}"), &body)
             .await?;
         match status.as_u16() {
-            201 | 200 => Self::json_of(&text),
+            201 | 200 => Ok(ProviderHttp::json(&text)?),
             // PSPs word it differently; a charge found under the txid is what "taken" means.
             400 if self.get(txid).await?.is_some() => Err(ProviderError::TxidTaken),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
@@ -230,7 +225,7 @@ impl PixProvider for HttpPixProvider {
     async fn get(&self, txid: &Txid) -> Result<Option<Cob>, ProviderError> {
         let (status, text) = self.http.get(&format!("/cob/{txid}")).await?;
         match status.as_u16() {
-            200 => Self::json_of(&text).map(Some),
+            200 => Ok(Some(ProviderHttp::json(&text)?)),
             404 => Ok(None),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
@@ -243,7 +238,7 @@ impl PixProvider for HttpPixProvider {
             .send_json(Method::PATCH, &format!("/cob/{txid}"), &body)
             .await?;
         match status.as_u16() {
-            200 => Self::json_of(&text),
+            200 => Ok(ProviderHttp::json(&text)?),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
     }
@@ -255,7 +250,7 @@ impl PixProvider for HttpPixProvider {
             .send_json(Method::PUT, &format!("/pix/{e2eid}/devolucao/{id}"), &body)
             .await?;
         match status.as_u16() {
-            201 | 200 => Self::json_of(&text),
+            201 | 200 => Ok(ProviderHttp::json(&text)?),
             // A reused id: the devolução asked before under it is the answer.
             400 => match self.get_refund(e2eid, id).await? {
                 Some(d) => Ok(d),
@@ -269,7 +264,7 @@ impl PixProvider for HttpPixProvider {
         let path = format!("/pix/{e2eid}/devolucao/{id}");
         let (status, text) = self.http.get(&path).await?;
         match status.as_u16() {
-            200 => Self::json_of(&text).map(Some),
+            200 => Ok(Some(ProviderHttp::json(&text)?)),
             404 => Ok(None),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
@@ -294,7 +289,7 @@ impl PixProvider for HttpPixProvider {
             .send(self.http.at(Method::GET, "/pix").query(&query))
             .await?;
         match status.as_u16() {
-            200 => Self::json_of(&text),
+            200 => Ok(ProviderHttp::json(&text)?),
             _ => Err(ProviderError::Refused(Self::detail(&text))),
         }
     }
