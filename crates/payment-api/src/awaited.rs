@@ -58,6 +58,21 @@ pub trait PaidLaterRequest: Send + Sync + Sized + 'static {
     fn from_json(body: &serde_json::Value) -> std::result::Result<Self, Vec<FieldError>>;
 }
 
+/// What every means paid later is built on: where its resources are kept, the sales whose parts
+/// it pays, its provider, and how long the server keeps a key (past it, a key's resource the
+/// provider no longer knows was never made).
+#[derive(Debug)]
+pub struct Parts<S: ?Sized, P: ?Sized> {
+    /// Its resources' store.
+    pub store: Arc<S>,
+    /// The sales whose parts it may pay.
+    pub sales: Arc<dyn SaleStore>,
+    /// Its provider.
+    pub provider: Arc<P>,
+    /// How long a key is kept.
+    pub key_retention_ms: Millis,
+}
+
 /// A means whose resource a customer pays after its first answer (a Pix charge, a card-machine
 /// order): what it asks its provider for, how it stores what the provider made, and how a key
 /// whose worker died is settled. Its [`Operation`] is written once, for every such means: cancel
@@ -78,6 +93,8 @@ pub trait PaidLater: Send + Sync + 'static {
     type Error: Refusal + Send;
     /// Where its resources are kept.
     type Store: Awaiting + Send + Sync + ?Sized;
+    /// Its provider.
+    type Provider: Send + Sync + ?Sized;
     /// The name its key rows record ([`Operation::KIND`]).
     const OPERATION: KeyOperation;
     /// The request field a provider's refusal is reported on (`""`: the whole body).
@@ -85,10 +102,8 @@ pub trait PaidLater: Send + Sync + 'static {
     /// What a refusal says was refused ("o provedor Pix recusou a cobrança").
     const REFUSED: &'static str;
 
-    /// The sales whose parts it may pay.
-    fn sales(&self) -> &dyn SaleStore;
-    /// Its resources' store.
-    fn store(&self) -> &Self::Store;
+    /// What it is built on.
+    fn parts(&self) -> &Parts<Self::Store, Self::Provider>;
     /// Asks the provider for the key's resource: made now, or the one the key made before.
     async fn ask_provider(
         &self,
@@ -122,7 +137,7 @@ impl<M: PaidLater> Operation for M {
         request: &M::Request,
         faults: &Faults,
     ) -> Result<Completed> {
-        crate::tenders::hold(self.sales(), held, request.ask()).await?;
+        crate::tenders::hold(&*self.parts().sales, held, request.ask()).await?;
         let made = match self.ask_provider(held, request).await {
             Ok(made) => made,
             Err(e) => {
@@ -137,7 +152,12 @@ impl<M: PaidLater> Operation for M {
             }
         };
         faults.after_charge();
-        complete(held, self.store(), self.stored(held, request, made)?).await
+        complete(
+            held,
+            &*self.parts().store,
+            self.stored(held, request, made)?,
+        )
+        .await
     }
 
     async fn recover(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {

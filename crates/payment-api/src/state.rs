@@ -1,6 +1,6 @@
 //! State shared by every request of one server.
 
-use crate::awaited::AwaitedKeys;
+use crate::awaited::{AwaitedKeys, Parts};
 use crate::cancel::Cancel;
 use crate::captures::{AuthorizationSteps, Capture, Undo};
 use crate::config::Config;
@@ -164,12 +164,12 @@ impl AppState {
                 store.clone(),
             ))));
         let machine = machine_provider.map(|provider| MachineParts {
-            op: Arc::new(Maquininha::new(
-                store.clone(),
-                store.clone(),
-                provider.clone(),
-                config.key_retention_ms(),
-            )),
+            op: Arc::new(Maquininha::new(Parts {
+                store: store.clone(),
+                sales: store.clone(),
+                provider: provider.clone(),
+                key_retention_ms: config.key_retention_ms(),
+            })),
             settler: Arc::new(MachineSettler::new(store.clone(), provider)),
             verifier: NotificationVerifier::new(&config.maquininha.maquininha_secret),
         });
@@ -183,11 +183,13 @@ impl AppState {
             };
             PixParts {
                 op: Arc::new(Pix::new(
-                    store.clone(),
-                    store.clone(),
-                    provider.clone(),
+                    Parts {
+                        store: store.clone(),
+                        sales: store.clone(),
+                        provider: provider.clone(),
+                        key_retention_ms: config.key_retention_ms(),
+                    },
                     settings,
-                    config.key_retention_ms(),
                 )),
                 settler: Arc::new(Settler::new(store.clone(), provider)),
                 verifier: Verifier::parse(&config.pix.pix_webhook_secrets)

@@ -22,7 +22,7 @@ pub use provider::{
 };
 pub use settle::{MachinePoll, MachineSettler, NotificationVerifier};
 
-use crate::awaited::{self, Awaited, PaidLater};
+use crate::awaited::{self, Awaited, PaidLater, Parts};
 use crate::clock::Millis;
 use crate::domain::{
     FieldError, IdempotencyKey, KeyOperation, MachineRequest, MachineStatus, MerchantId, OrderKey,
@@ -31,8 +31,7 @@ use crate::domain::{
 use crate::error::{ApiError, Result};
 use crate::idempotency::{Completed, Held, Keyed, Recovery};
 use crate::schema::MachinePaymentBody;
-use crate::store::{AwaitedHead, MachineOrder, MachineStore, SaleStore};
-use std::sync::Arc;
+use crate::store::{AwaitedHead, MachineOrder, MachineStore};
 
 impl From<ProviderError> for ApiError {
     fn from(e: ProviderError) -> Self {
@@ -52,26 +51,13 @@ impl awaited::Refusal for ProviderError {
 /// The card-machine operation.
 #[derive(Debug)]
 pub struct Maquininha {
-    store: Arc<dyn MachineStore>,
-    sales: Arc<dyn SaleStore>,
-    provider: Arc<dyn MachineProvider>,
-    key_retention_ms: Millis,
+    parts: Parts<dyn MachineStore, dyn MachineProvider>,
 }
 
 impl Maquininha {
     /// The operation on these parts.
-    pub fn new(
-        store: Arc<dyn MachineStore>,
-        sales: Arc<dyn SaleStore>,
-        provider: Arc<dyn MachineProvider>,
-        key_retention_ms: Millis,
-    ) -> Self {
-        Self {
-            store,
-            sales,
-            provider,
-            key_retention_ms,
-        }
+    pub fn new(parts: Parts<dyn MachineStore, dyn MachineProvider>) -> Self {
+        Self { parts }
     }
 
     /// Validates a card-machine body and fingerprints it. Nothing is stored for a request that
@@ -92,7 +78,8 @@ impl Maquininha {
         request: &MachineRequest,
     ) -> std::result::Result<Order, ProviderError> {
         let key = OrderKey::derive(held.merchant, held.key);
-        self.provider
+        self.parts
+            .provider
             .create(
                 &key,
                 &request.maquininha,
@@ -109,7 +96,12 @@ impl Maquininha {
     /// The order as stored, from what the provider answered and what the request adds.
     fn order_of(&self, held: &Held<'_>, request: &MachineRequest, order: &Order) -> MachineOrder {
         MachineOrder {
-            head: AwaitedHead::new(held.merchant, held.key, &request.ask, self.store.now_ms()),
+            head: AwaitedHead::new(
+                held.merchant,
+                held.key,
+                &request.ask,
+                self.parts.store.now_ms(),
+            ),
             order_id: order.id.clone(),
             maquininha: request.maquininha.clone(),
             plano: request.plano,
@@ -159,16 +151,13 @@ impl PaidLater for Maquininha {
     type Made = Order;
     type Error = ProviderError;
     type Store = dyn MachineStore;
+    type Provider = dyn MachineProvider;
     const OPERATION: KeyOperation = KeyOperation::named("maquininha");
     const REFUSAL_FIELD: &'static str = "maquininha";
     const REFUSED: &'static str = "a maquininha recusou o pedido";
 
-    fn sales(&self) -> &dyn SaleStore {
-        &*self.sales
-    }
-
-    fn store(&self) -> &dyn MachineStore {
-        &*self.store
+    fn parts(&self) -> &Parts<dyn MachineStore, dyn MachineProvider> {
+        &self.parts
     }
 
     async fn ask_provider(
@@ -197,7 +186,7 @@ impl PaidLater for Maquininha {
         let Some(request) = awaited::kept_request::<MachineRequest>(held).await? else {
             return Ok(Recovery::Released);
         };
-        let stale = held.now_ms() - created_at > self.key_retention_ms;
+        let stale = held.now_ms() - created_at > self.parts.key_retention_ms;
         let order = match self.order_for(held, &request).await {
             Ok(order) => order,
             Err(ProviderError::Refused(_)) if stale => {
@@ -211,11 +200,11 @@ impl PaidLater for Maquininha {
             Err(e) => return Err(e.into()),
         };
         let stored = self.order_of(held, &request, &order);
-        let done = awaited::complete(held, &*self.store, stored.clone()).await?;
+        let done = awaited::complete(held, &*self.parts.store, stored.clone()).await?;
         let recovery = awaited::recovered(held, &done, &stored);
         if matches!(done, Completed::First { .. }) && stale && order.status == "created" {
             let cancel = OrderKey::derive_cancel(held.merchant, held.key);
-            if let Err(e) = self.provider.cancel(&order.id, &cancel).await {
+            if let Err(e) = self.parts.provider.cancel(&order.id, &cancel).await {
                 tracing::warn!(order = %order.id, error = %e, "recovery: could not cancel a stale order; it expires at the provider");
             }
         }

@@ -23,15 +23,14 @@ pub mod webhook;
 pub use poll::PixPoll;
 pub use settle::{PollReport, Settler};
 
-use crate::awaited::{self, Awaited, PaidLater};
+use crate::awaited::{self, Awaited, PaidLater, Parts};
 use crate::clock::{parse_rfc3339, Millis};
 use crate::domain::{FieldError, KeyOperation, PaymentAsk, PixRequest, PixStatus, Txid};
 use crate::error::{ApiError, Result};
 use crate::idempotency::{Held, Keyed, Recovery};
 use crate::schema::PixPaymentBody;
-use crate::store::{AwaitedHead, PixCharge, PixStore, SaleStore};
+use crate::store::{AwaitedHead, PixCharge, PixStore};
 use provider::{Cob, PixProvider, ProviderError};
-use std::sync::Arc;
 
 /// How this server's Pix charges are made.
 #[derive(Debug, Clone)]
@@ -45,11 +44,8 @@ pub struct PixSettings {
 /// The Pix operation.
 #[derive(Debug)]
 pub struct Pix {
-    store: Arc<dyn PixStore>,
-    sales: Arc<dyn SaleStore>,
-    provider: Arc<dyn PixProvider>,
+    parts: Parts<dyn PixStore, dyn PixProvider>,
     settings: PixSettings,
-    key_retention_ms: Millis,
 }
 
 impl From<ProviderError> for ApiError {
@@ -69,20 +65,8 @@ impl awaited::Refusal for ProviderError {
 
 impl Pix {
     /// The operation on these parts.
-    pub fn new(
-        store: Arc<dyn PixStore>,
-        sales: Arc<dyn SaleStore>,
-        provider: Arc<dyn PixProvider>,
-        settings: PixSettings,
-        key_retention_ms: Millis,
-    ) -> Self {
-        Self {
-            store,
-            sales,
-            provider,
-            settings,
-            key_retention_ms,
-        }
+    pub fn new(parts: Parts<dyn PixStore, dyn PixProvider>, settings: PixSettings) -> Self {
+        Self { parts, settings }
     }
 
     /// Validates a Pix body and fingerprints it. Nothing is stored for a request that fails here.
@@ -107,7 +91,12 @@ impl Pix {
             brcode::dynamic(&cob.location, request.ask.valor, &self.settings.merchant)
         });
         Ok(PixCharge {
-            head: AwaitedHead::new(held.merchant, held.key, &request.ask, self.store.now_ms()),
+            head: AwaitedHead::new(
+                held.merchant,
+                held.key,
+                &request.ask,
+                self.parts.store.now_ms(),
+            ),
             txid: Txid::derive(held.merchant, held.key),
             status: PixStatus::Aguardando,
             copia_e_cola,
@@ -125,13 +114,16 @@ impl Pix {
         let valor = request.ask.valor.as_reais();
         let expiry = request.expiracao.unwrap_or(self.settings.expiry_secs);
         match self
+            .parts
             .provider
             .create(txid, &valor, expiry, request.ask.descricao.as_deref())
             .await
         {
-            Err(ProviderError::TxidTaken) => self.provider.get(txid).await?.ok_or_else(|| {
-                ProviderError::Unavailable("o provedor recusou o txid e não o encontra".into())
-            }),
+            Err(ProviderError::TxidTaken) => {
+                self.parts.provider.get(txid).await?.ok_or_else(|| {
+                    ProviderError::Unavailable("o provedor recusou o txid e não o encontra".into())
+                })
+            }
             other => other,
         }
     }
@@ -177,16 +169,13 @@ impl PaidLater for Pix {
     type Made = Cob;
     type Error = ProviderError;
     type Store = dyn PixStore;
+    type Provider = dyn PixProvider;
     const OPERATION: KeyOperation = KeyOperation::named("pix");
     const REFUSAL_FIELD: &'static str = "";
     const REFUSED: &'static str = "o provedor Pix recusou a cobrança";
 
-    fn sales(&self) -> &dyn SaleStore {
-        &*self.sales
-    }
-
-    fn store(&self) -> &dyn PixStore {
-        &*self.store
+    fn parts(&self) -> &Parts<dyn PixStore, dyn PixProvider> {
+        &self.parts
     }
 
     async fn ask_provider(
@@ -207,8 +196,8 @@ impl PaidLater for Pix {
     /// be paid); none → the key is released for the client's retry, or burned once too old.
     async fn recover_key(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
         let txid = Txid::derive(held.merchant, held.key);
-        let Some(cob) = self.provider.get(&txid).await? else {
-            if held.now_ms() - created_at > self.key_retention_ms {
+        let Some(cob) = self.parts.provider.get(&txid).await? else {
+            if held.now_ms() - created_at > self.parts.key_retention_ms {
                 held.mark_cancelled().await?;
                 return Ok(Recovery::Cancelled);
             }
@@ -219,7 +208,7 @@ impl PaidLater for Pix {
             return Ok(Recovery::Released);
         };
         let charge = self.charge_of(held, &request, &cob)?;
-        let done = awaited::complete(held, &*self.store, charge.clone()).await?;
+        let done = awaited::complete(held, &*self.parts.store, charge.clone()).await?;
         Ok(awaited::recovered(held, &done, &charge))
     }
 }
