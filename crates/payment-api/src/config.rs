@@ -63,6 +63,11 @@ pub struct Config {
     /// How often the reaper purges expired keys, in seconds.
     #[arg(long, env = "PAGAR_REAPER_INTERVAL_SECS", default_value_t = 60)]
     pub reaper_interval_secs: u64,
+    /// Expired keys the reaper deletes in one write (short writes let payments take turns with a
+    /// day's keys expiring).
+    #[arg(long, env = "PAGAR_REAPER_BATCH", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub reaper_batch: u32,
     /// How long one execution holds its key before a retry may take it over, in milliseconds.
     #[arg(long, env = "PAGAR_LEASE_MS", default_value_t = 10_000)]
     pub lease_ms: u64,
@@ -143,6 +148,7 @@ impl std::fmt::Debug for Config {
             .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
             .field("key_retention_secs", &self.key_retention_secs)
             .field("reaper_interval_secs", &self.reaper_interval_secs)
+            .field("reaper_batch", &self.reaper_batch)
             .field("lease_ms", &self.lease_ms)
             .field("recovery_after_ms", &self.recovery_after_ms)
             .field("slow_gateway_ms", &self.slow_gateway_ms)

@@ -211,6 +211,7 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
         state.clone(),
         Duration::from_secs(config.reaper_interval_secs.max(1)),
         config.key_retention_ms(),
+        config.reaper_batch.max(1),
         i64::try_from(config.recovery_after_ms).unwrap_or(i64::MAX),
     ));
     let settlements = state
@@ -232,7 +233,13 @@ pub async fn start_with_store(config: Config, db: Arc<dyn Database>) -> Result<R
 /// Every `every`: finishes or releases executions abandoned more than `recovery_after_ms` after
 /// their lease ended, and purges completed keys past their retention (what settles resources
 /// later is each operation's [`crate::settlement::Settlement`]).
-async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_after_ms: i64) {
+async fn reap(
+    state: AppState,
+    every: Duration,
+    retention_ms: i64,
+    batch: u32,
+    recovery_after_ms: i64,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -252,14 +259,32 @@ async fn reap(state: AppState, every: Duration, retention_ms: i64, recovery_afte
             ),
             Err(e) => tracing::warn!(error = %e, "recovery failed; will try again"),
         }
-        match state.store().purge_keys(retention_ms).await {
+        match purge_expired(&state, retention_ms, batch).await {
             Ok(0) => {}
-            Ok(n) => {
-                state.metrics().purged(n);
-                tracing::info!(purged = n, "reaper purged expired idempotency keys");
-            }
+            Ok(n) => tracing::info!(purged = n, "reaper purged expired idempotency keys"),
             Err(e) => tracing::warn!(error = %e, "reaper failed; will try again"),
         }
+    }
+}
+
+/// Deletes every expired key, `batch` at a time (`--reaper-batch`); returns how many. A day's
+/// keys expire together on a busy server: deleted in one statement they would hold the store's
+/// one writer (SQLite) or a long transaction (PostgreSQL) for seconds while every first
+/// execution waits behind it; in short writes the executions' own writes take turns with them.
+async fn purge_expired(
+    state: &AppState,
+    retention_ms: i64,
+    batch: u32,
+) -> crate::store::StoreResult<u64> {
+    let mut purged = 0;
+    loop {
+        let n = state.store().purge_keys(retention_ms, batch).await?;
+        state.metrics().purged(n);
+        purged += n;
+        if n < u64::from(batch) {
+            return Ok(purged);
+        }
+        tokio::task::yield_now().await;
     }
 }
 

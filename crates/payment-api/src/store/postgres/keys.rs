@@ -202,16 +202,21 @@ impl KeyStore for PgStore {
         Ok(())
     }
 
-    async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
+    async fn purge_keys(&self, retention_ms: Millis, limit: u32) -> StoreResult<u64> {
         let c = self.conn().await?;
         let st = c
             .prepare_cached(&format!(
-                "DELETE FROM idempotency_keys AS k
-                 WHERE completed_at IS NOT NULL AND completed_at < pagar_now_ms() + $2 - $1
-                   AND NOT ({LIVE_KEY})"
+                "DELETE FROM idempotency_keys WHERE (merchant, key) IN (
+                   SELECT k.merchant, k.key FROM idempotency_keys AS k
+                    WHERE completed_at IS NOT NULL AND completed_at < pagar_now_ms() + $2 - $1
+                      AND NOT ({LIVE_KEY})
+                    ORDER BY completed_at LIMIT $3)"
             ))
             .await?;
-        Ok(c.execute(&st, &[&retention_ms, &self.shift()]).await?)
+        Ok(
+            c.execute(&st, &[&retention_ms, &self.shift(), &i64::from(limit)])
+                .await?,
+        )
     }
 
     async fn finish_existing(&self, answer: KeyAnswer) -> StoreResult<FinishOutcome> {

@@ -225,17 +225,19 @@ impl KeyStore for SqliteStore {
             .await
     }
 
-    async fn purge_keys(&self, retention_ms: Millis) -> StoreResult<u64> {
+    async fn purge_keys(&self, retention_ms: Millis, limit: u32) -> StoreResult<u64> {
         let cutoff = self.now_ms() - retention_ms;
         self.db
             .write(move |c| {
                 Ok(exec(
                     c,
                     &format!(
-                        "DELETE FROM idempotency_keys AS k
-                         WHERE completed_at IS NOT NULL AND completed_at < ?1 AND NOT ({LIVE_KEY})"
+                        "DELETE FROM idempotency_keys WHERE rowid IN (
+                           SELECT k.rowid FROM idempotency_keys AS k
+                            WHERE completed_at IS NOT NULL AND completed_at < ?1 AND NOT ({LIVE_KEY})
+                            ORDER BY completed_at LIMIT ?2)"
                     ),
-                    params![cutoff],
+                    params![cutoff, limit],
                 )? as u64)
             })
             .await

@@ -275,6 +275,60 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_reaper_s_purge_deletes_at_most_its_batch_oldest_first_and_never_a_key_in_progress()
+    {
+        // Arrange: seven keys completed a second apart, one still in progress, all older than a
+        // retention of ten seconds by the time the purge runs.
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let store = SqliteStore::open(dir.path().join("t.db"), clock.clone()).unwrap();
+        let (merchant, retention_ms) = (MerchantId::parse("loja").unwrap(), 10_000);
+        for i in 0..7 {
+            let key = format!("k{i}");
+            let NextAction::StartProcessing { fence, .. } =
+                store.claim(claim(&key, "f")).await.unwrap()
+            else {
+                panic!("a fresh key is claimed");
+            };
+            let answer = KeyAnswer {
+                merchant: merchant.clone(),
+                key: IdempotencyKey::parse(key.as_bytes()).unwrap(),
+                fence,
+                resource: format!("pay_{i}"),
+                response: StoredResponse {
+                    status: 201,
+                    body: b"{}".to_vec(),
+                },
+            };
+            assert_eq!(
+                store.finish_existing(answer).await.unwrap(),
+                FinishOutcome::Stored
+            );
+            clock.advance(Duration::from_secs(1));
+        }
+        store.claim(claim("in-progress", "f")).await.unwrap();
+        clock.advance(Duration::from_secs(60));
+        let keys = || async {
+            let mut left = Vec::new();
+            for k in ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "in-progress"] {
+                let key = IdempotencyKey::parse(k.as_bytes()).unwrap();
+                if store.lookup_key(&merchant, &key).await.unwrap().is_some() {
+                    left.push(k);
+                }
+            }
+            left
+        };
+
+        // Act + Assert: three at a time, the oldest first, until fewer than three are left.
+        assert_eq!(store.purge_keys(retention_ms, 3).await.unwrap(), 3);
+        assert_eq!(keys().await, ["k3", "k4", "k5", "k6", "in-progress"]);
+        assert_eq!(store.purge_keys(retention_ms, 3).await.unwrap(), 3);
+        assert_eq!(store.purge_keys(retention_ms, 3).await.unwrap(), 1);
+        assert_eq!(store.purge_keys(retention_ms, 3).await.unwrap(), 0);
+        assert_eq!(keys().await, ["in-progress"]);
+    }
+
+    #[tokio::test]
     async fn reopening_a_database_keeps_its_rows_and_schema() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
