@@ -65,7 +65,7 @@ pub struct Config {
     pub reaper_interval_secs: u64,
     /// Expired keys the reaper deletes in one write (short writes let payments take turns with a
     /// day's keys expiring).
-    #[arg(long, env = "PAGAR_REAPER_BATCH", default_value_t = 500,
+    #[arg(long, env = "PAGAR_REAPER_BATCH", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub reaper_batch: u32,
     /// How long one execution holds its key before a retry may take it over, in milliseconds.
