@@ -47,9 +47,16 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   **slow disk** (every fsync of Pagar's process, never the acquirer's, made to wait 2 ms, writes
   untouched, so the figure does not depend on this machine's disk) beside a durable commit alone
   on that disk; 50 concurrent requests with one key against each, charges counted in the
-  acquirer's ledger; then the PostgreSQL store with one and three replicas (release processes)
-  beside PostgreSQL's raw commit rate, with the CPU and WAL per operation read from `/proc` and
-  `pg_current_wal_lsn`.
+  acquirer's ledger; then the PostgreSQL store with one and three replicas (release processes,
+  charging at one acquirer process, as deployed) beside PostgreSQL's raw commit rate, with the CPU and WAL per operation read from `/proc` and
+  `pg_current_wal_lsn`; then **flat as the store grows** (`benches/api/grown.rs`): three
+  interleaved rounds of Pagar's first executions and replays (read from the database, its cache
+  off) on a database holding 10 million keys and their payments against an empty one (a release
+  process per run, charging at an acquirer process), the grown database made from a few seconds
+  of real first executions whose rows are copied under ids of their own, and before each run a
+  minute's expiry of a store keeping ten million keys a day (6 944 keys), or a backlog of 100 000,
+  moved past the retention so that its reaper (every second) purges beside the load, in paced
+  writes of 100 keys and, for the backlog, also in writes of 100 000 (one statement a pass).
 - **checkout-core** (`crates/checkout-core/benches/outbox.rs`; the pay part and the drain part
   each in a process of its own, as an app is one process with one outbox): `Checkout::pay` until durable,
   online (the payment API a release process of its own, as a store runs it, and in the app's

@@ -15,10 +15,14 @@
 //!   machine's disk and with every fsync of Pagar's made to wait 2 ms; replays beside the peer
 //!   and the fixed-answer ceiling; 50 concurrent requests with one key against each;
 //! - PostgreSQL (`api/postgres.rs`): first executions and replays on one and three replicas
-//!   against raw commits.
+//!   against raw commits;
+//! - flat as the store grows (`api/grown.rs`): first executions and replays on a database of
+//!   10 million keys and payments, its reaper purging beside them, against an empty one.
 
 #[path = "api/deployed.rs"]
 mod deployed;
+#[path = "api/grown.rs"]
+mod grown;
 #[path = "api/measure.rs"]
 mod measure;
 #[path = "api/peer.rs"]
@@ -149,6 +153,12 @@ pub(crate) fn target(what: &str, figure: f64, goal: f64) {
     println!("{what:<58} {figure:>6.2}x  target >= {goal:.2}x  {verdict}");
 }
 
+/// A target line for a figure that must stay at most `goal`.
+pub(crate) fn at_most(what: &str, figure: f64, goal: f64) {
+    let verdict = if figure <= goal { "met" } else { "NOT met" };
+    println!("{what:<58} {figure:>6.2}x  target <= {goal:.2}x  {verdict}");
+}
+
 fn main() {
     // A server of the rounds (this bench started again by `processes`), or the bench itself.
     if processes::serve_if_asked() {
@@ -187,6 +197,11 @@ async fn bench() {
     }
     let script = dir.path().join("pay.lua");
     std::fs::write(&script, WRK_SCRIPT).unwrap();
+    // `PAGAR_BENCH_ONLY=grown`: only the grown store's rounds (they take minutes of their own).
+    if std::env::var("PAGAR_BENCH_ONLY").as_deref() == Ok("grown") {
+        grown::run_rounds(&script, secs, dir.path()).await.print();
+        return;
+    }
     let raw = raw_commits(dir.path());
 
     let bare_url = bare_server(dir.path()).await;
@@ -258,7 +273,8 @@ async fn bench() {
     let ceiling_body = replay_body(&url).await;
     let deployed = deployed::run_rounds(&script, secs, dir.path(), &ceiling_body).await;
 
-    let pg = postgres::run(&script, secs).await;
+    let pg = postgres::run(&script, secs, dir.path()).await;
+    let grown = grown::run_rounds(&script, secs, dir.path()).await;
 
     println!();
     println!(
@@ -289,4 +305,5 @@ async fn bench() {
         Ok(pg) => pg.print(&first, &replay),
         Err(e) => println!("\nPostgreSQL figures skipped: {e}"),
     }
+    grown.print();
 }

@@ -63,7 +63,7 @@ pub(crate) struct Deployed {
 
 /// How one run goes: the replay keys made first when it cycles through them, then wrk with the
 /// server's CPU measured.
-fn run(
+pub(crate) fn run(
     name: &'static str,
     script: &Path,
     secs: u64,

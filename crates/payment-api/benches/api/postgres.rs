@@ -1,9 +1,11 @@
 //! The PostgreSQL figures of `make bench`: the same wrk load against one replica and against three
-//! replicas (real `payment-api` processes) sharing one database, beside PostgreSQL's own durable
-//! commit rate measured in the same run.
+//! replicas (real `payment-api` processes) sharing one database, all charging cards at one
+//! acquirer process (as deployed, and as the SQLite rounds beside the peer do), beside
+//! PostgreSQL's own durable commit rate measured in the same run.
 
 use super::processes::Server;
 use super::{print_table, warm, wrk_with, Row, API_KEY, CONCURRENCY, REPLAY_KEYS};
+use pagar_testkit::AcquirerProcess;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,6 +35,8 @@ struct Cost {
     pg_cpu_s: f64,
     /// CPU seconds of the replica (0 for the raw commits).
     replica_cpu_s: f64,
+    /// CPU seconds of the acquirer the replicas charge at.
+    acquirer_cpu_s: f64,
     /// Bytes of WAL the database wrote.
     wal_bytes: f64,
     /// The share of the machine's CPU time that was idle.
@@ -44,6 +48,7 @@ struct Cost {
 struct Sample {
     pg_ticks: u64,
     replica_ticks: u64,
+    acquirer_ticks: u64,
     wal_lsn: u64,
     machine: (u64, u64),
 }
@@ -129,6 +134,11 @@ impl Sample {
         let replica_ticks = replica
             .and_then(|r| procs.iter().find(|(p, _)| *p == r))
             .map_or(0, |(_, s)| s.ticks);
+        let acquirer_ticks = procs
+            .iter()
+            .filter(|(_, s)| s.comm == "adquirente")
+            .map(|(_, s)| s.ticks)
+            .sum();
         let lsn = Command::new("psql")
             .args([ADMIN_URL, "-tAc", "SELECT pg_current_wal_lsn()"])
             .output()
@@ -143,6 +153,7 @@ impl Sample {
         Self {
             pg_ticks,
             replica_ticks,
+            acquirer_ticks,
             wal_lsn,
             machine: machine_ticks(),
         }
@@ -156,6 +167,7 @@ impl Sample {
         Cost {
             pg_cpu_s: secs(self.pg_ticks, later.pg_ticks),
             replica_cpu_s: secs(self.replica_ticks, later.replica_ticks),
+            acquirer_cpu_s: secs(self.acquirer_ticks, later.acquirer_ticks),
             wal_bytes: later.wal_lsn.saturating_sub(self.wal_lsn) as f64,
             idle: idle / (busy + idle).max(1.0),
         }
@@ -215,13 +227,15 @@ async fn admin(sql: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// One replica: the release `payment-api` binary on port 0.
-fn replica(db: &BenchDb) -> Server {
+/// One replica: the release `payment-api` binary on port 0, charging cards at `acquirer` (a
+/// process of its own, as deployed: its ledger is not written into the replicas' database).
+fn replica(db: &BenchDb, acquirer: &AcquirerProcess) -> Server {
     let mut command = Command::new(env!("CARGO_BIN_EXE_payment-api"));
     command
         .args(["--listen", "127.0.0.1:0", "--api-key"])
         .arg(format!("{API_KEY}=loja_bench"))
         .args(["--database-url", &db.url(), "--admin-token", "bench-admin"])
+        .args(acquirer.api_flags())
         .env("RUST_LOG", "warn")
         .stderr(Stdio::inherit());
     Server::spawn(command)
@@ -313,23 +327,24 @@ fn spread(
 }
 
 /// Runs the PostgreSQL scenarios, or says why it could not.
-pub async fn run(script: &Path, secs: u64) -> Result<Figures, String> {
+pub async fn run(script: &Path, secs: u64, dir: &Path) -> Result<Figures, String> {
     let db = BenchDb {
         name: format!("pagar_bench_{}", uuid::Uuid::new_v4().simple()),
     };
     admin(&format!("CREATE DATABASE {}", db.name)).await?;
-    let figures = measure(&db, script, secs).await;
+    let acquirer = super::processes::acquirer(dir, "acquirer-pg");
+    let figures = measure(&db, &acquirer, script, secs).await;
     admin(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", db.name)).await?;
     Ok(figures)
 }
 
-async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
+async fn measure(db: &BenchDb, acquirer: &AcquirerProcess, script: &Path, secs: u64) -> Figures {
     let raw_one = raw_commits(&db.url(), 1, RAW_COMMITS).await;
     let before = Sample::take(None);
     let raw_many = raw_commits(&db.url(), CONCURRENCY, RAW_COMMITS / 8).await;
     let raw_cost = before.until(&Sample::take(None));
 
-    let one = replica(db);
+    let one = replica(db, acquirer);
     let pid = Some(one.id());
     let (first_1, replay_1, steps, first_cost) = tokio::task::block_in_place(|| {
         let before = Sample::take(pid);
@@ -360,7 +375,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
     });
     drop(one);
 
-    let three: Vec<Server> = (0..3).map(|_| replica(db)).collect();
+    let three: Vec<Server> = (0..3).map(|_| replica(db, acquirer)).collect();
     let urls: Vec<String> = three.iter().map(|r| r.url.clone()).collect();
     let (first_3, replay_3) = tokio::task::block_in_place(|| {
         let first = spread(
@@ -404,7 +419,7 @@ async fn measure(db: &BenchDb, script: &Path, secs: u64) -> Figures {
 impl Figures {
     pub fn print(&self, sqlite_first: &Row, sqlite_replay: &Row) {
         println!();
-        println!("PostgreSQL store (127.0.0.1:5432, synchronous_commit on), same wrk load; replicas are release processes");
+        println!("PostgreSQL store (127.0.0.1:5432, synchronous_commit on), same wrk load; replicas are release processes charging at one acquirer process");
         print_table(&[
             &self.raw_one,
             &self.raw_many,
@@ -435,13 +450,14 @@ impl Figures {
             (
                 c.pg_cpu_s * 1e3 / n,
                 c.replica_cpu_s * 1e3 / n,
+                c.acquirer_cpu_s * 1e3 / n,
                 c.wal_bytes / n,
             )
         };
-        let (raw_pg, _, raw_wal) = per(&self.raw_cost, self.raw_many.count);
-        let (first_pg, first_app, first_wal) = per(&self.first_cost, self.first_1.count);
+        let (raw_pg, _, _, raw_wal) = per(&self.raw_cost, self.raw_many.count);
+        let (first_pg, first_app, first_acq, first_wal) = per(&self.first_cost, self.first_1.count);
         println!(
-            "PG cost per operation (CPU from /proc, WAL from pg_current_wal_lsn): raw commit: PostgreSQL {raw_pg:.3} ms CPU, {raw_wal:.0} B WAL (cores idle {:.0} %); first execution: PostgreSQL {first_pg:.3} ms CPU, replica {first_app:.3} ms CPU, {first_wal:.0} B WAL (cores idle {:.0} %)",
+            "PG cost per operation (CPU from /proc, WAL from pg_current_wal_lsn): raw commit: PostgreSQL {raw_pg:.3} ms CPU, {raw_wal:.0} B WAL (cores idle {:.0} %); first execution: PostgreSQL {first_pg:.3} ms CPU, replica {first_app:.3} ms CPU, the acquirer {first_acq:.3} ms CPU, {first_wal:.0} B WAL (cores idle {:.0} %)",
             self.raw_cost.idle * 100.0,
             self.first_cost.idle * 100.0
         );
@@ -450,11 +466,12 @@ impl Figures {
             first_pg / raw_pg,
             first_wal / raw_wal,
         );
-        // With the cores busy, the CPU one execution costs bounds the rate.
-        let per_execution = first_pg + first_app;
+        // With the cores busy, the CPU one execution costs bounds the rate (the acquirer's
+        // share runs on the same two cores, as it would not in a deployment).
+        let per_execution = first_pg + first_app + first_acq;
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
         println!(
-            "limit, PostgreSQL: cores idle {:.0} %; one first execution costs {per_execution:.3} ms of CPU (PostgreSQL {first_pg:.3}, the replica {first_app:.3}): {cores:.0} cores allow at most {:.0}/s = {:.2}x the raw commits; 0.35x needs at most {:.3} ms",
+            "limit, PostgreSQL: cores idle {:.0} %; one first execution costs {per_execution:.3} ms of CPU (PostgreSQL {first_pg:.3}, the replica {first_app:.3}, the acquirer {first_acq:.3}): {cores:.0} cores allow at most {:.0}/s = {:.2}x the raw commits; 0.35x needs at most {:.3} ms",
             self.first_cost.idle * 100.0,
             cores * 1e3 / per_execution.max(1e-9),
             cores * 1e3 / per_execution.max(1e-9) / self.raw_many.rate().max(1e-9),

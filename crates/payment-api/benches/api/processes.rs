@@ -116,6 +116,19 @@ pub(crate) fn pagar_on(
     acquirer: &AcquirerProcess,
     disk: Option<&SlowSync>,
 ) -> Server {
+    pagar_with(folder, name, logging, acquirer, disk, &[])
+}
+
+/// [`pagar_on`] with more of the server's flags (`args`); its database is `<folder>/<name>.db`,
+/// fresh unless the caller made it.
+pub(crate) fn pagar_with(
+    folder: &Path,
+    name: &str,
+    logging: bool,
+    acquirer: &AcquirerProcess,
+    disk: Option<&SlowSync>,
+    args: &[String],
+) -> Server {
     let database = folder.join(format!("{name}.db"));
     let log = std::fs::File::create(folder.join(format!("{name}.log"))).expect("a log file");
     let mut command = Command::new(env!("CARGO_BIN_EXE_payment-api"));
@@ -125,6 +138,7 @@ pub(crate) fn pagar_on(
         .arg("--database")
         .arg(&database)
         .args(acquirer.api_flags())
+        .args(args)
         .env("RUST_LOG", if logging { "info" } else { "off" })
         .stderr(log);
     if let Some(disk) = disk {

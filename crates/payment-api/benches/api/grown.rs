@@ -1,0 +1,391 @@
+//! Flat as the store grows: Pagar's first executions and replays on a database that already
+//! holds [`GROWN_KEYS`] keys with their payments, against an empty database, in interleaved
+//! rounds. Pagar is the release binary, a process of its own, fresh for each run, charging at
+//! an acquirer process of its own, as in `deployed.rs`.
+//!
+//! The grown database is made once: a few seconds of real first executions through the API
+//! (every row as the server writes it: the key, its fingerprint and stored answer, the payment
+//! and each of their indexes), then those rows copied in SQL under keys, payment ids and
+//! charge ids of their own, their times spread over the 23 hours before the run, so that the
+//! database is what a server keeping a day of keys holds. Before each of its runs a slice of
+//! its keys is moved past the retention, so that the reaper (every second here) purges them
+//! beside the load, as a server's reaper does all day. Replays are read from the database (the
+//! replay cache off), since what is measured is the store: with the cache they never reach it.
+
+use super::deployed;
+use super::measure::*;
+use super::processes::{self, Server};
+use super::*;
+use pagar_testkit::AcquirerProcess;
+use std::path::Path;
+
+/// Keys (and payments) in the grown database; `BENCH_GROWN_KEYS` sets another count.
+const GROWN_KEYS: u64 = 10_000_000;
+const ROUNDS: usize = 3;
+/// Keys moved past the retention before a run on the grown database, for its reaper: a minute of
+/// a store that keeps ten million keys a day (what its reaper, every minute by default, finds
+/// at each pass), or a backlog (a reaper that was stopped, a retention made shorter).
+const EXPIRED_A_MINUTE: i64 = 10_000_000 / 1_440;
+const EXPIRED_BACKLOG: i64 = 100_000;
+/// What the grown database's times span before the run (inside the retention of a day).
+const SPAN_MS: i64 = 23 * 3_600_000;
+const DAY_MS: i64 = 86_400_000;
+/// How long the seed's first executions run.
+const SEED_SECS: u64 = 3;
+
+/// One run: what wrk measured, the server's CPU, its steps' means, and the keys its reaper
+/// purged.
+struct Run {
+    row: Row,
+    cpu: Cpu,
+    steps: Vec<(String, f64, u64)>,
+    purged: u64,
+}
+
+/// The runs of each kind, over the rounds.
+#[derive(Default)]
+pub(crate) struct Grown {
+    /// First executions: empty; grown, a minute's expiry; grown, a backlog purged 100 keys a
+    /// write; grown, a backlog purged 100 000 a write.
+    first: [Vec<Run>; 4],
+    /// Replays read from the database: empty, grown.
+    replay: [Vec<Run>; 2],
+    /// The grown database: keys and payments when made, its size in bytes, how long it took.
+    made: (i64, i64, u64, Duration),
+}
+
+/// The server's flags for these runs: the reaper every second, in batches of `batch`; the
+/// replay cache off when `uncached`.
+fn flags(batch: u32, uncached: bool) -> Vec<String> {
+    let mut f = vec![
+        "--reaper-interval-secs".into(),
+        "1".into(),
+        "--reaper-batch".into(),
+        batch.to_string(),
+    ];
+    if uncached {
+        f.extend(["--replay-cache-entries".into(), "1".into()]);
+    }
+    f
+}
+
+/// Keys purged by the server's reaper so far (its `/metrics`).
+fn purged(server: &Server) -> u64 {
+    let text = tokio::runtime::Handle::current().block_on(async {
+        reqwest::get(format!("{}/metrics", server.base()))
+            .await
+            .expect("the server answers /metrics")
+            .text()
+            .await
+            .unwrap()
+    });
+    text.lines()
+        .find_map(|l| l.strip_prefix("pagar_purged_keys_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Makes `<dir>/grown.db`: seeds it through the API, then copies the seed up to `keys`.
+fn make_grown(dir: &Path, acquirer: &AcquirerProcess, script: &Path, keys: u64) -> Grown {
+    let started = Instant::now();
+    {
+        let seed = processes::pagar_with(dir, "grown", false, acquirer, None, &[]);
+        tokio::task::block_in_place(|| {
+            wrk("seed", script, &seed.url, SEED_SECS, "seed", 0);
+        });
+        // wrk stops with requests in flight: let them end before the server does.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let database = dir.join("grown.db");
+    let (k, p) = grow(&database, keys).expect("the grown database is made");
+    Grown {
+        made: (
+            k,
+            p,
+            std::fs::metadata(&database).map_or(0, |m| m.len()),
+            started.elapsed(),
+        ),
+        ..Grown::default()
+    }
+}
+
+/// Copies the seed's keys and payments until the database holds `keys` of each; returns the
+/// keys and payments it holds.
+fn grow(database: &Path, keys: u64) -> rusqlite::Result<(i64, i64)> {
+    let mut c = Connection::open(database)?;
+    // Made once, before any server opens it: no journal, no fsync, a page cache as large as
+    // the indexes being filled.
+    c.execute_batch(
+        "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
+         PRAGMA cache_size = -4000000; PRAGMA temp_store = MEMORY;",
+    )?;
+    let seeds: i64 = c.query_row("SELECT count(*) FROM payments", [], |r| r.get(0))?;
+    let copies = (keys as i64 / seeds.max(1)).max(1) - 1;
+    let step = SPAN_MS / copies.max(1);
+    let columns = |table: &str| -> rusqlite::Result<Vec<String>> {
+        c.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?
+            .query_map([], |r| r.get(0))?
+            .collect()
+    };
+    // Each copy under ids of its own (`.g<i>` on the key, `_g<i>` on the payment and charge
+    // ids, its stored answer naming its own payment), its times `i` steps earlier.
+    let key_columns = columns("idempotency_keys")?;
+    let key_values: Vec<String> = key_columns
+        .iter()
+        .map(|col| match col.as_str() {
+            "key" => "s.key || '.g' || c.i".into(),
+            "payment_id" => "s.payment_id || '_g' || c.i".into(),
+            "response_body" => "CAST(replace(CAST(s.response_body AS TEXT), s.payment_id, \
+                                s.payment_id || '_g' || c.i) AS BLOB)"
+                .into(),
+            "created_at" | "completed_at" | "locked_until" => format!("s.{col} - c.i * {step}"),
+            other => format!("s.{other}"),
+        })
+        .collect();
+    let payment_columns = columns("payments")?;
+    let payment_values: Vec<String> = payment_columns
+        .iter()
+        .map(|col| match col.as_str() {
+            "id" | "cobranca_id" => format!("s.{col} || '_g' || c.i"),
+            "idempotency_key" => "s.idempotency_key || '.g' || c.i".into(),
+            "created_at" => format!("s.created_at - c.i * {step}"),
+            other => format!("s.{other}"),
+        })
+        .collect();
+    let tx = c.transaction()?;
+    for (table, columns, values) in [
+        ("idempotency_keys", &key_columns, &key_values),
+        ("payments", &payment_columns, &payment_values),
+    ] {
+        tx.execute_batch(&format!(
+            "CREATE TEMP TABLE seed AS SELECT * FROM {table};
+             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {copies})
+             INSERT INTO {table} ({}) SELECT {} FROM c, temp.seed AS s;
+             DROP TABLE temp.seed;",
+            columns.join(", "),
+            values.join(", ")
+        ))?;
+    }
+    tx.commit()?;
+    c.execute_batch("PRAGMA journal_mode = WAL;")?;
+    let count = |table: &str| -> rusqlite::Result<i64> {
+        c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+    };
+    Ok((count("idempotency_keys")?, count("payments")?))
+}
+
+/// Moves the next `n` keys (by row id, from `from`) past the retention: the reaper's work for
+/// the run that follows.
+fn expire(database: &Path, from: i64, n: i64) -> rusqlite::Result<usize> {
+    let c = Connection::open(database)?;
+    c.busy_timeout(Duration::from_secs(30))?;
+    c.execute(
+        "UPDATE idempotency_keys SET completed_at = completed_at - ?3
+          WHERE rowid > ?1 AND rowid <= ?1 + ?2 AND completed_at IS NOT NULL",
+        rusqlite::params![from, n, 2 * DAY_MS],
+    )
+}
+
+/// What one run is: the server's database (`<dir>/<db>.db`), the prefix of its keys (every
+/// run's keys are its own: the acquirer serves every run of the rounds), the reaper's batch,
+/// and the keys a replay run cycles through (none: first executions).
+struct Setup {
+    db: String,
+    prefix: String,
+    batch: u32,
+    cycle: usize,
+    label: &'static str,
+}
+
+/// One run, its server started fresh on its database.
+async fn one(
+    dir: &Path,
+    setup: &Setup,
+    acquirer: &AcquirerProcess,
+    script: &Path,
+    secs: u64,
+) -> Run {
+    let args = flags(setup.batch, setup.cycle > 0);
+    let server = processes::pagar_with(dir, &setup.db, true, acquirer, None, &args);
+    let (row, cpu) = deployed::run(
+        setup.label,
+        script,
+        secs,
+        &server,
+        &setup.prefix,
+        setup.cycle,
+        CONCURRENCY,
+    );
+    // wrk stops with requests in flight: let them end before reading the server's figures.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (steps, purged) = tokio::task::block_in_place(|| {
+        (
+            super::postgres::store_steps(&server.base()),
+            purged(&server),
+        )
+    });
+    Run {
+        row,
+        cpu,
+        steps,
+        purged,
+    }
+}
+
+/// The runs of a round, by index: first executions on the empty store, the grown store (a
+/// minute's expiry for its reaper), the grown store with a backlog of expired keys purged 100 a
+/// write, the same 100 000 a write; replays on the empty and the grown store.
+const LABELS: [&str; 6] = [
+    "Pagar first, empty store",
+    "Pagar first, grown store",
+    "Pagar first, grown, 100 000 expired",
+    "  the same, reaper 100 000 a write",
+    "Pagar replay from the database, empty",
+    "Pagar replay from the database, grown",
+];
+
+/// Makes the grown database, then runs the rounds.
+pub(crate) async fn run_rounds(script: &Path, secs: u64, dir: &Path) -> Grown {
+    let keys = std::env::var("BENCH_GROWN_KEYS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(GROWN_KEYS);
+    let acquirer = processes::acquirer(dir, "acquirer-grown");
+    let mut g = tokio::task::block_in_place(|| make_grown(dir, &acquirer, script, keys));
+    let database = dir.join("grown.db");
+    // The copies' row ids come after the seed's: the slices moved past the retention are copies.
+    let mut next_expired: i64 = Connection::open(&database)
+        .and_then(|c| {
+            c.query_row(
+                "SELECT max(rowid) FROM idempotency_keys WHERE instr(key, '.g') = 0",
+                [],
+                |r| r.get(0),
+            )
+        })
+        .expect("the grown database");
+    for round in 0..ROUNDS {
+        for which in (0..6).map(|i| (i + round) % 6) {
+            let grown = !matches!(which, 0 | 4);
+            let setup = Setup {
+                db: if grown {
+                    "grown".into()
+                } else {
+                    format!("empty-{which}-{round}")
+                },
+                prefix: format!("r{which}-{round}"),
+                batch: if which == 3 { 100_000 } else { 100 },
+                cycle: if which >= 4 { REPLAY_KEYS } else { 0 },
+                label: LABELS[which],
+            };
+            if grown {
+                let n = if matches!(which, 2 | 3) {
+                    EXPIRED_BACKLOG
+                } else {
+                    EXPIRED_A_MINUTE
+                };
+                tokio::task::block_in_place(|| expire(&database, next_expired, n))
+                    .expect("keys moved past the retention");
+                next_expired += n;
+            }
+            let run = one(dir, &setup, &acquirer, script, secs).await;
+            if which < 4 {
+                g.first[which].push(run);
+            } else {
+                g.replay[which - 4].push(run);
+            }
+        }
+    }
+    g
+}
+
+/// Over the rounds: the median of each round's `f(a) / f(b)`.
+fn per_round(a: &[Run], b: &[Run], f: impl Fn(&Row) -> f64) -> f64 {
+    mid(a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| f(&a.row) / f(&b.row))
+        .collect())
+}
+
+fn rows_of(runs: &[Run]) -> Vec<Row> {
+    runs.iter().map(|r| r.row.clone()).collect()
+}
+
+impl Grown {
+    pub(crate) fn print(&self) {
+        let (keys, payments, bytes, took) = self.made;
+        println!();
+        println!(
+            "flat as the store grows ({ROUNDS} interleaved rounds; Pagar a release process of its own per run, charging at an acquirer process, {CONCURRENCY} connections, logging on; medians): \
+             the grown store holds {keys} keys and {payments} payments ({:.1} GB; made in {:.0} s: {SEED_SECS} s of first executions through the API, their rows copied under ids of their own, times spread over the 23 hours before), \
+             each of its runs with {EXPIRED_A_MINUTE} of its keys (a minute's expiry of ten million a day) or {EXPIRED_BACKLOG} (a backlog) moved past the retention first for the reaper (every second); replays read from the database (cache off)",
+            bytes as f64 / 1e9,
+            took.as_secs_f64()
+        );
+        let mut table: Vec<Row> = Vec::new();
+        for (i, runs) in self.first.iter().chain(&self.replay).enumerate() {
+            table.push(median(LABELS[i], &rows_of(runs)));
+        }
+        print_table(&table.iter().collect::<Vec<_>>());
+        let purged = |runs: &[Run]| runs.iter().map(|r| r.purged).collect::<Vec<_>>();
+        println!(
+            "keys the reaper purged in each grown run: {:?} (first executions), {:?} and {:?} (a backlog, 100 and 100 000 a write), {:?} (replays)",
+            purged(&self.first[1]),
+            purged(&self.first[2]),
+            purged(&self.first[3]),
+            purged(&self.replay[1])
+        );
+        for (i, runs) in self.first.iter().chain(&self.replay).enumerate() {
+            let cpu = median_cpu(&runs.iter().map(|r| r.cpu).collect::<Vec<_>>());
+            // A replay run's steps are its warming's first executions: not its own.
+            let steps = if i < 4 {
+                let steps: Vec<_> = runs.iter().map(|r| r.steps.clone()).collect();
+                format!("; mean per step: {}", steps_median(&steps))
+            } else {
+                String::new()
+            };
+            println!(
+                "  {:<44} server CPU {:.0} us a request, cores idle {:.0} %{steps}",
+                LABELS[i],
+                cpu.per_request_us,
+                cpu.idle * 100.0,
+            );
+        }
+        let first = per_round(&self.first[1], &self.first[0], Row::rate);
+        target("first executions, grown store / empty store", first, 0.9);
+        if first < 0.9 {
+            let step = |runs: &[Run], op: &str| {
+                step_median(
+                    &runs.iter().map(|r| r.steps.clone()).collect::<Vec<_>>(),
+                    op,
+                )
+            };
+            let cpu = |runs: &[Run]| median_cpu(&runs.iter().map(|r| r.cpu).collect::<Vec<_>>());
+            let (empty, grown) = (&self.first[0], &self.first[1]);
+            println!(
+                "limit, grown store (empty -> grown): the store's steps claim {:.2} -> {:.2} ms, finish {:.2} -> {:.2} ms (the acquirer's round trip {:.2} -> {:.2} ms); server CPU {:.0} -> {:.0} us a request; its busiest SQLite writer thread {:.0} -> {:.0} % of a core; cores idle {:.0} -> {:.0} %",
+                step(empty, "claim"),
+                step(grown, "claim"),
+                step(empty, "finish"),
+                step(grown, "finish"),
+                step(empty, "gateway_charge"),
+                step(grown, "gateway_charge"),
+                cpu(empty).per_request_us,
+                cpu(grown).per_request_us,
+                cpu(empty).writer.0 * 100.0,
+                cpu(grown).writer.0 * 100.0,
+                cpu(empty).idle * 100.0,
+                cpu(grown).idle * 100.0,
+            );
+        }
+        let p99 = per_round(&self.replay[1], &self.replay[0], |r| r.p99_ms);
+        at_most("replay p99, grown store / empty store", p99, 1.2);
+        println!(
+            "first executions p99, grown store with a backlog of expired keys: {:.2} ms with the reaper deleting 100 keys a write, paced, {:.2} ms with 100 000 a write (empty store {:.2} ms, grown with a minute's expiry {:.2} ms)",
+            median("", &rows_of(&self.first[2])).p99_ms,
+            median("", &rows_of(&self.first[3])).p99_ms,
+            median("", &rows_of(&self.first[0])).p99_ms,
+            median("", &rows_of(&self.first[1])).p99_ms,
+        );
+    }
+}
