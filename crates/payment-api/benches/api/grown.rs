@@ -40,6 +40,8 @@ struct Run {
     cpu: Cpu,
     steps: Vec<(String, f64, u64)>,
     purged: u64,
+    /// What its log says of the reaper and the recovery worker (their lines, at most 6).
+    reaper_lines: Vec<String>,
 }
 
 /// The runs of each kind, over the rounds.
@@ -153,12 +155,19 @@ fn grow(database: &Path, keys: u64) -> rusqlite::Result<(i64, i64)> {
         })
         .collect();
     let tx = c.transaction()?;
-    for (table, columns, values) in [
-        ("idempotency_keys", &key_columns, &key_values),
-        ("payments", &payment_columns, &payment_values),
+    // Only completed keys are copied: the seed's server stopped with executions in flight, and
+    // their keys, copied, would be thousands of abandoned executions for the recovery worker.
+    for (table, columns, values, which) in [
+        (
+            "idempotency_keys",
+            &key_columns,
+            &key_values,
+            "completed_at IS NOT NULL",
+        ),
+        ("payments", &payment_columns, &payment_values, "true"),
     ] {
         tx.execute_batch(&format!(
-            "CREATE TEMP TABLE seed AS SELECT * FROM {table};
+            "CREATE TEMP TABLE seed AS SELECT * FROM {table} WHERE {which};
              WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {copies})
              INSERT INTO {table} ({}) SELECT {} FROM c, temp.seed AS s;
              DROP TABLE temp.seed;",
@@ -224,11 +233,19 @@ async fn one(
             purged(&server),
         )
     });
+    let log = std::fs::read_to_string(dir.join(format!("{}.log", setup.db))).unwrap_or_default();
+    let reaper_lines = log
+        .lines()
+        .filter(|l| l.contains("reaper") || l.contains("recovery"))
+        .take(6)
+        .map(String::from)
+        .collect();
     Run {
         row,
         cpu,
         steps,
         purged,
+        reaper_lines,
     }
 }
 
@@ -336,6 +353,14 @@ impl Grown {
             purged(&self.replay[1])
         );
         for (i, runs) in self.first.iter().chain(&self.replay).enumerate() {
+            for (round, run) in runs.iter().enumerate() {
+                if run.purged == 0 && i != 0 && i != 4 {
+                    println!(
+                        "  {} (round {round}): its reaper purged nothing in the run; its log's reaper and recovery lines: {:?}",
+                        LABELS[i], run.reaper_lines
+                    );
+                }
+            }
             let cpu = median_cpu(&runs.iter().map(|r| r.cpu).collect::<Vec<_>>());
             // A replay run's steps are its warming's first executions: not its own.
             let steps = if i < 4 {
