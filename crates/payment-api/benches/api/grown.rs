@@ -14,7 +14,7 @@
 
 use super::deployed;
 use super::measure::*;
-use super::processes::{self, Server};
+use super::processes;
 use super::*;
 use pagar_testkit::AcquirerProcess;
 use std::path::Path;
@@ -71,17 +71,10 @@ fn flags(batch: u32, uncached: bool) -> Vec<String> {
     f
 }
 
-/// Keys purged by the server's reaper so far (its `/metrics`).
-fn purged(server: &Server) -> u64 {
-    let text = tokio::runtime::Handle::current().block_on(async {
-        reqwest::get(format!("{}/metrics", server.base()))
-            .await
-            .expect("the server answers /metrics")
-            .text()
-            .await
-            .unwrap()
-    });
-    text.lines()
+/// Keys purged by the server's reaper so far, from its `/metrics` page.
+fn purged_in(metrics: &str) -> u64 {
+    metrics
+        .lines()
         .find_map(|l| l.strip_prefix("pagar_purged_keys_total "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
@@ -227,12 +220,8 @@ async fn one(
     );
     // wrk stops with requests in flight: let them end before reading the server's figures.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (steps, purged) = tokio::task::block_in_place(|| {
-        (
-            super::postgres::store_steps(&server.base()),
-            purged(&server),
-        )
-    });
+    let metrics = tokio::task::block_in_place(|| super::postgres::metrics_text(&server.base()));
+    let (steps, purged) = (super::postgres::steps_in(&metrics), purged_in(&metrics));
     let log = std::fs::read_to_string(dir.join(format!("{}.log", setup.db))).unwrap_or_default();
     let reaper_lines = log
         .lines()

@@ -174,16 +174,25 @@ impl Sample {
     }
 }
 
-/// The mean of each `pagar_store_seconds` operation the server at `base` measured, in ms.
-pub(crate) fn store_steps(base: &str) -> Vec<(String, f64, u64)> {
-    let text = tokio::runtime::Handle::current().block_on(async {
+/// The server at `base`'s `/metrics` page.
+pub(crate) fn metrics_text(base: &str) -> String {
+    tokio::runtime::Handle::current().block_on(async {
         reqwest::get(format!("{base}/metrics"))
             .await
-            .expect("the replica answers /metrics")
+            .expect("the server answers /metrics")
             .text()
             .await
             .unwrap()
-    });
+    })
+}
+
+/// The mean of each `pagar_store_seconds` operation the server at `base` measured, in ms.
+pub(crate) fn store_steps(base: &str) -> Vec<(String, f64, u64)> {
+    steps_in(&metrics_text(base))
+}
+
+/// The mean of each `pagar_store_seconds` operation in a `/metrics` page, in ms.
+pub(crate) fn steps_in(text: &str) -> Vec<(String, f64, u64)> {
     let value = |name: &str, op: &str| -> f64 {
         let prefix = format!("pagar_store_seconds_{name}{{op=\"{op}\"}} ");
         text.lines()
