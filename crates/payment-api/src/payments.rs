@@ -297,7 +297,7 @@ impl Operation for Payments {
     /// Settled by what the gateway says of the key's downstream key: charged → its payment is
     /// stored the way the request path stores it and the answer becomes replayable (so a
     /// look-up by `referencia` finds every real charge); never charged → the key is released
-    /// with its request for the client's retry (and looked at again on the next pass, in case a
+    /// with its request for the client's retry (and looked at again by a later pass, in case a
     /// stalled worker charges it after all), or, once older than the key retention, burned.
     async fn recover(&self, held: &Held<'_>, created_at: Millis) -> Result<Recovery> {
         let downstream = DownstreamKey::derive(held.merchant, held.key);

@@ -319,7 +319,11 @@ pub trait KeyStore: Clocked {
         key: &IdempotencyKey,
         fence: i64,
     ) -> StoreResult<bool>;
-    /// Keys still started whose lease ended more than `stale_ms` ago, oldest first.
+    /// Keys still started whose lease ended more than `stale_ms` ago: first those never
+    /// released (one may hold a charge no payment records yet), the oldest lease first; then the
+    /// released ones (no charge when last looked at), the fewest take-overs first. Each look at a
+    /// released key takes it over, so a pass goes on to the next ones instead of asking about
+    /// the same `limit` keys every time while a key behind them waits.
     async fn abandoned(&self, stale_ms: Millis, limit: usize) -> StoreResult<Vec<Abandoned>>;
     /// Takes over an abandoned key if it is still as found (same fence, lease ended); returns
     /// the new fence.

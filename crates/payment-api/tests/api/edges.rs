@@ -237,6 +237,85 @@ async fn a_charge_abandoned_by_a_crash_is_stored_by_the_recovery_worker_without_
     }
 }
 
+/// Real process: a charge abandoned by a crash behind more released keys than a recovery pass
+/// takes (150 executions abandoned before any charge, their clients gone, each looked at and
+/// released by earlier passes). A released key is no longer what a pass looks at first: the
+/// charge's payment is stored at the next pass, and the released keys are looked at in turn —
+/// not the same hundred at every pass while the others wait for their retention to end.
+#[apply(stores)]
+async fn a_charge_abandoned_behind_many_released_keys_is_stored_at_the_next_pass_and_they_take_turns(
+    #[case] backend: Backend,
+) {
+    // Arrange: one charge abandoned by a crash; 150 keys released, none charged.
+    let db = TestDb::new(backend).await;
+    let client = reqwest::Client::new();
+    let key = new_key();
+    let body = json!({"valor": 7700, "cartao": "tok_aprovado", "referencia": "venda-atras"});
+    let mut doomed = ServerProcess::start(
+        &db,
+        &["--fault-crash-after-charge", "1", "--lease-ms", "300"],
+    );
+    assert!(try_pay(&client, &doomed.url, &key, &body).await.is_err());
+    let _ = doomed.child.wait();
+    let released = |now: &str, series: &str| {
+        format!(
+            "INSERT INTO idempotency_keys (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
+             SELECT 'loja_a', 'solta-' || n, 'fp', {now}, 0, 1, 'started' FROM {series}"
+        )
+    };
+    db.execute(
+        &format!(
+            "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 150) {}",
+            released(
+                "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+                "s"
+            )
+        ),
+        &released("pagar_now_ms()", "generate_series(1, 150) AS s(n)"),
+    )
+    .await;
+
+    // Act: a server whose recovery worker passes every second.
+    let next = ServerProcess::start(
+        &db,
+        &[
+            "--lease-ms",
+            "300",
+            "--recovery-after-ms",
+            "200",
+            "--reaper-interval-secs",
+            "1",
+        ],
+    );
+
+    // Assert: the charge's payment is found by referencia; every released key was looked at.
+    let found = eventually(Duration::from_secs(5), || async {
+        admin_lookup(&client, &next.url, "venda-atras").await.len() == 1
+    })
+    .await;
+    assert!(found, "the abandoned charge was stored despite the released keys");
+    let never_looked_at = || async {
+        db.count("idempotency_keys WHERE key LIKE 'solta-%' AND fence = 1")
+            .await
+    };
+    let all_looked_at = eventually(Duration::from_secs(5), || async {
+        never_looked_at().await == 0
+    })
+    .await;
+    assert!(
+        all_looked_at,
+        "{} released keys never looked at again",
+        never_looked_at().await
+    );
+    assert_eq!(ledger_at(&client, &next.url).await.len(), 1, "one charge");
+    assert_eq!(
+        db.count("idempotency_keys WHERE key LIKE 'solta-%' AND completed_at IS NULL")
+            .await,
+        150,
+        "the released keys stay free for their clients' retries"
+    );
+}
+
 async fn admin_lookup(client: &reqwest::Client, url: &str, referencia: &str) -> Vec<Value> {
     let res = merchant_get(client, url, &format!("/pagamentos?referencia={referencia}")).await;
     res["pagamentos"].as_array().cloned().unwrap_or_default()

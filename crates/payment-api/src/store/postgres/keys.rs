@@ -267,7 +267,7 @@ impl KeyStore for PgStore {
             .prepare_cached(
                 "SELECT merchant, key, fence, fingerprint, request_body, operation, created_at FROM idempotency_keys
                  WHERE completed_at IS NULL AND locked_until < pagar_now_ms() + $1 - $2
-                 ORDER BY locked_until LIMIT $3",
+                 ORDER BY locked_until = 0, locked_until, fence LIMIT $3",
             )
             .await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);

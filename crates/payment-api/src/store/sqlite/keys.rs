@@ -285,7 +285,8 @@ impl KeyStore for SqliteStore {
             .read(move |c| {
                 let mut st = c.prepare_cached(
                     "SELECT merchant, key, fence, fingerprint, request_body, operation, created_at FROM idempotency_keys
-                     WHERE completed_at IS NULL AND locked_until < ?1 ORDER BY locked_until LIMIT ?2",
+                     WHERE completed_at IS NULL AND locked_until < ?1
+                     ORDER BY locked_until = 0, locked_until, fence LIMIT ?2",
                 )?;
                 let rows = st
                     .query_map(params![cutoff, limit as i64], |r| {
