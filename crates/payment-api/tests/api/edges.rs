@@ -155,14 +155,7 @@ async fn a_charge_abandoned_by_a_crash_is_stored_by_the_recovery_worker_without_
 ) {
     let db = TestDb::new(backend).await;
     let client = reqwest::Client::new();
-    let key = new_key();
-    let body = json!({"valor": 7700, "cartao": "tok_aprovado", "referencia": "venda-abandonada"});
-    let mut doomed = ServerProcess::start(
-        &db,
-        &["--fault-crash-after-charge", "1", "--lease-ms", "300"],
-    );
-    assert!(try_pay(&client, &doomed.url, &key, &body).await.is_err());
-    let _ = doomed.child.wait();
+    let (key, body) = charge_abandoned_by_a_crash(&db, "venda-abandonada").await;
     assert_eq!(db.count("gateway_ledger").await, 1);
     assert_eq!(db.count("payments").await, 0);
 
@@ -178,17 +171,7 @@ async fn a_charge_abandoned_by_a_crash_is_stored_by_the_recovery_worker_without_
         .unwrap();
     }
 
-    let next = ServerProcess::start(
-        &db,
-        &[
-            "--lease-ms",
-            "300",
-            "--recovery-after-ms",
-            "200",
-            "--reaper-interval-secs",
-            "1",
-        ],
-    );
+    let next = recovering_server(&db);
     let found = eventually(Duration::from_secs(5), || async {
         admin_lookup(&client, &next.url, "venda-abandonada")
             .await
@@ -249,14 +232,7 @@ async fn a_charge_abandoned_behind_many_released_keys_is_stored_at_the_next_pass
     // Arrange: one charge abandoned by a crash; 150 keys released, none charged.
     let db = TestDb::new(backend).await;
     let client = reqwest::Client::new();
-    let key = new_key();
-    let body = json!({"valor": 7700, "cartao": "tok_aprovado", "referencia": "venda-atras"});
-    let mut doomed = ServerProcess::start(
-        &db,
-        &["--fault-crash-after-charge", "1", "--lease-ms", "300"],
-    );
-    assert!(try_pay(&client, &doomed.url, &key, &body).await.is_err());
-    let _ = doomed.child.wait();
+    charge_abandoned_by_a_crash(&db, "venda-atras").await;
     let released = |now: &str, series: &str| {
         format!(
             "INSERT INTO idempotency_keys (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point)
@@ -276,24 +252,17 @@ async fn a_charge_abandoned_behind_many_released_keys_is_stored_at_the_next_pass
     .await;
 
     // Act: a server whose recovery worker passes every second.
-    let next = ServerProcess::start(
-        &db,
-        &[
-            "--lease-ms",
-            "300",
-            "--recovery-after-ms",
-            "200",
-            "--reaper-interval-secs",
-            "1",
-        ],
-    );
+    let next = recovering_server(&db);
 
     // Assert: the charge's payment is found by referencia; every released key was looked at.
     let found = eventually(Duration::from_secs(5), || async {
         admin_lookup(&client, &next.url, "venda-atras").await.len() == 1
     })
     .await;
-    assert!(found, "the abandoned charge was stored despite the released keys");
+    assert!(
+        found,
+        "the abandoned charge was stored despite the released keys"
+    );
     let never_looked_at = || async {
         db.count("idempotency_keys WHERE key LIKE 'solta-%' AND fence = 1")
             .await
@@ -314,6 +283,38 @@ async fn a_charge_abandoned_behind_many_released_keys_is_stored_at_the_next_pass
         150,
         "the released keys stay free for their clients' retries"
     );
+}
+
+/// A server process that aborts right after the gateway charged a payment for `referencia`,
+/// nobody retrying it: its key is left started, its charge in the ledger with no payment.
+/// Returns the key and the request.
+async fn charge_abandoned_by_a_crash(db: &TestDb, referencia: &str) -> (String, Value) {
+    let key = new_key();
+    let body = json!({"valor": 7700, "cartao": "tok_aprovado", "referencia": referencia});
+    let mut doomed = ServerProcess::start(
+        db,
+        &["--fault-crash-after-charge", "1", "--lease-ms", "300"],
+    );
+    let crashed = try_pay(&reqwest::Client::new(), &doomed.url, &key, &body).await;
+    assert!(crashed.is_err(), "the server aborted before answering");
+    let _ = doomed.child.wait();
+    (key, body)
+}
+
+/// A server process whose recovery worker passes every second, taking over executions 200 ms
+/// after their lease (300 ms) ended.
+fn recovering_server(db: &TestDb) -> ServerProcess {
+    ServerProcess::start(
+        db,
+        &[
+            "--lease-ms",
+            "300",
+            "--recovery-after-ms",
+            "200",
+            "--reaper-interval-secs",
+            "1",
+        ],
+    )
 }
 
 async fn admin_lookup(client: &reqwest::Client, url: &str, referencia: &str) -> Vec<Value> {
