@@ -297,7 +297,10 @@ async fn drain_round(dir: &std::path::Path, round: usize, queued: usize) -> [Dur
     assert_eq!(checkout.queue().await.unwrap().count, queued as u64);
     let back = Instant::now();
     let addr = url.trim_start_matches("http://").parse().unwrap();
-    let api = start_api(dir.join(format!("api-drain-{queued}-{round}.db")), Some(addr));
+    let api = start_api(
+        dir.join(format!("api-drain-{queued}-{round}.db")),
+        Some(addr),
+    );
     let mut first = None;
     loop {
         let left = checkout.queue().await.unwrap().count;
@@ -456,9 +459,8 @@ async fn main() {
         );
     }
     if !drains.is_empty() {
-        let secs = |d: &[[Duration; 4]], i: usize| {
-            median(d.iter().map(|d| d[i].as_secs_f64()).collect())
-        };
+        let secs =
+            |d: &[[Duration; 4]], i: usize| median(d.iter().map(|d| d[i].as_secs_f64()).collect());
         // Per round, a large queue's seconds per sale over the small one's: 1.00x is linear.
         let per_sale = |i: usize| {
             median(
@@ -481,9 +483,7 @@ async fn main() {
         println!();
         println!(
             "{:<52} {:>10} {:>10}",
-            "queued payments, seconds",
-            QUEUED,
-            large
+            "queued payments, seconds", QUEUED, large
         );
         let rows = [
             "server alone: as many first requests (reference)",

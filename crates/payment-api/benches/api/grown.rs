@@ -33,15 +33,86 @@ const DAY_MS: i64 = 86_400_000;
 /// How long the seed's first executions run.
 const SEED_SECS: u64 = 3;
 
-/// One run: what wrk measured, the server's CPU, its steps' means, and the keys its reaper
-/// purged.
+/// One run: what wrk measured, the server's CPU and I/O, its steps' means, and the keys its
+/// reaper purged.
 struct Run {
     row: Row,
     cpu: Cpu,
+    io: Io,
     steps: Vec<(String, f64, u64)>,
     purged: u64,
     /// What its log says of the reaper and the recovery worker (their lines, at most 6).
     reaper_lines: Vec<String>,
+}
+
+/// What the server's process asked of the kernel during a run (its `/proc/<pid>/io` and the
+/// user and system halves of its CPU), per request: what a store larger than any cache costs.
+#[derive(Clone, Copy, Default)]
+struct Io {
+    /// read-like system calls (SQLite's page reads, and the sockets').
+    reads: f64,
+    /// Bytes they read.
+    read_bytes: f64,
+    /// Bytes written (the WAL's frames, and the sockets').
+    written_bytes: f64,
+    /// CPU in user space and in the kernel, µs.
+    user_us: f64,
+    system_us: f64,
+}
+
+/// The counters [`Io`] is made of: syscr, rchar, wchar, utime ticks, stime ticks.
+fn io_counters(pid: u32) -> [f64; 5] {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    let field = |name: &str| -> f64 {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after_comm: Vec<f64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .map(|v| v.parse().unwrap_or(0.0))
+                .collect()
+        })
+        .unwrap_or_default();
+    let tick = |i: usize| after_comm.get(i).copied().unwrap_or(0.0);
+    [
+        field("syscr:"),
+        field("rchar:"),
+        field("wchar:"),
+        tick(11),
+        tick(12),
+    ]
+}
+
+impl Io {
+    /// Per request of `requests`, from the counters before and after.
+    fn per_request(before: [f64; 5], after: [f64; 5], requests: usize) -> Self {
+        let d = |i: usize| (after[i] - before[i]) / requests.max(1) as f64;
+        // USER_HZ is 100: a tick is 10 ms.
+        Self {
+            reads: d(0),
+            read_bytes: d(1),
+            written_bytes: d(2),
+            user_us: d(3) * 10_000.0,
+            system_us: d(4) * 10_000.0,
+        }
+    }
+
+    /// The median of each field over the runs.
+    fn median_of(runs: &[Run]) -> Self {
+        let m = |f: fn(&Io) -> f64| mid(runs.iter().map(|r| f(&r.io)).collect());
+        Self {
+            reads: m(|i| i.reads),
+            read_bytes: m(|i| i.read_bytes),
+            written_bytes: m(|i| i.written_bytes),
+            user_us: m(|i| i.user_us),
+            system_us: m(|i| i.system_us),
+        }
+    }
 }
 
 /// The runs of each kind, over the rounds.
@@ -209,6 +280,7 @@ async fn one(
 ) -> Run {
     let args = flags(setup.batch, setup.cycle > 0);
     let server = processes::pagar_with(dir, &setup.db, true, acquirer, None, &args);
+    let before = io_counters(server.id());
     let (row, cpu) = deployed::run(
         setup.label,
         script,
@@ -218,6 +290,7 @@ async fn one(
         setup.cycle,
         CONCURRENCY,
     );
+    let io = Io::per_request(before, io_counters(server.id()), row.count);
     // wrk stops with requests in flight: let them end before reading the server's figures.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let metrics = tokio::task::block_in_place(|| super::postgres::metrics_text(&server.base()));
@@ -232,6 +305,7 @@ async fn one(
     Run {
         row,
         cpu,
+        io,
         steps,
         purged,
         reaper_lines,
@@ -358,10 +432,16 @@ impl Grown {
             } else {
                 String::new()
             };
+            let io = Io::median_of(runs);
             println!(
-                "  {:<44} server CPU {:.0} us a request, cores idle {:.0} %{steps}",
+                "  {:<44} server CPU {:.0} us a request (user {:.0}, kernel {:.0}), read calls {:.1} ({:.0} B), written {:.0} B, cores idle {:.0} %{steps}",
                 LABELS[i],
                 cpu.per_request_us,
+                io.user_us,
+                io.system_us,
+                io.reads,
+                io.read_bytes,
+                io.written_bytes,
                 cpu.idle * 100.0,
             );
         }
@@ -376,8 +456,9 @@ impl Grown {
             };
             let cpu = |runs: &[Run]| median_cpu(&runs.iter().map(|r| r.cpu).collect::<Vec<_>>());
             let (empty, grown) = (&self.first[0], &self.first[1]);
+            let (io_empty, io_grown) = (Io::median_of(empty), Io::median_of(grown));
             println!(
-                "limit, grown store (empty -> grown): the store's steps claim {:.2} -> {:.2} ms, finish {:.2} -> {:.2} ms (the acquirer's round trip {:.2} -> {:.2} ms); server CPU {:.0} -> {:.0} us a request; its busiest SQLite writer thread {:.0} -> {:.0} % of a core; cores idle {:.0} -> {:.0} %",
+                "limit, grown store (empty -> grown): the store's steps claim {:.2} -> {:.2} ms, finish {:.2} -> {:.2} ms (the acquirer's round trip {:.2} -> {:.2} ms); server CPU {:.0} -> {:.0} us a request (in the kernel {:.0} -> {:.0}; read calls {:.1} -> {:.1} a request, bytes written {:.0} -> {:.0}); its busiest SQLite writer thread {:.0} -> {:.0} % of a core; cores idle {:.0} -> {:.0} %",
                 step(empty, "claim"),
                 step(grown, "claim"),
                 step(empty, "finish"),
@@ -386,6 +467,12 @@ impl Grown {
                 step(grown, "gateway_charge"),
                 cpu(empty).per_request_us,
                 cpu(grown).per_request_us,
+                io_empty.system_us,
+                io_grown.system_us,
+                io_empty.reads,
+                io_grown.reads,
+                io_empty.written_bytes,
+                io_grown.written_bytes,
                 cpu(empty).writer.0 * 100.0,
                 cpu(grown).writer.0 * 100.0,
                 cpu(empty).idle * 100.0,
