@@ -51,6 +51,9 @@ struct Run {
 struct Io {
     /// read-like system calls (SQLite's page reads, and the sockets').
     reads: f64,
+    /// Those made by SQLite's writer threads (the store's writes, the reaper's purge among
+    /// them); the rest are the readers' and the sockets'.
+    writer_reads: f64,
     /// Bytes they read.
     read_bytes: f64,
     /// Bytes written (the WAL's frames, and the sockets').
@@ -60,15 +63,34 @@ struct Io {
     system_us: f64,
 }
 
-/// The counters [`Io`] is made of: syscr, rchar, wchar, utime ticks, stime ticks.
-fn io_counters(pid: u32) -> [f64; 5] {
+/// A counter of a `/proc/…/io` file.
+fn io_field(io: &str, name: &str) -> f64 {
+    io.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The counters [`Io`] is made of: syscr, rchar, wchar, utime ticks, stime ticks, and the
+/// syscr of the SQLite writer threads.
+fn io_counters(pid: u32) -> [f64; 6] {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
-    let field = |name: &str| -> f64 {
-        io.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0.0)
-    };
+    let field = |name: &str| io_field(&io, name);
+    let writer_reads: f64 = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "sqlite-writer")
+        })
+        .map(|t| {
+            io_field(
+                &std::fs::read_to_string(t.path().join("io")).unwrap_or_default(),
+                "syscr:",
+            )
+        })
+        .sum();
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after_comm: Vec<f64> = stat
         .rsplit_once(')')
@@ -85,16 +107,18 @@ fn io_counters(pid: u32) -> [f64; 5] {
         field("wchar:"),
         tick(11),
         tick(12),
+        writer_reads,
     ]
 }
 
 impl Io {
     /// Per request of `requests`, from the counters before and after.
-    fn per_request(before: [f64; 5], after: [f64; 5], requests: usize) -> Self {
+    fn per_request(before: [f64; 6], after: [f64; 6], requests: usize) -> Self {
         let d = |i: usize| (after[i] - before[i]) / requests.max(1) as f64;
         // USER_HZ is 100: a tick is 10 ms.
         Self {
             reads: d(0),
+            writer_reads: d(5),
             read_bytes: d(1),
             written_bytes: d(2),
             user_us: d(3) * 10_000.0,
@@ -107,6 +131,7 @@ impl Io {
         let m = |f: fn(&Io) -> f64| mid(runs.iter().map(|r| f(&r.io)).collect());
         Self {
             reads: m(|i| i.reads),
+            writer_reads: m(|i| i.writer_reads),
             read_bytes: m(|i| i.read_bytes),
             written_bytes: m(|i| i.written_bytes),
             user_us: m(|i| i.user_us),
@@ -434,12 +459,13 @@ impl Grown {
             };
             let io = Io::median_of(runs);
             println!(
-                "  {:<44} server CPU {:.0} us a request (user {:.0}, kernel {:.0}), read calls {:.1} ({:.0} B), written {:.0} B, cores idle {:.0} %{steps}",
+                "  {:<44} server CPU {:.0} us a request (user {:.0}, kernel {:.0}), read calls {:.1} (the writer's {:.1}; {:.0} B), written {:.0} B, cores idle {:.0} %{steps}",
                 LABELS[i],
                 cpu.per_request_us,
                 io.user_us,
                 io.system_us,
                 io.reads,
+                io.writer_reads,
                 io.read_bytes,
                 io.written_bytes,
                 cpu.idle * 100.0,
@@ -458,7 +484,7 @@ impl Grown {
             let (empty, grown) = (&self.first[0], &self.first[1]);
             let (io_empty, io_grown) = (Io::median_of(empty), Io::median_of(grown));
             println!(
-                "limit, grown store (empty -> grown): the store's steps claim {:.2} -> {:.2} ms, finish {:.2} -> {:.2} ms (the acquirer's round trip {:.2} -> {:.2} ms); server CPU {:.0} -> {:.0} us a request (in the kernel {:.0} -> {:.0}; read calls {:.1} -> {:.1} a request, bytes written {:.0} -> {:.0}); its busiest SQLite writer thread {:.0} -> {:.0} % of a core; cores idle {:.0} -> {:.0} %",
+                "limit, grown store (empty -> grown): the store's steps claim {:.2} -> {:.2} ms, finish {:.2} -> {:.2} ms (the acquirer's round trip {:.2} -> {:.2} ms); server CPU {:.0} -> {:.0} us a request (in the kernel {:.0} -> {:.0}; read calls {:.1} -> {:.1} a request, of them the SQLite writer's {:.1} -> {:.1}, bytes written {:.0} -> {:.0}); its busiest SQLite writer thread {:.0} -> {:.0} % of a core; cores idle {:.0} -> {:.0} %",
                 step(empty, "claim"),
                 step(grown, "claim"),
                 step(empty, "finish"),
@@ -471,6 +497,8 @@ impl Grown {
                 io_grown.system_us,
                 io_empty.reads,
                 io_grown.reads,
+                io_empty.writer_reads,
+                io_grown.writer_reads,
                 io_empty.written_bytes,
                 io_grown.written_bytes,
                 cpu(empty).writer.0 * 100.0,
