@@ -76,37 +76,20 @@ fn io_field(io: &str, name: &str) -> f64 {
 fn io_counters(pid: u32) -> [f64; 6] {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
     let field = |name: &str| io_field(&io, name);
-    let writer_reads: f64 = std::fs::read_dir(format!("/proc/{pid}/task"))
+    let writer_reads: f64 = super::postgres::threads_named(pid, "sqlite-writer")
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.trim() == "sqlite-writer")
-        })
-        .map(|t| {
-            io_field(
-                &std::fs::read_to_string(t.path().join("io")).unwrap_or_default(),
-                "syscr:",
-            )
+        .map(|tid| {
+            let io = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/io"));
+            io_field(&io.unwrap_or_default(), "syscr:")
         })
         .sum();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after_comm: Vec<f64> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| {
-            rest.split_whitespace()
-                .map(|v| v.parse().unwrap_or(0.0))
-                .collect()
-        })
-        .unwrap_or_default();
-    let tick = |i: usize| after_comm.get(i).copied().unwrap_or(0.0);
+    let (user, system) = super::postgres::process_user_system_ticks(pid);
     [
         field("syscr:"),
         field("rchar:"),
         field("wchar:"),
-        tick(11),
-        tick(12),
+        user as f64,
+        system as f64,
         writer_reads,
     ]
 }

@@ -59,6 +59,9 @@ struct ProcStat {
     ppid: u32,
     /// Its own user and system ticks.
     ticks: u64,
+    /// Of them, in user space and in the kernel.
+    user: u64,
+    system: u64,
     /// The user and system ticks of the children it reaped.
     reaped: u64,
 }
@@ -82,6 +85,14 @@ pub(crate) fn machine_ticks() -> (u64, u64) {
 
 /// The user and system ticks of each of `pid`'s threads named `name` so far.
 pub(crate) fn thread_ticks(pid: u32, name: &str) -> Vec<(String, u64)> {
+    threads_named(pid, name)
+        .into_iter()
+        .filter_map(|tid| Some((tid.clone(), proc_stat(&format!("{pid}/task/{tid}"))?.ticks)))
+        .collect()
+}
+
+/// The ids of `pid`'s threads named `name`.
+pub(crate) fn threads_named(pid: u32, name: &str) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
@@ -89,9 +100,14 @@ pub(crate) fn thread_ticks(pid: u32, name: &str) -> Vec<(String, u64)> {
         .filter_map(|t| {
             let tid = t.file_name().to_str()?.to_string();
             let stat = proc_stat(&format!("{pid}/task/{tid}"))?;
-            (stat.comm == name).then_some((tid, stat.ticks))
+            (stat.comm == name).then_some(tid)
         })
         .collect()
+}
+
+/// The user and system ticks `pid` (all its threads) has spent so far, apart.
+pub(crate) fn process_user_system_ticks(pid: u32) -> (u64, u64) {
+    proc_stat(&pid.to_string()).map_or((0, 0), |s| (s.user, s.system))
 }
 
 /// The user and system ticks `pid` (all its threads) has spent so far.
@@ -108,6 +124,8 @@ fn proc_stat(pid: &str) -> Option<ProcStat> {
         comm: head.split_once('(')?.1.to_string(),
         ppid: n(1) as u32,
         ticks: n(11) + n(12),
+        user: n(11),
+        system: n(12),
         reaped: n(13) + n(14),
     })
 }
