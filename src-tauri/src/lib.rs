@@ -17,15 +17,48 @@ use tauri::{Manager, Runtime};
 
 /// Registers the commands and, on setup, starts the session from the environment.
 pub fn app<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
+    app_with(builder, None)
+}
+
+/// A session started on a thread of its own: [`run`] starts it before GTK, so that the two
+/// starts overlap; setup waits for it.
+pub type Starting = std::thread::JoinHandle<Session>;
+
+/// Starts the session from the environment on a thread of its own, in `default_dir` unless the
+/// settings name another folder.
+pub fn start_session(default_dir: std::path::PathBuf) -> Starting {
+    std::thread::spawn(move || {
+        tauri::async_runtime::block_on(Session::start(Settings::resolve(default_dir)))
+    })
+}
+
+/// The app's data folder when the settings name none, as Tauri's `app_data_dir` resolves it
+/// (the platform's data folder, then the app's identifier), known before the app is built.
+pub fn default_data_dir(identifier: &str) -> std::path::PathBuf {
+    dirs::data_dir()
+        .map(|d| d.join(identifier))
+        .unwrap_or_else(|| std::env::temp_dir().join("pagar"))
+}
+
+/// [`app`], with the session already starting (`Some`), or started on setup (`None`).
+pub fn app_with<R: Runtime>(
+    builder: tauri::Builder<R>,
+    starting: Option<Starting>,
+) -> tauri::Builder<R> {
     with_commands(builder)
-        .setup(|app| {
-            let default_dir = app
-                .path()
-                .app_data_dir()
-                .unwrap_or_else(|_| std::env::temp_dir().join("pagar"));
-            let session =
-                tauri::async_runtime::block_on(Session::start(Settings::resolve(default_dir)));
+        .setup(move |app| {
+            let starting = starting
+                .unwrap_or_else(|| start_session(default_data_dir(&app.config().identifier)));
+            let session = starting
+                .join()
+                .map_err(|_| "the session's start panicked".to_string())?;
             app.manage(session);
+            // The window only now (`"create": false` in tauri.conf.json): made before the
+            // session, WebKit would start its processes while this thread, GTK's, is blocked
+            // above, and the page would wait for GTK to answer them.
+            for window in app.config().app.windows.iter().filter(|w| !w.create) {
+                tauri::WebviewWindowBuilder::from_config(app.handle(), window)?.build()?;
+            }
             Ok(())
         })
         .on_window_event(|window, event| {
@@ -107,6 +140,16 @@ impl Invocation {
     }
 }
 
+/// GTK's own OpenGL off, unless the environment already says something (`GDK_GL` set to
+/// anything): the variable to set, or `None`. The window is a form WebKit draws, which needs no
+/// GL from GTK; with it on, GTK sets GL up before the first frame (the display's GL visuals, then
+/// WebKit's frames presented through GL), which a till without a GPU driver does in software,
+/// on the first frame's time, and which is where WebKitGTK's blank windows on some drivers come
+/// from. The page is drawn the same either way; `make bench` measures the first frame.
+pub fn gtk_gl_off(is_set: impl Fn(&str) -> bool) -> Option<(&'static str, &'static str)> {
+    (cfg!(target_os = "linux") && !is_set("GDK_GL")).then_some(("GDK_GL", "disable"))
+}
+
 /// Why the window cannot open on this machine, when that can be told before trying: no display
 /// to draw on. `None` when there is one (or the platform needs none).
 pub fn missing_display(env: impl Fn(&str) -> Option<String>) -> Option<&'static str> {
@@ -144,6 +187,10 @@ pub fn run() {
         eprintln!("{why}");
         std::process::exit(1);
     }
+    // Before GTK starts, while this is the only thread: see `gtk_gl_off`.
+    if let Some((name, value)) = gtk_gl_off(|k| std::env::var_os(k).is_some()) {
+        std::env::set_var(name, value);
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: a log file (or a journal) gets plain text.
@@ -167,7 +214,10 @@ pub fn run() {
         }
         default_hook(info);
     }));
-    app(tauri::Builder::default())
-        .run(tauri::generate_context!())
+    let context = tauri::generate_context!();
+    // The session (databases, the sandbox's servers) starts while GTK and WebKit do.
+    let starting = start_session(default_data_dir(&context.config().identifier));
+    app_with(tauri::Builder::default(), Some(starting))
+        .run(context)
         .expect("error while running Pagar");
 }

@@ -73,3 +73,12 @@ fn a_display_that_does_not_answer_is_one_clear_line_too() {
         "no colour codes when not a terminal: {err:?}"
     );
 }
+
+#[test]
+fn gtk_s_own_gl_is_turned_off_unless_the_environment_already_says_something() {
+    assert_eq!(
+        pagar_lib::gtk_gl_off(|_| false),
+        Some(("GDK_GL", "disable"))
+    );
+    assert_eq!(pagar_lib::gtk_gl_off(|k| k == "GDK_GL"), None);
+}

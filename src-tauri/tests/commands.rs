@@ -302,3 +302,13 @@ fn the_till_keeps_the_open_sale_and_a_new_sale_waits_for_the_payment_online() {
     assert_eq!(till["sale"], sale);
     assert_eq!(till["attempt"]["id"], paid["attempt"]["id"]);
 }
+
+#[test]
+fn the_data_folder_known_before_the_app_is_built_is_the_one_tauri_resolves() {
+    let app = mock_builder().build(mock_context(noop_assets())).unwrap();
+    let identifier = app.config().identifier.clone();
+    assert_eq!(
+        pagar_lib::default_data_dir(&identifier),
+        app.path().app_data_dir().unwrap()
+    );
+}

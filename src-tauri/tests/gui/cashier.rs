@@ -27,6 +27,11 @@ async fn pagar_approves_once_and_double_clicks_bursts_and_held_enter_never_charg
     let dir = tempfile::tempdir().unwrap();
     let app = GuiApp::launch(dir.path()).await;
     app.screenshot("inicio").await;
+    // The window draws without GTK's OpenGL (`gtk_gl_off`), the screenshots are drawn so.
+    assert_eq!(
+        page_process_env(dir.path(), "GDK_GL").as_deref(),
+        Some("disable")
+    );
 
     // Act + Assert: one press, one approval, one charge.
     pay(&app, "12,34", "tok_aprovado").await;

@@ -721,6 +721,19 @@ pub fn app_pid(data_dir: &Path) -> Option<u32> {
     pid_of(Path::new(env!("CARGO_BIN_EXE_pagar")), data_dir)
 }
 
+/// The app's page process (WebKit's web process, which inherits the app's environment as the
+/// app left it before starting GTK): `name`'s value in its environment, `None` when unset.
+pub fn page_process_env(data_dir: &Path, name: &str) -> Option<String> {
+    let web = Path::new("/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/WebKitWebProcess");
+    let pid = pid_of(web, data_dir).expect("the app's web process is running");
+    let env = std::fs::read(format!("/proc/{pid}/environ")).expect("its environment");
+    let prefix = format!("{name}=");
+    env.split(|b| *b == 0).find_map(|kv| {
+        let kv = std::str::from_utf8(kv).ok()?;
+        kv.strip_prefix(&prefix).map(str::to_string)
+    })
+}
+
 /// The pid of `binary` running with `PAGAR_DATA_DIR=data_dir`, found in /proc.
 pub fn pid_of(binary: &Path, data_dir: &Path) -> Option<u32> {
     let exe = std::fs::canonicalize(binary).ok()?;
