@@ -202,6 +202,19 @@ async fn bench() {
         grown::run_rounds(&script, secs, dir.path()).await.print();
         return;
     }
+    // `PAGAR_BENCH_ONLY=deployed`: only Pagar beside the peer, each as deployed.
+    if std::env::var("PAGAR_BENCH_ONLY").as_deref() == Ok("deployed") {
+        let db = dir.path().join("api.db");
+        let config = Config::sandbox(db, API_KEY, "loja_bench", "bench-admin");
+        let server = payment_api::start(config).await.unwrap();
+        let url = format!("{}/pagamentos", server.url());
+        tokio::task::block_in_place(|| warm(&url, "", "k"));
+        let ceiling_body = replay_body(&url).await;
+        deployed::run_rounds(&script, secs, dir.path(), &ceiling_body)
+            .await
+            .print();
+        return;
+    }
     let raw = raw_commits(dir.path());
 
     let bare_url = bare_server(dir.path()).await;

@@ -113,7 +113,6 @@ impl AppState {
             ReplayCache::new(config.replay_cache_entries, config.key_retention_ms()),
             metrics.clone(),
             lease_ms,
-            store.lookup_before_claim(),
         );
         let payments = Arc::new(Payments {
             payments: store.clone(),

@@ -378,6 +378,19 @@ mod tests {
         );
     }
 
+    /// The attempt the `pix` table names, and the queue's count and total.
+    fn pix_and_queue(c: &Connection) -> (String, (i64, i64)) {
+        let pix = c
+            .query_row("SELECT attempt_id FROM pix", [], |r| r.get(0))
+            .unwrap();
+        let queue = c
+            .query_row("SELECT count, total FROM queue", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        (pix, queue)
+    }
+
     #[test]
     fn rebuilding_attempts_for_the_card_machine_keeps_every_row_its_pix_and_its_rules() {
         let mut c = Connection::open_in_memory().unwrap();
@@ -401,14 +414,7 @@ mod tests {
                 Ok((r.get(0)?, r.get(1)?))
             })
             .unwrap();
-        let pix: String = c
-            .query_row("SELECT attempt_id FROM pix", [], |r| r.get(0))
-            .unwrap();
-        let queue: (i64, i64) = c
-            .query_row("SELECT count, total FROM queue", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .unwrap();
+        let (pix, queue) = pix_and_queue(&c);
         assert_eq!(
             (rows, key.as_str(), pix.as_str(), queue),
             (2, "ck-1", "att_pix", (1, 100))
@@ -472,14 +478,7 @@ mod tests {
         let rows: i64 = c
             .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
             .unwrap();
-        let pix: String = c
-            .query_row("SELECT attempt_id FROM pix", [], |r| r.get(0))
-            .unwrap();
-        let queue: (i64, i64) = c
-            .query_row("SELECT count, total FROM queue", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .unwrap();
+        let (pix, queue) = pix_and_queue(&c);
         assert_eq!((rows, pix.as_str(), queue), (2, "att_pix", (1, 100)));
         // The queue's triggers came back with the table.
         c.execute(

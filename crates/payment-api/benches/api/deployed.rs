@@ -19,6 +19,14 @@ pub(crate) const LOADS: [usize; 2] = [32, 256];
 /// The load the slow disk is measured at (its target is there).
 const SLOW_LOAD: usize = 256;
 const ROUNDS: usize = 5;
+/// `BENCH_ROUNDS` sets fewer (or more) rounds, for a quick look.
+fn rounds() -> usize {
+    std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(ROUNDS)
+}
 /// How long each fsync of the slow disk waits.
 const SLOW_FSYNC_MS: u64 = 2;
 /// Durable commits made alone on the slow disk before its server starts, for its floor.
@@ -165,7 +173,7 @@ pub(crate) async fn run_rounds(
     ceiling_body: &[u8],
 ) -> Deployed {
     let mut d = Deployed::default();
-    for round in 0..ROUNDS {
+    for round in 0..rounds() {
         // One acquirer for the round: every server of the round charges there.
         let acquirer = processes::acquirer(dir, &format!("acquirer-{round}"));
         // Each kind of run in an order that turns each round, so that none of them is always
@@ -285,7 +293,7 @@ fn cpus(runs: &[(Row, Cpu)]) -> Vec<Cpu> {
 impl Deployed {
     pub(crate) fn print(&self) {
         println!();
-        println!("beside the peer, as deployed ({ROUNDS} interleaved rounds; Pagar, the peer and the ceiling release processes of their own, fresh per run; both charge at one acquirer process per round, its ledger durable on a file of its own: medians; each ratio the median of the rounds' ratios):");
+        println!("beside the peer, as deployed ({} interleaved rounds; Pagar, the peer and the ceiling release processes of their own, fresh per run; both charge at one acquirer process per round, its ledger durable on a file of its own: medians; each ratio the median of the rounds' ratios):", rounds());
         let names = [
             ("Pagar first, 32 connections", "peer first, 32 connections"),
             (

@@ -77,26 +77,22 @@ struct Inner {
     replays: ReplayCache,
     metrics: Arc<Metrics>,
     lease_ms: Millis,
-    lookup_before_claim: bool,
 }
 
 impl Runner {
     /// A runner on `keys`, holding each key `lease_ms` before another request may take it
-    /// over. `lookup_before_claim`: read a key before claiming it (see
-    /// `Store::lookup_before_claim`).
+    /// over.
     pub fn new(
         keys: Arc<dyn KeyStore>,
         replays: ReplayCache,
         metrics: Arc<Metrics>,
         lease_ms: Millis,
-        lookup_before_claim: bool,
     ) -> Self {
         Self(Arc::new(Inner {
             keys,
             replays,
             metrics,
             lease_ms,
-            lookup_before_claim,
         }))
     }
 
@@ -123,8 +119,9 @@ impl Runner {
     ) -> Result<Answer> {
         faults.before_execution().await?;
 
-        // Fast path: a completed key is replayed from memory or a read connection, without
-        // queueing a write. The claim below still decides every key that is not completed.
+        // Fast path: a completed key is replayed from memory, without queueing a write. The
+        // claim below decides every other key, completed ones included: it finds them itself,
+        // so a first execution reads its key once, in the write that claims it.
         let now = self.0.keys.now_ms();
         if let Some(done) = self.0.replays.get(&keyed.merchant, &keyed.key, now) {
             if done.fingerprint != keyed.fingerprint {
@@ -136,24 +133,6 @@ impl Runner {
             }
             return Ok(self.replay(done.response.clone()));
         }
-        if self.0.lookup_before_claim {
-            let started = Instant::now();
-            let existing = self.0.keys.lookup_key(&keyed.merchant, &keyed.key).await?;
-            self.metrics().store_op("lookup_key", started);
-            if let Some(record) = existing {
-                if record.cancelled {
-                    return Err(ApiError::KeyCancelled);
-                }
-                if record.fingerprint != keyed.fingerprint {
-                    return Err(ApiError::FingerprintMismatch);
-                }
-                if let (Some(saved), Some(completed_at)) = (record.response, record.completed_at) {
-                    self.remember(&keyed, saved.clone(), completed_at);
-                    return Ok(self.replay(saved));
-                }
-            }
-        }
-
         // From the claim on, the work runs in its own task: a client that hangs up (a timeout,
         // a dropped Wi-Fi) must not cancel an execution halfway, or every retry would find the
         // key held by a worker that no longer exists. Its lines name the merchant and the key.

@@ -288,7 +288,7 @@ pub struct KeyAnswer {
 /// The key table.
 #[async_trait::async_trait]
 pub trait KeyStore: Clocked {
-    /// Reads a key without claiming it (the replay fast path).
+    /// Reads a key without claiming it (what a worker whose lease was lost finds stored).
     async fn lookup_key(
         &self,
         merchant: &MerchantId,

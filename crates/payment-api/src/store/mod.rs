@@ -124,11 +124,4 @@ pub trait Store:
     async fn ready(&self) -> StoreResult<()> {
         self.health().await
     }
-    /// Whether a request whose key is not in the replay cache should read the key before
-    /// claiming it. A local read is cheaper than a claim, so SQLite says yes (a replay then never
-    /// queues a write); over a network each read is a round trip every first execution pays
-    /// for nothing, so PostgreSQL says no and lets the claim find completed keys.
-    fn lookup_before_claim(&self) -> bool {
-        true
-    }
 }

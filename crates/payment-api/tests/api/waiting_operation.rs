@@ -162,7 +162,6 @@ async fn serve(keys: Arc<dyn KeyStore>, op: Arc<Waiting>) -> (String, Runner) {
         ReplayCache::new(100, 60_000),
         Arc::new(Metrics::default()),
         30_000,
-        true,
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -233,10 +233,6 @@ async fn measure_offset(pool: &Pool, local: &dyn Clock, offset: &AtomicI64) -> S
 
 #[async_trait::async_trait]
 impl Store for PgStore {
-    fn lookup_before_claim(&self) -> bool {
-        false
-    }
-
     async fn health(&self) -> StoreResult<()> {
         self.conn().await?.query_one("SELECT 1", &[]).await?;
         Ok(())
