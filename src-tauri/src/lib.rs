@@ -141,11 +141,12 @@ impl Invocation {
 }
 
 /// GTK's own OpenGL off, unless the environment already says something (`GDK_GL` set to
-/// anything): the variable to set, or `None`. The window is a form WebKit draws, which needs no
-/// GL from GTK; with it on, GTK sets GL up before the first frame (the display's GL visuals, then
-/// WebKit's frames presented through GL), which a till without a GPU driver does in software,
-/// on the first frame's time, and which is where WebKitGTK's blank windows on some drivers come
-/// from. The page is drawn the same either way; `make bench` measures the first frame.
+/// anything): the variable to set, or `None`. With it on, GTK sets GL up before the first frame
+/// (the display's GL visuals, then WebKit's composited frames presented through GL), which a
+/// till without a GPU driver does in software, on the first frame's time, and which is where
+/// WebKitGTK's blank windows on some drivers come from. Off, WebKit draws the page without
+/// hardware acceleration (its log says so), which a form of a few hundred elements does not
+/// need; the page is drawn the same. `make bench` measures the first frame.
 pub fn gtk_gl_off(is_set: impl Fn(&str) -> bool) -> Option<(&'static str, &'static str)> {
     (cfg!(target_os = "linux") && !is_set("GDK_GL")).then_some(("GDK_GL", "disable"))
 }
