@@ -135,6 +135,16 @@ pub(crate) struct Grown {
     made: (i64, i64, u64, Duration),
 }
 
+/// The reaper's batch of the runs that purge as a server does (the server's default, 100):
+/// `BENCH_REAPER_BATCH` sets another, to see what the batch does to the runs' tails.
+fn reaper_batch() -> u32 {
+    std::env::var("BENCH_REAPER_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&b| (1..=100_000).contains(&b))
+        .unwrap_or(100)
+}
+
 /// The server's flags for these runs: the reaper every second, in batches of `batch`; the
 /// replay cache off when `uncached`.
 fn flags(batch: u32, uncached: bool) -> Vec<String> {
@@ -361,7 +371,7 @@ pub(crate) async fn run_rounds(script: &Path, secs: u64, dir: &Path) -> Grown {
                     format!("empty-{which}-{round}")
                 },
                 prefix: format!("r{which}-{round}"),
-                batch: if which == 3 { 100_000 } else { 100 },
+                batch: if which == 3 { 100_000 } else { reaper_batch() },
                 cycle: if which >= 4 { REPLAY_KEYS } else { 0 },
                 label: LABELS[which],
             };
