@@ -15,11 +15,6 @@ use session::Session;
 use settings::Settings;
 use tauri::{Manager, Runtime};
 
-/// Registers the commands and, on setup, starts the session from the environment.
-pub fn app<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
-    app_with(builder, None)
-}
-
 /// A session started on a thread of its own: [`run`] starts it before GTK, so that the two
 /// starts overlap; setup waits for it.
 pub type Starting = std::thread::JoinHandle<Session>;
@@ -40,15 +35,11 @@ pub fn default_data_dir(identifier: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("pagar"))
 }
 
-/// [`app`], with the session already starting (`Some`), or started on setup (`None`).
-pub fn app_with<R: Runtime>(
-    builder: tauri::Builder<R>,
-    starting: Option<Starting>,
-) -> tauri::Builder<R> {
+/// Registers the commands; on setup, waits for the `starting` session, then makes the window.
+/// Generic over the runtime like [`with_commands`].
+pub fn app<R: Runtime>(builder: tauri::Builder<R>, starting: Starting) -> tauri::Builder<R> {
     with_commands(builder)
         .setup(move |app| {
-            let starting = starting
-                .unwrap_or_else(|| start_session(default_data_dir(&app.config().identifier)));
             let session = starting
                 .join()
                 .map_err(|_| "the session's start panicked".to_string())?;
@@ -218,7 +209,7 @@ pub fn run() {
     let context = tauri::generate_context!();
     // The session (databases, the sandbox's servers) starts while GTK and WebKit do.
     let starting = start_session(default_data_dir(&context.config().identifier));
-    app_with(tauri::Builder::default(), Some(starting))
+    app(tauri::Builder::default(), starting)
         .run(context)
         .expect("error while running Pagar");
 }

@@ -159,6 +159,19 @@ pub(crate) fn at_most(what: &str, figure: f64, goal: f64) {
     println!("{what:<58} {figure:>6.2}x  target <= {goal:.2}x  {verdict}");
 }
 
+/// The number in the environment variable `name` when it parses and is `valid`, else `default`.
+pub(crate) fn env_number<T: std::str::FromStr>(
+    name: &str,
+    valid: impl Fn(&T) -> bool,
+    default: T,
+) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(valid)
+        .unwrap_or(default)
+}
+
 fn main() {
     // A server of the rounds (this bench started again by `processes`), or the bench itself.
     if processes::serve_if_asked() {
@@ -170,10 +183,7 @@ fn main() {
 }
 
 async fn bench() {
-    let secs: u64 = std::env::var("BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let secs: u64 = env_number("BENCH_SECS", |&s| s > 0, 5);
     let dir =
         tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
     // Pagar's request logging as the binary has it: INFO, one line per request formatted on the

@@ -21,11 +21,7 @@ const SLOW_LOAD: usize = 256;
 const ROUNDS: usize = 5;
 /// `BENCH_ROUNDS` sets fewer (or more) rounds, for a quick look.
 fn rounds() -> usize {
-    std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(ROUNDS)
+    env_number("BENCH_ROUNDS", |&n| n > 0, ROUNDS)
 }
 /// How long each fsync of the slow disk waits.
 const SLOW_FSYNC_MS: u64 = 2;

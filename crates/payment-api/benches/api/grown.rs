@@ -138,11 +138,7 @@ pub(crate) struct Grown {
 /// The reaper's batch of the runs that purge as a server does (the server's default, 100):
 /// `BENCH_REAPER_BATCH` sets another, to see what the batch does to the runs' tails.
 fn reaper_batch() -> u32 {
-    std::env::var("BENCH_REAPER_BATCH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&b| (1..=100_000).contains(&b))
-        .unwrap_or(100)
+    env_number("BENCH_REAPER_BATCH", |b| (1..=100_000).contains(b), 100)
 }
 
 /// The server's flags for these runs: the reaper every second, in batches of `batch`; the
@@ -344,10 +340,7 @@ const LABELS: [&str; 6] = [
 
 /// Makes the grown database, then runs the rounds.
 pub(crate) async fn run_rounds(script: &Path, secs: u64, dir: &Path) -> Grown {
-    let keys = std::env::var("BENCH_GROWN_KEYS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(GROWN_KEYS);
+    let keys = env_number("BENCH_GROWN_KEYS", |&k| k > 0, GROWN_KEYS);
     let acquirer = processes::acquirer(dir, "acquirer-grown");
     let mut g = tokio::task::block_in_place(|| make_grown(dir, &acquirer, script, keys));
     let database = dir.join("grown.db");
