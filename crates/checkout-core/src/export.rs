@@ -1,6 +1,6 @@
 //! End-of-day reconciliation: every attempt as CSV or JSON.
 
-use crate::domain::{Capture, CardPlan, CardToken, Centavos, Financing, UnixMillis};
+use crate::domain::{Capture, CardToken, Centavos, Financing, UnixMillis};
 use crate::error::{CoreError, Result};
 use crate::outbox::Attempt;
 use serde::Serialize;
@@ -68,10 +68,10 @@ fn row(a: &Attempt) -> Row<'_> {
             .as_ref()
             .map_or_else(|| a.metodo.to_string(), CardToken::masked),
         metodo: a.plano.map_or(a.metodo.as_str(), |p| p.method().as_str()),
-        parcelas: a.plano.map_or(1, CardPlan::parcelas),
+        parcelas: a.plano.map_or(1, |p| p.parcelas()),
         parcelamento: a
             .plano
-            .and_then(CardPlan::financing)
+            .and_then(|p| p.financing())
             .map_or("", Financing::as_str),
         recebido_centavos: a.recebido.map(Centavos::get),
         troco_centavos: a.troco().map(|t| t.get()),

@@ -257,7 +257,7 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                         );
                         prop_assert_eq!(
                             body.get("parcelas").and_then(|m| m.as_u64()).unwrap_or(1),
-                            u64::from(plano.map_or(1, CardPlan::parcelas))
+                            u64::from(plano.map_or(1, |p| p.parcelas()))
                         );
                         prop_assert!(
                             !keys.values().any(|k| *k == a.idempotency_key),

@@ -13,12 +13,17 @@ pub use pagar_rules::{CardMethod, Financing, MAX_PARCELAS};
 #[error("{0}")]
 pub struct InvalidPlan(pub String);
 
-/// A card payment's method and installments.
+/// A card payment's method and installments: a [`Plan`] the cashier may choose (its getters
+/// and stored form are the plan's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct CardPlan {
-    method: CardMethod,
-    parcelas: u8,
-    financing: Option<Financing>,
+pub struct CardPlan(Plan);
+
+impl std::ops::Deref for CardPlan {
+    type Target = Plan;
+
+    fn deref(&self) -> &Plan {
+        &self.0
+    }
 }
 
 impl CardPlan {
@@ -30,11 +35,7 @@ impl CardPlan {
     pub const VOUCHER: CardPlan = CardPlan::single(CardMethod::Voucher);
 
     const fn single(method: CardMethod) -> Self {
-        Self {
-            method,
-            parcelas: 1,
-            financing: None,
-        }
+        Self(Plan::single(method))
     }
 
     /// Crédito parcelado in `parcelas` (2–12) installments of `valor`, financed as `financing`.
@@ -54,11 +55,11 @@ impl CardPlan {
                 "{valor} não se divide em {parcelas} parcelas"
             )));
         }
-        Ok(Self {
+        Ok(Self(Plan {
             method: CardMethod::Credito,
             parcelas,
             financing: Some(financing),
-        })
+        }))
     }
 
     /// The plan the window asks for: `forma` is `debito`, `credito`, `voucher` or `parcelado`
@@ -81,40 +82,10 @@ impl CardPlan {
         }
     }
 
-    /// The method.
-    pub fn method(self) -> CardMethod {
-        self.method
-    }
-
-    /// Installments (1 unless parcelado).
-    pub fn parcelas(self) -> u8 {
-        self.parcelas
-    }
-
-    /// Who finances a parcelado.
-    pub fn financing(self) -> Option<Financing> {
-        self.financing
-    }
-
-    /// The stored form: `debito`, `credito`, `voucher`, or `credito:<n>:<loja|emissor>` (the
-    /// payment API's own form: [`Plan::as_stored`]).
-    pub fn as_stored(self) -> String {
-        Plan {
-            method: self.method,
-            parcelas: self.parcelas,
-            financing: self.financing,
-        }
-        .as_stored()
-    }
-
-    /// Parses [`CardPlan::as_stored`].
+    /// Parses [`Plan::as_stored`] (`debito`, `credito`, `voucher`, or
+    /// `credito:<n>:<loja|emissor>`: the payment API's form too).
     pub fn parse_stored(s: &str) -> Option<Self> {
-        let p = Plan::parse_stored(s)?;
-        Some(Self {
-            method: p.method,
-            parcelas: p.parcelas,
-            financing: p.financing,
-        })
+        Plan::parse_stored(s).map(Self)
     }
 
     /// How the cashier and the receipt name it: `Débito`, `Crédito à vista`, `Crédito 3× sem
@@ -354,7 +325,7 @@ mod tests {
             Ok(CardPlan::CREDITO)
         );
         assert_eq!(
-            CardPlan::choose("parcelado", valor, Some(4), f).map(CardPlan::parcelas),
+            CardPlan::choose("parcelado", valor, Some(4), f).map(|p| p.parcelas()),
             Ok(4)
         );
         assert!(CardPlan::choose("parcelado", valor, None, f).is_err());
@@ -416,7 +387,7 @@ mod tests {
         assert_eq!(
             rules
                 .plan("parcelado", Some(3), valor)
-                .map(CardPlan::parcelas),
+                .map(|p| p.parcelas()),
             Ok(3)
         );
     }

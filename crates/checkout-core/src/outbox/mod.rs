@@ -27,7 +27,7 @@ pub use records::{
 };
 
 use crate::domain::{
-    store_day, AttemptId, AttemptKind, AttemptState, CardPlan, Centavos, IdempotencyKey, PayMethod,
+    store_day, AttemptId, AttemptKind, AttemptState, Centavos, IdempotencyKey, PayMethod,
     PaymentId, PixCharge, RefundReason, SaleId, Total, UnixMillis,
 };
 use crate::error::{CoreError, Result};

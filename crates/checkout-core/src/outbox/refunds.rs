@@ -48,7 +48,7 @@ impl Outbox {
                     params![
                         id.as_ref(), payment.as_ref(), server_id.as_ref().map(AsRef::<str>::as_ref), paid.sale_id.as_ref(),
                         key.as_ref(), valor.get(), paid.cartao.as_ref().map_or("", AsRef::as_ref),
-                        paid.metodo.as_str(), body, now, paid.plano.map(CardPlan::as_stored), state
+                        paid.metodo.as_str(), body, now, paid.plano.map(|p| p.as_stored()), state
                     ],
                 )?;
                 let created = get_attempt(c, &id)?.expect("just inserted");

@@ -146,7 +146,7 @@ impl Outbox {
                     PaymentBody::new(valor, &id, sale_ref, terminal.as_deref(), sale_total)
                         .card(cartao, *plano, authorize),
                     cartao.as_ref(),
-                    plano.map(CardPlan::as_stored),
+                    plano.map(|p| p.as_stored()),
                     "pendente",
                     None,
                 ),
@@ -161,7 +161,7 @@ impl Outbox {
                     PaymentBody::new(valor, &id, sale_ref, terminal.as_deref(), sale_total)
                         .machine(maquininha, *plano),
                     "",
-                    plano.map(CardPlan::as_stored),
+                    plano.map(|p| p.as_stored()),
                     "pendente",
                     None,
                 ),

@@ -79,7 +79,7 @@ impl<'a> PaymentBody<'a> {
             cartao: Some(cartao.as_ref()),
             parcelas: plano
                 .filter(|p| p.method() == CardMethod::Credito)
-                .map(CardPlan::parcelas),
+                .map(|p| p.parcelas()),
             captura,
             ..self.planned(plano)
         }
@@ -100,7 +100,7 @@ impl<'a> PaymentBody<'a> {
     pub fn machine(self, maquininha: &'a str, plano: Option<CardPlan>) -> Vec<u8> {
         PaymentBody {
             maquininha: Some(maquininha),
-            parcelas: plano.map(CardPlan::parcelas),
+            parcelas: plano.map(|p| p.parcelas()),
             ..self.planned(plano)
         }
         .bytes()
@@ -109,7 +109,7 @@ impl<'a> PaymentBody<'a> {
     fn planned(self, plano: Option<CardPlan>) -> Self {
         PaymentBody {
             metodo: plano.map(|p| p.method().as_str()),
-            parcelamento: plano.and_then(CardPlan::financing).map(|f| f.as_str()),
+            parcelamento: plano.and_then(|p| p.financing()).map(|f| f.as_str()),
             ..self
         }
     }

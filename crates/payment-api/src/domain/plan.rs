@@ -9,12 +9,17 @@ use std::fmt;
 use pagar_rules::Plan;
 pub use pagar_rules::{CardMethod, Financing, MAX_PARCELAS};
 
-/// A card payment's method and installments, valid for its amount.
+/// A card payment's method and installments, valid for its amount: a [`Plan`] that
+/// [`CardPlan::from_json`] or [`CardPlan::parse_stored`] accepted (its getters are the plan's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct CardPlan {
-    method: CardMethod,
-    parcelas: u8,
-    financing: Option<Financing>,
+pub struct CardPlan(Plan);
+
+impl std::ops::Deref for CardPlan {
+    type Target = Plan;
+
+    fn deref(&self) -> &Plan {
+        &self.0
+    }
 }
 
 /// A stored plan no [`CardPlan`] accepts.
@@ -23,21 +28,6 @@ pub struct CardPlan {
 pub struct UnknownPlan(pub String);
 
 impl CardPlan {
-    /// The method.
-    pub fn method(self) -> CardMethod {
-        self.method
-    }
-
-    /// Installments (1 unless a crédito parcelado).
-    pub fn parcelas(self) -> u8 {
-        self.parcelas
-    }
-
-    /// Who finances a parcelado (`None` for one payment).
-    pub fn financing(self) -> Option<Financing> {
-        self.financing
-    }
-
     /// The plan of a body's `metodo`, `parcelas` and `parcelamento`, for `valor`. `Ok(None)`: the
     /// body names no card method (no `metodo`, or the old `"cartao"`): a card charge à vista whose
     /// function the gateway decides. Every problem is reported.
@@ -124,35 +114,21 @@ impl CardPlan {
                 ));
             }
         }
-        (errors.len() == before).then(|| Self {
-            method: method.expect("checked above"),
-            parcelas: n,
-            financing,
+        (errors.len() == before).then(|| {
+            Self(Plan {
+                method: method.expect("checked above"),
+                parcelas: n,
+                financing,
+            })
         })
     }
 
-    /// The stored form: `debito`, `credito`, `voucher`, or `credito:<n>:<loja|emissor>`
-    /// ([`Plan::as_stored`], the till's form too).
-    pub fn as_stored(self) -> String {
-        self.shape().as_stored()
-    }
-
-    /// Parses [`CardPlan::as_stored`].
+    /// Parses [`Plan::as_stored`] (`debito`, `credito`, `voucher`, or
+    /// `credito:<n>:<loja|emissor>`: the till's form too).
     pub fn parse_stored(s: &str) -> Result<Self, UnknownPlan> {
-        let p = Plan::parse_stored(s).ok_or_else(|| UnknownPlan(s.to_string()))?;
-        Ok(Self {
-            method: p.method,
-            parcelas: p.parcelas,
-            financing: p.financing,
-        })
-    }
-
-    fn shape(self) -> Plan {
-        Plan {
-            method: self.method,
-            parcelas: self.parcelas,
-            financing: self.financing,
-        }
+        Plan::parse_stored(s)
+            .map(Self)
+            .ok_or_else(|| UnknownPlan(s.to_string()))
     }
 }
 

@@ -109,7 +109,7 @@ impl Order {
         };
         let financing = asked
             .filter(|p| p.method() == CardMethod::Credito && parcelas > 1)
-            .and_then(CardPlan::financing)
+            .and_then(|p| p.financing())
             .map(|f| f.as_str())
             .unwrap_or("loja");
         let stored = match (function, parcelas) {

@@ -39,7 +39,7 @@ impl From<&LedgerRow> for LedgerEntry {
             status: r.status.as_str(),
             motivo: r.motivo.clone(),
             criado_em_ms: r.created_at,
-            plano: r.plano.map(CardPlan::as_stored),
+            plano: r.plano.map(|p| p.as_stored()),
             captura: r.captura.map(CaptureState::as_str),
         }
     }

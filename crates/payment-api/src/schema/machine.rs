@@ -1,7 +1,7 @@
 //! The card machine's payment as the API answers it.
 
 use super::{AwaitedHeadBody, RefundBody};
-use crate::domain::{CardPlan, Financing};
+use crate::domain::Financing;
 use crate::store::{MachineOrder, Refund};
 use serde::Serialize;
 
@@ -69,10 +69,10 @@ impl From<&MachineOrder> for MachinePaymentBody {
                 estado: o.estado.clone(),
                 motivo: o.motivo.clone(),
                 metodo: o.plano.map(|p| p.method().as_str()),
-                parcelas: o.plano.map(CardPlan::parcelas),
-                parcelamento: o.plano.and_then(CardPlan::financing).map(Financing::as_str),
+                parcelas: o.plano.map(|p| p.parcelas()),
+                parcelamento: o.plano.and_then(|p| p.financing()).map(Financing::as_str),
                 pago_com: o.plano_pago.map(|p| p.method().as_str()),
-                parcelas_pagas: o.plano_pago.map(CardPlan::parcelas),
+                parcelas_pagas: o.plano_pago.map(|p| p.parcelas()),
             },
             estornos: None,
         }

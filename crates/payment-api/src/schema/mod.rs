@@ -6,7 +6,7 @@
 
 use crate::clock::{rfc3339, Millis};
 use crate::domain::RefundStatus;
-use crate::domain::{CaptureState, CardPlan, FieldError, Financing};
+use crate::domain::{CaptureState, FieldError, Financing};
 use crate::gateway::simulator::{LedgerRow, RefundLedgerRow};
 use crate::store::{Payment, PixCharge, Refund};
 use serde::{Deserialize, Serialize};
@@ -98,8 +98,8 @@ impl From<&Payment> for PaymentBody {
             criado_em: rfc3339(p.created_at),
             terminal: p.terminal.as_ref().map(ToString::to_string),
             metodo: p.plano.map(|plan| plan.method().as_str()),
-            parcelas: p.plano.map(CardPlan::parcelas),
-            parcelamento: p.plano.and_then(CardPlan::financing).map(Financing::as_str),
+            parcelas: p.plano.map(|p| p.parcelas()),
+            parcelamento: p.plano.and_then(|p| p.financing()).map(Financing::as_str),
         }
     }
 }

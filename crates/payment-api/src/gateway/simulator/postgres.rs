@@ -71,7 +71,7 @@ impl SimulatorLedger for PgStore {
                     &charge.motivo,
                     &self.shift(),
                     &charge.cartao,
-                    &charge.plano.map(CardPlan::as_stored),
+                    &charge.plano.map(|p| p.as_stored()),
                     &authorization.map(|_| CaptureState::Pendente.as_str()),
                     &authorization,
                     &charge.metadata.to_stored(),

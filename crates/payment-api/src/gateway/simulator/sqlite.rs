@@ -57,7 +57,7 @@ impl SimulatorLedger for SqliteStore {
                     charge.motivo,
                     now,
                     charge.cartao,
-                    charge.plano.map(CardPlan::as_stored),
+                    charge.plano.map(|p| p.as_stored()),
                     authorization.map(|_| CaptureState::Pendente.as_str()),
                     authorization.map(|ttl| now.saturating_add(ttl)),
                     charge.metadata.to_stored()

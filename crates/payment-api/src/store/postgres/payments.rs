@@ -70,7 +70,7 @@ impl PaymentStore for PgStore {
                     &self.shift(),
                     &done.fingerprint.as_ref(),
                     &p.terminal.as_ref().map(AsRef::<str>::as_ref),
-                    &p.plano.map(CardPlan::as_stored),
+                    &p.plano.map(|p| p.as_stored()),
                     &p.captura.map(CaptureState::as_str),
                     &p.autorizacao_expira_em,
                     &p.meio.as_str(),

@@ -59,7 +59,7 @@ impl PaymentStore for SqliteStore {
                         p.cobranca_id,
                         p.created_at,
                         p.terminal.as_ref().map(AsRef::<str>::as_ref),
-                        p.plano.map(CardPlan::as_stored),
+                        p.plano.map(|p| p.as_stored()),
                         done.fingerprint.as_ref(),
                         p.captura.map(CaptureState::as_str),
                         p.autorizacao_expira_em,
