@@ -17,6 +17,13 @@
 //! for a sync it did not ask for; or the durable ones first, where a person waits for them and
 //! the relaxed writes are background bookkeeping.
 //!
+//! A write may also be *background* ([`Db::write_background`]): relaxed, and yielding. The
+//! writer commits background writes in a commit of their own, and only once no other write
+//! waits (or once they have waited [`Options::checkpoint_every`], so a writer that is never
+//! idle still gets to them). A background write is for upkeep whose cost must not land on a
+//! caller waiting for its own write: a purge of expired rows, each deleted row dirtying a page
+//! of its own, holds the writer for milliseconds, and whoever queued behind it waited them.
+//!
 //! Checkpoints run on a thread of their own (passive: they never hold the writer up). SQLite
 //! starts the log again from its first page only after a checkpoint has copied all of it, which
 //! never happens while writes keep coming; so once the log is long, the writer copies the rest
@@ -82,6 +89,16 @@ impl Error {
     }
 }
 
+/// What a write or a read runs on its connection, on another thread: `T` out, or an `E`.
+pub trait OnConnection<T, E>: FnOnce(&Connection) -> Result<T, E> + Send + 'static {}
+
+impl<F, T, E> OnConnection<T, E> for F where F: FnOnce(&Connection) -> Result<T, E> + Send + 'static {}
+
+/// A caller's error type: what it hears from another thread, into which every [`Error`] turns.
+pub trait CallerError: From<Error> + Send + 'static {}
+
+impl<E: From<Error> + Send + 'static> CallerError for E {}
+
 /// How to open the database.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -138,11 +155,20 @@ impl Default for Options {
 type Completer = Box<dyn FnOnce(Result<(), &rusqlite::Error>) + Send>;
 type Job = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> Completer + Send>;
 
-/// A job in the writer's queue, and whether its caller waits for it to survive a power cut.
+/// A job in the writer's queue, and what its caller waits for.
 struct Queued {
     job: Job,
-    durable: bool,
+    kind: Kind,
     at: Instant,
+}
+
+/// What a write's caller waits for: its commit to survive a power cut, or only a crash of the
+/// process; and whether it yields to the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Durable,
+    Relaxed,
+    Background,
 }
 
 /// A database file with a group-commit writer and a read pool. Cheap to clone.
@@ -285,40 +311,38 @@ impl Db {
     }
 
     /// Runs `f` inside the next group-committed transaction; resolves once it is durable.
-    pub async fn write<T, E>(
+    pub async fn write<T: Send + 'static, E: CallerError>(
         &self,
-        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, E>
-    where
-        T: Send + 'static,
-        E: From<Error> + Send + 'static,
-    {
-        self.queue(f, true).await
+        f: impl OnConnection<T, E>,
+    ) -> Result<T, E> {
+        self.queue(f, Kind::Durable).await
     }
 
     /// Runs `f` inside the next group-committed transaction; resolves once it is committed, which
     /// a crash of the process cannot undo but a power cut can, until the next durable write or
     /// checkpoint. For records that are safe to lose that way (see the crate's documentation).
-    pub async fn write_relaxed<T, E>(
+    pub async fn write_relaxed<T: Send + 'static, E: CallerError>(
         &self,
-        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, E>
-    where
-        T: Send + 'static,
-        E: From<Error> + Send + 'static,
-    {
-        self.queue(f, false).await
+        f: impl OnConnection<T, E>,
+    ) -> Result<T, E> {
+        self.queue(f, Kind::Relaxed).await
     }
 
-    async fn queue<T, E>(
+    /// Runs `f` in a relaxed commit of its own once no other write waits (see the crate's
+    /// documentation), or once it has waited [`Options::checkpoint_every`]: upkeep that may be
+    /// done again after a power cut, and may be committed after writes queued after it.
+    pub async fn write_background<T: Send + 'static, E: CallerError>(
         &self,
-        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
-        durable: bool,
-    ) -> Result<T, E>
-    where
-        T: Send + 'static,
-        E: From<Error> + Send + 'static,
-    {
+        f: impl OnConnection<T, E>,
+    ) -> Result<T, E> {
+        self.queue(f, Kind::Background).await
+    }
+
+    async fn queue<T: Send + 'static, E: CallerError>(
+        &self,
+        f: impl OnConnection<T, E>,
+        kind: Kind,
+    ) -> Result<T, E> {
         let (tx, rx) = oneshot::channel::<Result<T, E>>();
         let job: Job = Box::new(move |conn| {
             let result = match conn {
@@ -338,7 +362,7 @@ impl Db {
         sender.ok_or(Error::WriterGone).and_then(|s| {
             s.send(Queued {
                 job,
-                durable,
+                kind,
                 at: Instant::now(),
             })
             .map_err(|_| Error::WriterGone)
@@ -347,14 +371,10 @@ impl Db {
     }
 
     /// Runs `f` on a pooled read connection (on tokio's blocking pool).
-    pub async fn read<T, E>(
+    pub async fn read<T: Send + 'static, E: CallerError>(
         &self,
-        f: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, E>
-    where
-        T: Send + 'static,
-        E: From<Error> + Send + 'static,
-    {
+        f: impl OnConnection<T, E>,
+    ) -> Result<T, E> {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.with_reader(f))
             .await

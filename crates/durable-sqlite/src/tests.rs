@@ -37,6 +37,29 @@ async fn concurrent_writes_all_commit_and_a_failing_one_does_not_spoil_its_batch
     assert_eq!(n, 100);
 }
 
+/// Holds the writer in a slow durable write until the sender sends (or 5 s pass), so that
+/// what is queued meanwhile lands in its next batch together; returns once the write runs.
+async fn hold_writer(
+    db: &Db,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    tokio::task::JoinHandle<Result<(), Error>>,
+) {
+    let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
+    let blocker = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write(move |_| {
+                let _ = busy_rx.recv_timeout(std::time::Duration::from_secs(5));
+                Ok::<_, Error>(())
+            })
+            .await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    (busy_tx, blocker)
+}
+
 /// The connection's `PRAGMA synchronous`: 2 = FULL (the WAL synced at every commit),
 /// 1 = NORMAL (synced at checkpoints).
 fn synchronous(c: &Connection) -> Result<i64, Error> {
@@ -59,31 +82,16 @@ async fn both_kinds_in_one_batch(first: First) -> Timings {
     db.profile();
     // The writer busy with a slow write while both kinds queue up behind it: the next
     // batch holds relaxed and durable writes together.
-    let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
-    let blocker = tokio::spawn({
-        let db = db.clone();
-        async move {
-            db.write(move |_| {
-                let _ = busy_rx.recv_timeout(std::time::Duration::from_secs(5));
-                Ok::<_, Error>(())
-            })
-            .await
-        }
-    });
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let (busy_tx, blocker) = hold_writer(&db).await;
     let mut tasks = Vec::new();
     for v in 0..20 {
         let db = db.clone();
         tasks.push(tokio::spawn(async move {
-            let insert = move |c: &Connection| -> Result<i64, Error> {
-                exec(c, "INSERT INTO t VALUES (?1)", [v])?;
-                synchronous(c)
-            };
             let durable = v % 2 == 0;
             let seen = if durable {
-                db.write(insert).await
+                db.write(insert(v)).await
             } else {
-                db.write_relaxed(insert).await
+                db.write_relaxed(insert(v)).await
             };
             (durable, seen.unwrap())
         }));
@@ -171,6 +179,102 @@ async fn durable_first_puts_a_durable_write_ahead_of_the_relaxed_ones_of_its_bat
     assert!(
         t.durable.behind.max() < t.relaxed.behind.min(),
         "{relaxed:?}"
+    );
+}
+
+/// Inserts `v` and says which `synchronous` its commit ran with (2 = FULL, 1 = NORMAL).
+fn insert(v: i64) -> impl FnOnce(&Connection) -> Result<i64, Error> + Send + 'static {
+    move |c: &Connection| {
+        exec(c, "INSERT INTO t VALUES (?1)", [v])?;
+        synchronous(c)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_background_write_yields_to_the_writes_queued_with_it_and_commits_relaxed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir.path().join("t.db"), Options::default());
+    // The writer busy with a slow write while a background write, then four others, queue up
+    // behind it: the writer's next batch holds all five.
+    let (busy_tx, blocker) = hold_writer(&db).await;
+    let background = tokio::spawn({
+        let db = db.clone();
+        async move { db.write_background(insert(0)).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let mut others = Vec::new();
+    for v in 1..=4 {
+        let db = db.clone();
+        others.push(tokio::spawn(async move {
+            if v % 2 == 0 {
+                db.write(insert(v)).await
+            } else {
+                db.write_relaxed(insert(v)).await
+            }
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    busy_tx.send(()).unwrap();
+    blocker.await.unwrap().unwrap();
+
+    for o in others {
+        o.await.unwrap().unwrap();
+    }
+    assert_eq!(background.await.unwrap().unwrap(), 1, "committed relaxed");
+    let order: Vec<i64> = db
+        .read(|c| {
+            let mut st = c.prepare("SELECT v FROM t ORDER BY rowid")?;
+            let rows = st.query_map([], |r| r.get(0))?;
+            Ok::<_, Error>(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(order.len(), 5);
+    assert_eq!(order[4], 0, "queued first, committed last: {order:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_writer_that_is_never_idle_still_commits_a_background_write() {
+    let dir = tempfile::tempdir().unwrap();
+    // One write a batch, and a queue that stays full: the writer never finds it empty.
+    let db = open(
+        &dir.path().join("t.db"),
+        Options {
+            max_batch: 1,
+            checkpoint_every: std::time::Duration::from_millis(5),
+            ..Options::default()
+        },
+    );
+    let (busy_tx, blocker) = hold_writer(&db).await;
+    let background = tokio::spawn({
+        let db = db.clone();
+        async move { db.write_background(insert(0)).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let others: Vec<_> = (1..=5_000)
+        .map(|v| {
+            let db = db.clone();
+            tokio::spawn(async move { db.write_relaxed(insert(v)).await })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    busy_tx.send(()).unwrap();
+    blocker.await.unwrap().unwrap();
+
+    background.await.unwrap().unwrap();
+    for o in others {
+        o.await.unwrap().unwrap();
+    }
+    let position: i64 = db
+        .read(|c| {
+            c.query_row("SELECT rowid FROM t WHERE v = 0", [], |r| r.get(0))
+                .map_err(Error::from)
+        })
+        .await
+        .unwrap();
+    assert!(
+        position < 5_001,
+        "committed once it had waited, with others still queued behind it (row {position})"
     );
 }
 

@@ -96,7 +96,8 @@ impl Phases {
 pub struct Timings {
     /// Writes whose callers wait for them to be durable ([`Db::write`](crate::Db::write)).
     pub durable: Phases,
-    /// Relaxed writes ([`Db::write_relaxed`](crate::Db::write_relaxed)).
+    /// Relaxed writes ([`Db::write_relaxed`](crate::Db::write_relaxed)), and background ones
+    /// ([`Db::write_background`](crate::Db::write_background)).
     pub relaxed: Phases,
     /// Each passive checkpoint (copying the log into the database file, and its fsyncs), which
     /// runs beside the writer on a connection of its own.

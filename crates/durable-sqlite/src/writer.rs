@@ -1,6 +1,6 @@
 //! The writer thread: the queued writes of callers running at the same time, each in its own
 //! SAVEPOINT of one transaction, committed relaxed first or durable first, each caller answered
-//! after its COMMIT.
+//! after its COMMIT; background writes held until nothing else waits.
 
 use super::*;
 
@@ -50,6 +50,8 @@ pub(super) fn writer_loop(
     let sched = SchedReader::default();
     // A write taken from the queue while looking whether it was empty.
     let mut next = None;
+    // Background writes not yet committed, and when the oldest of them was queued.
+    let mut held: Vec<(Job, Instant)> = Vec::new();
     loop {
         let idle = profile.is_on().then(|| sched.read());
         let first = match next.take() {
@@ -73,12 +75,10 @@ pub(super) fn writer_loop(
         // A profile started while the writer waited counts no wait for a core in this batch.
         let idle = idle.unwrap_or(taken_sched);
         let (mut durable, mut relaxed) = (Vec::new(), Vec::new());
-        let mut add = |q: Queued| {
-            if q.durable {
-                durable.push((q.job, q.at))
-            } else {
-                relaxed.push((q.job, q.at))
-            }
+        let mut add = |q: Queued| match q.kind {
+            Kind::Durable => durable.push((q.job, q.at)),
+            Kind::Relaxed => relaxed.push((q.job, q.at)),
+            Kind::Background => held.push((q.job, q.at)),
         };
         add(first);
         for _ in 1..max_batch {
@@ -94,14 +94,14 @@ pub(super) fn writer_loop(
             First::Relaxed => [(relaxed, false), (durable, true)],
             First::Durable => [(durable, true), (relaxed, false)],
         };
-        for (jobs, sync) in groups {
+        let mut run = |jobs: Vec<(Job, Instant)>, sync: bool| {
             if jobs.is_empty() {
-                continue;
+                return;
             }
             let (jobs, queued): (Vec<Job>, Vec<Instant>) = jobs.into_iter().unzip();
             if !profile.is_on() {
                 commit(&conn, &mut synced, sync, jobs, None);
-                continue;
+                return;
             }
             let began = Instant::now();
             let began_sched = sched.read();
@@ -119,13 +119,30 @@ pub(super) fn writer_loop(
                 sched: [idle, taken_sched, began_sched, ran_sched, committed_sched],
             };
             profile.with(|t| t.record(sync, &queued, &clock));
+        };
+        for (jobs, sync) in groups {
+            run(jobs, sync);
+        }
+        // The background writes, relaxed, once no other write waits, or once the oldest has
+        // waited a checkpoint period (a writer that is never idle still gets to them). Held
+        // writes only outlive this batch with a write in `next`: the writer never blocks on an
+        // empty queue while it holds any.
+        if let Some(&(_, oldest)) = held.first() {
+            if next.is_none() {
+                next = rx.try_recv().ok();
+            }
+            if next.is_none() || oldest.elapsed() >= options.checkpoint_every {
+                run(std::mem::take(&mut held), false);
+            }
         }
         // The rest of a long log, once no write waits (or once it has waited a checkpoint
         // period): the checkpoint thread copied the bulk of it, so what is left is short, and
         // with nothing appended while this runs the copy is complete and the next commit
         // starts the log again.
         if let Some(since) = tail.left_since() {
-            next = rx.try_recv().ok();
+            if next.is_none() {
+                next = rx.try_recv().ok();
+            }
             if next.is_none() || since.elapsed() >= options.checkpoint_every {
                 tail.take();
                 let restarted = profile.checkpoint(|| restart_log(&conn, options.busy_timeout));
