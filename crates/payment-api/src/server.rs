@@ -272,7 +272,8 @@ async fn reap(
 /// index entries far apart): deleted in one statement, a minute's expiry held the store's one
 /// writer (SQLite) or a long transaction (PostgreSQL) for seconds while every first execution
 /// waited behind it (`make bench`, the grown store); in short writes, paced, the executions'
-/// own writes take turns with them.
+/// own writes take turns with them (on SQLite each a background write, which the writer runs
+/// only when no other write waits).
 async fn purge_expired(
     state: &AppState,
     retention_ms: i64,

@@ -227,8 +227,10 @@ impl KeyStore for SqliteStore {
 
     async fn purge_keys(&self, retention_ms: Millis, limit: u32) -> StoreResult<u64> {
         let cutoff = self.now_ms() - retention_ms;
+        // A background write: the one writer runs it only once no payment's write waits, and
+        // commits it without a sync (a purge a power cut undoes is done again by the next pass).
         self.db
-            .write(move |c| {
+            .write_background(move |c| {
                 Ok(exec(
                     c,
                     &format!(
