@@ -49,14 +49,15 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   on that disk; 50 concurrent requests with one key against each, charges counted in the
   acquirer's ledger; then the PostgreSQL store with one and three replicas (release processes,
   charging at one acquirer process, as deployed) beside PostgreSQL's raw commit rate, with the CPU and WAL per operation read from `/proc` and
-  `pg_current_wal_lsn`; then **flat as the store grows** (`benches/api/grown.rs`): three
+  `pg_current_wal_lsn`; then **flat as the store grows** (`benches/api/grown.rs`): five
   interleaved rounds of Pagar's first executions and replays (read from the database, its cache
   off) on a database holding 10 million keys and their payments against an empty one (a release
   process per run, charging at an acquirer process), the grown database made from a few seconds
   of real first executions whose rows are copied under ids of their own, and before each run a
   minute's expiry of a store keeping ten million keys a day (6 944 keys), or a backlog of 100 000,
   moved past the retention so that its reaper (every second) purges beside the load, in paced
-  writes of 100 keys and, for the backlog, also in writes of 100 000 (one statement a pass).
+  writes of 100 keys and, for the backlog, also in writes of 100 000 (one statement a pass); what
+  a run's reaper left of its slice is deleted outside the runs before the next grown run.
 - **checkout-core** (`crates/checkout-core/benches/outbox.rs`; the pay part and the drain part
   each in a process of its own, as an app is one process with one outbox): `Checkout::pay` until durable,
   online (the payment API a release process of its own, as a store runs it, and in the app's
