@@ -145,7 +145,7 @@ pub fn receipt(settings: &Settings, attempt: &Attempt, refunds: &[Attempt]) -> R
                 format!("Cartão na maquininha ({})", paid.unwrap_or("cartão")),
             ));
             let credit = paid == Some("Crédito");
-            if let Some(plan) = attempt.plano.filter(|p| credit && p.parcelas() > 1) {
+            if let Some(plan) = attempt.plano.filter(|p| credit && p.parcelas > 1) {
                 if let Some(parcelas) = plan.installments_text(attempt.valor) {
                     linhas.push(line("Parcelas", parcelas));
                 }

@@ -67,11 +67,11 @@ fn row(a: &Attempt) -> Row<'_> {
             .cartao
             .as_ref()
             .map_or_else(|| a.metodo.to_string(), CardToken::masked),
-        metodo: a.plano.map_or(a.metodo.as_str(), |p| p.method().as_str()),
-        parcelas: a.plano.map_or(1, |p| p.parcelas()),
+        metodo: a.plano.map_or(a.metodo.as_str(), |p| p.method.as_str()),
+        parcelas: a.plano.map_or(1, |p| p.parcelas),
         parcelamento: a
             .plano
-            .and_then(|p| p.financing())
+            .and_then(|p| p.financing)
             .map_or("", Financing::as_str),
         recebido_centavos: a.recebido.map(Centavos::get),
         troco_centavos: a.troco().map(|t| t.get()),

@@ -253,11 +253,11 @@ async fn run(ops: Vec<Op>, dir: &Path) -> Result<(), TestCaseError> {
                         .unwrap();
                         prop_assert_eq!(
                             body.get("metodo").and_then(|m| m.as_str()),
-                            plano.map(|p| p.method().as_str())
+                            plano.map(|p| p.method.as_str())
                         );
                         prop_assert_eq!(
                             body.get("parcelas").and_then(|m| m.as_u64()).unwrap_or(1),
-                            u64::from(plano.map_or(1, |p| p.parcelas()))
+                            u64::from(plano.map_or(1, |p| p.parcelas))
                         );
                         prop_assert!(
                             !keys.values().any(|k| *k == a.idempotency_key),

@@ -83,21 +83,6 @@ impl Plan {
         }
     }
 
-    /// The method.
-    pub fn method(self) -> CardMethod {
-        self.method
-    }
-
-    /// Installments (1 unless a crédito parcelado).
-    pub fn parcelas(self) -> u8 {
-        self.parcelas
-    }
-
-    /// Who finances a parcelado (`None` for one payment).
-    pub fn financing(self) -> Option<Financing> {
-        self.financing
-    }
-
     /// The stored form: `debito`, `credito`, `voucher`, or `credito:<n>:<loja|emissor>`.
     pub fn as_stored(self) -> String {
         match self.financing {

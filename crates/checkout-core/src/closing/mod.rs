@@ -249,7 +249,7 @@ pub fn reconcile(
             // A server that names the plan it charged must have charged the one asked.
             if let (Some(plan), Some(metodo)) = (a.plano, p.metodo.as_deref()) {
                 let parcelas = p.parcelas.unwrap_or(1);
-                if metodo != plan.method().as_str() || parcelas != plan.parcelas() {
+                if metodo != plan.method.as_str() || parcelas != plan.parcelas {
                     discrepancies.push(base(
                         DiscrepancyKind::PlanMismatch,
                         &[p],

@@ -118,10 +118,10 @@ pub(super) fn forma_of(a: &Attempt) -> &'static str {
     match (a.metodo, a.plano) {
         (Means::Dinheiro | Means::Pix | Means::Maquininha, _) => a.metodo.as_str(),
         (Means::Cartao, None) => Means::Cartao.as_str(),
-        (Means::Cartao, Some(p)) => match p.method() {
+        (Means::Cartao, Some(p)) => match p.method {
             CardMethod::Debito => "debito",
             CardMethod::Voucher => "voucher",
-            CardMethod::Credito if p.parcelas() > 1 => "parcelado",
+            CardMethod::Credito if p.parcelas > 1 => "parcelado",
             CardMethod::Credito => "credito",
         },
     }

@@ -13,7 +13,7 @@ pub use pagar_rules::{CardMethod, Financing, MAX_PARCELAS};
 #[error("{0}")]
 pub struct InvalidPlan(pub String);
 
-/// A card payment's method and installments: a [`Plan`] the cashier may choose (its getters
+/// A card payment's method and installments: a [`Plan`] the cashier may choose (its fields
 /// and stored form are the plan's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CardPlan(Plan);
@@ -230,10 +230,10 @@ impl PlanRules {
         valor: Centavos,
     ) -> Result<CardPlan, InvalidPlan> {
         let plan = CardPlan::choose(forma, valor, parcelas, self.financing)?;
-        if plan.method() == CardMethod::Voucher && !self.voucher {
+        if plan.method == CardMethod::Voucher && !self.voucher {
             return Err(InvalidPlan("esta loja não aceita voucher".into()));
         }
-        let n = plan.parcelas();
+        let n = plan.parcelas;
         if n > self.max_parcelas {
             return Err(InvalidPlan(format!(
                 "esta loja parcela em até {}×",
@@ -325,7 +325,7 @@ mod tests {
             Ok(CardPlan::CREDITO)
         );
         assert_eq!(
-            CardPlan::choose("parcelado", valor, Some(4), f).map(|p| p.parcelas()),
+            CardPlan::choose("parcelado", valor, Some(4), f).map(|p| p.parcelas),
             Ok(4)
         );
         assert!(CardPlan::choose("parcelado", valor, None, f).is_err());
@@ -385,9 +385,7 @@ mod tests {
             .plan("parcelado", Some(3), Centavos::new(1_200).unwrap())
             .is_err());
         assert_eq!(
-            rules
-                .plan("parcelado", Some(3), valor)
-                .map(|p| p.parcelas()),
+            rules.plan("parcelado", Some(3), valor).map(|p| p.parcelas),
             Ok(3)
         );
     }

@@ -213,7 +213,7 @@ fn forma(a: &Attempt) -> Forma {
     match a.metodo {
         Means::Dinheiro => Forma::Dinheiro,
         Means::Pix => Forma::Pix,
-        Means::Cartao => card(a.plano.map_or(CardMethod::Credito, |p| p.method())),
+        Means::Cartao => card(a.plano.map_or(CardMethod::Credito, |p| p.method)),
         Means::Maquininha => match a.maquininha.as_ref().and_then(|m| m.pago_com.as_deref()) {
             Some("debito") => Forma::Debito,
             Some("voucher") => Forma::ValeAlimentacao,

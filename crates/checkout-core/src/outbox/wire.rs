@@ -78,8 +78,8 @@ impl<'a> PaymentBody<'a> {
         PaymentBody {
             cartao: Some(cartao.as_ref()),
             parcelas: plano
-                .filter(|p| p.method() == CardMethod::Credito)
-                .map(|p| p.parcelas()),
+                .filter(|p| p.method == CardMethod::Credito)
+                .map(|p| p.parcelas),
             captura,
             ..self.planned(plano)
         }
@@ -100,7 +100,7 @@ impl<'a> PaymentBody<'a> {
     pub fn machine(self, maquininha: &'a str, plano: Option<CardPlan>) -> Vec<u8> {
         PaymentBody {
             maquininha: Some(maquininha),
-            parcelas: plano.map(|p| p.parcelas()),
+            parcelas: plano.map(|p| p.parcelas),
             ..self.planned(plano)
         }
         .bytes()
@@ -108,8 +108,8 @@ impl<'a> PaymentBody<'a> {
 
     fn planned(self, plano: Option<CardPlan>) -> Self {
         PaymentBody {
-            metodo: plano.map(|p| p.method().as_str()),
-            parcelamento: plano.and_then(|p| p.financing()).map(|f| f.as_str()),
+            metodo: plano.map(|p| p.method.as_str()),
+            parcelamento: plano.and_then(|p| p.financing).map(|f| f.as_str()),
             ..self
         }
     }

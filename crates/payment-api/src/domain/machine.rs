@@ -159,7 +159,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(ok.maquininha.as_ref(), "PAGAR_SIM__POS-1");
-        assert_eq!(ok.plano.unwrap().parcelas(), 3);
+        assert_eq!(ok.plano.unwrap().parcelas, 3);
         let bare = MachineRequest::from_json(&json!({"valor": 1, "maquininha": "POS-1"})).unwrap();
         assert!(bare.plano.is_none(), "the customer chooses at the machine");
         let errors = MachineRequest::from_json(&json!({

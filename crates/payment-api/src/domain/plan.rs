@@ -10,7 +10,8 @@ use pagar_rules::Plan;
 pub use pagar_rules::{CardMethod, Financing, MAX_PARCELAS};
 
 /// A card payment's method and installments, valid for its amount: a [`Plan`] that
-/// [`CardPlan::from_json`] or [`CardPlan::parse_stored`] accepted (its getters are the plan's).
+/// [`CardPlan::from_json`] or [`CardPlan::parse_stored`] accepted (its fields read through
+/// `Deref`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CardPlan(Plan);
 

@@ -89,7 +89,7 @@ impl WireMethod {
         };
         Self {
             kind: Some(
-                match p.method() {
+                match p.method {
                     CardMethod::Debito => "debit_card",
                     CardMethod::Credito => "credit_card",
                     CardMethod::Voucher => "voucher_card",
@@ -97,8 +97,8 @@ impl WireMethod {
                 .to_string(),
             ),
             token: None,
-            installments: Some(p.parcelas()),
-            financing: p.financing().map(|f| f.as_str().to_string()),
+            installments: Some(p.parcelas),
+            financing: p.financing.map(|f| f.as_str().to_string()),
         }
     }
 

@@ -108,8 +108,8 @@ impl Order {
             _ => return asked,
         };
         let financing = asked
-            .filter(|p| p.method() == CardMethod::Credito && parcelas > 1)
-            .and_then(|p| p.financing())
+            .filter(|p| p.method == CardMethod::Credito && parcelas > 1)
+            .and_then(|p| p.financing)
             .map(|f| f.as_str())
             .unwrap_or("loja");
         let stored = match (function, parcelas) {
@@ -199,12 +199,12 @@ fn default_type(plano: Option<CardPlan>) -> serde_json::Value {
     match plano {
         None => serde_json::json!({}),
         Some(p) => serde_json::json!({
-            "default_type": match p.method() {
+            "default_type": match p.method {
                 CardMethod::Debito => "debit_card",
                 CardMethod::Credito => "credit_card",
                 CardMethod::Voucher => "voucher_card",
             },
-            "default_installments": p.parcelas(),
+            "default_installments": p.parcelas,
         }),
     }
 }

@@ -97,9 +97,9 @@ impl From<&Payment> for PaymentBody {
             meio: p.meio.as_str(),
             criado_em: rfc3339(p.created_at),
             terminal: p.terminal.as_ref().map(ToString::to_string),
-            metodo: p.plano.map(|plan| plan.method().as_str()),
-            parcelas: p.plano.map(|p| p.parcelas()),
-            parcelamento: p.plano.and_then(|p| p.financing()).map(Financing::as_str),
+            metodo: p.plano.map(|plan| plan.method.as_str()),
+            parcelas: p.plano.map(|p| p.parcelas),
+            parcelamento: p.plano.and_then(|p| p.financing).map(Financing::as_str),
         }
     }
 }

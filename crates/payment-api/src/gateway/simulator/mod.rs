@@ -323,8 +323,8 @@ impl SimulatedGateway {
 /// request that names no method is a credit charge à vista. Only a voucher card pays a voucher;
 /// a debit-only card takes only débito; `tok_sem_parcelamento` takes no parcelado.
 fn refused_method(cartao: CardToken, plano: Option<CardPlan>) -> Option<&'static str> {
-    let method = plano.map_or(CardMethod::Credito, |p| p.method());
-    let parcelado = plano.is_some_and(|p| p.parcelas() > 1);
+    let method = plano.map_or(CardMethod::Credito, |p| p.method);
+    let parcelado = plano.is_some_and(|p| p.parcelas > 1);
     match (cartao, method) {
         (CardToken::Voucher, CardMethod::Voucher) => None,
         (CardToken::Voucher, _) | (_, CardMethod::Voucher) => Some("metodo_nao_aceito"),
