@@ -10,6 +10,24 @@ pub(super) const COMPLETE_KEY: &str = "UPDATE idempotency_keys
          payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
      WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL";
 
+/// Claims a key — `$1` merchant, `$2` key, `$3` fingerprint, `$4` lease, `$5` the clock's shift,
+/// `$6` request, `$7` first fence, `$8` operation, `$9` referencia —, or does nothing when it is
+/// taken (then no row comes back). Its transaction commits without waiting for its WAL to reach
+/// the disk (`synchronous_commit` off for that transaction alone, set in the statement: no round
+/// trip more), as SQLite's claim commits relaxed. PostgreSQL writes its WAL in order, so the
+/// execution's completion, committed durably after it, makes the claim durable too; a crash of
+/// the database that loses a claim loses everything after it, and the retry claims anew and gets
+/// the gateway's charge back under the same downstream key.
+pub(super) const CLAIM_INSERT: &str = "INSERT INTO idempotency_keys
+         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point,
+          request_body, operation, referencia)
+     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $7::bigint, 'started', $6::bytea,
+            $8::text, $9::text
+     FROM (SELECT pagar_now_ms() + $5 AS now_ms,
+                  set_config('synchronous_commit', 'off', true)) AS t
+     ON CONFLICT (merchant, key) DO NOTHING
+     RETURNING fence";
+
 /// True while `fence` still holds the key `k` of `m` and it is not completed, with the key's row
 /// locked (shared) until `tx` ends: a takeover cannot change the fence before this write commits.
 pub(super) async fn fence_holds(
@@ -99,18 +117,7 @@ impl KeyStore for PgStore {
         );
         let shift = self.shift();
         for _ in 0..CLAIM_ATTEMPTS {
-            let insert = c
-                .prepare_cached(
-                    "INSERT INTO idempotency_keys
-                         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point,
-                          request_body, operation, referencia)
-                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $7::bigint, 'started', $6::bytea,
-                            $8::text, $9::text
-                     FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
-                     ON CONFLICT (merchant, key) DO NOTHING
-                     RETURNING fence",
-                )
-                .await?;
+            let insert = c.prepare_cached(CLAIM_INSERT).await?;
             if c.query_opt(
                 &insert,
                 &[
@@ -362,7 +369,8 @@ impl KeyStore for PgStore {
                     "INSERT INTO idempotency_keys
                          (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, operation)
                      SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $6::bigint, 'started', 'cancelamento'
-                     FROM (SELECT pagar_now_ms() + $5 AS now_ms) AS t
+                     FROM (SELECT pagar_now_ms() + $5 AS now_ms,
+                                  set_config('synchronous_commit', 'off', true)) AS t
                      ON CONFLICT (merchant, key) DO NOTHING
                      RETURNING fence",
                     &[
@@ -428,5 +436,86 @@ impl KeyStore for PgStore {
         )
         .await?
             == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+
+    /// The PostgreSQL server the tests create their databases on (`.ci/run` starts it).
+    fn admin_url() -> String {
+        std::env::var("PAGAR_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    }
+
+    async fn admin(sql: &str) {
+        let (client, conn) = tokio_postgres::connect(&admin_url(), NoTls).await.unwrap();
+        let driver = tokio::spawn(conn);
+        client.batch_execute(sql).await.unwrap();
+        drop(client);
+        let _ = driver.await;
+    }
+
+    async fn synchronous_commit(c: &Object) -> String {
+        let row = c.query_one("SHOW synchronous_commit", &[]).await.unwrap();
+        row.get(0)
+    }
+
+    /// The claim runs as a transaction of its own; here it runs inside one the test keeps open,
+    /// to read what it set before the commit.
+    #[tokio::test]
+    async fn a_claim_commits_without_a_wal_flush_and_leaves_the_connection_durable() {
+        // Arrange
+        let name = format!("pagar_u_{}", uuid::Uuid::new_v4().simple());
+        admin(&format!("CREATE DATABASE {name}")).await;
+        let url = format!("{}/{name}", admin_url().rsplit_once('/').unwrap().0);
+        let store = PgStore::connect(&url, PgOptions::default(), Arc::new(SystemClock::default()))
+            .await
+            .unwrap();
+        let mut c = store.conn().await.unwrap();
+        assert_eq!(synchronous_commit(&c).await, "on", "the server's default");
+
+        // Act
+        let tx = c.transaction().await.unwrap();
+        let claimed = tx
+            .query_opt(
+                CLAIM_INSERT,
+                &[
+                    &"loja",
+                    &"k-1",
+                    &"fp",
+                    &30_000i64,
+                    &0i64,
+                    &b"{}".to_vec(),
+                    &claim::FIRST_FENCE,
+                    &"pagamento",
+                    &None::<String>,
+                ],
+            )
+            .await
+            .unwrap();
+        let inside: String = tx
+            .query_one("SHOW synchronous_commit", &[])
+            .await
+            .unwrap()
+            .get(0);
+        tx.commit().await.unwrap();
+
+        // Assert
+        assert!(claimed.is_some(), "the key was free: the claim took it");
+        assert_eq!(
+            inside, "off",
+            "the claim's own commit does not wait for the disk"
+        );
+        assert_eq!(
+            synchronous_commit(&c).await,
+            "on",
+            "every later commit on the connection (a completion) waits for the disk again"
+        );
+        drop(c);
+        drop(store);
+        admin(&format!("DROP DATABASE {name} WITH (FORCE)")).await;
     }
 }

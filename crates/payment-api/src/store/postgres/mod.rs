@@ -2,7 +2,9 @@
 //!
 //! Claims are an `INSERT … ON CONFLICT DO NOTHING` under `UNIQUE (merchant, key)` at READ
 //! COMMITTED: PostgreSQL makes a concurrent duplicate wait for the first insert and then do
-//! nothing, so exactly one request starts processing. A conflicting claim then reads the row
+//! nothing, so exactly one request starts processing. The claim's transaction commits without
+//! waiting for the WAL flush (`synchronous_commit` off for it alone, `keys::CLAIM_INSERT`):
+//! the completion's durable commit, later in the same WAL, makes it durable. A conflicting claim then reads the row
 //! `FOR UPDATE` and decides (replay, in progress, fingerprint mismatch, takeover) while it holds
 //! the row lock, so two takeovers of an expired lease cannot both win. Completion is one
 //! statement: the fenced `UPDATE` of the key and the `INSERT` of the payment commit together or
