@@ -225,6 +225,14 @@ async fn bench() {
             .print();
         return;
     }
+    // `PAGAR_BENCH_ONLY=postgres`: only the PostgreSQL store's runs.
+    if std::env::var("PAGAR_BENCH_ONLY").as_deref() == Ok("postgres") {
+        match postgres::run(&script, secs, dir.path()).await {
+            Ok(pg) => pg.print(None),
+            Err(e) => println!("\nPostgreSQL figures skipped: {e}"),
+        }
+        return;
+    }
     let raw = raw_commits(dir.path());
 
     let bare_url = bare_server(dir.path()).await;
@@ -325,7 +333,7 @@ async fn bench() {
     println!("ledger rows after the run: {ledger} (first executions answered: {}; wrk cuts off those in flight)", first.count);
     deployed.print();
     match pg {
-        Ok(pg) => pg.print(&first, &replay),
+        Ok(pg) => pg.print(Some((&first, &replay))),
         Err(e) => println!("\nPostgreSQL figures skipped: {e}"),
     }
     grown.print();

@@ -23,9 +23,11 @@ pub struct Figures {
     replay_3: Row,
     /// Mean milliseconds of each step of a first execution on one replica, from its `/metrics`.
     steps: Vec<(String, f64, u64)>,
-    /// What the raw 32-connection commits and the one replica's first executions cost.
+    /// What the raw 32-connection commits and the first executions of one and of three
+    /// replicas cost.
     raw_cost: Cost,
     first_cost: Cost,
+    first_3_cost: Cost,
 }
 
 /// What a scenario cost the machine, between two [`Sample`]s.
@@ -33,10 +35,12 @@ pub struct Figures {
 struct Cost {
     /// CPU seconds of PostgreSQL's processes (backends, WAL writer, checkpointer…).
     pg_cpu_s: f64,
-    /// CPU seconds of the replica (0 for the raw commits).
+    /// CPU seconds of the replicas (0 for the raw commits).
     replica_cpu_s: f64,
     /// CPU seconds of the acquirer the replicas charge at.
     acquirer_cpu_s: f64,
+    /// CPU seconds of the load generator (`wrk`, a child of this process that has exited).
+    load_cpu_s: f64,
     /// Bytes of WAL the database wrote.
     wal_bytes: f64,
     /// The share of the machine's CPU time that was idle.
@@ -49,6 +53,8 @@ struct Sample {
     pg_ticks: u64,
     replica_ticks: u64,
     acquirer_ticks: u64,
+    /// What this process reaped from its children: the `wrk` runs that ended.
+    load_ticks: u64,
     wal_lsn: u64,
     machine: (u64, u64),
 }
@@ -130,10 +136,40 @@ fn proc_stat(pid: &str) -> Option<ProcStat> {
     })
 }
 
+/// What one operation cost, from a [`Cost`]: ms of CPU each, bytes of WAL.
+struct PerOperation {
+    pg: f64,
+    replica: f64,
+    acquirer: f64,
+    load: f64,
+    wal: f64,
+}
+
+impl PerOperation {
+    /// The CPU of every process on the machine's cores that took part.
+    fn total(&self) -> f64 {
+        self.pg + self.replica + self.acquirer + self.load
+    }
+}
+
+impl Cost {
+    /// The cost of one of `n` operations.
+    fn per(&self, n: usize) -> PerOperation {
+        let n = n.max(1) as f64;
+        PerOperation {
+            pg: self.pg_cpu_s * 1e3 / n,
+            replica: self.replica_cpu_s * 1e3 / n,
+            acquirer: self.acquirer_cpu_s * 1e3 / n,
+            load: self.load_cpu_s * 1e3 / n,
+            wal: self.wal_bytes / n,
+        }
+    }
+}
+
 impl Sample {
     /// PostgreSQL's CPU is every live `postgres` process's own plus what the postmaster reaped
     /// from backends that exited (the raw commits' connections close before the second sample).
-    fn take(replica: Option<u32>) -> Self {
+    fn take(replicas: &[u32]) -> Self {
         let procs: Vec<(u32, ProcStat)> = std::fs::read_dir("/proc")
             .into_iter()
             .flatten()
@@ -149,9 +185,11 @@ impl Sample {
             .filter(|(_, s)| s.comm == "postgres")
             .map(|(_, s)| s.ticks + if is_pg(s.ppid) { 0 } else { s.reaped })
             .sum();
-        let replica_ticks = replica
-            .and_then(|r| procs.iter().find(|(p, _)| *p == r))
-            .map_or(0, |(_, s)| s.ticks);
+        let replica_ticks = procs
+            .iter()
+            .filter(|(p, _)| replicas.contains(p))
+            .map(|(_, s)| s.ticks)
+            .sum();
         let acquirer_ticks = procs
             .iter()
             .filter(|(_, s)| s.comm == "adquirente")
@@ -172,6 +210,7 @@ impl Sample {
             pg_ticks,
             replica_ticks,
             acquirer_ticks,
+            load_ticks: proc_stat("self").map_or(0, |s| s.reaped),
             wal_lsn,
             machine: machine_ticks(),
         }
@@ -186,6 +225,7 @@ impl Sample {
             pg_cpu_s: secs(self.pg_ticks, later.pg_ticks),
             replica_cpu_s: secs(self.replica_ticks, later.replica_ticks),
             acquirer_cpu_s: secs(self.acquirer_ticks, later.acquirer_ticks),
+            load_cpu_s: secs(self.load_ticks, later.load_ticks),
             wal_bytes: later.wal_lsn.saturating_sub(self.wal_lsn) as f64,
             idle: idle / (busy + idle).max(1.0),
         }
@@ -367,14 +407,14 @@ pub async fn run(script: &Path, secs: u64, dir: &Path) -> Result<Figures, String
 
 async fn measure(db: &BenchDb, acquirer: &AcquirerProcess, script: &Path, secs: u64) -> Figures {
     let raw_one = raw_commits(&db.url(), 1, RAW_COMMITS).await;
-    let before = Sample::take(None);
+    let before = Sample::take(&[]);
     let raw_many = raw_commits(&db.url(), CONCURRENCY, RAW_COMMITS / 8).await;
-    let raw_cost = before.until(&Sample::take(None));
+    let raw_cost = before.until(&Sample::take(&[]));
 
     let one = replica(db, acquirer);
-    let pid = Some(one.id());
+    let pid = [one.id()];
     let (first_1, replay_1, steps, first_cost) = tokio::task::block_in_place(|| {
-        let before = Sample::take(pid);
+        let before = Sample::take(&pid);
         let first = wrk_with(
             "PG 1 replica, first execution",
             script,
@@ -385,7 +425,7 @@ async fn measure(db: &BenchDb, acquirer: &AcquirerProcess, script: &Path, secs: 
             CONCURRENCY,
             "",
         );
-        let cost = before.until(&Sample::take(pid));
+        let cost = before.until(&Sample::take(&pid));
         let steps = store_steps(&one.base());
         warm(&one.url, "", "p1");
         let replay = wrk_with(
@@ -404,7 +444,9 @@ async fn measure(db: &BenchDb, acquirer: &AcquirerProcess, script: &Path, secs: 
 
     let three: Vec<Server> = (0..3).map(|_| replica(db, acquirer)).collect();
     let urls: Vec<String> = three.iter().map(|r| r.url.clone()).collect();
-    let (first_3, replay_3) = tokio::task::block_in_place(|| {
+    let pids: Vec<u32> = three.iter().map(Server::id).collect();
+    let (first_3, replay_3, first_3_cost) = tokio::task::block_in_place(|| {
+        let before = Sample::take(&pids);
         let first = spread(
             "PG 3 replicas, first execution",
             script,
@@ -413,6 +455,7 @@ async fn measure(db: &BenchDb, acquirer: &AcquirerProcess, script: &Path, secs: 
             &["a", "b", "c"],
             0,
         );
+        let cost = before.until(&Sample::take(&pids));
         for (url, prefix) in urls.iter().zip(["a", "b", "c"]) {
             warm(url, "", prefix);
         }
@@ -425,7 +468,7 @@ async fn measure(db: &BenchDb, acquirer: &AcquirerProcess, script: &Path, secs: 
             &["b", "c", "a"],
             REPLAY_KEYS,
         );
-        (first, replay)
+        (first, replay, cost)
     });
     drop(three);
     // Let the killed replicas' connections go before the database is dropped.
@@ -440,11 +483,14 @@ async fn measure(db: &BenchDb, acquirer: &AcquirerProcess, script: &Path, secs: 
         steps,
         raw_cost,
         first_cost,
+        first_3_cost,
     }
 }
 
 impl Figures {
-    pub fn print(&self, sqlite_first: &Row, sqlite_replay: &Row) {
+    /// Prints the figures; `sqlite` (its first executions and replays) when the SQLite rounds ran
+    /// in the same run.
+    pub fn print(&self, sqlite: Option<(&Row, &Row)>) {
         println!();
         println!("PostgreSQL store (127.0.0.1:5432, synchronous_commit on), same wrk load; replicas are release processes charging at one acquirer process");
         print_table(&[
@@ -472,53 +518,69 @@ impl Figures {
             self.raw_one.p50_ms,
             self.raw_many.p50_ms
         );
-        let per = |c: &Cost, n: usize| {
-            let n = n.max(1) as f64;
-            (
-                c.pg_cpu_s * 1e3 / n,
-                c.replica_cpu_s * 1e3 / n,
-                c.acquirer_cpu_s * 1e3 / n,
-                c.wal_bytes / n,
-            )
-        };
-        let (raw_pg, _, _, raw_wal) = per(&self.raw_cost, self.raw_many.count);
-        let (first_pg, first_app, first_acq, first_wal) = per(&self.first_cost, self.first_1.count);
+        let raw = self.raw_cost.per(self.raw_many.count);
+        let first = self.first_cost.per(self.first_1.count);
         println!(
-            "PG cost per operation (CPU from /proc, WAL from pg_current_wal_lsn): raw commit: PostgreSQL {raw_pg:.3} ms CPU, {raw_wal:.0} B WAL (cores idle {:.0} %); first execution: PostgreSQL {first_pg:.3} ms CPU, replica {first_app:.3} ms CPU, the acquirer {first_acq:.3} ms CPU, {first_wal:.0} B WAL (cores idle {:.0} %)",
-            self.raw_cost.idle * 100.0,
+            "PG cost per operation (CPU from /proc, WAL from pg_current_wal_lsn): raw commit: PostgreSQL {:.3} ms CPU, {:.0} B WAL (cores idle {:.0} %); first execution: PostgreSQL {:.3} ms CPU, replica {:.3} ms CPU, the acquirer {:.3} ms CPU, wrk {:.3} ms CPU, {:.0} B WAL (cores idle {:.0} %)",
+            raw.pg, raw.wal, self.raw_cost.idle * 100.0,
+            first.pg, first.replica, first.acquirer, first.load, first.wal,
             self.first_cost.idle * 100.0
         );
         println!(
             "PG first execution / raw commit: PostgreSQL CPU {:.2}x, WAL {:.2}x",
-            first_pg / raw_pg,
-            first_wal / raw_wal,
+            first.pg / raw.pg,
+            first.wal / raw.wal,
         );
-        // With the cores busy, the CPU one execution costs bounds the rate (the acquirer's
-        // share runs on the same two cores, as it would not in a deployment).
-        let per_execution = first_pg + first_app + first_acq;
+        // With the cores busy, the CPU one execution costs bounds the rate: the replica's, the
+        // acquirer's and wrk's shares run on the same two cores as PostgreSQL, as the raw
+        // commits' do not. PostgreSQL's own floor is two raw commits: the claim and the
+        // completion are a round trip and a commit each, on either side of the charge.
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
+        let raw_rate = self.raw_many.rate().max(1e-9);
+        let at_most = |ms: f64| cores * 1e3 / ms.max(1e-9);
+        let floor = 2.0 * raw.pg + first.replica + first.acquirer + first.load;
         println!(
-            "limit, PostgreSQL: cores idle {:.0} %; one first execution costs {per_execution:.3} ms of CPU (PostgreSQL {first_pg:.3}, the replica {first_app:.3}, the acquirer {first_acq:.3}): {cores:.0} cores allow at most {:.0}/s = {:.2}x the raw commits; 0.35x needs at most {:.3} ms",
+            "limit, PostgreSQL: cores idle {:.0} %; one first execution costs {:.3} ms of CPU (PostgreSQL {:.3}, the replica {:.3}, the acquirer {:.3}, wrk {:.3}): {cores:.0} cores allow at most {:.0}/s = {:.2}x the raw commits, 0.35x needs at most {:.3} ms; with PostgreSQL at its floor (two raw commits, {:.3} ms) at most {:.0}/s = {:.2}x",
             self.first_cost.idle * 100.0,
-            cores * 1e3 / per_execution.max(1e-9),
-            cores * 1e3 / per_execution.max(1e-9) / self.raw_many.rate().max(1e-9),
-            cores * 1e3 / (0.35 * self.raw_many.rate().max(1e-9)),
+            first.total(), first.pg, first.replica, first.acquirer, first.load,
+            at_most(first.total()),
+            at_most(first.total()) / raw_rate,
+            cores * 1e3 / (0.35 * raw_rate),
+            2.0 * raw.pg,
+            at_most(floor),
+            at_most(floor) / raw_rate,
         );
+        super::target(
+            "PG first executions, 3 replicas / 1 replica",
+            self.first_3.rate() / self.first_1.rate(),
+            1.0,
+        );
+        // Three replicas do one replica's work on the same two cores, with more processes and
+        // connections: the same PostgreSQL, the same acquirer, the same wrk load.
+        let three = self.first_3_cost.per(self.first_3.count);
         println!(
-            "PG first executions, 3 replicas / 1 replica:                  {:.2}x",
-            self.first_3.rate() / self.first_1.rate()
+            "limit, 3 replicas: cores idle {:.0} % (one replica: {:.0} %); one first execution costs {:.3} ms of CPU (PostgreSQL {:.3}, the replicas {:.3}, the acquirer {:.3}, wrk {:.3}) against {:.3} ms on one replica ({:.2}x): {cores:.0} cores allow at most {:.0}/s = {:.2}x one replica's rate",
+            self.first_3_cost.idle * 100.0,
+            self.first_cost.idle * 100.0,
+            three.total(), three.pg, three.replica, three.acquirer, three.load,
+            first.total(),
+            three.total() / first.total().max(1e-9),
+            at_most(three.total()),
+            at_most(three.total()) / self.first_1.rate().max(1e-9),
         );
         println!(
             "PG replays, 3 replicas / 1 replica:                           {:.2}x",
             self.replay_3.rate() / self.replay_1.rate()
         );
-        println!(
-            "PG / SQLite, first executions (1 replica):                    {:.2}x",
-            self.first_1.rate() / sqlite_first.rate()
-        );
-        println!(
-            "PG / SQLite, replays (1 replica):                             {:.2}x",
-            self.replay_1.rate() / sqlite_replay.rate()
-        );
+        if let Some((sqlite_first, sqlite_replay)) = sqlite {
+            println!(
+                "PG / SQLite, first executions (1 replica):                    {:.2}x",
+                self.first_1.rate() / sqlite_first.rate()
+            );
+            println!(
+                "PG / SQLite, replays (1 replica):                             {:.2}x",
+                self.replay_1.rate() / sqlite_replay.rate()
+            );
+        }
     }
 }
