@@ -142,6 +142,16 @@ pub fn gtk_gl_off(is_set: impl Fn(&str) -> bool) -> Option<(&'static str, &'stat
     (cfg!(target_os = "linux") && !is_set("GDK_GL")).then_some(("GDK_GL", "disable"))
 }
 
+/// JavaScriptCore's optimizing compiler (DFG, and FTL above it) off for the page, unless the
+/// environment already says something (`JSC_useDFGJIT` set to anything): the variable to set, or
+/// `None`. The web process inherits it. The page is a form of a few hundred elements whose
+/// scripts run when the cashier acts; its interpreter and baseline compiler keep up with that,
+/// while the optimizing tiers, compiling the functions a day of sales makes hot, held memory
+/// that grew sale after sale (`make bench`: the web process after 1 000 sales, with and without).
+pub fn jit_optimizer_off(is_set: impl Fn(&str) -> bool) -> Option<(&'static str, &'static str)> {
+    (cfg!(target_os = "linux") && !is_set("JSC_useDFGJIT")).then_some(("JSC_useDFGJIT", "false"))
+}
+
 /// Why the window cannot open on this machine, when that can be told before trying: no display
 /// to draw on. `None` when there is one (or the platform needs none).
 pub fn missing_display(env: impl Fn(&str) -> Option<String>) -> Option<&'static str> {
@@ -179,8 +189,12 @@ pub fn run() {
         eprintln!("{why}");
         std::process::exit(1);
     }
-    // Before GTK starts, while this is the only thread: see `gtk_gl_off`.
-    if let Some((name, value)) = gtk_gl_off(|k| std::env::var_os(k).is_some()) {
+    // Before GTK starts, while this is the only thread: see `gtk_gl_off`, `jit_optimizer_off`.
+    let is_set = |k: &str| std::env::var_os(k).is_some();
+    for (name, value) in [gtk_gl_off(is_set), jit_optimizer_off(is_set)]
+        .into_iter()
+        .flatten()
+    {
         std::env::set_var(name, value);
     }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

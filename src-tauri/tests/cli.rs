@@ -82,3 +82,12 @@ fn gtk_s_own_gl_is_turned_off_unless_the_environment_already_says_something() {
     );
     assert_eq!(pagar_lib::gtk_gl_off(|k| k == "GDK_GL"), None);
 }
+
+#[test]
+fn the_pages_optimizing_compiler_is_turned_off_unless_the_environment_already_says_something() {
+    assert_eq!(
+        pagar_lib::jit_optimizer_off(|_| false),
+        Some(("JSC_useDFGJIT", "false"))
+    );
+    assert_eq!(pagar_lib::jit_optimizer_off(|k| k == "JSC_useDFGJIT"), None);
+}

@@ -32,6 +32,11 @@ async fn pagar_approves_once_and_double_clicks_bursts_and_held_enter_never_charg
         page_process_env(dir.path(), "GDK_GL").as_deref(),
         Some("disable")
     );
+    // And its scripts run without JavaScriptCore's optimizing tiers (`jit_optimizer_off`).
+    assert_eq!(
+        page_process_env(dir.path(), "JSC_useDFGJIT").as_deref(),
+        Some("false")
+    );
 
     // Act + Assert: one press, one approval, one charge.
     pay(&app, "12,34", "tok_aprovado").await;
