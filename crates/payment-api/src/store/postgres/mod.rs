@@ -3,12 +3,12 @@
 //! Claims are an `INSERT … ON CONFLICT DO NOTHING` under `UNIQUE (merchant, key)` at READ
 //! COMMITTED: PostgreSQL makes a concurrent duplicate wait for the first insert and then do
 //! nothing, so exactly one request starts processing. The claim's transaction commits without
-//! waiting for the WAL flush (`synchronous_commit` off for it alone, `keys::CLAIM_INSERT`):
-//! the completion's durable commit, later in the same WAL, makes it durable. A conflicting claim then reads the row
-//! `FOR UPDATE` and decides (replay, in progress, fingerprint mismatch, takeover) while it holds
-//! the row lock, so two takeovers of an expired lease cannot both win. Completion is one
-//! statement: the fenced `UPDATE` of the key and the `INSERT` of the payment commit together or
-//! not at all.
+//! waiting for the WAL flush (`synchronous_commit` off for it alone, `keys::CLAIM_INSERT`): the
+//! completion's durable commit, later in the same WAL, makes it durable. A conflicting claim
+//! then reads the row `FOR UPDATE` and decides (replay, in progress, fingerprint mismatch,
+//! takeover) while it holds the row lock, so two takeovers of an expired lease cannot both win.
+//! Completion is one statement: the fenced `UPDATE` of the key and the `INSERT` of the payment
+//! commit together or not at all.
 //!
 //! Every lease and retention time is computed in SQL from `pagar_now_ms()` (the database clock);
 //! a replica whose own clock is wrong still agrees with the others. [`PgStore::now_ms`] (used for
