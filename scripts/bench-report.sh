@@ -48,8 +48,10 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   untouched, so the figure does not depend on this machine's disk) beside a durable commit alone
   on that disk; 50 concurrent requests with one key against each, charges counted in the
   acquirer's ledger; then the PostgreSQL store with one and three replicas (release processes,
-  charging at one acquirer process, as deployed) beside PostgreSQL's raw commit rate, with the CPU and WAL per operation read from `/proc` and
-  `pg_current_wal_lsn`; then **flat as the store grows** (`benches/api/grown.rs`): five
+  charging at one acquirer process, as deployed) beside PostgreSQL's raw commit rate, with the
+  CPU (PostgreSQL's, the replicas', the acquirer's, wrk's) and WAL per operation read from
+  `/proc` and `pg_current_wal_lsn`, and what two cores allow with PostgreSQL at its floor (two
+  raw commits an execution: the claim and the completion); then **flat as the store grows** (`benches/api/grown.rs`): five
   interleaved rounds of Pagar's first executions and replays (read from the database, its cache
   off) on a database holding 10 million keys and their payments against an empty one (a release
   process per run, charging at an acquirer process), the grown database made from a few seconds
