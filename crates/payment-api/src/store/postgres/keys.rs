@@ -10,14 +10,15 @@ pub(super) const COMPLETE_KEY: &str = "UPDATE idempotency_keys
          payment_id = $6, completed_at = pagar_now_ms() + $7, locked_until = 0
      WHERE merchant = $1 AND key = $2 AND fence = $3 AND completed_at IS NULL";
 
-/// Claims a key — `$1` merchant, `$2` key, `$3` fingerprint, `$4` lease, `$5` the clock's shift,
-/// `$6` request, `$7` first fence, `$8` operation, `$9` referencia —, or does nothing when it is
-/// taken (then no row comes back). Its transaction commits without waiting for its WAL to reach
-/// the disk (`synchronous_commit` off for that transaction alone, set in the statement: no round
-/// trip more), as SQLite's claim commits relaxed. PostgreSQL writes its WAL in order, so the
-/// execution's completion, committed durably after it, makes the claim durable too; a crash of
-/// the database that loses a claim loses everything after it, and the retry claims anew and gets
-/// the gateway's charge back under the same downstream key.
+/// Claims a key for any operation (a cancellation's too, with no request kept) — `$1` merchant,
+/// `$2` key, `$3` fingerprint, `$4` lease, `$5` the clock's shift, `$6` request, `$7` first
+/// fence, `$8` operation, `$9` referencia —, or does nothing when it is taken (then no row comes
+/// back). Its transaction commits without waiting for its WAL to reach the disk
+/// (`synchronous_commit` off for that transaction alone, set in the statement: no round trip
+/// more), as SQLite's claim commits relaxed. PostgreSQL writes its WAL in order, so the
+/// execution's completion (or the cancellation's mark), committed durably after it, makes the
+/// claim durable too; a crash of the database that loses a claim loses everything after it, and
+/// the retry claims anew and gets the gateway's charge back under the same downstream key.
 pub(super) const CLAIM_INSERT: &str = "INSERT INTO idempotency_keys
          (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point,
           request_body, operation, referencia)
@@ -364,22 +365,21 @@ impl KeyStore for PgStore {
         let (m, k) = (merchant.as_ref(), key.as_ref());
         let shift = self.shift();
         for _ in 0..CLAIM_ATTEMPTS {
+            // The claim every operation makes, with no request and no reference kept.
+            let insert = c.prepare_cached(CLAIM_INSERT).await?;
             let inserted = c
                 .query_opt(
-                    "INSERT INTO idempotency_keys
-                         (merchant, key, fingerprint, created_at, locked_until, fence, recovery_point, operation)
-                     SELECT $1::text, $2::text, $3::text, now_ms, now_ms + $4, $6::bigint, 'started', 'cancelamento'
-                     FROM (SELECT pagar_now_ms() + $5 AS now_ms,
-                                  set_config('synchronous_commit', 'off', true)) AS t
-                     ON CONFLICT (merchant, key) DO NOTHING
-                     RETURNING fence",
+                    &insert,
                     &[
                         &m,
                         &k,
                         &claim::cancelling_fingerprint().as_ref(),
                         &lease_ms,
                         &shift,
+                        &None::<Vec<u8>>,
                         &claim::FIRST_FENCE,
+                        &KeyOperation::CANCELAMENTO.as_str(),
+                        &None::<String>,
                     ],
                 )
                 .await?;
