@@ -86,7 +86,10 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
 What limits a target the run says is not met is measured in the same run and printed on a line
 of its own beginning `limit` (collected under *Targets, and what limits them* below): the floor a
 slow disk sets (a durable commit alone on it), the CPU each server process spends per request
-with the cores' idle share, each step's mean from the server's `/metrics`, the CPU and WAL per
+with the cores' idle share, what two cores allow at the machine's CPU per first execution (the
+server's, the acquirer's, wrk's and the kernel's: the bound Pagar and the peer both meet once the
+cores are busy), each step's mean from the server's `/metrics`, where 1.1x the peer's replays
+stands against the ceiling (the same HTTP stack doing no work), the CPU and WAL per
 PostgreSQL execution, a durable commit's p99 for `pay`, where the memory is. The app's memory is
 read after WebKit's own memory-pressure signal (its UI process watches its memory cgroup; the
 bench holds that cgroup's limit just above its use until the signal is sent), median of three. Two

@@ -363,6 +363,24 @@ impl Deployed {
             ours.per_request_us / peer.per_request_us.max(1e-9),
             steps_median(&steps),
         );
+        // Where the cores are busy, the machine's CPU one execution costs (the server's, the
+        // acquirer's, wrk's and the kernel's for all three) bounds the rate, as it bounds the
+        // peer's: what the target asks of that CPU, and of the server's share of it.
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
+        let peer_rate = median("", &only_rows(&self.peer_first[i])).rate().max(1e-9);
+        let at_most = cores * 1e6 / ours.machine_us.max(1e-9);
+        let needed = cores * 1e6 / (1.2 * peer_rate);
+        println!(
+            "limit, first executions at {load}, the cores: one execution costs the machine {:.0} us of CPU in Pagar's runs (the server {:.0}, the rest {:.0}: the acquirer, wrk, the kernel's flushes), {:.0} us in the peer's: {cores:.0} cores allow Pagar at most {at_most:.0}/s = {:.2}x the peer; 1.2x needs at most {needed:.0} us an execution, the server's share at most {:.0} us with the rest as measured (the peer's server takes {:.0}; Pagar's SQLite writer thread alone {:.0}: its commits, their WAL writes and fsyncs)",
+            ours.machine_us,
+            ours.per_request_us,
+            ours.machine_us - ours.per_request_us,
+            peer.machine_us,
+            at_most / peer_rate,
+            needed - (ours.machine_us - ours.per_request_us),
+            peer.per_request_us,
+            ours.writer.1,
+        );
         let per_sync = mid(runs.iter().map(FirstRun::executions_per_sync).collect());
         println!(
             "Pagar's own database at {load}: {per_sync:.2} first executions per fsync, {:.2} fsyncs per execution (runs: {:?} as (fsyncs, charges)); its busiest SQLite writer thread busy {:.0} % of a core, {:.0} us per execution",
@@ -420,15 +438,23 @@ impl Deployed {
             ratio(&on_rows, &ceiling_rows),
             0.8,
         );
+        // The ceiling is the same HTTP stack answering without work: what no server of it beats.
+        let peer_of_ceiling = ratio(&peer_rows, &ceiling_rows);
         println!(
-            "of the ceiling (one fixed answer, same wrk load): Pagar replays {:.2}x, logging off {:.2}x, peer replays {:.2}x",
+            "of the ceiling (one fixed answer, same wrk load): Pagar replays {:.2}x, logging off {:.2}x, peer replays {:.2}x; 1.1x the peer is {:.2}x the ceiling{}",
             ratio(&on_rows, &ceiling_rows),
             ratio(&off_rows, &ceiling_rows),
-            ratio(&peer_rows, &ceiling_rows),
+            peer_of_ceiling,
+            1.1 * peer_of_ceiling,
+            if 1.1 * peer_of_ceiling > 1.0 {
+                " (more than a server with the same HTTP stack that answers one fixed answer and does no work)"
+            } else {
+                ""
+            },
         );
         let [on, off, peer, ceiling] = [on, off, peer, ceiling].map(|r| median_cpu(&cpus(r)));
         println!(
-            "limit, replays: CPU of the server process per replay: Pagar {:.0} us with logging on, {:.0} us off, the peer {:.0} us (Pagar {:.2}x, target <= 1.0x), the ceiling {:.0} us; the machine's CPU per replay: Pagar {:.0} us, the peer {:.0} us, the ceiling {:.0} us (cores idle {:.0} %, {:.0} %, {:.0} %)",
+            "limit, replays: CPU of the server process per replay: Pagar {:.1} us with logging on, {:.1} us off, the peer {:.1} us (Pagar {:.2}x, target <= 1.0x), the ceiling {:.1} us; the machine's CPU per replay: Pagar {:.1} us, the peer {:.1} us, the ceiling {:.1} us (cores idle {:.0} %, {:.0} %, {:.0} %)",
             on.per_request_us,
             off.per_request_us,
             peer.per_request_us,
