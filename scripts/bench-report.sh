@@ -90,7 +90,9 @@ with the cores' idle share, what two cores allow at the machine's CPU per first 
 server's, the acquirer's, wrk's and the kernel's: the bound Pagar and the peer both meet once the
 cores are busy), each step's mean from the server's `/metrics`, where 1.1x the peer's replays
 stands against the ceiling (the same HTTP stack doing no work), the CPU and WAL per
-PostgreSQL execution, a durable commit's p99 for `pay`, where the memory is. The app's memory is
+PostgreSQL execution, a durable commit's p99 for `pay`, the CPU a drained sale costs the server,
+the till and the machine against the server alone's (and whether the cores are what bounds it),
+where the memory is. The app's memory is
 read after WebKit's own memory-pressure signal (its UI process watches its memory cgroup; the
 bench holds that cgroup's limit just above its use until the signal is sent), median of three. Two
 choices are kept only for a figure here: the request log written by a thread of its own

@@ -277,9 +277,11 @@ async fn free_address() -> String {
 /// One round of the drain: the server alone executing `queued` first requests, then `queued`
 /// attempts queued while the server is away and drained when it comes back on the same address.
 /// Returns (server alone, fill, drain, until the first attempt drained).
-async fn drain_round(dir: &std::path::Path, round: usize, queued: usize) -> [Duration; 4] {
+async fn drain_round(dir: &std::path::Path, round: usize, queued: usize) -> DrainRound {
     let reference_api = start_api(dir.join(format!("api-ref-{queued}-{round}.db")), None);
+    let cpu = Cpu::read(reference_api.pid());
     let alone = server_alone(&reference_api.url(), queued).await;
+    let alone_cpu = Cpu::read(reference_api.pid()).since(&cpu);
     drop(reference_api);
 
     let url = free_address().await; // where the server will come back; nothing listens yet
@@ -301,6 +303,7 @@ async fn drain_round(dir: &std::path::Path, round: usize, queued: usize) -> [Dur
         dir.join(format!("api-drain-{queued}-{round}.db")),
         Some(addr),
     );
+    let cpu = Cpu::read(api.pid());
     let mut first = None;
     loop {
         let left = checkout.queue().await.unwrap().count;
@@ -313,11 +316,87 @@ async fn drain_round(dir: &std::path::Path, round: usize, queued: usize) -> [Dur
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let drain = back.elapsed();
+    let drain_cpu = Cpu::read(api.pid()).since(&cpu);
     let ledger = api.ledger().await.len();
     assert_eq!(ledger, queued, "one charge per queued attempt");
     checkout.shutdown().await;
     drop(api);
-    [alone, fill, drain, first.expect("drained")]
+    DrainRound {
+        times: [alone, fill, drain, first.expect("drained")],
+        cpu: [alone_cpu, drain_cpu],
+    }
+}
+
+/// One drain round: its times ([`drain_round`]) and the CPU of its two measured parts (the
+/// server alone, the drain).
+struct DrainRound {
+    times: [Duration; 4],
+    cpu: [Cpu; 2],
+}
+
+/// CPU clock ticks (`/proc`, 100 a second) of the server process, of this process (the load
+/// beside the server alone; the till's engine and outbox in the drain), and the machine's busy
+/// and idle ones: read at a part's start and end, subtracted.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    server: u64,
+    till: u64,
+    busy: u64,
+    idle: u64,
+}
+
+impl Cpu {
+    fn read(server: u32) -> Self {
+        let ticks = |pid: &str| -> u64 {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let after = s.rsplit_once(')')?.1.split_whitespace().collect::<Vec<_>>();
+                    // utime and stime: the 14th and 15th fields, the 12th and 13th after the name.
+                    Some(after.get(11)?.parse::<u64>().ok()? + after.get(12)?.parse::<u64>().ok()?)
+                })
+                .unwrap_or(0)
+        };
+        let machine: Vec<u64> = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|s| {
+                s.lines().next().map(|l| {
+                    l.split_whitespace()
+                        .skip(1)
+                        .filter_map(|v| v.parse().ok())
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
+        // user nice system idle iowait irq softirq steal
+        let idle = machine.get(3).copied().unwrap_or(0) + machine.get(4).copied().unwrap_or(0);
+        Self {
+            server: ticks(&server.to_string()),
+            till: ticks("self"),
+            busy: machine.iter().take(8).sum::<u64>() - idle,
+            idle,
+        }
+    }
+
+    fn since(&self, start: &Cpu) -> Self {
+        Self {
+            server: self.server.saturating_sub(start.server),
+            till: self.till.saturating_sub(start.till),
+            busy: self.busy.saturating_sub(start.busy),
+            idle: self.idle.saturating_sub(start.idle),
+        }
+    }
+
+    /// (server, this process, the machine) CPU per sale in µs, and the cores' idle share.
+    fn per_sale(&self, sales: usize) -> (f64, f64, f64, f64) {
+        let us = |t: u64| t as f64 * 10_000.0 / sales.max(1) as f64;
+        (
+            us(self.server),
+            us(self.till),
+            us(self.busy),
+            self.idle as f64 / (self.busy + self.idle).max(1) as f64,
+        )
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -367,13 +446,17 @@ async fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(QUEUED_LARGE);
     let (mut pays, mut drains, mut large_drains) = (Vec::new(), Vec::new(), Vec::new());
+    let mut large_cpu: Vec<[Cpu; 2]> = Vec::new();
     for round in 0..rounds {
         if only.as_deref() != Some("drain") {
             pays.push(pay_round(dir.path(), round).await);
         }
         if only.as_deref() != Some("pay") {
-            drains.push(drain_round(dir.path(), round, QUEUED).await);
-            large_drains.push(drain_round(dir.path(), round, large).await);
+            let small = drain_round(dir.path(), round, QUEUED).await;
+            let big = drain_round(dir.path(), round, large).await;
+            drains.push(small.times);
+            large_drains.push(big.times);
+            large_cpu.push(big.cpu);
         }
     }
 
@@ -511,6 +594,27 @@ async fn main() {
             "x",
             1.3,
             true,
+        );
+        // What the large queue's drain and its reference cost the machine per sale, part by
+        // part: the server alone and in the drain, and beside it this process (the reference's
+        // load, then the till's engine and outbox), with the cores' idle share.
+        let part = |i: usize, f: fn(&(f64, f64, f64, f64)) -> f64| {
+            median(large_cpu.iter().map(|c| f(&c[i].per_sale(large))).collect())
+        };
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
+        let alone_rate = large as f64 / secs(&large_drains, 0).max(1e-9);
+        println!(
+            "limit, drain of {large}: CPU per sale, server alone / in the drain: the server {:.0} / {:.0} us, this process (the reference's load / the till's engine and outbox) {:.0} / {:.0} us, the machine {:.0} / {:.0} us (cores idle {:.0} % / {:.0} %); at the drain's machine CPU per sale {cores:.0} cores allow at most {:.0} sales/s: a drain in {:.2}x the server alone's time, were the cores what bounds it",
+            part(0, |c| c.0),
+            part(1, |c| c.0),
+            part(0, |c| c.1),
+            part(1, |c| c.1),
+            part(0, |c| c.2),
+            part(1, |c| c.2),
+            part(0, |c| c.3 * 100.0),
+            part(1, |c| c.3 * 100.0),
+            cores * 1e6 / part(1, |c| c.2).max(1e-9),
+            alone_rate / (cores * 1e6 / part(1, |c| c.2).max(1e-9)),
         );
         target(
             &format!("drain per sale, {large} / {QUEUED} queued"),

@@ -130,6 +130,11 @@ impl ApiProcess {
         self.addr
     }
 
+    /// Its process id (what `/proc` reads its CPU by).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `http://<addr>`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
