@@ -76,7 +76,9 @@ these machines wander by tens of per cent over minutes, so read the ratios, not 
   alone, and a sale's cost in the queue of 100 000 against the queue of 10 000 (linear: 1.00x).
 - **the app** (`src-tauri/benches/startup.rs`): the optimised app under Xvfb, time to the first
   painted window, and memory (PSS of the process and its WebKit children) idle and after 1 000
-  sales sold through the window, beside a bare Tauri window (`blank_window`) started the same way,
+  sales sold through the window (three sessions of the app, each on a fresh data folder: one
+  session's growth swings by several MiB, so the session with the median growth is reported and
+  the three growths printed), beside a bare Tauri window (`blank_window`) started the same way,
   and, for the growth, that bare window making the IPC calls Pagar's page made (counted in the
   page over its first 100 sales: the same commands, as many, arguments and answers of the same
   sizes) for 1 000 sales, with no page work; and, inside the web process, the page's
