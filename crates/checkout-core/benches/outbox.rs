@@ -347,33 +347,12 @@ struct Cpu {
 
 impl Cpu {
     fn read(server: u32) -> Self {
-        let ticks = |pid: &str| -> u64 {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    let after = s.rsplit_once(')')?.1.split_whitespace().collect::<Vec<_>>();
-                    // utime and stime: the 14th and 15th fields, the 12th and 13th after the name.
-                    Some(after.get(11)?.parse::<u64>().ok()? + after.get(12)?.parse::<u64>().ok()?)
-                })
-                .unwrap_or(0)
-        };
-        let machine: Vec<u64> = std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|s| {
-                s.lines().next().map(|l| {
-                    l.split_whitespace()
-                        .skip(1)
-                        .filter_map(|v| v.parse().ok())
-                        .collect()
-                })
-            })
-            .unwrap_or_default();
-        // user nice system idle iowait irq softirq steal
-        let idle = machine.get(3).copied().unwrap_or(0) + machine.get(4).copied().unwrap_or(0);
+        use pagar_testkit::cpu_ticks;
+        let (busy, idle) = cpu_ticks::machine();
         Self {
-            server: ticks(&server.to_string()),
-            till: ticks("self"),
-            busy: machine.iter().take(8).sum::<u64>() - idle,
+            server: cpu_ticks::process(&server.to_string()),
+            till: cpu_ticks::process("self"),
+            busy,
             idle,
         }
     }

@@ -19,6 +19,7 @@
 
 mod acquirer_process;
 mod api_process;
+pub mod cpu_ticks;
 mod fault_proxy;
 mod machine_process;
 mod pix_process;

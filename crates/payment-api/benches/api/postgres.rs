@@ -72,22 +72,7 @@ struct ProcStat {
     reaped: u64,
 }
 
-/// The machine's (busy, idle) ticks so far, from the first line of `/proc/stat`.
-pub(crate) fn machine_ticks() -> (u64, u64) {
-    let cpu = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: Vec<u64> = cpu
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
-    let busy = ticks.iter().take(8).sum::<u64>() - idle;
-    (busy, idle)
-}
+pub(crate) use pagar_testkit::cpu_ticks::machine as machine_ticks;
 
 /// The user and system ticks of each of `pid`'s threads named `name` so far.
 pub(crate) fn thread_ticks(pid: u32, name: &str) -> Vec<(String, u64)> {

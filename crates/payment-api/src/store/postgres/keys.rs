@@ -364,9 +364,9 @@ impl KeyStore for PgStore {
         let mut c = self.conn().await?;
         let (m, k) = (merchant.as_ref(), key.as_ref());
         let shift = self.shift();
+        // The claim every operation makes, with no request and no reference kept.
+        let insert = c.prepare_cached(CLAIM_INSERT).await?;
         for _ in 0..CLAIM_ATTEMPTS {
-            // The claim every operation makes, with no request and no reference kept.
-            let insert = c.prepare_cached(CLAIM_INSERT).await?;
             let inserted = c
                 .query_opt(
                     &insert,
