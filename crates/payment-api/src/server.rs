@@ -267,7 +267,7 @@ async fn reap(
     }
 }
 
-/// Deletes every expired key, `batch` at a time (`--reaper-batch`); returns how many. On a
+/// Deletes every expired key, `batch` a write (`--reaper-batch`); returns how many. On a
 /// store of millions of keys each key deleted dirties a page of its own (keys are random, their
 /// index entries far apart): deleted in one statement, a minute's expiry held the store's one
 /// writer (SQLite) or a long transaction (PostgreSQL) for seconds while every first execution
@@ -285,13 +285,13 @@ async fn purge_expired(
         let n = state.store().purge_keys(retention_ms, batch).await?;
         state.metrics().purged(n);
         purged += n;
-        if n < u64::from(batch) {
+        if n == 0 {
             return Ok(purged);
         }
-        // The store is left to payments for as long as the batch took (its wait for the writer
-        // included): a backlog is purged at half the writer's pace at most, slower when the
-        // writer is busy, and a payment never queues behind more than one short batch.
-        tokio::time::sleep(asked.elapsed()).await;
+        // The store is left to payments for nine times as long as the batch took (its wait
+        // for the writer included): a backlog is purged at a tenth of the store's pace at most,
+        // slower when it is busy, and a payment never queues behind more than one short batch.
+        tokio::time::sleep(asked.elapsed() * 9).await;
     }
 }
 

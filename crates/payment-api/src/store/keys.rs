@@ -306,8 +306,8 @@ pub trait KeyStore: Clocked {
     ) -> StoreResult<()>;
     /// Deletes at most `limit` of the completed keys older than `retention_ms`, the oldest
     /// first, in one short write; never keys in progress, never payments, never a key whose
-    /// operation can still move money ([`LIVE_KEY`]). Fewer than `limit` deleted: none is left.
-    /// Not durable on its own: a purge a power cut undoes is done again by the next pass.
+    /// operation can still move money ([`LIVE_KEY`]). None deleted: none is left. Not durable on
+    /// its own: a purge a power cut undoes is done again by the next pass.
     async fn purge_keys(&self, retention_ms: Millis, limit: u32) -> StoreResult<u64>;
     /// Completes a key with the answer of a payment or refund that already exists (`resource`:
     /// its id; the key was purged and the same request came again): stores the response, writes

@@ -56,6 +56,9 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../../migrations/sqlite/V14__card_machine.sql"
         )),
+        M::up(include_str!(
+            "../../../migrations/sqlite/V15__live_keys.sql"
+        )),
     ])
 }
 
@@ -153,6 +156,24 @@ impl Clocked for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_reaper_s_liveness_checks_read_only_the_open_payments_and_pix() {
+        let mut c = rusqlite::Connection::open_in_memory().unwrap();
+        migrations().to_latest(&mut c).unwrap();
+        for sql in [purge_candidates(), purge_one()] {
+            let plan: Vec<String> = c
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map(params![0, 1], |r| r.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let plan = plan.join("\n");
+            assert!(plan.contains("payments_live_key"), "{plan}");
+            assert!(plan.contains("pix_charges_live_key"), "{plan}");
+        }
+    }
+
     #[test]
     fn payments_made_before_their_means_was_stored_get_it_from_the_migration() {
         let mut c = rusqlite::Connection::open_in_memory().unwrap();
