@@ -256,22 +256,16 @@ impl KeyStore for SqliteStore {
             .db
             .read(move |c| {
                 let mut candidates = c.prepare_cached(&purge_candidates())?;
-                let rows = candidates
-                    .query_map(params![cutoff, limit], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, String>(2)?,
-                        ))
-                    })?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
                 let mut entry = c.prepare_cached(
                     "SELECT 1 FROM idempotency_keys WHERE merchant = ?1 AND key = ?2",
                 )?;
-                for (_, merchant, key) in &rows {
-                    entry.exists(params![merchant, key])?;
+                let mut rows = candidates.query(params![cutoff, limit])?;
+                let mut found = Vec::new();
+                while let Some(r) = rows.next()? {
+                    entry.exists(params![r.get::<_, String>(1)?, r.get::<_, String>(2)?])?;
+                    found.push(r.get(0)?);
                 }
-                StoreResult::Ok(rows.into_iter().map(|(rowid, ..)| rowid).collect())
+                StoreResult::Ok(found)
             })
             .await?;
         if found.is_empty() {
