@@ -44,13 +44,17 @@ pub(crate) fn operation_of(stored: Option<&str>) -> StoreResult<KeyOperation> {
 }
 
 /// A key (`k`) whose operation can still move money, which the reaper keeps past its retention:
-/// its Pix charge still waiting (the QR can be paid: the key holds the sale's part and a cancel
-/// by key must see it), or its payment an authorization neither captured, undone nor lapsed. A
-/// Pix is closed only after it was removed at the provider; a payment after that is
-/// `recebido_apos_cancelamento`, never the sale's.
+/// its Pix charge or its card-machine order still waiting (the QR or the machine can be paid:
+/// the key holds the sale's part, and a cancel by key must see it rather than burn the key), or
+/// its payment an authorization neither captured, undone nor lapsed. A Pix is closed only after
+/// it was removed at the provider; a payment after that is `recebido_apos_cancelamento`, never
+/// the sale's. An order is closed only by the provider's word.
 pub(crate) const LIVE_KEY: &str = "EXISTS (SELECT 1 FROM pix_charges x
                   WHERE x.merchant = k.merchant AND x.idempotency_key = k.key
                     AND x.status = 'aguardando')
+           OR EXISTS (SELECT 1 FROM machine_orders o
+                  WHERE o.merchant = k.merchant AND o.idempotency_key = k.key
+                    AND o.status = 'aguardando')
            OR EXISTS (SELECT 1 FROM payments p
                   WHERE p.merchant = k.merchant AND p.idempotency_key = k.key
                     AND p.captura = 'pendente')";

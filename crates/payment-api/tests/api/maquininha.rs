@@ -477,3 +477,70 @@ async fn bad_card_machine_requests_are_refused_clearly_and_store_nothing(#[case]
     )
     .await;
 }
+
+#[apply(stores)]
+async fn a_waiting_order_keeps_its_key_past_a_short_key_retention_and_a_cancel_by_key_never_burns_it(
+    #[case] backend: Backend,
+) {
+    // Arrange: keys kept 2 s, the reaper every second; an order at the machine, and a card
+    // payment elsewhere whose key is there to be purged.
+    let machine = Machine::start().await;
+    let app = TestApp::spawn_with_clock(backend, |c| {
+        machine.configure(c, 3_600_000);
+        c.key_retention_secs = 2;
+        c.reaper_interval_secs = 1;
+    })
+    .await;
+    machine.notify(&app.url).await;
+    let key = new_key();
+    let waiting: Value = app
+        .pay(&key, &at_machine(4_200, "venda-retida"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(waiting["status"], "aguardando");
+    let id = waiting["id"].as_str().unwrap();
+    assert_eq!(app.pay(&new_key(), &approved(500)).await.status(), 201);
+
+    // Act: the retention passes; the reaper purges what it may.
+    app.advance_clock(Duration::from_secs(10));
+    app.keys_become(
+        1,
+        "the card payment's key is purged, the waiting order's is kept",
+    )
+    .await;
+
+    // Assert: the key still knows its order: a cancel by key does not burn a key whose order a
+    // card can still pay (the till would charge the sale again under a new key), and the same
+    // request sent again is replayed, not a second order.
+    assert_problem(
+        app.cancel(&key).await,
+        StatusCode::CONFLICT,
+        "maquininha-aguardando",
+    )
+    .await;
+    let again = app.pay(&key, &at_machine(4_200, "venda-retida")).await;
+    assert_eq!(
+        again
+            .headers()
+            .get("idempotent-replayed")
+            .map(|v| v.to_str().unwrap()),
+        Some("true")
+    );
+    // The customer pays at the machine: one order, one charge; then the key may go, and a
+    // cancel by key answers the payment it made.
+    machine.machine_looks().await;
+    assert_eq!(
+        machine.customer(json!({"acao": "aprovar"})).await,
+        StatusCode::OK
+    );
+    status_becomes(&app, id, "aprovado").await;
+    app.keys_become(0, "the paid order's key is purged after its retention")
+        .await;
+    let cancelled: Value = app.cancel(&key).await.json().await.unwrap();
+    assert_eq!(cancelled["resultado"], "pagamento");
+    assert_eq!(cancelled["pagamento"]["id"], id);
+    let counts = machine.counts();
+    assert_eq!((counts.orders, counts.paid), (1, 1));
+}

@@ -59,6 +59,9 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../../migrations/sqlite/V15__live_keys.sql"
         )),
+        M::up(include_str!(
+            "../../../migrations/sqlite/V16__machine_live_keys.sql"
+        )),
     ])
 }
 
@@ -157,7 +160,7 @@ impl Clocked for SqliteStore {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_reaper_s_liveness_checks_read_only_the_open_payments_and_pix() {
+    fn the_reaper_s_liveness_checks_read_only_the_open_payments_pix_and_machine_orders() {
         let mut c = rusqlite::Connection::open_in_memory().unwrap();
         migrations().to_latest(&mut c).unwrap();
         for sql in [purge_candidates(), purge_one()] {
@@ -171,6 +174,7 @@ mod tests {
             let plan = plan.join("\n");
             assert!(plan.contains("payments_live_key"), "{plan}");
             assert!(plan.contains("pix_charges_live_key"), "{plan}");
+            assert!(plan.contains("machine_orders_live_key"), "{plan}");
         }
     }
 
