@@ -5,6 +5,7 @@ use crate::client::{Answer, Reach};
 use crate::domain::{AttemptState, UnixMillis};
 use crate::outbox::{SendJob, TryResult};
 use rand::Rng;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -45,16 +46,25 @@ pub(super) async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>)
             break;
         }
         while tries.try_join_next().is_some() {}
-        let busy = inner.in_flight.lock().expect("in-flight lock").len();
+        let busy = inner.in_flight.lock().expect("in-flight lock").ids.len();
         if !inner.connectivity().is_down() && max.saturating_sub(busy) >= refill_at(max) {
-            match inner.outbox.due(now_ms(), max + busy).await {
+            // A try that ends from here on may be read below as still due: it is kept apart.
+            // One that ended before recorded its outcome first, which this read sees.
+            inner
+                .in_flight
+                .lock()
+                .expect("in-flight lock")
+                .ended_during_read = Some(HashSet::new());
+            let due = inner.outbox.due(now_ms(), max + busy).await;
+            let mut in_flight = inner.in_flight.lock().expect("in-flight lock");
+            let ended = in_flight.ended_during_read.take().unwrap_or_default();
+            match due {
                 Ok(jobs) => {
-                    let mut in_flight = inner.in_flight.lock().expect("in-flight lock");
                     for job in jobs {
-                        if in_flight.len() >= max {
+                        if in_flight.ids.len() >= max {
                             break;
                         }
-                        if in_flight.insert(job.id.clone()) {
+                        if !ended.contains(&job.id) && in_flight.ids.insert(job.id.clone()) {
                             let span = tracing::info_span!("attempt", attempt = %job.id, key = %job.key, tries = job.tries);
                             tries.spawn(run_try(inner.clone(), job).instrument(span));
                         }
@@ -96,7 +106,7 @@ async fn next_wake(inner: &Inner) -> Duration {
     if inner.connectivity().is_down() {
         return IDLE; // the prober wakes the dispatcher when the server is back
     }
-    let busy = inner.in_flight.lock().expect("in-flight lock").len();
+    let busy = inner.in_flight.lock().expect("in-flight lock").ids.len();
     let max = inner.config.max_in_flight.max(1);
     if max.saturating_sub(busy) < refill_at(max) {
         // Too few slots free to read for: each try wakes the dispatcher when it ends. Reading
@@ -125,7 +135,7 @@ async fn next_wake(inner: &Inner) -> Duration {
     let in_flight = inner.in_flight.lock().expect("in-flight lock");
     upcoming
         .into_iter()
-        .find(|(id, _)| !in_flight.contains(id))
+        .find(|(id, _)| !in_flight.ids.contains(id))
         .map(|(_, at)| Duration::from_millis((at - now_ms()).max(0) as u64).min(IDLE))
         .unwrap_or(IDLE)
 }
@@ -224,11 +234,13 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
-    inner
-        .in_flight
-        .lock()
-        .expect("in-flight lock")
-        .remove(&job.id);
+    {
+        let mut in_flight = inner.in_flight.lock().expect("in-flight lock");
+        in_flight.ids.remove(&job.id);
+        if let Some(ended) = in_flight.ended_during_read.as_mut() {
+            ended.insert(job.id);
+        }
+    }
     inner.wake.notify_one();
 }
 

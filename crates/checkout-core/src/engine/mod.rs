@@ -41,6 +41,16 @@ mod events;
 
 pub use events::*;
 
+/// The tries the dispatcher started and not yet ended, and those that ended while it was reading
+/// the outbox: that read may have seen their attempts before their outcome was recorded, still
+/// due, and must not send them again (the server would only replay the answer, a request and a
+/// record wasted; a sale's try is sent once per due time).
+#[derive(Debug, Default)]
+struct InFlight {
+    ids: HashSet<AttemptId>,
+    ended_during_read: Option<HashSet<AttemptId>>,
+}
+
 /// The engine. Cheap to clone; call [`Checkout::shutdown`] to stop it and release the outbox.
 #[derive(Debug, Clone)]
 pub struct Checkout {
@@ -53,7 +63,7 @@ struct Inner {
     client: PaymentClient,
     config: Config,
     events: broadcast::Sender<Event>,
-    in_flight: Mutex<HashSet<AttemptId>>,
+    in_flight: Mutex<InFlight>,
     wake: Notify,
     connectivity: AtomicU8,
     /// Why the server cannot be used (pt-BR), while it cannot.
@@ -114,7 +124,7 @@ impl Checkout {
             client,
             config,
             events,
-            in_flight: Mutex::new(HashSet::new()),
+            in_flight: Mutex::new(InFlight::default()),
             wake: Notify::new(),
             connectivity: AtomicU8::new(Connectivity::Unknown.as_u8()),
             problem: Mutex::new(None),

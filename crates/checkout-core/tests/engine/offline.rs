@@ -49,6 +49,37 @@ async fn with_the_server_down_payments_wait_and_drain_by_themselves_when_it_retu
 }
 
 #[tokio::test]
+async fn a_queue_drained_through_every_slot_sends_each_sale_once() {
+    // Arrange: 120 sales queued while the server is away, 8 requests at once; each answer is
+    // written down while the next requests are already on the wire.
+    let mut api = Api::start().await;
+    api.down().await;
+    let mut config = fast_config(&api.url());
+    config.max_in_flight = 8;
+    config.offline_caps = OfflineCaps::default();
+    let engine = Engine::open(config).await;
+    let mut attempts = Vec::new();
+    for i in 0..120 {
+        attempts.push(
+            engine
+                .pay(&format!("venda-d{i}"), 100 + i, "tok_aprovado")
+                .await,
+        );
+    }
+    // Act
+    api.up().await;
+    for a in &attempts {
+        assert_eq!(engine.final_state(a).await.state, AttemptState::Aprovado);
+    }
+    // Assert: one request per sale (none sent again from a read of the outbox made while its
+    // answer was being recorded, none met its own key in progress), one charge per sale.
+    assert_eq!(api.requests("first").await, 120);
+    assert_eq!(api.all_requests().await, 120, "no replay, no 409");
+    assert_eq!(api.ledger().await.len(), 120);
+    assert_eq!(engine.checkout.queue().await.unwrap().count, 0);
+}
+
+#[tokio::test]
 async fn offline_caps_refuse_a_payment_instead_of_queueing_it() {
     let mut api = Api::start().await;
     api.down().await;
