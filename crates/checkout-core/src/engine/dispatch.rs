@@ -5,7 +5,6 @@ use crate::client::{Answer, Reach};
 use crate::domain::{AttemptState, UnixMillis};
 use crate::outbox::{SendJob, TryResult};
 use rand::Rng;
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -48,16 +47,14 @@ pub(super) async fn dispatch(inner: Arc<Inner>, mut stop: watch::Receiver<bool>)
         while tries.try_join_next().is_some() {}
         let busy = inner.in_flight.lock().expect("in-flight lock").ids.len();
         if !inner.connectivity().is_down() && max.saturating_sub(busy) >= refill_at(max) {
-            // A try that ends from here on may be read below as still due: it is kept apart.
-            // One that ended before recorded its outcome first, which this read sees.
             inner
                 .in_flight
                 .lock()
                 .expect("in-flight lock")
-                .ended_during_read = Some(HashSet::new());
+                .read_starts();
             let due = inner.outbox.due(now_ms(), max + busy).await;
             let mut in_flight = inner.in_flight.lock().expect("in-flight lock");
-            let ended = in_flight.ended_during_read.take().unwrap_or_default();
+            let ended = in_flight.read_ends();
             match due {
                 Ok(jobs) => {
                     for job in jobs {
@@ -234,13 +231,11 @@ async fn run_try(inner: Arc<Inner>, job: SendJob) {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
-    {
-        let mut in_flight = inner.in_flight.lock().expect("in-flight lock");
-        in_flight.ids.remove(&job.id);
-        if let Some(ended) = in_flight.ended_during_read.as_mut() {
-            ended.insert(job.id);
-        }
-    }
+    inner
+        .in_flight
+        .lock()
+        .expect("in-flight lock")
+        .try_ended(job.id);
     inner.wake.notify_one();
 }
 

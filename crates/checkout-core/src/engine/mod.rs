@@ -51,6 +51,27 @@ struct InFlight {
     ended_during_read: Option<HashSet<AttemptId>>,
 }
 
+impl InFlight {
+    /// The dispatcher is about to read the due attempts: a try that ends from now on may be in
+    /// that read, still due. One that ended before recorded its outcome first, which the read sees.
+    fn read_starts(&mut self) {
+        self.ended_during_read = Some(HashSet::new());
+    }
+
+    /// The read is over: the tries that ended during it, whose attempts it must not send.
+    fn read_ends(&mut self) -> HashSet<AttemptId> {
+        self.ended_during_read.take().unwrap_or_default()
+    }
+
+    /// A try ended, its outcome recorded.
+    fn try_ended(&mut self, id: AttemptId) {
+        self.ids.remove(&id);
+        if let Some(ended) = self.ended_during_read.as_mut() {
+            ended.insert(id);
+        }
+    }
+}
+
 /// The engine. Cheap to clone; call [`Checkout::shutdown`] to stop it and release the outbox.
 #[derive(Debug, Clone)]
 pub struct Checkout {
